@@ -1,0 +1,55 @@
+"""The plan model, the pure patch logic and the graph state with its plan reducer."""
+
+from planmode.state.models import (
+    Complexity,
+    NewStep,
+    PatchRecord,
+    Plan,
+    PlanPatch,
+    Rejection,
+    ResetPlan,
+    Step,
+    StepStatus,
+    StepTransition,
+    StepUpdate,
+)
+from planmode.state.parse import extract_json, parse_patch, parse_plan, parse_plan_or_patch
+from planmode.state.patch import (
+    ALLOWED_TRANSITIONS,
+    PatchResult,
+    TransitionResult,
+    apply_patch,
+    apply_transitions,
+    diff_to_patch,
+    find_cycle,
+    validate_plan,
+)
+from planmode.state.reducer import PlanUpdate, plan_reducer
+
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "Complexity",
+    "NewStep",
+    "PatchRecord",
+    "PatchResult",
+    "Plan",
+    "PlanPatch",
+    "PlanUpdate",
+    "Rejection",
+    "ResetPlan",
+    "Step",
+    "StepStatus",
+    "StepTransition",
+    "StepUpdate",
+    "TransitionResult",
+    "apply_patch",
+    "apply_transitions",
+    "diff_to_patch",
+    "extract_json",
+    "find_cycle",
+    "parse_patch",
+    "parse_plan",
+    "parse_plan_or_patch",
+    "plan_reducer",
+    "validate_plan",
+]

@@ -1,0 +1,239 @@
+"""The plan data model: `Step`, `Plan`, `PlanPatch` and their parts.
+
+Field names here are a public protocol: prompts, users, Studio and tests rely on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "Complexity",
+    "Plan",
+    "PlanPatch",
+    "PatchRecord",
+    "Rejection",
+    "ResetPlan",
+    "Step",
+    "StepId",
+    "StepStatus",
+    "StepTransition",
+    "StepUpdate",
+    "NewStep",
+]
+
+#: A step id: a short, safe identifier (letters, digits, ``_`` and ``-``; starts with a letter or ``_``).
+StepId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
+
+#: How many rejected updates a plan keeps (oldest dropped first), so state size stays bounded.
+MAX_REJECTIONS_KEPT = 50
+
+
+class StepStatus(str, Enum):
+    """Where a step is in its life. ``done`` is terminal; "ready" is derived, never stored."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Complexity(str, Enum):
+    """A rough size of a step, used by planners and for reporting."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", use_enum_values=False, validate_assignment=False)
+
+
+class StepDefinition(_Model):
+    """The part of a step that a planner writes."""
+
+    id: StepId = Field(description="Unique, short identifier, e.g. 'read_config'.")
+    description: str = Field(min_length=1, description="What this step does, as an instruction.")
+    dependencies: list[StepId] = Field(default_factory=list, description="Ids of steps that must be done first.")
+    tools: list[str] = Field(default_factory=list, description="Names of the tools this step expects to use.")
+    complexity: Complexity = Field(default=Complexity.MEDIUM, description="low, medium or high.")
+    acceptance: str = Field(default="", description="How to tell that the step succeeded.")
+
+
+#: The fields of a step that define it (as opposed to its execution record).
+DEFINITION_FIELDS: tuple[str, ...] = ("description", "dependencies", "tools", "complexity", "acceptance")
+
+
+class Step(StepDefinition):
+    """One step of a plan: its definition plus its execution record."""
+
+    status: StepStatus = Field(default=StepStatus.PENDING, description="pending/running/done/failed/blocked/skipped")
+    attempts: int = Field(default=0, ge=0, description="How many times the step was executed.")
+    result: str | None = Field(default=None, description="Short summary of the step's outcome.")
+    error: str | None = Field(default=None, description="Why the last attempt failed.")
+    output_ref: str | None = Field(default=None, description="Store key of the step's full output, if stored.")
+
+
+class PatchRecord(_Model):
+    """One applied change to a plan, as kept in `Plan.history`."""
+
+    version: int = Field(description="The plan version this change produced.")
+    reason: str = ""
+    source: str = Field(default="patch", description="Who made it: planner, patch, human, diff, ...")
+    added: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    reordered: bool = False
+    retitled: bool = False
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Rejection(_Model):
+    """An update to the plan channel that was refused; the plan was left unchanged."""
+
+    version: int = Field(description="The plan version the update was refused against.")
+    kind: str = Field(description="plan, patch, transition or unknown")
+    source: str = "unknown"
+    reasons: list[str] = Field(default_factory=list)
+
+
+class Plan(_Model):
+    """A validated, versioned plan. Change it only through `apply_patch` (and the plan reducer)."""
+
+    goal: str = Field(description="The task the plan accomplishes.")
+    title: str = Field(default="", description="A short title.")
+    steps: list[Step] = Field(default_factory=list)
+    version: int = Field(default=1, ge=0, description="Bumped by every applied patch. 0: no valid plan yet.")
+    max_steps: int | None = Field(default=None, ge=1, description="The step cap this plan is held to.")
+    history: list[PatchRecord] = Field(default_factory=list, description="Applied patches, oldest first.")
+    rejections: list[Rejection] = Field(default_factory=list, description="Refused updates, oldest first.")
+
+    # -- lookups --------------------------------------------------------------------------------------
+    def get(self, step_id: str) -> Step | None:
+        """The step with this id, or None."""
+        for step in self.steps:
+            if step.id == step_id:
+                return step
+        return None
+
+    def ids(self) -> list[str]:
+        """Step ids in plan order."""
+        return [s.id for s in self.steps]
+
+    def by_status(self, *statuses: StepStatus) -> list[Step]:
+        """Steps whose status is one of ``statuses``, in plan order."""
+        return [s for s in self.steps if s.status in statuses]
+
+    def ready_steps(self) -> list[Step]:
+        """Pending steps whose dependencies are all done (derived, never stored)."""
+        done = {s.id for s in self.steps if s.status is StepStatus.DONE}
+        return [s for s in self.steps if s.status is StepStatus.PENDING and set(s.dependencies) <= done]
+
+    def counts(self) -> dict[str, int]:
+        """How many steps have each status (every status present, zeros included)."""
+        out = {st.value: 0 for st in StepStatus}
+        for s in self.steps:
+            out[s.status.value] += 1
+        return out
+
+    @property
+    def is_complete(self) -> bool:
+        """True when every step is done or skipped (and there is at least one step)."""
+        return bool(self.steps) and all(s.status in (StepStatus.DONE, StepStatus.SKIPPED) for s in self.steps)
+
+    # -- identity -------------------------------------------------------------------------------------
+    @property
+    def revision(self) -> str:
+        """A stable hash of what a human sees: goal, title, version and every step (not the logs)."""
+        content = self.model_dump(mode="json", include={"goal", "title", "version", "steps"})
+        blob = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+    # -- rendering ------------------------------------------------------------------------------------
+    def to_markdown(self) -> str:
+        """A human-readable rendering (for approval screens, reports and Studio)."""
+        from planmode.state.render import plan_to_markdown
+
+        return plan_to_markdown(self)
+
+    def to_prompt(self) -> str:
+        """A compact rendering for prompts: done steps take one short line each."""
+        from planmode.state.render import plan_to_prompt
+
+        return plan_to_prompt(self)
+
+
+class NewStep(StepDefinition):
+    """A step a patch adds. Placed ``after`` a step id, at ``position`` (an index), or appended."""
+
+    after: StepId | None = Field(default=None, description="Insert right after this step id.")
+    position: int | None = Field(default=None, ge=0, description="Insert at this index (0 = first).")
+    # A model may send these; they are ignored (new steps always start pending) and a warning is recorded.
+    status: StepStatus | None = Field(default=None, exclude=True)
+
+
+class StepUpdate(_Model):
+    """Changes to one existing step: its id plus only the fields that change."""
+
+    id: StepId
+    description: str | None = Field(default=None, min_length=1)
+    dependencies: list[StepId] | None = None
+    tools: list[str] | None = None
+    complexity: Complexity | None = None
+    acceptance: str | None = None
+    status: Literal["pending", "skipped"] | None = Field(
+        default=None, description="A patch may only re-open (pending) or skip a step."
+    )
+
+    def changes(self) -> dict[str, Any]:
+        """The fields this update sets (those not None), without the id."""
+        return {k: v for k, v in self.model_dump(exclude={"id"}).items() if v is not None}
+
+
+class PlanPatch(_Model):
+    """A minimal change to a plan, as a model or a human emits it (JSON)."""
+
+    reason: str = Field(default="", description="Why the plan changes.")
+    title: str | None = Field(default=None, description="A new title, if it changes.")
+    add_steps: list[NewStep] = Field(default_factory=list)
+    update_steps: list[StepUpdate] = Field(default_factory=list)
+    remove_steps: list[StepId] = Field(default_factory=list)
+    reorder: list[StepId] | None = Field(default=None, description="Ids in their new relative order.")
+
+    def is_empty(self) -> bool:
+        """True when the patch changes nothing."""
+        return not (self.add_steps or self.update_steps or self.remove_steps or self.reorder or self.title)
+
+
+class StepTransition(_Model):
+    """An execution update to one step (nodes write these; they follow the status table)."""
+
+    id: StepId
+    status: StepStatus
+    result: str | None = None
+    error: str | None = None
+    attempts: int | None = Field(default=None, ge=0)
+    output_ref: str | None = None
+    #: When True, ``result``/``error`` are written even when None (clears them).
+    clear: bool = False
+
+
+class ResetPlan(_Model):
+    """Clears the plan channel (a new task on the same thread)."""
+
+    reset: Literal[True] = True
+    reason: str = ""

@@ -1,0 +1,121 @@
+"""Parsing model text into a `Plan` or a `PlanPatch`.
+
+JSON is found inside prose or code fences. A full plan (a ``steps`` list) is never mistaken for a patch
+(``add_steps`` / ``update_steps`` / ``remove_steps`` / ``reorder``), nor the reverse; anything else is a
+`PlanParseError` with a message a model can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from planmode.errors import PlanParseError
+from planmode.state.models import Plan, PlanPatch
+
+__all__ = ["coerce_plan_or_patch", "extract_json", "parse_patch", "parse_plan", "parse_plan_or_patch"]
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+PATCH_KEYS = frozenset({"add_steps", "update_steps", "remove_steps", "reorder"})
+
+
+def _objects_in(text: str) -> list[Any]:
+    """Every top-level JSON object decodable in ``text``, in order."""
+    decoder = json.JSONDecoder()
+    found: list[Any] = []
+    i = 0
+    while True:
+        i = text.find("{", i)
+        if i < 0:
+            return found
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i += 1
+            continue
+        found.append(obj)
+        i = end
+
+
+def extract_json(text: str) -> dict[str, Any]:
+    """The JSON object in ``text``: the whole text, a fenced block, or the largest object in prose."""
+    if not isinstance(text, str):
+        raise TypeError(f"extract_json expects str, got {type(text).__name__}")
+    stripped = text.strip()
+    if not stripped:
+        raise PlanParseError("the model returned no text; expected a JSON object")
+    try:
+        whole = json.loads(stripped)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict):
+        return whole
+    candidates: list[Any] = []
+    for block in _FENCE.findall(text):
+        candidates.extend(_objects_in(block))
+    if not candidates:
+        candidates = _objects_in(text)
+    dicts = [c for c in candidates if isinstance(c, dict)]
+    if not dicts:
+        raise PlanParseError("no JSON object found in the model output; answer with one JSON object")
+    return max(dicts, key=lambda d: len(json.dumps(d)))
+
+
+def _kind(data: dict[str, Any]) -> str:
+    is_patch = bool(PATCH_KEYS & data.keys())
+    is_plan = isinstance(data.get("steps"), list)
+    if is_patch and is_plan:
+        raise PlanParseError("the JSON has both 'steps' (a full plan) and patch fields; send one or the other")
+    if is_patch:
+        return "patch"
+    if is_plan:
+        return "plan"
+    raise PlanParseError(
+        "the JSON is neither a plan (needs a 'steps' list) nor a patch "
+        "(needs add_steps, update_steps, remove_steps or reorder)"
+    )
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:8]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def coerce_plan_or_patch(data: dict[str, Any], *, goal: str | None = None) -> Plan | PlanPatch:
+    """Validate an already-decoded object as a plan or a patch (by its keys)."""
+    kind = _kind(data)
+    try:
+        if kind == "patch":
+            return PlanPatch.model_validate(data)
+        if goal is not None and not data.get("goal"):
+            data = {**data, "goal": goal}
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        raise PlanParseError(f"invalid {kind}: {_validation_message(exc)}") from exc
+
+
+def parse_plan_or_patch(text: str, *, goal: str | None = None) -> Plan | PlanPatch:
+    """Parse model text into a `Plan` or a `PlanPatch`, whichever it is."""
+    return coerce_plan_or_patch(extract_json(text), goal=goal)
+
+
+def parse_plan(text: str, *, goal: str | None = None) -> Plan:
+    """Parse model text that must be a full plan."""
+    out = parse_plan_or_patch(text, goal=goal)
+    if not isinstance(out, Plan):
+        raise PlanParseError("expected a full plan with a 'steps' list, got a patch")
+    return out
+
+
+def parse_patch(text: str) -> PlanPatch:
+    """Parse model text that must be a patch (use `parse_plan_or_patch` to accept a full plan too)."""
+    out = parse_plan_or_patch(text)
+    if not isinstance(out, PlanPatch):
+        raise PlanParseError("expected a patch (add_steps/update_steps/remove_steps/reorder), got a full plan")
+    return out

@@ -1,0 +1,151 @@
+"""The plan channel's reducer: the one place every change to the plan goes through.
+
+    plan: Annotated[Plan | None, plan_reducer]
+
+A reducer runs on replay too, and in LangGraph 1.2 a reducer that raises leaves the thread unreadable
+(every ``get_state`` raises again). So `plan_reducer` **never raises**: an update it cannot apply leaves
+the plan unchanged and is recorded in ``plan.rejections`` with its reasons, where nodes, Studio and tests
+see it.
+
+Accepted updates (objects or their JSON dicts, as Studio and the SDK send them):
+
+- a `Plan`: the first plan (validated; steps forced to ``pending``), or a whole new plan that is converted
+  into a patch by diff against the current one (so it cannot touch done steps);
+- a `PlanPatch`; a `StepTransition` or a list of them; a `PlanUpdate` envelope naming its source;
+- a `ResetPlan` (``{"reset": true}``): clears the plan for a new task on the same thread;
+- ``None``: no change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from planmode.errors import PlanParseError
+from planmode.state.models import (
+    MAX_REJECTIONS_KEPT,
+    PatchRecord,
+    Plan,
+    PlanPatch,
+    Rejection,
+    ResetPlan,
+    Step,
+    StepStatus,
+    StepTransition,
+)
+from planmode.state.parse import coerce_plan_or_patch
+from planmode.state.patch import apply_patch, apply_transitions, diff_to_patch, validate_plan
+
+__all__ = ["PlanUpdate", "new_plan", "plan_reducer", "reject"]
+
+
+class PlanUpdate(BaseModel):
+    """An update to the plan channel with its source (shown in history and rejections)."""
+
+    kind: Literal["plan_update"] = "plan_update"
+    source: str = Field(default="unknown", description="planner, patch, human, executor, ...")
+    plan: Plan | None = None
+    patch: PlanPatch | None = None
+    transitions: list[StepTransition] = Field(default_factory=list)
+    reset: bool = False
+
+
+def reject(plan: Plan | None, kind: str, reasons: list[str], *, source: str = "unknown", goal: str = "") -> Plan:
+    """``plan`` unchanged but for one more recorded rejection (an empty version-0 plan if there is none)."""
+    base = plan if plan is not None else Plan(goal=goal or "(no plan yet)", steps=[], version=0)
+    rej = Rejection(version=base.version, kind=kind, source=source, reasons=reasons or ["rejected"])
+    kept = [*base.rejections, rej][-MAX_REJECTIONS_KEPT:]
+    return base.model_copy(update={"rejections": kept})
+
+
+def new_plan(plan: Plan, *, source: str = "planner") -> tuple[Plan, list[str]]:
+    """``plan`` made into a first version (steps pending, version 1), or the reasons it is invalid."""
+    reasons = validate_plan(plan, max_steps=plan.max_steps)
+    if reasons:
+        return plan, reasons
+    steps = [Step(**s.model_dump(include={"id", "description", "dependencies", "tools", "complexity", "acceptance"}))
+             for s in plan.steps]
+    record = PatchRecord(version=1, reason="initial plan", source=source, added=[s.id for s in steps])
+    return plan.model_copy(update={"steps": steps, "version": 1, "history": [record], "rejections": []}), []
+
+
+def _coerce(update: Any) -> PlanUpdate | str:
+    """The update as a `PlanUpdate`, or a message saying why it cannot be read."""
+    if isinstance(update, PlanUpdate):
+        return update
+    if isinstance(update, Plan):
+        return PlanUpdate(plan=update)
+    if isinstance(update, PlanPatch):
+        return PlanUpdate(patch=update)
+    if isinstance(update, StepTransition):
+        return PlanUpdate(transitions=[update])
+    if isinstance(update, ResetPlan):
+        return PlanUpdate(reset=True)
+    if isinstance(update, list | tuple):
+        try:
+            return PlanUpdate(transitions=[StepTransition.model_validate(t) for t in update])
+        except ValidationError as exc:
+            return f"a list update must be step transitions: {exc.errors()[0]['msg']}"
+    if isinstance(update, dict):
+        try:
+            if update.get("kind") == "plan_update":
+                return PlanUpdate.model_validate(update)
+            if update.get("reset") is True:
+                return PlanUpdate(reset=True)
+            if "id" in update and "status" in update and "steps" not in update:
+                return PlanUpdate(transitions=[StepTransition.model_validate(update)])
+            parsed = coerce_plan_or_patch(update)
+        except (ValidationError, PlanParseError) as exc:
+            return str(exc).splitlines()[0] if isinstance(exc, PlanParseError) else f"invalid update: {exc}"
+        return PlanUpdate(plan=parsed) if isinstance(parsed, Plan) else PlanUpdate(patch=parsed)
+    return f"unsupported plan update of type {type(update).__name__}"
+
+
+def plan_reducer(current: Plan | None, update: Any) -> Plan | None:
+    """Reduce one write to the plan channel. Never raises; see the module docstring."""
+    try:
+        return _reduce(current, update)
+    except Exception as exc:  # the reducer must never raise: record it instead
+        return reject(current, "unknown", [f"internal error while applying the update: {exc!r}"])
+
+
+def _reduce(current: Plan | None, update: Any) -> Plan | None:
+    if update is None:
+        return current
+    if isinstance(current, dict):  # a value restored from JSON (e.g. by the server's serializer)
+        current = Plan.model_validate(current)
+    upd = _coerce(update)
+    if isinstance(upd, str):
+        return reject(current, "unknown", [upd])
+    if upd.reset:
+        return None
+    src = upd.source
+    original = current
+    if upd.plan is not None:
+        if current is None or current.version == 0:
+            plan, reasons = new_plan(upd.plan, source=src)
+            if reasons:
+                return reject(current, "plan", reasons, source=src, goal=upd.plan.goal)
+            return plan
+        patch = diff_to_patch(current, upd.plan, reason=upd.patch.reason if upd.patch else "")
+        if patch.is_empty():
+            return current
+        res = apply_patch(current, patch, max_steps=current.max_steps, source=src)
+        return res.plan if res.applied else reject(current, "plan", res.reasons, source=src)
+    if current is None or current.version == 0:
+        return reject(current, "patch" if upd.patch else "transition", ["there is no plan to change yet"],
+                      source=src)
+    if upd.patch is not None:
+        res = apply_patch(current, upd.patch, max_steps=current.max_steps, source=src)
+        if not res.applied:
+            return reject(current, "patch", res.reasons, source=src)
+        current = res.plan
+    if upd.transitions:
+        tres = apply_transitions(current, upd.transitions)
+        if not tres.applied:
+            return reject(original, "transition", tres.reasons, source=src)
+        current = tres.plan
+    return current
+
+

@@ -1,0 +1,66 @@
+"""Renderings of a plan: markdown for humans, a compact text for prompts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from planmode.state.models import Plan
+
+__all__ = ["STATUS_MARK", "plan_to_markdown", "plan_to_prompt"]
+
+STATUS_MARK = {
+    "pending": "[ ]",
+    "running": "[~]",
+    "done": "[x]",
+    "failed": "[!]",
+    "blocked": "[-]",
+    "skipped": "[s]",
+}
+
+
+def _short(text: str | None, limit: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def plan_to_markdown(plan: Plan) -> str:
+    """The plan as markdown: a heading, the goal, then one list item per step with its details."""
+    lines = [f"# {plan.title or 'Plan'}", "", f"**Goal:** {plan.goal}", ""]
+    lines.append(f"_version {plan.version} · revision `{plan.revision}`_")
+    lines.append("")
+    for n, s in enumerate(plan.steps, 1):
+        lines.append(f"{n}. {STATUS_MARK[s.status.value]} **{s.id}** — {s.description}")
+        meta = [f"status: {s.status.value}", f"complexity: {s.complexity.value}"]
+        if s.dependencies:
+            meta.append("after: " + ", ".join(s.dependencies))
+        if s.tools:
+            meta.append("tools: " + ", ".join(s.tools))
+        lines.append("   - " + " · ".join(meta))
+        if s.acceptance:
+            lines.append(f"   - acceptance: {s.acceptance}")
+        if s.result:
+            lines.append(f"   - result: {_short(s.result, 300)}")
+        if s.error:
+            lines.append(f"   - error: {_short(s.error, 300)}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plan_to_prompt(plan: Plan) -> str:
+    """A compact rendering for prompts. Done steps take one short line; the others carry their details."""
+    lines = [f"Goal: {plan.goal}", f"Plan v{plan.version}: {plan.title}".rstrip(": ")]
+    for s in plan.steps:
+        if s.status.value == "done":
+            lines.append(f"- {s.id} [done]: {_short(s.result or s.description, 80)}")
+            continue
+        parts = [f"- {s.id} [{s.status.value}]: {s.description}"]
+        if s.dependencies:
+            parts.append(f" (after {', '.join(s.dependencies)})")
+        if s.tools:
+            parts.append(f" tools={','.join(s.tools)}")
+        if s.acceptance:
+            parts.append(f" accept: {s.acceptance}")
+        if s.error:
+            parts.append(f" error: {_short(s.error, 200)}")
+        lines.append("".join(parts))
+    return "\n".join(lines)
