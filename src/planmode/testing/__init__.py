@@ -1,0 +1,1 @@
+"""Test helpers that ship with planmode (a scripted OpenAI-compatible server)."""

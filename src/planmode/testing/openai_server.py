@@ -1,0 +1,428 @@
+"""A scripted server that speaks the OpenAI chat-completions protocol on 127.0.0.1.
+
+Tests point the real ``ChatOpenAI(base_url=srv.base_url, api_key="test")`` at it, so every call crosses real
+HTTP through the ``openai`` SDK: retries, timeouts, JSON-schema structured output, tool calls and streaming
+(SSE) behave as they do against a hosted model. Standard library only.
+
+    with ScriptedOpenAIServer(queue_responder(["hello", Fault(status=429), "again"])) as srv:
+        model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="scripted")
+
+A responder receives the decoded request body and returns a :data:`Reply`:
+
+- ``str``: assistant text;
+- ``{"content": ..., "tool_calls": [{"name": ..., "arguments": {...} | "raw json", "id": optional}]}``
+  (either key may be left out): assistant content and/or tool calls, ``finish_reason`` ``"tool_calls"``
+  when there are tool calls;
+- a :class:`Fault`: an HTTP error, a delay, or a malformed body.
+
+If the responder raises, the request is answered with HTTP 500 whose message carries the exception, and the
+exception is kept in ``srv.errors``.
+
+Run as a process (for ``langgraph dev`` subprocess tests)::
+
+    python -m planmode.testing.openai_server --port 0 --script replies.json [--record requests.jsonl]
+
+The script is a JSON list of replies served in order (``{"fault": {...}}`` for a :class:`Fault`); the first
+line printed on stdout is the base URL. ``--record`` appends each request body to a JSON-lines file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType, TracebackType
+from typing import Any, Self, TypeAlias
+
+from planmode.errors import PlanModeError
+
+__all__ = ["Fault", "Reply", "Responder", "ScriptExhaustedError", "ScriptedOpenAIServer", "queue_responder"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fault:
+    """A scripted failure.
+
+    Attributes:
+        status: answer with this HTTP status (``body`` as the error body; by default an OpenAI-style
+            ``{"error": {...}}``). Retryable statuses (408, 409, 429, 5xx) get ``Retry-After: 0`` and
+            ``retry-after-ms: 1`` unless ``headers`` is given, so the ``openai`` client retries at once
+            (it ignores a zero ``Retry-After`` and would otherwise back off for 0.5 s and more).
+        body: the error body: a JSON-able value, or a ``str`` sent as is.
+        headers: extra response headers (replace the retry defaults above).
+        delay: seconds to wait before answering (cut short when the server stops).
+        malformed: answer 200 with a body that is not JSON (``application/json``, or an SSE event whose
+            data is not JSON when the request streams).
+        then: what to answer after ``delay`` when neither ``status`` nor ``malformed`` is set.
+    """
+
+    status: int | None = None
+    body: Any = None
+    headers: Mapping[str, str] | None = None
+    delay: float = 0.0
+    malformed: bool = False
+    then: str | Mapping[str, Any] = ""
+
+
+Reply: TypeAlias = str | Mapping[str, Any] | Fault
+Responder: TypeAlias = Callable[[dict[str, Any]], Reply]
+
+
+class ScriptExhaustedError(PlanModeError, LookupError):
+    """A :func:`queue_responder` was asked for more replies than it was given."""
+
+
+def queue_responder(items: Iterable[Reply]) -> Responder:
+    """A responder that returns ``items`` in order, one per request (thread-safe).
+
+    Once they are used up it raises :class:`ScriptExhaustedError`, which the server answers with HTTP 500.
+    """
+    queue = list(items)
+    lock = threading.Lock()
+    served = itertools.count()
+
+    def respond(request: dict[str, Any]) -> Reply:
+        with lock:
+            index = next(served)
+        if index >= len(queue):
+            raise ScriptExhaustedError(
+                f"the script has {len(queue)} replies; request #{index + 1} has none "
+                f"(last message: {_last_message_text(request)[:200]!r})"
+            )
+        return queue[index]
+
+    return respond
+
+
+class ScriptedOpenAIServer:
+    """An OpenAI chat-completions server on ``host:port`` (0 picks a free port), run in a thread.
+
+    Use as a context manager or call :meth:`start` and :meth:`stop`. ``requests`` holds the decoded JSON
+    bodies received on ``/chat/completions``, in order of arrival; ``errors`` the exceptions the responder
+    raised.
+    """
+
+    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.responder = responder
+        self.host = host
+        self.port = port
+        self.requests: list[dict[str, Any]] = []
+        self.errors: list[BaseException] = []
+        self.on_request: Callable[[dict[str, Any]], None] | None = None
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The URL to pass as ``base_url`` (ends in ``/v1``)."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not running: call start() or use it as a context manager")
+        return f"http://{self.host}:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> Self:
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        self._httpd = _Server((self.host, self.port), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="scripted-openai", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; pending delays end at once and handler threads are joined."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _record(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(body)
+            if self.on_request is not None:
+                self.on_request(body)
+
+    def _answer(self, body: dict[str, Any]) -> tuple[Fault | None, dict[str, Any], str]:
+        """The responder's fault (if any) and the assistant message with its finish reason."""
+        try:
+            reply = self.responder(body)
+            if isinstance(reply, Fault):
+                return (reply, *_message(reply.then))
+            return (None, *_message(reply))
+        except Exception as exc:  # the responder is test code: report its failure to the client
+            with self._lock:
+                self.errors.append(exc)
+            message = f"scripted responder failed: {type(exc).__name__}: {exc}"
+            fault = Fault(
+                status=500, body=_error_body(message, "server_error"), headers={"x-should-retry": "false"}
+            )
+            return fault, {}, "stop"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False  # so server_close() joins the handler threads
+    owner: ScriptedOpenAIServer
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], owner: ScriptedOpenAIServer
+    ) -> None:
+        self.owner = owner
+        super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up is not an error
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"  # one request per connection: nothing idles in keep-alive at stop()
+    server: _Server
+    timeout = 30
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: tests read ``srv.requests`` instead."""
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+        else:
+            self._send_json(404, _error_body(f"no route for GET {self.path}", "invalid_request_error"))
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, _error_body(f"no route for POST {self.path}", "invalid_request_error"))
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            self._send_json(400, _error_body(f"request body is not JSON: {exc}", "invalid_request_error"))
+            return
+        owner = self.server.owner
+        owner._record(body)
+        fault, message, finish_reason = owner._answer(body)
+        if fault is not None:
+            if fault.delay > 0 and owner._stopping.wait(fault.delay):
+                return  # the server is stopping: drop the connection
+            if fault.malformed:  # cut-off JSON, as a plain body or as an SSE event
+                broken = b'{"id": "chatcmpl-broken", "choices": ['
+                if body.get("stream"):
+                    self._send(200, b"data: " + broken + b"\n\n", "text/event-stream")
+                else:
+                    self._send(200, broken, "application/json")
+                return
+            if fault.status is not None:
+                self._send_fault(fault)
+                return
+        if body.get("stream"):
+            self._send_stream(body, message, finish_reason)
+        else:
+            self._send_json(200, _completion(body, message, finish_reason))
+
+    def _send(self, status: int, payload: bytes, content_type: str, headers: Mapping[str, str] = {}) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except ConnectionError:
+            pass  # the client timed out and went away
+
+    def _send_json(self, status: int, value: Any, headers: Mapping[str, str] = {}) -> None:
+        self._send(status, json.dumps(value).encode(), "application/json", headers)
+
+    def _send_fault(self, fault: Fault) -> None:
+        assert fault.status is not None
+        retryable = fault.status in (408, 409, 429) or fault.status >= 500
+        headers = fault.headers
+        if headers is None:
+            headers = {"Retry-After": "0", "retry-after-ms": "1"} if retryable else {}
+        body = fault.body
+        if body is None:
+            body = _error_body(
+                f"scripted HTTP {fault.status}",
+                "rate_limit_exceeded" if fault.status == 429 else "server_error",
+            )
+        if isinstance(body, str):
+            self._send(fault.status, body.encode(), "text/plain; charset=utf-8", headers)
+        else:
+            self._send_json(fault.status, body, headers)
+
+    def _send_stream(self, request: dict[str, Any], message: dict[str, Any], finish_reason: str) -> None:
+        events = [*_chunks(request, message, finish_reason), "[DONE]"]
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(f"data: {event}\n\n".encode())
+                self.wfile.flush()
+        except ConnectionError:
+            pass
+
+
+def _error_body(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+def _last_message_text(request: Mapping[str, Any]) -> str:
+    messages = request.get("messages") or [{}]
+    content = messages[-1].get("content")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _message(reply: str | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The assistant message of a non-fault reply, and its finish reason."""
+    if isinstance(reply, str):
+        return {"role": "assistant", "content": reply, "refusal": None}, "stop"
+    unknown = set(reply) - {"content", "tool_calls"}
+    if unknown:
+        raise ValueError(f"a reply dict takes 'content' and/or 'tool_calls', not {sorted(unknown)}")
+    calls = [
+        {
+            "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {
+                "name": call["name"],
+                "arguments": call["arguments"]
+                if isinstance(call["arguments"], str)
+                else json.dumps(call["arguments"]),
+            },
+        }
+        for call in reply.get("tool_calls") or []
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": reply.get("content"), "refusal": None}
+    if calls:
+        message["tool_calls"] = calls
+    return message, "tool_calls" if calls else "stop"
+
+
+def _usage(request: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, int]:
+    """A rough token count: four characters a token."""
+    prompt = max(1, len(json.dumps(request.get("messages", []))) // 4)
+    completion = max(1, len(json.dumps([message.get("content"), message.get("tool_calls")])) // 4)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _envelope(
+    request: Mapping[str, Any], kind: str, choices: list[dict[str, Any]], cid: str
+) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "object": kind,
+        "created": int(time.time()),
+        "model": request.get("model") or "scripted",
+        "system_fingerprint": None,
+        "choices": choices,
+    }
+
+
+def _completion(request: Mapping[str, Any], message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+    choice = {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+    cid = f"chatcmpl-{uuid.uuid4().hex}"
+    return {**_envelope(request, "chat.completion", [choice], cid), "usage": _usage(request, message)}
+
+
+def _pieces(text: str, size: int = 8) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _chunks(request: Mapping[str, Any], message: dict[str, Any], finish_reason: str) -> Iterator[str]:
+    """The SSE data of a streamed completion: role, content pieces, tool-call pieces, finish, usage."""
+    cid = f"chatcmpl-{uuid.uuid4().hex}"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return json.dumps(_envelope(request, "chat.completion.chunk", [choice], cid))
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(message.get("content") or ""):
+        yield chunk({"content": piece})
+    for index, call in enumerate(message.get("tool_calls", [])):
+        head = {"index": index, "id": call["id"], "type": "function"}
+        yield chunk(
+            {"tool_calls": [{**head, "function": {"name": call["function"]["name"], "arguments": ""}}]}
+        )
+        for piece in _pieces(call["function"]["arguments"]):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, finish_reason)
+    if (request.get("stream_options") or {}).get("include_usage"):
+        yield json.dumps(
+            {**_envelope(request, "chat.completion.chunk", [], cid), "usage": _usage(request, message)}
+        )
+
+
+def _reply_from_json(item: Any) -> Reply:
+    if isinstance(item, Mapping) and "fault" in item:
+        return Fault(**item["fault"])
+    if isinstance(item, str | Mapping):
+        return item
+    raise ValueError(f"a script item is a string, a reply dict or {{'fault': {{...}}}}, not {item!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve a JSON script until SIGTERM or Ctrl-C; print the base URL first."""
+    parser = argparse.ArgumentParser(
+        prog="python -m planmode.testing.openai_server", description=main.__doc__
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--script", required=True, help="JSON list of replies, served in order")
+    parser.add_argument("--record", help="append each request body to this JSON-lines file")
+    args = parser.parse_args(argv)
+    with open(args.script, encoding="utf-8") as f:
+        items = json.load(f)
+    if not isinstance(items, list):
+        parser.error(f"{args.script}: expected a JSON list of replies")
+    server = ScriptedOpenAIServer(
+        queue_responder(_reply_from_json(i) for i in items), host=args.host, port=args.port
+    )
+    record: str | None = args.record
+    if record is not None:
+
+        def append(body: dict[str, Any]) -> None:
+            with open(record, "a", encoding="utf-8") as out:
+                out.write(json.dumps(body) + "\n")
+
+        server.on_request = append
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+    with server:
+        print(server.base_url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
