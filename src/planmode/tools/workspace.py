@@ -1,0 +1,410 @@
+"""File tools confined to one workspace directory: list, read and search (read-only); write and edit.
+
+    tools = workspace_tools("/path/to/project")            # all five
+    tools = read_only_workspace_tools("/path/to/project")  # list_files, read_file, search_files
+
+Every path argument is resolved against the workspace root with every symlink followed; a path that ends
+up outside the root (an absolute path elsewhere, ``..`` out of it, a symlink anywhere along the way that
+leads out, even a dangling one) is refused with a `WorkspaceError` naming the path and the workspace.
+The tools are built with ``handle_tool_error=True`` and ``handle_validation_error``, so a refusal, a
+missing file or bad arguments come back as the tool's result (a ``ToolMessage`` with ``status="error"``
+when called with a tool call) instead of an exception: an expected failure is a value the agent acts on.
+
+Limits of the guarantee: the check is made when the tool runs, so it does not defend against another
+process swapping a directory for a symlink between the check and the access (writes do refuse a symlink
+in the final component, with ``O_NOFOLLOW``); and a hard link inside the workspace to a file elsewhere is
+indistinguishable from an ordinary file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import BaseModel, Field, ValidationError
+
+from planmode.errors import PlanModeError
+
+__all__ = [
+    "READ_ONLY_METADATA_KEY",
+    "WorkspaceError",
+    "WorkspaceLimits",
+    "read_only_workspace_tools",
+    "workspace_tools",
+]
+
+READ_ONLY_METADATA_KEY = "planmode_read_only"
+"""Key in ``BaseTool.metadata`` that marks a tool as read-only (``True``) or not."""
+
+_SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
+"""Directories that recursive listing and search show but do not descend into (they can be named directly)."""
+
+_SNIFF_BYTES = 8192
+
+
+class WorkspaceError(PlanModeError, ToolException):
+    """A workspace tool refused or failed an access; its message is what the agent sees.
+
+    A `ToolException`, so tools built with ``handle_tool_error=True`` return the message as their result.
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceLimits:
+    """Bounds on what the workspace tools read, return and write."""
+
+    max_entries: int = 200
+    """At most this many entries from one `list_files` call."""
+    max_read_chars: int = 50_000
+    """At most this many characters of file content from one `read_file` call."""
+    max_matches: int = 100
+    """At most this many matching lines from one `search_files` call."""
+    max_match_chars: int = 200
+    """A matching line longer than this is cut in `search_files` results."""
+    max_file_bytes: int = 10_000_000
+    """`read_file` and `edit_file` refuse, and `search_files` skips, files larger than this."""
+    max_write_bytes: int = 1_000_000
+    """`write_file` and `edit_file` refuse to leave a file larger than this (UTF-8 bytes)."""
+
+
+class ListFilesArgs(BaseModel):
+    path: str = Field(default=".", description="Directory to list, relative to the workspace root.")
+    pattern: str | None = Field(
+        default=None, description="Glob matched against entry names or relative paths, e.g. '*.py'."
+    )
+    recursive: bool = Field(default=False, description="Also list the contents of subdirectories.")
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="File to read, relative to the workspace root.")
+    start_line: int | None = Field(default=None, ge=1, description="First line to return (1-based).")
+    end_line: int | None = Field(default=None, ge=1, description="Last line to return (inclusive).")
+
+
+class SearchFilesArgs(BaseModel):
+    pattern: str = Field(description="Regular expression (or plain text with literal=true) to look for.")
+    path: str = Field(default=".", description="Directory (or file) to search, relative to the root.")
+    glob: str | None = Field(default=None, description="Only search files whose name matches, e.g. '*.py'.")
+    literal: bool = Field(default=False, description="Treat pattern as plain text, not a regex.")
+    ignore_case: bool = Field(default=False, description="Match case-insensitively.")
+
+
+class WriteFileArgs(BaseModel):
+    path: str = Field(description="File to write, relative to the workspace root; parents are created.")
+    content: str = Field(description="The complete new content of the file.")
+
+
+class EditFileArgs(BaseModel):
+    path: str = Field(description="File to edit, relative to the workspace root.")
+    old_string: str = Field(description="Exact text to replace; must occur exactly once unless replace_all.")
+    new_string: str = Field(description="Replacement text.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence of old_string.")
+
+
+class _Workspace:
+    """The confined file operations behind the tools; every public method returns the tool's text."""
+
+    def __init__(self, root: str | Path, limits: WorkspaceLimits) -> None:
+        resolved = Path(root).resolve()
+        if not resolved.is_dir():
+            raise WorkspaceError(
+                f"workspace root {str(root)!r} is not an existing directory; create it first"
+            )
+        self.root = resolved
+        self.limits = limits
+
+    # -- confinement ---------------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """The real path of ``path`` (relative to the root), refused unless it lies inside the root."""
+        if "\x00" in path:
+            raise WorkspaceError(f"refused {path!r}: a path cannot contain a NUL character")
+        given = Path(path)
+        candidate = given if given.is_absolute() else self.root / given
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, before Python 3.13
+            raise WorkspaceError(f"cannot resolve {path!r} in the workspace {self.root}: {exc}") from exc
+        if not resolved.is_relative_to(self.root):
+            raise WorkspaceError(
+                f"refused {path!r}: it resolves to {resolved}, outside the workspace {self.root} "
+                "(paths must stay inside the workspace: no '..' out of it, no absolute paths elsewhere, "
+                "no symlinks leading out)"
+            )
+        return resolved
+
+    def _inside(self, path: Path) -> bool:
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):
+            return False
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _file(self, path: str) -> Path:
+        resolved = self.resolve(path)
+        if resolved.is_dir():
+            raise WorkspaceError(f"{path!r} is a directory, not a file (workspace {self.root})")
+        if not resolved.is_file():
+            raise WorkspaceError(f"no such file: {path!r} (workspace {self.root})")
+        return resolved
+
+    def _read_text(self, path: str, resolved: Path) -> str:
+        size = resolved.stat().st_size
+        if size > self.limits.max_file_bytes:
+            raise WorkspaceError(
+                f"{path!r} is too large ({size} bytes, limit {self.limits.max_file_bytes}); "
+                "use search_files to find what you need in it"
+            )
+        data = resolved.read_bytes()
+        if b"\x00" in data[:_SNIFF_BYTES]:
+            raise WorkspaceError(f"{path!r} is a binary file; only text files can be read or edited")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WorkspaceError(
+                f"{path!r} is not UTF-8 text (binary?); it cannot be read or edited"
+            ) from exc
+
+    def _walk(self, top: Path, recursive: bool) -> Iterator[Path]:
+        """Entries under ``top`` in sorted order, without following directory symlinks."""
+        if not recursive:
+            yield from sorted(top.iterdir())
+            return
+        for dirpath, dirnames, filenames in os.walk(top):
+            base = Path(dirpath)
+            for name in sorted([*dirnames, *filenames]):
+                yield base / name
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
+
+    # -- the tools -----------------------------------------------------------------------------------
+
+    def list_files(self, path: str = ".", pattern: str | None = None, recursive: bool = False) -> str:
+        top = self.resolve(path)
+        if not top.is_dir():
+            raise WorkspaceError(f"{path!r} is not a directory (workspace {self.root})")
+        lines: list[str] = []
+        limit = self.limits.max_entries
+        for entry in self._walk(top, recursive):
+            rel_to_top = entry.relative_to(top).as_posix()
+            if pattern and not (fnmatch.fnmatch(entry.name, pattern) or fnmatch.fnmatch(rel_to_top, pattern)):
+                continue
+            if len(lines) == limit:
+                lines.append(f"[truncated: showing the first {limit} entries; narrow the path or pattern]")
+                break
+            shown = self._rel(entry)
+            if not self._inside(entry):
+                lines.append(f"{shown} (symlink outside the workspace; not accessible)")
+            else:
+                lines.append(f"{shown}/" if entry.is_dir() else shown)
+        if not lines:
+            return f"No entries in {path!r}" + (f" matching {pattern!r}" if pattern else "")
+        return "\n".join(lines)
+
+    def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        start = start_line or 1
+        if end_line is not None and end_line < start:
+            raise WorkspaceError(f"end_line ({end_line}) is before start_line ({start})")
+        resolved = self._file(path)
+        lines = _split_lines(self._read_text(path, resolved))
+        if not lines:
+            return f"({path!r} is empty)"
+        if start > len(lines):
+            raise WorkspaceError(f"start_line {start} is past the end of {path!r} ({len(lines)} lines)")
+        end = min(end_line or len(lines), len(lines))
+        budget = self.limits.max_read_chars
+        out: list[str] = []
+        last = start - 1
+        for number in range(start, end + 1):
+            line = lines[number - 1]
+            if len(line) > budget:
+                if not out:  # one huge line: return the part that fits
+                    out.append(line[:budget])
+                break
+            out.append(line)
+            budget -= len(line)
+            last = number
+        text = "".join(out)
+        if last < end:
+            shown = f"lines {start}-{last}" if last >= start else f"the first characters of line {start}"
+            text += (
+                f"\n[truncated at {self.limits.max_read_chars} characters: showed {shown} of {len(lines)}; "
+                f"call read_file with start_line={max(last + 1, start + 1)} to continue]"
+            )
+        return text
+
+    def search_files(
+        self,
+        pattern: str,
+        path: str = ".",
+        glob: str | None = None,
+        literal: bool = False,
+        ignore_case: bool = False,
+    ) -> str:
+        try:
+            regex = re.compile(
+                re.escape(pattern) if literal else pattern, re.IGNORECASE if ignore_case else 0
+            )
+        except re.error as exc:
+            raise WorkspaceError(
+                f"invalid regex {pattern!r}: {exc} (pass literal=true for plain text)"
+            ) from exc
+        top = self.resolve(path)
+        files = [top] if top.is_file() else (p for p in self._walk(top, recursive=True) if p.is_file())
+        matches: list[str] = []
+        limit = self.limits.max_matches
+        for file in files:
+            if glob and not fnmatch.fnmatch(file.name, glob):
+                continue
+            if not self._inside(file):
+                continue
+            try:
+                text = self._read_text(self._rel(file), file)
+            except WorkspaceError:  # binary, not UTF-8 or too large: not searched
+                continue
+            for number, line in enumerate(_split_lines(text), start=1):
+                line = line.rstrip("\r\n")
+                if regex.search(line):
+                    if len(matches) == limit:
+                        matches.append(
+                            f"[truncated: stopped at {limit} matches; narrow the path, glob or pattern]"
+                        )
+                        return "\n".join(matches)
+                    matches.append(f"{self._rel(file)}:{number}: {line[: self.limits.max_match_chars]}")
+        return "\n".join(matches) if matches else f"No matches for {pattern!r} under {path!r}"
+
+    def write_file(self, path: str, content: str) -> str:
+        data = content.encode("utf-8")
+        self._check_size(path, len(data))
+        resolved = self.resolve(path)
+        if resolved.is_dir():
+            raise WorkspaceError(f"{path!r} is a directory, not a file (workspace {self.root})")
+        existed = resolved.exists()
+        resolved.parent.mkdir(parents=True, exist_ok=True)
+        self._write(resolved, data)
+        return f"{'Overwrote' if existed else 'Created'} {self._rel(resolved)} ({len(data)} bytes)"
+
+    def edit_file(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
+        if not old_string:
+            raise WorkspaceError("old_string is empty; use write_file to write a whole file")
+        if old_string == new_string:
+            raise WorkspaceError("old_string and new_string are identical; nothing to change")
+        resolved = self._file(path)
+        text = self._read_text(path, resolved)
+        count = text.count(old_string)
+        if count == 0:
+            raise WorkspaceError(
+                f"old_string was not found in {path!r}; read the file and copy the text exactly"
+            )
+        if count > 1 and not replace_all:
+            raise WorkspaceError(
+                f"old_string occurs {count} times in {path!r}; include more surrounding text to make it "
+                "unique, or pass replace_all=true"
+            )
+        data = text.replace(old_string, new_string).encode("utf-8")
+        self._check_size(path, len(data))
+        self._write(resolved, data)
+        return f"Replaced {count} occurrence{'s' if count > 1 else ''} in {self._rel(resolved)}"
+
+    def _check_size(self, path: str, size: int) -> None:
+        if size > self.limits.max_write_bytes:
+            raise WorkspaceError(
+                f"refused to write {path!r}: {size} bytes is over the limit of {self.limits.max_write_bytes}"
+            )
+
+    @staticmethod
+    def _write(resolved: Path, data: bytes) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(resolved, flags, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines with their endings, split on "\\n" only (as editors and grep number them)."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def _validation_message(exc: ValidationError | Exception) -> str:
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+        return f"Invalid tool arguments: {problems}"
+    return f"Invalid tool arguments: {exc}"
+
+
+def _guarded(func: Callable[..., str], root: Path) -> Callable[..., str]:
+    """Turn an OS error (permission denied, disk full, ...) into a `WorkspaceError` the tool returns."""
+
+    def run(*args: object, **kwargs: object) -> str:
+        try:
+            return func(*args, **kwargs)
+        except OSError as exc:
+            where = exc.filename or kwargs.get("path", ".")
+            raise WorkspaceError(
+                f"{func.__name__} failed on {str(where)!r} (workspace {root}): {exc.strerror or exc}"
+            ) from exc
+
+    run.__name__ = func.__name__
+    return run
+
+
+_DESCRIPTIONS = {
+    "list_files": "List the entries of a workspace directory (directories end with '/'), optionally "
+    "filtered by a glob and recursively (skipping .git, node_modules, .venv, __pycache__). Read-only.",
+    "read_file": "Read a UTF-8 text file in the workspace, optionally a line range (1-based, inclusive). "
+    "Long output is truncated with a note saying where to continue. Read-only.",
+    "search_files": "Search text files under a workspace directory for a regex (or plain text with "
+    "literal=true); returns 'path:line: text' for each matching line. Read-only.",
+    "write_file": "Create or overwrite a text file in the workspace with the given content; parent "
+    "directories are created. Changes the workspace.",
+    "edit_file": "Replace old_string with new_string in a workspace file. old_string must occur exactly "
+    "once unless replace_all=true. Changes the workspace.",
+}
+_SCHEMAS: dict[str, type[BaseModel]] = {
+    "list_files": ListFilesArgs,
+    "read_file": ReadFileArgs,
+    "search_files": SearchFilesArgs,
+    "write_file": WriteFileArgs,
+    "edit_file": EditFileArgs,
+}
+_READ_ONLY_NAMES = ("list_files", "read_file", "search_files")
+_WRITE_NAMES = ("write_file", "edit_file")
+
+
+def _build(workspace: _Workspace, names: tuple[str, ...]) -> list[BaseTool]:
+    return [
+        StructuredTool.from_function(
+            func=_guarded(getattr(workspace, name), workspace.root),
+            name=name,
+            description=_DESCRIPTIONS[name],
+            args_schema=_SCHEMAS[name],
+            handle_tool_error=True,
+            handle_validation_error=_validation_message,
+            metadata={READ_ONLY_METADATA_KEY: name in _READ_ONLY_NAMES},
+        )
+        for name in names
+    ]
+
+
+def workspace_tools(root: str | Path, *, limits: WorkspaceLimits | None = None) -> list[BaseTool]:
+    """All five workspace tools (list_files, read_file, search_files, write_file, edit_file) for ``root``.
+
+    Raises `WorkspaceError` at once if ``root`` is not an existing directory.
+    """
+    workspace = _Workspace(root, limits or WorkspaceLimits())
+    return _build(workspace, _READ_ONLY_NAMES + _WRITE_NAMES)
+
+
+def read_only_workspace_tools(root: str | Path, *, limits: WorkspaceLimits | None = None) -> list[BaseTool]:
+    """The read-only workspace tools (list_files, read_file, search_files) for ``root``.
+
+    Raises `WorkspaceError` at once if ``root`` is not an existing directory.
+    """
+    return _build(_Workspace(root, limits or WorkspaceLimits()), _READ_ONLY_NAMES)

@@ -1,0 +1,401 @@
+"""Workspace tools: happy paths, confinement (.., absolute paths, symlinks), bounds, errors as results."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+
+from planmode.errors import PlanModeError
+from planmode.tools import (
+    WorkspaceError,
+    WorkspaceLimits,
+    is_read_only,
+    read_only,
+    read_only_workspace_tools,
+    workspace_tools,
+)
+
+ALL_NAMES = ["list_files", "read_file", "search_files", "write_file", "edit_file"]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "README.md").write_text("# Title\nhello world\n")
+    (root / "src" / "pkg" / "mod.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    (root / "src" / "notes.txt").write_text("nothing here\n")
+    return root
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    secret_dir = tmp_path / "outside"
+    secret_dir.mkdir()
+    (secret_dir / "secret.txt").write_text("TOP SECRET\n")
+    return secret_dir
+
+
+def tools_for(root: Path, limits: WorkspaceLimits | None = None) -> dict[str, BaseTool]:
+    return {t.name: t for t in workspace_tools(root, limits=limits)}
+
+
+def call(root: Path, name: str, limits: WorkspaceLimits | None = None, **args: object) -> str:
+    result = tools_for(root, limits)[name].invoke(args)
+    assert isinstance(result, str)
+    return result
+
+
+# -- factories and read-only marking ------------------------------------------------------------------
+
+
+def test_factories_build_the_named_tools(ws: Path) -> None:
+    assert [t.name for t in workspace_tools(ws)] == ALL_NAMES
+    assert [t.name for t in read_only_workspace_tools(str(ws))] == ALL_NAMES[:3]
+    assert all(t.handle_tool_error is True for t in workspace_tools(ws))
+
+
+def test_is_read_only_on_each_tool(ws: Path) -> None:
+    marks = {t.name: is_read_only(t) for t in workspace_tools(ws)}
+    assert marks == {
+        "list_files": True,
+        "read_file": True,
+        "search_files": True,
+        "write_file": False,
+        "edit_file": False,
+    }
+    assert all(t.metadata == {"planmode_read_only": is_read_only(t)} for t in workspace_tools(ws))
+    assert all(is_read_only(t) for t in read_only_workspace_tools(ws))
+
+
+def _echo(text: str) -> str:
+    return text
+
+
+def test_unmarked_tool_is_not_read_only_and_read_only_marks_it() -> None:
+    tool = StructuredTool.from_function(_echo, name="echo", description="echo", metadata={"owner": "me"})
+    assert is_read_only(tool) is False
+    assert is_read_only(StructuredTool.from_function(_echo, name="e2", description="e")) is False
+    assert read_only(tool) is tool
+    assert is_read_only(tool) is True
+    assert tool.metadata == {"owner": "me", "planmode_read_only": True}
+
+
+def test_only_true_counts_as_read_only() -> None:
+    tool = StructuredTool.from_function(
+        _echo, name="echo", description="echo", metadata={"planmode_read_only": "yes"}
+    )
+    assert is_read_only(tool) is False
+
+
+def test_missing_root_is_a_setup_error(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceError, match="not an existing directory"):
+        workspace_tools(tmp_path / "nope")
+    assert issubclass(WorkspaceError, PlanModeError)
+
+
+# -- happy paths --------------------------------------------------------------------------------------
+
+
+def test_list_files_top_level(ws: Path) -> None:
+    assert call(ws, "list_files").splitlines() == ["README.md", "src/"]
+
+
+def test_list_files_recursive_with_pattern(ws: Path) -> None:
+    out = call(ws, "list_files", path="src", recursive=True)
+    assert out.splitlines() == ["src/notes.txt", "src/pkg/", "src/pkg/mod.py"]
+    assert call(ws, "list_files", recursive=True, pattern="*.py") == "src/pkg/mod.py"
+    assert "No entries" in call(ws, "list_files", pattern="*.rs")
+
+
+def test_list_files_recursive_skips_git(ws: Path) -> None:
+    (ws / ".git").mkdir()
+    (ws / ".git" / "HEAD").write_text("ref\n")
+    out = call(ws, "list_files", recursive=True)
+    assert ".git/" in out.splitlines()
+    assert ".git/HEAD" not in out
+
+
+def test_read_file_whole_and_range(ws: Path) -> None:
+    assert call(ws, "read_file", path="README.md") == "# Title\nhello world\n"
+    assert (
+        call(ws, "read_file", path="src/pkg/mod.py", start_line=5, end_line=6) == "def g():\n    return 2\n"
+    )
+    assert call(ws, "read_file", path="src/pkg/mod.py", start_line=6) == "    return 2\n"
+
+
+def test_read_file_range_errors(ws: Path) -> None:
+    assert "past the end" in call(ws, "read_file", path="README.md", start_line=10)
+    assert "before start_line" in call(ws, "read_file", path="README.md", start_line=2, end_line=1)
+    assert "Invalid tool arguments" in call(ws, "read_file", path="README.md", start_line=0)
+
+
+def test_read_file_accepts_plain_string_input(ws: Path) -> None:
+    assert tools_for(ws)["read_file"].invoke("README.md") == "# Title\nhello world\n"
+
+
+def test_search_files_regex_and_literal(ws: Path) -> None:
+    out = call(ws, "search_files", pattern=r"def \w+\(")
+    assert out.splitlines() == ["src/pkg/mod.py:1: def f():", "src/pkg/mod.py:5: def g():"]
+    assert call(ws, "search_files", pattern="f(", literal=True) == "src/pkg/mod.py:1: def f():"
+    assert call(ws, "search_files", pattern="HELLO", ignore_case=True) == "README.md:2: hello world"
+    assert call(ws, "search_files", pattern="o", glob="*.txt", path="src") == "src/notes.txt:1: nothing here"
+    assert "No matches" in call(ws, "search_files", pattern="zebra")
+
+
+def test_search_files_bad_regex_is_a_result(ws: Path) -> None:
+    assert "invalid regex" in call(ws, "search_files", pattern="f(")
+
+
+def test_search_files_skips_binary(ws: Path) -> None:
+    (ws / "blob.bin").write_bytes(b"hello\x00world")
+    assert call(ws, "search_files", pattern="hello") == "README.md:2: hello world"
+
+
+def test_write_file_creates_parents_and_overwrites(ws: Path) -> None:
+    out = call(ws, "write_file", path="new/deep/file.txt", content="abc\n")
+    assert out == "Created new/deep/file.txt (4 bytes)"
+    assert (ws / "new" / "deep" / "file.txt").read_text() == "abc\n"
+    assert call(ws, "write_file", path="README.md", content="x").startswith("Overwrote README.md")
+    assert (ws / "README.md").read_text() == "x"
+
+
+def test_edit_file_replaces_one_occurrence(ws: Path) -> None:
+    out = call(ws, "edit_file", path="src/pkg/mod.py", old_string="return 1", new_string="return 10")
+    assert out == "Replaced 1 occurrence in src/pkg/mod.py"
+    assert "return 10\n" in (ws / "src" / "pkg" / "mod.py").read_text()
+
+
+def test_edit_file_replace_all(ws: Path) -> None:
+    out = call(
+        ws, "edit_file", path="src/pkg/mod.py", old_string="return", new_string="yield", replace_all=True
+    )
+    assert out == "Replaced 2 occurrences in src/pkg/mod.py"
+    assert "return" not in (ws / "src" / "pkg" / "mod.py").read_text()
+
+
+def test_edit_file_preserves_crlf(ws: Path) -> None:
+    (ws / "win.txt").write_bytes(b"a\r\nb\r\n")
+    call(ws, "edit_file", path="win.txt", old_string="b", new_string="c")
+    assert (ws / "win.txt").read_bytes() == b"a\r\nc\r\n"
+
+
+# -- edit_file errors ---------------------------------------------------------------------------------
+
+
+def test_edit_file_zero_matches(ws: Path) -> None:
+    before = (ws / "README.md").read_text()
+    out = call(ws, "edit_file", path="README.md", old_string="absent", new_string="x")
+    assert "not found in 'README.md'" in out
+    assert (ws / "README.md").read_text() == before
+
+
+def test_edit_file_multiple_matches_without_replace_all(ws: Path) -> None:
+    before = (ws / "src" / "pkg" / "mod.py").read_text()
+    out = call(ws, "edit_file", path="src/pkg/mod.py", old_string="return", new_string="yield")
+    assert "occurs 2 times" in out and "replace_all" in out
+    assert (ws / "src" / "pkg" / "mod.py").read_text() == before
+
+
+def test_edit_file_missing_file_and_empty_old_string(ws: Path) -> None:
+    assert "no such file: 'gone.txt'" in call(
+        ws, "edit_file", path="gone.txt", old_string="a", new_string="b"
+    )
+    assert "old_string is empty" in call(ws, "edit_file", path="README.md", old_string="", new_string="b")
+
+
+# -- confinement --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("read_file", {"path": "../outside/secret.txt"}),
+        ("read_file", {"path": "src/../../outside/secret.txt"}),
+        ("list_files", {"path": ".."}),
+        ("search_files", {"pattern": "SECRET", "path": "../outside"}),
+        ("write_file", {"path": "../outside/new.txt", "content": "x"}),
+        ("edit_file", {"path": "../outside/secret.txt", "old_string": "TOP", "new_string": "NO"}),
+    ],
+)
+def test_dotdot_traversal_is_refused(ws: Path, outside: Path, name: str, args: dict[str, object]) -> None:
+    out = tools_for(ws)[name].invoke(args)
+    assert out.startswith("refused")
+    assert "outside the workspace" in out and str(ws) in out and repr(args["path"]) in out
+    assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
+    assert not (outside / "new.txt").exists()
+
+
+def test_dotdot_that_stays_inside_is_allowed(ws: Path) -> None:
+    assert call(ws, "read_file", path="src/pkg/../../README.md") == "# Title\nhello world\n"
+
+
+def test_absolute_paths(ws: Path, outside: Path) -> None:
+    out = call(ws, "read_file", path=str(outside / "secret.txt"))
+    assert out.startswith("refused") and str(ws) in out
+    out = call(ws, "write_file", path="/etc/planmode-test.txt", content="x")
+    assert out.startswith("refused")
+    assert call(ws, "read_file", path=str(ws / "README.md")) == "# Title\nhello world\n"
+
+
+def test_symlinked_file_to_outside_is_refused(ws: Path, outside: Path) -> None:
+    (ws / "link.txt").symlink_to(outside / "secret.txt")
+    for name, args in [
+        ("read_file", {"path": "link.txt"}),
+        ("write_file", {"path": "link.txt", "content": "pwned"}),
+        ("edit_file", {"path": "link.txt", "old_string": "TOP", "new_string": "NO"}),
+    ]:
+        out = tools_for(ws)[name].invoke(args)
+        assert out.startswith("refused 'link.txt'") and str(ws) in out, (name, out)
+    assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
+    assert call(ws, "search_files", pattern="SECRET").startswith("No matches")
+    assert "link.txt (symlink outside the workspace" in call(ws, "list_files")
+
+
+def test_symlinked_directory_to_outside_is_refused(ws: Path, outside: Path) -> None:
+    (ws / "src" / "escape").symlink_to(outside, target_is_directory=True)
+    assert call(ws, "read_file", path="src/escape/secret.txt").startswith("refused")
+    assert call(ws, "list_files", path="src/escape").startswith("refused")
+    assert call(ws, "search_files", pattern="SECRET", path="src/escape").startswith("refused")
+    out = call(ws, "write_file", path="src/escape/sub/new.txt", content="x")
+    assert out.startswith("refused")
+    assert not (outside / "sub").exists()
+    assert call(ws, "search_files", pattern="SECRET").startswith("No matches")
+    listing = call(ws, "list_files", recursive=True)
+    assert "src/escape (symlink outside the workspace" in listing
+    assert "secret.txt" not in listing
+
+
+def test_dangling_symlink_to_outside_cannot_be_written_through(ws: Path, outside: Path) -> None:
+    (ws / "dangling").symlink_to(outside / "not-yet.txt")
+    assert call(ws, "write_file", path="dangling", content="x").startswith("refused")
+    assert not (outside / "not-yet.txt").exists()
+
+
+def test_symlink_inside_to_inside_is_allowed(ws: Path) -> None:
+    (ws / "readme-link").symlink_to(ws / "README.md")
+    (ws / "pkg-link").symlink_to(ws / "src" / "pkg", target_is_directory=True)
+    assert call(ws, "read_file", path="readme-link") == "# Title\nhello world\n"
+    assert call(ws, "read_file", path="pkg-link/mod.py").startswith("def f():")
+    assert call(ws, "list_files", path="pkg-link") == "src/pkg/mod.py"
+    call(ws, "edit_file", path="readme-link", old_string="hello", new_string="bye")
+    assert (ws / "README.md").read_text() == "# Title\nbye world\n"
+    assert (ws / "readme-link").is_symlink()
+
+
+def test_symlink_loop_is_a_result_not_a_crash(ws: Path) -> None:
+    (ws / "a").symlink_to(ws / "b")
+    (ws / "b").symlink_to(ws / "a")
+    out = call(ws, "read_file", path="a")
+    assert "'a'" in out and str(ws) in out
+
+
+def test_root_given_through_a_symlink(tmp_path: Path, ws: Path) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(ws, target_is_directory=True)
+    assert call(alias, "read_file", path="README.md") == "# Title\nhello world\n"
+    assert call(alias, "read_file", path=str(alias / "README.md")) == "# Title\nhello world\n"
+
+
+# -- bounds and refusals ------------------------------------------------------------------------------
+
+
+def test_list_files_is_bounded(ws: Path) -> None:
+    for i in range(10):
+        (ws / f"f{i:02}.txt").write_text("x")
+    out = call(ws, "list_files", limits=WorkspaceLimits(max_entries=4), pattern="*.txt")
+    lines = out.splitlines()
+    assert lines[:4] == ["f00.txt", "f01.txt", "f02.txt", "f03.txt"]
+    assert len(lines) == 5 and lines[4].startswith("[truncated: showing the first 4 entries")
+
+
+def test_read_file_is_bounded_with_a_note(ws: Path) -> None:
+    (ws / "big.txt").write_text("".join(f"line {i:03}\n" for i in range(1, 101)))  # 9 chars a line
+    out = call(ws, "read_file", path="big.txt", limits=WorkspaceLimits(max_read_chars=30))
+    body, note = out.rsplit("\n[", 1)
+    assert body == "line 001\nline 002\nline 003\n"
+    assert "truncated at 30 characters" in note and "lines 1-3 of 100" in note and "start_line=4" in note
+    follow = call(ws, "read_file", path="big.txt", start_line=4, limits=WorkspaceLimits(max_read_chars=30))
+    assert follow.startswith("line 004\n")
+
+
+def test_read_file_one_huge_line(ws: Path) -> None:
+    (ws / "min.js").write_text("x" * 1000)
+    out = call(ws, "read_file", path="min.js", limits=WorkspaceLimits(max_read_chars=50))
+    assert out.startswith("x" * 50 + "\n[truncated")
+
+
+def test_search_files_is_bounded(ws: Path) -> None:
+    (ws / "many.txt").write_text("hit\n" * 50)
+    out = call(ws, "search_files", pattern="hit", limits=WorkspaceLimits(max_matches=5))
+    lines = out.splitlines()
+    assert lines[:5] == [f"many.txt:{i}: hit" for i in range(1, 6)]
+    assert len(lines) == 6 and lines[5].startswith("[truncated: stopped at 5 matches")
+
+
+def test_search_files_cuts_long_lines(ws: Path) -> None:
+    (ws / "long.txt").write_text("needle" + "y" * 500 + "\n")
+    out = call(ws, "search_files", pattern="needle", limits=WorkspaceLimits(max_match_chars=20))
+    assert out == "long.txt:1: needle" + "y" * 14
+
+
+def test_write_over_size_bound_is_refused(ws: Path) -> None:
+    limits = WorkspaceLimits(max_write_bytes=10)
+    out = call(ws, "write_file", path="big.txt", content="x" * 11, limits=limits)
+    assert "refused to write 'big.txt'" in out and "over the limit of 10" in out
+    assert not (ws / "big.txt").exists()
+    out = call(ws, "edit_file", path="README.md", old_string="hello", new_string="h" * 50, limits=limits)
+    assert "over the limit" in out
+    assert (ws / "README.md").read_text() == "# Title\nhello world\n"
+
+
+def test_reading_binary_and_non_utf8_is_refused(ws: Path) -> None:
+    (ws / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    (ws / "latin1.txt").write_bytes("café".encode("latin-1"))
+    assert "'img.png' is a binary file" in call(ws, "read_file", path="img.png")
+    assert "not UTF-8 text" in call(ws, "read_file", path="latin1.txt")
+    assert "binary" in call(ws, "edit_file", path="img.png", old_string="PNG", new_string="GIF")
+
+
+def test_reading_too_large_file_is_refused(ws: Path) -> None:
+    out = call(ws, "read_file", path="README.md", limits=WorkspaceLimits(max_file_bytes=5))
+    assert "too large" in out
+
+
+# -- errors are tool results --------------------------------------------------------------------------
+
+
+def test_errors_come_back_as_results_not_exceptions(ws: Path) -> None:
+    tools = tools_for(ws)
+    assert "no such file: 'missing.txt'" in tools["read_file"].invoke({"path": "missing.txt"})
+    assert "is a directory" in tools["read_file"].invoke({"path": "src"})
+    assert "is a directory" in tools["write_file"].invoke({"path": "src", "content": "x"})
+    assert "is not a directory" in tools["list_files"].invoke({"path": "README.md"})
+    assert "Invalid tool arguments" in tools["write_file"].invoke({"path": "a.txt"})
+
+
+def test_error_tool_call_gives_error_tool_message(ws: Path) -> None:
+    call_ = {"type": "tool_call", "id": "c1", "name": "read_file", "args": {"path": "../x"}}
+    message = tools_for(ws)["read_file"].invoke(call_)
+    assert isinstance(message, ToolMessage)
+    assert message.status == "error" and message.tool_call_id == "c1"
+    assert str(message.content).startswith("refused '../x'")
+
+
+async def _ainvoke(tool: BaseTool, args: dict[str, object]) -> object:
+    return await tool.ainvoke(args)
+
+
+def test_async_invoke_returns_error_text(ws: Path) -> None:
+    out = asyncio.run(_ainvoke(tools_for(ws)["read_file"], {"path": "/etc/passwd"}))
+    assert isinstance(out, str) and out.startswith("refused")
+
+
+def test_os_errors_become_results(ws: Path) -> None:
+    (ws / "blocker").write_text("a file, not a directory")
+    out = call(ws, "write_file", path="blocker/child.txt", content="x")
+    assert "write_file failed" in out and str(ws) in out
