@@ -6,7 +6,7 @@ These are for setup and programmer errors, and for parse failures that callers t
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "PlanModeError", "PlanParseError", "ThreadNotFoundError", "SnapshotNotFoundError"]
+__all__ = ["ConfigurationError", "PlanModeError", "PlanParseError", "SnapshotNotFoundError", "ThreadNotFoundError"]
 
 
 class PlanModeError(Exception):

@@ -53,3 +53,14 @@ __all__ = [
     "plan_reducer",
     "validate_plan",
 ]
+
+from planmode.state.graph_state import (
+    InputState,
+    OutputState,
+    PlanModeState,
+    RunStatus,
+    StepOutcome,
+    merge_outcomes,
+)
+
+__all__ += ["InputState", "OutputState", "PlanModeState", "RunStatus", "StepOutcome", "merge_outcomes"]

@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 __all__ = [
     "Complexity",
+    "NewStep",
+    "PatchRecord",
     "Plan",
     "PlanPatch",
-    "PatchRecord",
     "Rejection",
     "ResetPlan",
     "Step",
@@ -24,7 +25,6 @@ __all__ = [
     "StepStatus",
     "StepTransition",
     "StepUpdate",
-    "NewStep",
 ]
 
 #: A step id: a short, safe identifier (letters, digits, ``_`` and ``-``; starts with a letter or ``_``).

@@ -187,7 +187,8 @@ def _update(step: Step, upd: StepUpdate, reasons: list[str]) -> tuple[Step, bool
     data.update(differs)
     reset = step.status in (S.FAILED, S.BLOCKED) and any(k in DEFINITION_FIELDS for k in differs)
     if reset or differs.get("status") == "pending":
-        data.update(status=S.PENDING, result=None, error=None, attempts=0, output_ref=None)
+        # an explicit skip in the same update wins over the reset to pending
+        data.update(status=differs.get("status", S.PENDING), result=None, error=None, attempts=0, output_ref=None)
     new_status = S(data["status"])
     if new_status is not step.status and new_status not in ALLOWED_TRANSITIONS[step.status]:
         reasons.append(f"step {step.id!r} cannot go from {step.status.value} to {new_status.value}")
@@ -218,8 +219,9 @@ def apply_patch(
     """Apply ``patch`` to ``plan`` completely or not at all.
 
     Order of operations: remove, update, add (each new step placed after a step, at a position, or at the
-    end), reorder, retitle. Additions past ``max_steps`` are truncated with a warning. Never raises for bad
-    content: a refused patch returns the original plan with ``applied=False`` and the reasons.
+    end), reorder, retitle. Additions past the cap (the stricter of ``max_steps`` and ``plan.max_steps``) are
+    truncated with a warning; a reorder ignores the truncated ids. Never raises for bad content: a refused
+    patch returns the original plan with ``applied=False`` and the reasons.
     """
     if not isinstance(plan, Plan):
         raise TypeError(f"apply_patch expects a Plan, got {type(plan).__name__}")
@@ -270,13 +272,14 @@ def apply_patch(
     # add (truncating past the cap)
     added: list[str] = []
     additions = list(patch.add_steps)
-    if max_steps is not None and len(steps) + len(additions) > max_steps:
-        room = max(0, max_steps - len(steps))
+    caps = [c for c in (max_steps, plan.max_steps) if c is not None]
+    cap = min(caps) if caps else None
+    dropped: list[str] = []
+    if cap is not None and len(steps) + len(additions) > cap:
+        room = max(0, cap - len(steps))
         dropped = [n.id for n in additions[room:]]
         additions = additions[:room]
-        warnings.append(
-            f"step cap {max_steps} reached: {len(dropped)} added step(s) truncated ({', '.join(dropped)})"
-        )
+        warnings.append(f"step cap {cap} reached: {len(dropped)} added step(s) truncated ({', '.join(dropped)})")
     existing = {s.id for s in steps}
     for new in additions:
         if new.id in existing:
@@ -290,7 +293,7 @@ def apply_patch(
 
     # reorder
     if patch.reorder:
-        steps = _reorder(steps, list(patch.reorder), reasons)
+        steps = _reorder(steps, [i for i in patch.reorder if i not in dropped or i in existing], reasons)
 
     # whole-plan checks
     if not reasons:
@@ -425,7 +428,8 @@ def diff_to_patch(current: Plan, proposed: Plan, *, reason: str = "") -> PlanPat
         prev = s.id
     common_new = [i for i in new_ids if i in cur]
     common_old = [s.id for s in current.steps if s.id in set(common_new)]
-    reorder = common_new if common_new != common_old else None
+    # The reorder runs after the additions, so it names the new steps too: they land where proposed.
+    reorder = new_ids if common_new != common_old else None
     title = proposed.title if proposed.title and proposed.title != current.title else None
     return PlanPatch(
         reason=reason or "whole plan converted into a patch by diff",

@@ -14,6 +14,11 @@ Accepted updates (objects or their JSON dicts, as Studio and the SDK send them):
 - a `PlanPatch`; a `StepTransition` or a list of them; a `PlanUpdate` envelope naming its source;
 - a `ResetPlan` (``{"reset": true}``): clears the plan for a new task on the same thread;
 - ``None``: no change.
+
+The *current* value may not be a `Plan` either: LangGraph stores the first write to an empty
+``Plan | None`` channel as-is, without calling the reducer, and a JSON serializer restores plans as dicts.
+A dict with a ``version`` is read as a restored plan; anything else is replayed through the reducer as
+the update it was (so a raw first plan is validated, and a junk one is recorded as a rejection).
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ from planmode.state.models import (
     Rejection,
     ResetPlan,
     Step,
-    StepStatus,
     StepTransition,
 )
 from planmode.state.parse import coerce_plan_or_patch
@@ -49,6 +53,9 @@ class PlanUpdate(BaseModel):
     patch: PlanPatch | None = None
     transitions: list[StepTransition] = Field(default_factory=list)
     reset: bool = False
+    rejections: list[Rejection] = Field(
+        default_factory=list, description="Refusals a node already decided (e.g. invalid model patches)."
+    )
 
 
 def reject(plan: Plan | None, kind: str, reasons: list[str], *, source: str = "unknown", goal: str = "") -> Plan:
@@ -107,20 +114,34 @@ def plan_reducer(current: Plan | None, update: Any) -> Plan | None:
     try:
         return _reduce(current, update)
     except Exception as exc:  # the reducer must never raise: record it instead
-        return reject(current, "unknown", [f"internal error while applying the update: {exc!r}"])
+        base = current if isinstance(current, Plan) else None
+        return reject(base, "unknown", [f"internal error while applying the update: {exc!r}"])
+
+
+def _restore(current: Any) -> Plan | None:
+    """The current channel value as a `Plan` (or None) when it is not one already; see the module docstring."""
+    if isinstance(current, dict) and "version" in current:  # a value restored from JSON
+        try:
+            return Plan.model_validate(current)
+        except ValidationError:
+            pass
+    return _reduce(None, current)  # a raw first write that bypassed the reducer
 
 
 def _reduce(current: Plan | None, update: Any) -> Plan | None:
     if update is None:
         return current
-    if isinstance(current, dict):  # a value restored from JSON (e.g. by the server's serializer)
-        current = Plan.model_validate(current)
+    if current is not None and not isinstance(current, Plan):
+        current = _restore(current)
     upd = _coerce(update)
     if isinstance(upd, str):
         return reject(current, "unknown", [upd])
     if upd.reset:
         return None
     src = upd.source
+    if upd.rejections and current is not None:
+        kept = [*current.rejections, *upd.rejections][-MAX_REJECTIONS_KEPT:]
+        current = current.model_copy(update={"rejections": kept})
     original = current
     if upd.plan is not None:
         if current is None or current.version == 0:

@@ -1,0 +1,79 @@
+"""Run settings: the graph's ``context_schema``.
+
+Explicit values beat environment variables, which beat defaults. Runtime context is not kept across an
+interrupt, so the settings a run starts with are also kept in state (``settings``) and nodes fall back to
+them when a resumed run brings no context.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+__all__ = ["PlanModeContext", "resolve_settings"]
+
+
+
+@dataclass(kw_only=True)
+class PlanModeContext:
+    """Settings of one planmode run (Studio shows these descriptions)."""
+
+    model: str = field(
+        default_factory=lambda: os.environ.get("PLANMODE_MODEL", "gpt-4o-mini"),
+        metadata={"description": "Chat model name (env PLANMODE_MODEL). Ignored when a model object is passed."},
+    )
+    base_url: str | None = field(
+        default_factory=lambda: os.environ.get("OPENAI_BASE_URL") or None,
+        metadata={"description": "OpenAI-compatible base URL (env OPENAI_BASE_URL): Ollama, vLLM, llama.cpp."},
+    )
+    mode: Literal["auto", "plan", "direct"] = field(
+        default="auto",
+        metadata={"description": "auto: detect whether a plan is needed; plan / direct: force it."},
+    )
+    approval: Literal["ask", "auto"] = field(
+        default="ask",
+        metadata={"description": "ask: interrupt for a human to approve the plan; auto: approve it (headless)."},
+    )
+    reapprove_patches: bool = field(
+        default=False,
+        metadata={"description": "Patches made during execution need approval again (off_track ones always do)."},
+    )
+    max_steps: int = field(default=20, metadata={"description": "Step cap of a plan."})
+    max_attempts: int = field(default=2, metadata={"description": "Attempts per step before it fails."})
+    max_reflections: int = field(default=3, metadata={"description": "Reflections per run before it fails."})
+    max_patch_attempts: int = field(default=3, metadata={"description": "Patch requests per reflection."})
+    max_plan_attempts: int = field(default=3, metadata={"description": "Planner retries for an invalid plan."})
+    max_parallel: int = field(default=4, metadata={"description": "Steps executed at once."})
+    max_explore_calls: int = field(default=6, metadata={"description": "Read-only tool calls while planning."})
+    max_executor_iterations: int = field(
+        default=6, metadata={"description": "Model turns of the default executor per step."}
+    )
+    structured_output: Literal["auto", "json_schema", "tool_calling"] = field(
+        default="auto",
+        metadata={"description": "How structured output is requested: auto picks JSON schema for OpenAI models."},
+    )
+    normalize_messages: bool = field(
+        default=False,
+        metadata={"description": "Merge same-role messages and put one system message first (strict templates)."},
+    )
+    result_chars: int = field(default=600, metadata={"description": "Characters of a step result kept in state."})
+
+
+_FIELD_NAMES = {f.name for f in fields(PlanModeContext)}
+
+
+def resolve_settings(context: Any, stored: dict[str, Any] | None) -> PlanModeContext:
+    """The settings for a node: the runtime context when given, else the ones stored in state, else defaults."""
+    if isinstance(context, PlanModeContext):
+        return context
+    if isinstance(context, dict) and context:
+        return PlanModeContext(**{k: v for k, v in context.items() if k in _FIELD_NAMES})
+    if stored:
+        return PlanModeContext(**{k: v for k, v in stored.items() if k in _FIELD_NAMES})
+    return PlanModeContext()
+
+
+def settings_dict(settings: PlanModeContext) -> dict[str, Any]:
+    """The settings as a plain dict (kept in state so a resumed run has them)."""
+    return asdict(settings)

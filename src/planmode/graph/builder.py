@@ -1,0 +1,106 @@
+"""`build_graph`: the plan-mode StateGraph, compiled.
+
+    START -> detect -> respond -> END                                  (simple requests)
+                    -> plan -> approve -> dispatch -> execute_step* -> verify -> dispatch ...
+                               ^   |reject    | trouble -> reflect -> patch -> (approve) -> dispatch
+                               +---+          | all done -> finalize -> END
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+from langgraph.types import RetryPolicy
+
+from planmode.context import PlanModeContext
+from planmode.executors import Executor, Verifier
+from planmode.llm import ModelProvider
+from planmode.nodes import (
+    Deps,
+    make_approve,
+    make_detect,
+    make_dispatch,
+    make_execute_step,
+    make_finalize,
+    make_patch,
+    make_plan,
+    make_reflect,
+    make_respond,
+    make_verify,
+)
+from planmode.persistence import with_planmode_types
+from planmode.state.graph_state import InputState, OutputState, PlanModeState
+
+__all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
+
+NODE_NAMES = ("detect", "respond", "plan", "approve", "dispatch", "execute_step", "verify", "reflect", "patch",
+              "finalize")
+
+
+def build_state_graph(
+    model: BaseChatModel | None = None,
+    *,
+    tools: Sequence[BaseTool] = (),
+    executor: Executor | None = None,
+    verifier: Verifier | None = None,
+    store: BaseStore | None = None,
+) -> StateGraph[Any, Any, Any, Any]:
+    """The uncompiled graph (for users who compile it themselves or add nodes)."""
+    deps = Deps(models=ModelProvider(model), tools=tuple(tools), executor=executor, verifier=verifier, store=store)
+    g: StateGraph[Any, Any, Any, Any] = StateGraph(
+        PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
+    )
+    g.add_node("detect", make_detect(deps))
+    g.add_node("respond", make_respond(deps))
+    g.add_node("plan", make_plan(deps))
+    g.add_node("approve", make_approve(deps))
+    g.add_node("dispatch", make_dispatch(deps))
+    g.add_node("execute_step", make_execute_step(deps))
+    g.add_node("verify", make_verify(deps))
+    g.add_node("reflect", make_reflect(deps))
+    g.add_node("patch", make_patch(deps))
+    g.add_node("finalize", make_finalize(deps))
+    g.add_edge(START, "detect")
+    g.add_edge("respond", END)
+    g.add_edge("execute_step", "verify")
+    g.add_edge("verify", "dispatch")
+    g.add_edge("finalize", END)
+    return g
+
+
+def build_graph(
+    model: BaseChatModel | None = None,
+    *,
+    tools: Sequence[BaseTool] = (),
+    executor: Executor | None = None,
+    verifier: Verifier | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | bool | None = None,
+    store: BaseStore | None = None,
+    name: str = "planmode",
+    retry_policy: RetryPolicy | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Build and compile the plan-mode graph.
+
+    Args:
+        model: any LangChain chat model; default: ``ChatOpenAI`` made at run time from the settings
+            (``model``, ``base_url``) and ``OPENAI_API_KEY`` — no key is needed to build the graph.
+        tools: LangChain tools. Mark read-only ones with ``planmode.tools.read_only``; the others cannot
+            be called before the plan is approved (enforced where tools are dispatched).
+        executor: runs one step instead of the default tool-calling agent (see `planmode.executors`).
+        verifier: judges a step's outcome instead of the default LLM judge.
+        checkpointer: e.g. ``SqliteSaver``; ``None`` for a graph run under the LangGraph server or as a
+            subgraph (which then uses its parent's).
+        store: a LangGraph store for full step outputs (state keeps summaries).
+        name: the graph's name (also its run name in traces).
+        retry_policy: unused by default; model calls retry inside the chat model client.
+    """
+    del retry_policy  # reserved; model clients retry on their own
+    graph = build_state_graph(model, tools=tools, executor=executor, verifier=verifier, store=store)
+    return graph.compile(checkpointer=with_planmode_types(checkpointer), store=store, name=name)

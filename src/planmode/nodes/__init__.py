@@ -1,0 +1,35 @@
+"""The graph's nodes, one module each. Each ``make_<node>(deps)`` returns the node function."""
+
+from planmode.nodes._deps import Deps
+from planmode.nodes.approve import make_approve
+from planmode.nodes.detect import DetectDecision, heuristic_decision, make_detect
+from planmode.nodes.dispatch import StepTask, find_trouble, make_dispatch
+from planmode.nodes.execute_step import OUTPUT_NAMESPACE, make_execute_step
+from planmode.nodes.finalize import build_report, make_finalize
+from planmode.nodes.patch import make_patch
+from planmode.nodes.plan import PlanDraft, make_plan
+from planmode.nodes.reflect import Reflection, make_reflect
+from planmode.nodes.respond import make_respond
+from planmode.nodes.verify import make_verify
+
+__all__ = [
+    "OUTPUT_NAMESPACE",
+    "Deps",
+    "DetectDecision",
+    "PlanDraft",
+    "Reflection",
+    "StepTask",
+    "build_report",
+    "find_trouble",
+    "heuristic_decision",
+    "make_approve",
+    "make_detect",
+    "make_dispatch",
+    "make_execute_step",
+    "make_finalize",
+    "make_patch",
+    "make_plan",
+    "make_reflect",
+    "make_respond",
+    "make_verify",
+]

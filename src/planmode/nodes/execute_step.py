@@ -1,0 +1,66 @@
+"""execute_step: run one step (a ``Send`` task) with its dependencies' results; never raises for a failing
+tool or executor — that is a failed attempt recorded in the outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from planmode.context import resolve_settings
+from planmode.events import emit
+from planmode.executors import StepContext, default_executor, run_executor
+from planmode.nodes._deps import Deps, store_of
+from planmode.nodes.dispatch import StepTask
+
+__all__ = ["OUTPUT_NAMESPACE", "make_execute_step"]
+
+#: Store namespace of full step outputs: (*OUTPUT_NAMESPACE, thread_id).
+OUTPUT_NAMESPACE = ("planmode", "outputs")
+
+
+def make_execute_step(deps: Deps) -> Any:
+    """Build the execute_step node."""
+
+    def execute_step(task: StepTask, runtime: Runtime[Any]) -> dict[str, Any]:
+        settings = resolve_settings(runtime.context, task.get("settings"))
+        step = task["step"]
+        emit("step_started", step.description, step_id=step.id, plan_version=task["plan_version"],
+             attempt=step.attempts)
+        store = store_of(deps, runtime)
+        context = StepContext(
+            goal=task["goal"],
+            plan_text="",
+            dependencies={d: _dependency_output(info, store) for d, info in task["dependencies"].items()},
+            attempt=step.attempts,
+            previous_error=step.error,
+            settings=settings,
+            tools=deps.tools,
+            model=deps.models.get(settings) if deps.executor is None or deps.verifier is None else None,
+        )
+        outcome = run_executor(deps.executor or default_executor, step, context)
+        if store is not None and outcome.ok and outcome.output:
+            key = f"{step.id}.{step.attempts}"
+            store.put((*OUTPUT_NAMESPACE, _thread_id()), key, {"step_id": step.id, "output": outcome.output})
+            outcome = outcome.model_copy(update={"output_ref": key})
+        return {"step_outcomes": {step.id: outcome}}
+
+    return execute_step
+
+
+def _thread_id() -> str:
+    try:
+        return str(get_config().get("configurable", {}).get("thread_id") or "default")
+    except RuntimeError:
+        return "default"
+
+
+def _dependency_output(info: dict[str, str | None], store: Any) -> str:
+    """A dependency's full output from the store when it was kept there, else its summary."""
+    ref = info.get("output_ref")
+    if store is not None and ref:
+        item = store.get((*OUTPUT_NAMESPACE, _thread_id()), ref)
+        if item is not None:
+            return str(item.value.get("output", info.get("result") or ""))
+    return info.get("result") or ""

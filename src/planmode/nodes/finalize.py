@@ -1,0 +1,78 @@
+"""finalize: the final answer as an AI message, and the run report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from planmode import prompts
+from planmode.events import emit
+from planmode.llm import text_of
+from planmode.nodes._deps import Deps, settings_of
+from planmode.state.graph_state import PlanModeState
+from planmode.state.models import Plan, StepStatus
+
+__all__ = ["build_report", "make_finalize"]
+
+S = StepStatus
+
+
+def build_report(plan: Plan | None, status: str, error: str | None, reflections: int) -> dict[str, Any]:
+    """The run report: what was done, failed and skipped, the patches applied, the reflections."""
+    if plan is None:
+        return {"status": status, "error": error, "done": [], "failed": [], "skipped": [], "pending": [],
+                "patches": [], "reflections": reflections, "plan_version": 0}
+    return {
+        "status": status,
+        "error": error,
+        "goal": plan.goal,
+        "plan_version": plan.version,
+        "done": [s.id for s in plan.by_status(S.DONE)],
+        "failed": [s.id for s in plan.by_status(S.FAILED)],
+        "skipped": [s.id for s in plan.by_status(S.SKIPPED)],
+        "pending": [s.id for s in plan.by_status(S.PENDING, S.RUNNING, S.BLOCKED)],
+        "patches": [r.model_dump(mode="json") for r in plan.history[1:]],
+        "rejected_updates": len(plan.rejections),
+        "reflections": reflections,
+    }
+
+
+def make_finalize(deps: Deps) -> Any:
+    """Build the finalize node."""
+
+    def finalize(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+        plan = state.get("plan")
+        error = state.get("error")
+        status = state.get("status") or "failed"
+        if status not in ("failed", "completed"):
+            status = "completed" if plan is not None and plan.is_complete else "failed"
+        if status == "completed" and plan is not None and not plan.is_complete:
+            status, error = "failed", error or "the plan ended with steps not done"
+        if status == "failed" and not error:
+            error = "the run did not complete"
+        report = build_report(plan, status, error, state.get("reflections") or 0)
+        if status == "completed" and plan is not None:
+            answer = _final_answer(deps, state, runtime, plan)
+        else:
+            answer = f"The run failed: {error}"
+        emit("run_finished", answer, plan_version=plan.version if plan else None, status=status,
+             report=report)
+        return {"messages": [AIMessage(content=answer, name="planmode")], "status": status, "report": report,
+                "error": error if status == "failed" else None}
+
+    return finalize
+
+
+def _final_answer(deps: Deps, state: PlanModeState, runtime: Runtime[Any], plan: Plan) -> str:
+    summary = "\n".join(f"- {s.id}: {s.result or s.status.value}" for s in plan.steps)
+    settings = settings_of(state, runtime)
+    try:
+        model = deps.models.get(settings)
+        reply = model.invoke([SystemMessage(content=prompts.FINAL_SYSTEM),
+                              HumanMessage(content=f"Goal: {plan.goal}\nStep results:\n{summary}")])
+        text = text_of(reply).strip() if hasattr(reply, "content") else str(reply)
+    except Exception as exc:  # the work is done; a failed summary call must not fail the run
+        text = f"(the final summary could not be written: {type(exc).__name__})"
+    return text or f"Done: {plan.goal}\n{summary}"

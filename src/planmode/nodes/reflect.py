@@ -1,0 +1,84 @@
+"""reflect: after a failed step, a blocked step or a deadlock, assess the run and choose what happens."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from pydantic import BaseModel, Field
+
+from planmode import prompts
+from planmode.events import emit
+from planmode.llm import call_structured
+from planmode.nodes._deps import Deps, settings_of
+from planmode.state.graph_state import PlanModeState
+from planmode.state.models import StepStatus, StepTransition
+from planmode.state.reducer import PlanUpdate
+
+__all__ = ["Reflection", "make_reflect"]
+
+S = StepStatus
+Assessment = Literal["on_track", "needs_adjustment", "off_track", "complete", "failed"]
+
+
+class Reflection(BaseModel):
+    """The reflector's assessment of the run."""
+
+    assessment: Assessment = Field(description="on_track, needs_adjustment, off_track, complete or failed")
+    reasoning: str = Field(default="", description="Why.")
+    guidance: str = Field(default="", description="What the next action should do.")
+
+
+def make_reflect(deps: Deps) -> Any:
+    """Build the reflect node."""
+
+    def reflect(state: PlanModeState, runtime: Runtime[Any]) -> Command[Literal["dispatch", "patch", "finalize"]]:
+        settings = settings_of(state, runtime)
+        plan = state.get("plan")
+        trouble = state.get("trouble") or "unknown trouble"
+        count = (state.get("reflections") or 0) + 1
+        if plan is None:
+            return Command(goto="finalize", update={"status": "failed", "error": "no plan to reflect on"})
+        if count > settings.max_reflections:
+            msg = f"gave up after {settings.max_reflections} reflection(s); last trouble: {trouble}"
+            return Command(goto="finalize", update={"status": "failed", "error": msg, "reflections": count - 1})
+        model = deps.models.get(settings)
+        messages: list[BaseMessage] = [
+            SystemMessage(content=prompts.REFLECT_SYSTEM),
+            HumanMessage(content=prompts.REFLECT_USER.format(trouble=trouble, plan=plan.to_prompt())),
+        ]
+        result: Reflection | None = None
+        errors: list[str] = []
+        for _ in range(max(1, settings.max_plan_attempts)):
+            result, err, raw = call_structured(model, Reflection, messages, settings)
+            if result is not None:
+                break
+            errors.append(err or "no answer")
+            messages += [AIMessage(content=str(raw.content if raw else "")[:2000] or "(no answer)"),
+                         HumanMessage(content=f"That answer could not be read: {err}. Answer again.")]
+        if result is None:
+            msg = "the reflection step gave no readable assessment: " + " | ".join(errors)
+            return Command(goto="finalize", update={"status": "failed", "error": msg, "reflections": count})
+        if result.assessment == "on_track" and trouble.startswith("deadlock"):
+            result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
+        emit("reflection", result.reasoning, plan_version=plan.version, assessment=result.assessment,
+             trouble=trouble)
+        update: dict[str, Any] = {"reflections": count, "reflection": result.model_dump()}
+        if result.assessment == "on_track":
+            retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0)
+                     for s in plan.by_status(S.FAILED, S.BLOCKED)]
+            return Command(goto="dispatch", update={
+                **update, "plan": PlanUpdate(transitions=retry, source="reflect")})
+        if result.assessment in ("needs_adjustment", "off_track"):
+            return Command(goto="patch", update=update)
+        if result.assessment == "complete":
+            skip = [StepTransition(id=s.id, status=S.SKIPPED)
+                    for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
+            return Command(goto="finalize", update={
+                **update, "status": "completed", "plan": PlanUpdate(transitions=skip, source="reflect")})
+        return Command(goto="finalize", update={
+            **update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"})
+
+    return reflect

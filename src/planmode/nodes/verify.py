@@ -1,0 +1,77 @@
+"""verify: judge each executed step against its acceptance criteria. Only a verified step becomes done;
+a failed verification counts an attempt (the step is retried, or fails when its attempts are used up)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from planmode.events import emit
+from planmode.executors import StepContext, Verdict, llm_verifier, run_verifier
+from planmode.nodes._deps import Deps, settings_of
+from planmode.state.graph_state import PlanModeState, StepOutcome
+from planmode.state.models import Step, StepStatus, StepTransition
+from planmode.state.reducer import PlanUpdate
+
+__all__ = ["make_verify", "summarize"]
+
+S = StepStatus
+
+
+def summarize(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` (whitespace folded), marked when cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: max(0, limit - 12)] + " …[truncated]"
+
+
+def make_verify(deps: Deps) -> Any:
+    """Build the verify node."""
+
+    def verify(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+        settings = settings_of(state, runtime)
+        plan = state.get("plan")
+        outcomes = state.get("step_outcomes") or {}
+        if plan is None or not outcomes:
+            return {}
+        work: list[tuple[Step, StepOutcome]] = []
+        for sid, outcome in outcomes.items():
+            step = plan.get(sid)
+            if step is not None and step.status is S.RUNNING:
+                work.append((step, outcome))
+        needs_model = deps.verifier is None and any(o.ok and s.acceptance for s, o in work)
+        model = deps.models.get(settings) if needs_model else None
+
+        def judge(item: tuple[Step, StepOutcome]) -> Verdict:
+            step, outcome = item
+            if not outcome.ok:
+                return Verdict(passed=False, reason=outcome.error or "the attempt failed")
+            ctx = StepContext(goal=plan.goal, plan_text="", dependencies={}, attempt=step.attempts,
+                              previous_error=step.error, settings=settings, tools=(), model=model)
+            return run_verifier(deps.verifier or llm_verifier, step, outcome.output, ctx)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(work), settings.max_parallel))) as pool:
+            verdicts = list(pool.map(judge, work))
+        transitions: list[StepTransition] = []
+        for (step, outcome), verdict in zip(work, verdicts, strict=True):
+            if verdict.passed:
+                summary = summarize(outcome.output, settings.result_chars)
+                transitions.append(StepTransition(id=step.id, status=S.DONE, result=summary, error=None,
+                                                  output_ref=outcome.output_ref, clear=True))
+                emit("step_completed", summary, step_id=step.id, plan_version=plan.version,
+                     attempt=step.attempts)
+                continue
+            reason = verdict.reason or "verification failed"
+            exhausted = step.attempts >= settings.max_attempts
+            transitions.append(StepTransition(
+                id=step.id, status=S.FAILED if exhausted else S.PENDING, error=reason,
+                result=summarize(outcome.output, settings.result_chars) if outcome.output else None, clear=True))
+            emit("step_failed", reason, step_id=step.id, plan_version=plan.version, attempt=step.attempts,
+                 final=exhausted)
+        return {
+            "plan": PlanUpdate(transitions=transitions, source="verify"),
+            "step_outcomes": dict.fromkeys(outcomes, None),
+        }
+
+    return verify

@@ -1,0 +1,124 @@
+"""Prompts are data: named constants, formatted at the call site, snapshot-tested.
+
+Every system prompt starts with a role line ``planmode:<role>`` so a scripted model (tests, the demo) and a
+trace reader can tell the calls apart.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DETECT_SYSTEM",
+    "EXECUTE_SYSTEM",
+    "EXECUTE_USER",
+    "EXPLORE_SYSTEM",
+    "FINAL_SYSTEM",
+    "FULL_PLAN_FALLBACK",
+    "PATCH_RETRY",
+    "PATCH_SYSTEM",
+    "PATCH_USER",
+    "PLAN_FEEDBACK",
+    "PLAN_RETRY",
+    "PLAN_SYSTEM",
+    "PLAN_USER",
+    "REFLECT_SYSTEM",
+    "REFLECT_USER",
+    "RESPOND_SYSTEM",
+    "VERIFY_SYSTEM",
+    "VERIFY_USER",
+]
+
+DETECT_SYSTEM = """planmode:detect
+Decide whether the user's request needs a multi-step plan (several dependent actions, files to change,
+research then synthesis) or can be answered directly in one turn. Answer with needs_plan and a short reason."""
+
+RESPOND_SYSTEM = """planmode:respond
+Answer the user's request directly and concisely. Use the tools when they help. Tools that change things
+are only available inside an approved plan."""
+
+EXPLORE_SYSTEM = """planmode:explore
+You are preparing a plan for the task below. Before planning you may look around with read-only tools (at
+most {max_calls} calls). When you know enough, reply with a short summary of what you found and no tool
+calls."""
+
+PLAN_SYSTEM = """planmode:plan
+Write a plan for the task as a list of steps. Each step has a short unique id (letters, digits, _ or -), a
+description written as an instruction, the ids of the steps it depends on, the tools it expects to use,
+a complexity (low, medium or high) and acceptance criteria that tell whether it succeeded.
+Independent steps must not depend on each other so they can run in parallel. At most {max_steps} steps.
+Available tools: {tools}"""
+
+PLAN_USER = """Task: {task}
+{findings}"""
+
+PLAN_FEEDBACK = """A human reviewed the plan below and rejected it with this feedback:
+{feedback}
+
+The rejected plan:
+{plan}
+
+Write a revised plan that addresses the feedback."""
+
+PLAN_RETRY = """That plan is invalid:
+{reasons}
+Fix these problems and answer with the whole plan again."""
+
+EXECUTE_SYSTEM = """planmode:execute
+You carry out one step of an approved plan. Use the tools as needed, then reply with the step's outcome:
+what you did and the result, concisely. Do only this step."""
+
+EXECUTE_USER = """Goal: {goal}
+Step `{step_id}`: {description}
+Acceptance criteria: {acceptance}
+Results of the steps it depends on:
+{context}
+{previous_error}"""
+
+VERIFY_SYSTEM = """planmode:verify
+Judge whether a step's outcome meets its acceptance criteria. Answer passed (true/false) and, when it did
+not pass, a short reason that says what is missing."""
+
+VERIFY_USER = """Step `{step_id}`: {description}
+Acceptance criteria: {acceptance}
+Outcome:
+{output}"""
+
+REFLECT_SYSTEM = """planmode:reflect
+Execution of the plan ran into trouble. Assess the run and choose one:
+- on_track: the trouble was transient; retry the failed steps as they are;
+- needs_adjustment: a small change to the plan fixes it (add, change or remove a few steps);
+- off_track: the plan is wrong; it needs a bigger change that a human approves again;
+- complete: the goal is already met; the remaining steps can be skipped;
+- failed: the goal cannot be reached.
+Give a short reasoning and guidance for the next action."""
+
+REFLECT_USER = """Trouble: {trouble}
+
+Current plan:
+{plan}"""
+
+PATCH_SYSTEM = """planmode:patch
+Repair the plan with the smallest patch that works. A patch is JSON with: reason, optional title,
+add_steps (new steps; place each with `after` a step id or a `position` index), update_steps (each an id
+plus only the fields that change), remove_steps (ids) and optional reorder (ids in their new relative
+order). Steps marked done must not be changed, removed or moved. A failed step that you update is reset and
+runs again."""
+
+PATCH_USER = """Problem: {trouble}
+Guidance: {guidance}
+
+Current plan:
+{plan}"""
+
+PATCH_RETRY = """That patch was rejected:
+{reasons}
+Answer with a corrected patch."""
+
+FULL_PLAN_FALLBACK = """Patches keep failing. Instead, write the whole corrected plan (all steps, in order). Keep
+every done step exactly as it is. Problem: {trouble}
+
+Current plan:
+{plan}"""
+
+FINAL_SYSTEM = """planmode:final
+The plan has been carried out. Write the final answer for the user from the steps' results: what was
+achieved, concisely."""

@@ -1,0 +1,119 @@
+"""The graph state: a narrow input, a documented full state, and the output a caller sees."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+from planmode.state.channel import PlanChannel
+from planmode.state.models import Plan
+
+__all__ = [
+    "InputState",
+    "OutputState",
+    "PlanModeState",
+    "RunStatus",
+    "StepOutcome",
+    "merge_outcomes",
+]
+
+RunStatus = Literal[
+    "new", "planning", "awaiting_approval", "running", "completed", "failed", "answered", "cancelled"
+]
+
+
+class StepOutcome(BaseModel):
+    """What one execution attempt of a step produced, waiting for `verify`."""
+
+    step_id: str
+    ok: bool = Field(description="False when the attempt itself failed (a tool raised, the model failed).")
+    output: str = Field(default="", description="The executor's answer (kept in state only until verified).")
+    error: str | None = None
+    tool_calls: int = 0
+    output_ref: str | None = Field(default=None, description="Store key of the full output, if stored.")
+
+
+def merge_outcomes(
+    current: dict[str, StepOutcome] | None, update: dict[str, StepOutcome | None] | None
+) -> dict[str, StepOutcome]:
+    """Merge step outcomes by step id; a ``None`` value removes that step's outcome (after verification).
+
+    Pure and total: never raises (a reducer runs on replay too, and a raising one leaves a thread unreadable).
+    """
+    out = dict(current or {})
+    for key, value in (update or {}).items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, StepOutcome):
+            out[key] = value
+        elif isinstance(value, dict):
+            try:
+                out[key] = StepOutcome.model_validate(value)
+            except ValueError:
+                out[key] = StepOutcome(step_id=str(key), ok=False, error="unreadable step outcome")
+    return out
+
+
+class InputState(TypedDict, total=False):
+    """What a caller passes in."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The conversation; the last human message is the task unless ``task`` is given."""
+    task: str | None
+    """The task, when it is not the last human message."""
+
+
+class OutputState(TypedDict, total=False):
+    """What a caller (or a parent graph) gets back."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The conversation plus the final answer as an AI message."""
+    plan: Annotated[Plan | None, PlanChannel]
+    """The plan, with every step's status and result summary."""
+    status: RunStatus
+    """Where the run is: planning, awaiting_approval, running, completed, failed, answered."""
+    report: dict[str, Any] | None
+    """The run report written by finalize (done, failed, skipped, patches, reflections)."""
+
+
+class PlanModeState(InputState, total=False):
+    """The full state of a planmode run."""
+
+    goal: str
+    """The task of the current run (detect reads ``task`` or the last human message and clears ``task``)."""
+
+    plan: Annotated[Plan | None, PlanChannel]
+    """The plan. Every write goes through `plan_reducer` (via `PlanChannel`): it never raises, never edits done
+    steps."""
+    status: RunStatus
+    """Where the run is."""
+    report: dict[str, Any] | None
+    """The run report (finalize)."""
+    settings: dict[str, Any]
+    """The run settings the run started with (runtime context is not kept across an interrupt)."""
+    route: Literal["plan", "direct"] | None
+    """detect's decision."""
+    feedback: str | None
+    """A human's feedback on a rejected plan, for the planner's next revision."""
+    approval_error: str | None
+    """Why the previous resume value at the approval interrupt was refused (shown in the next payload)."""
+    approved_revision: str | None
+    """The revision the human approved; execution checks it when it starts."""
+    needs_approval: bool
+    """True when the plan (first version or an off_track patch) must be approved before execution goes on."""
+    step_outcomes: Annotated[dict[str, StepOutcome], merge_outcomes]
+    """Attempts executed and not yet verified, by step id."""
+    trouble: str | None
+    """What sent the run to reflect (a failed or blocked step, a deadlock)."""
+    reflection: dict[str, Any] | None
+    """The last reflection: assessment, reasoning, guidance."""
+    reflections: int
+    """How many reflections this run made (bounded by max_reflections)."""
+    patches_applied: int
+    """How many patches this run applied during execution."""
+    error: str | None
+    """Why the run failed, when it did."""
