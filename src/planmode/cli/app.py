@@ -1,0 +1,185 @@
+"""``planmode``: run, resume, inspect and roll back plan-mode runs from a terminal."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import functools
+from collections.abc import Callable
+
+import typer
+
+from planmode.cli.drive import drive, require_thread, show_result
+from planmode.cli.ui import ask_approval, console, interactive
+from planmode.errors import PlanModeError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Plan Mode for LangGraph.")
+
+DEFAULT_DB = os.environ.get("PLANMODE_DB", ".planmode/planmode.sqlite")
+DbOpt = Annotated[Path, typer.Option("--db", help="SQLite database file of the runs.")]
+
+
+def friendly(fn: Callable[..., None]) -> Callable[..., None]:
+    """User errors print one line and exit 2 (not a traceback); Ctrl-C leaves the run resumable (exit 130)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except PlanModeError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            console.print("\n[yellow]Interrupted. The run is checkpointed; continue it with "
+                          "`planmode resume THREAD`.[/]")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _cfg(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread}}
+
+
+def _graph(db: Path, workspace: Path | None = None) -> Any:
+    from planmode.graph import build_graph
+    from planmode.persistence import sqlite_checkpointer
+    from planmode.tools import workspace_tools
+
+    tools = workspace_tools(workspace) if workspace is not None else []
+    return build_graph(tools=tools, checkpointer=sqlite_checkpointer(db))
+
+
+def _approver(auto: bool) -> Any:
+    def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
+        if auto:
+            return {"action": "approve", "revision": payload["revision"]}
+        if not interactive():
+            console.print("[red]error:[/] the plan needs approval and this is not a terminal; "
+                          "pass --auto-approve or resume from a terminal")
+            return None
+        return ask_approval(payload)
+
+    return approve
+
+
+@app.command()
+@friendly
+def run(
+    task: Annotated[str, typer.Argument(help="What to do.")],
+    workspace: Annotated[Path, typer.Option(help="Folder the file tools work in.")] = Path("."),
+    model: Annotated[str | None, typer.Option(help="Model name (default: $PLANMODE_MODEL or gpt-4o-mini).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (Ollama, vLLM, ...).")] = None,
+    db: DbOpt = Path(DEFAULT_DB),
+    thread: Annotated[str | None, typer.Option(help="Thread id (default: a new one).")] = None,
+    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
+    max_parallel: Annotated[int, typer.Option(help="Steps executed at once.")] = 4,
+    plan_mode: Annotated[str, typer.Option("--mode", help="auto, plan or direct.")] = "auto",
+) -> None:
+    """Plan TASK, ask for approval, execute it with live progress."""
+    from planmode.context import PlanModeContext
+
+    ctx = PlanModeContext(mode=plan_mode, approval="auto" if auto_approve else "ask",  # type: ignore[arg-type]
+                          max_parallel=max_parallel)
+    if model:
+        ctx.model = model
+    if base_url:
+        ctx.base_url = base_url
+    if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
+        raise PlanModeError("OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
+                            "OpenAI-compatible server (try `planmode demo` to see planmode without a key)")
+    ws = workspace.resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
+    graph = _graph(db, ws)
+    tid = thread or uuid.uuid4().hex[:12]
+    console.print(f"thread [bold]{tid}[/] · database {db} · workspace {ws}")
+    status = drive(graph, {"messages": [("user", task)]}, _cfg(tid), context=ctx, approver=_approver(auto_approve))
+    show_result(graph, _cfg(tid))
+    raise typer.Exit(0 if status in ("completed", "answered", "awaiting_approval") else 1)
+
+
+@app.command()
+@friendly
+def resume(
+    thread: Annotated[str, typer.Argument(help="Thread id.")],
+    db: DbOpt = Path(DEFAULT_DB),
+    workspace: Annotated[Path, typer.Option(help="Folder the file tools work in.")] = Path("."),
+    auto_approve: Annotated[bool, typer.Option("--auto-approve")] = False,
+) -> None:
+    """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval)."""
+    graph = _graph(db, workspace.resolve())
+    require_thread(graph, _cfg(thread))
+    status = drive(graph, None, _cfg(thread), context=None, approver=_approver(auto_approve))
+    show_result(graph, _cfg(thread))
+    raise typer.Exit(0 if status in ("completed", "answered", "awaiting_approval") else 1)
+
+
+@app.command()
+@friendly
+def show(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = Path(DEFAULT_DB)) -> None:
+    """Show a run's plan, statuses and result."""
+    graph = _graph(db)
+    state = require_thread(graph, _cfg(thread))
+    console.print(f"status: [bold]{state.values.get('status')}[/]")
+    show_result(graph, _cfg(thread))
+
+
+@app.command()
+@friendly
+def history(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = Path(DEFAULT_DB),
+            limit: Annotated[int, typer.Option(help="At most this many snapshots.")] = 50) -> None:
+    """List a run's snapshots, newest first."""
+    from planmode.cli.ui import snapshot_table
+    from planmode.snapshots import list_snapshots
+
+    graph = _graph(db)
+    console.print(snapshot_table(list_snapshots(graph, thread, limit=limit)))
+
+
+@app.command()
+@friendly
+def rollback(
+    thread: Annotated[str, typer.Argument(help="Thread id.")],
+    snapshot: Annotated[str, typer.Argument(help="A checkpoint id from `history`, or N (N snapshots back).")],
+    db: DbOpt = Path(DEFAULT_DB),
+) -> None:
+    """Roll a run back to a snapshot (history is kept); `resume` continues from there."""
+    from planmode.snapshots import rollback as do_rollback
+
+    graph = _graph(db)
+    target: str | int = int(snapshot) if snapshot.isdigit() else snapshot
+    do_rollback(graph, thread, target)
+    console.print(f"rolled back [bold]{thread}[/] to {snapshot}; continue with: planmode resume {thread}")
+    show_result(graph, _cfg(thread))
+
+
+@app.command()
+@friendly
+def graph() -> None:
+    """Print the graph as Mermaid."""
+    from planmode.graph import mermaid
+
+    print(mermaid())
+
+
+@app.command()
+@friendly
+def demo(
+    db: Annotated[Path | None, typer.Option("--db", help="Keep the demo database here.")] = None,
+) -> None:
+    """The offline demo: a scripted model, real file tools, a real SQLite file; no API key."""
+    from planmode.demo import run_demo
+
+    raise typer.Exit(run_demo(db))
+
+
+def main() -> None:
+    """Entry point of the ``planmode`` command."""
+    app()

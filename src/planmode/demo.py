@@ -1,0 +1,207 @@
+"""``planmode demo``: the whole plan-mode loop offline, with a scripted model and real everything else.
+
+The model's answers are pre-written (a `ScriptedChatModel`); the file tools, the workspace, the SQLite
+checkpoints, the graph, the verification (it really runs the tests the agent wrote) and the rollback are
+real. It shows: read-only exploration, a plan with parallel steps, approval, a step that fails
+verification, reflection and a patch, completion, then the snapshot history and a rollback.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from planmode.cli.drive import drive, show_result
+from planmode.cli.ui import ask_approval, console, interactive, snapshot_table
+from planmode.context import PlanModeContext
+from planmode.executors import StepContext, Verdict
+from planmode.state.models import Step
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
+
+__all__ = ["DEMO_TASK", "build_demo_model", "run_demo"]
+
+DEMO_TASK = (
+    "Create a small Python statistics module in the workspace: write stats.py with mean() and median(), "
+    "write tests for it, write a README, then summarise the work."
+)
+
+_MEDIAN_BUGGY = """def median(xs):
+    s = sorted(xs)
+    return s[len(s) // 2]
+"""
+
+_MODULE_V1 = '''"""Small statistics helpers."""
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+''' + _MEDIAN_BUGGY
+
+_MEDIAN_FIXED = '''def median(xs):
+    s = sorted(xs)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+'''
+
+_TESTS = '''from stats import mean, median
+
+assert mean([1, 2, 3, 4]) == 2.5
+assert median([3, 1, 2]) == 2
+assert median([4, 1, 3, 2]) == 2.5, f"median of an even-length list: got {median([4, 1, 3, 2])}"
+print("all tests passed")
+'''
+
+_README = "# stats\n\nSmall statistics helpers: `mean(xs)` and `median(xs)`. Run `python test_stats.py`.\n"
+
+PLAN = {
+    "title": "A tested statistics module",
+    "steps": [
+        {"id": "survey", "description": "List the workspace to see what already exists",
+         "tools": ["list_files"], "complexity": "low", "acceptance": "the workspace contents are known"},
+        {"id": "write_module", "description": "Write stats.py with mean() and median()", "dependencies": ["survey"],
+         "tools": ["write_file"], "acceptance": "stats.py exists"},
+        {"id": "write_readme", "description": "Write README.md describing the module", "dependencies": ["survey"],
+         "tools": ["write_file"], "complexity": "low", "acceptance": "README.md exists"},
+        {"id": "write_tests", "description": "Write test_stats.py covering mean and median (even-length lists too)",
+         "dependencies": ["write_module"], "tools": ["write_file"], "acceptance": "python test_stats.py passes"},
+        {"id": "summarise", "description": "Summarise what was built", "dependencies": ["write_tests", "write_readme"],
+         "complexity": "low", "acceptance": "a short summary"},
+    ],
+}
+
+PATCH = {
+    "reason": "median() is wrong for even-length lists; fix it before the tests run again",
+    "add_steps": [{"id": "fix_median", "description": "Fix median() in stats.py for even-length lists",
+                   "dependencies": ["write_module"], "tools": ["edit_file"], "after": "write_module",
+                   "acceptance": "median([4, 1, 3, 2]) == 2.5"}],
+    "update_steps": [{"id": "write_tests", "dependencies": ["write_module", "fix_median"]}],
+}
+
+_ACTIONS: dict[str, list[dict[str, Any]]] = {
+    "survey": [tool_call("list_files", path=".")],
+    "write_module": [tool_call("write_file", path="stats.py", content=_MODULE_V1)],
+    "write_readme": [tool_call("write_file", path="README.md", content=_README)],
+    "write_tests": [tool_call("write_file", path="test_stats.py", content=_TESTS)],
+    "fix_median": [tool_call("edit_file", path="stats.py", old_string=_MEDIAN_BUGGY, new_string=_MEDIAN_FIXED)],
+}
+
+
+def _execute(req: ScriptRequest) -> Any:
+    step = req.step_id or ""
+    results = req.tool_results()
+    if not results and step in _ACTIONS:
+        return {"tool_calls": _ACTIONS[step]}
+    if step == "summarise":
+        return "Built stats.py (mean, median), test_stats.py (passing) and README.md."
+    last = str(results[-1].content)[:200] if results else ""
+    return f"Step {step} done. Tool said: {last}"
+
+
+def _explore(req: ScriptRequest) -> Any:
+    if not req.tool_results():
+        # the planner also tries a write tool: refused before approval, where tools are dispatched
+        return {"tool_calls": [tool_call("list_files", path="."),
+                               tool_call("write_file", path="notes.txt", content="planning notes")]}
+    return "The workspace is empty apart from a .keep file; nothing to reuse."
+
+
+def build_demo_model() -> ScriptedChatModel:
+    """The scripted model behind the demo."""
+    script = PurposeScript(
+        explore=_explore,
+        plan=PLAN,
+        execute=_execute,
+        reflect={"assessment": "needs_adjustment",
+                 "reasoning": "the tests exposed a bug in median() for even-length lists",
+                 "guidance": "add a step that fixes median() and run the tests again after it"},
+        patch=PATCH,
+        final="stats.py now has mean() and a correct median(), test_stats.py passes, and README.md explains it.",
+    )
+    return ScriptedChatModel(responder=script)
+
+
+def make_verifier(workspace: Path) -> Any:
+    """A real verifier: files must exist; the test step's tests must pass when run."""
+
+    def verify(step: Step, output: str, ctx: StepContext) -> Verdict:
+        if step.id == "write_tests" or step.id == "fix_median":
+            if not (workspace / "test_stats.py").exists():
+                return Verdict(passed=step.id == "fix_median", reason="test_stats.py does not exist yet")
+            proc = subprocess.run([sys.executable, "test_stats.py"], cwd=workspace, capture_output=True,
+                                  text=True, timeout=60)
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+                return Verdict(passed=False, reason="python test_stats.py failed: " + " ".join(tail))
+            return Verdict(passed=True)
+        expected = {"write_module": "stats.py", "write_readme": "README.md"}.get(step.id)
+        if expected and not (workspace / expected).exists():
+            return Verdict(passed=False, reason=f"{expected} was not written")
+        return Verdict(passed=bool(output.strip()), reason="" if output.strip() else "no output")
+
+    return verify
+
+
+def run_demo(db: Path | None = None) -> int:
+    """Run the demo; returns the process exit code."""
+    from planmode.graph import build_graph
+    from planmode.persistence import sqlite_checkpointer
+    from planmode.snapshots import list_snapshots, rollback
+    from planmode.tools import workspace_tools
+
+    tmp = Path(tempfile.mkdtemp(prefix="planmode-demo-"))
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    (workspace / ".keep").write_text("")
+    db_path = db or tmp / "planmode.sqlite"
+    console.rule("[bold]planmode demo")
+    console.print("[bold yellow]This demo uses a scripted model[/] (no API key, no network): its answers are "
+                  "pre-written.\nThe file tools, the workspace, the SQLite checkpoints, the graph, the "
+                  "verification (it runs the tests) and the rollback are real.")
+    console.print(f"workspace: {workspace}\ndatabase:  {db_path}\ntask:      {DEMO_TASK}\n")
+    graph = build_graph(build_demo_model(), tools=workspace_tools(workspace), verifier=make_verifier(workspace),
+                        checkpointer=sqlite_checkpointer(db_path))
+    cfg: Any = {"configurable": {"thread_id": f"demo-{uuid.uuid4().hex[:8]}"}}
+    ctx = PlanModeContext(mode="plan", approval="ask", max_attempts=1, max_parallel=4)
+
+    def approver(payload: dict[str, Any]) -> dict[str, Any] | None:
+        if interactive():
+            return ask_approval(payload)
+        from planmode.cli.ui import plan_table
+        from planmode.state.models import Plan
+
+        console.print(plan_table(Plan.model_validate(payload["plan"])))
+        console.print("[dim]stdin is not a terminal: approving this revision automatically[/]")
+        return {"action": "approve", "revision": payload["revision"]}
+
+    status = drive(graph, {"messages": [("user", DEMO_TASK)]}, cfg, context=ctx, approver=approver)
+    show_result(graph, cfg)
+    if status != "completed":
+        console.print(f"[red]The demo ended with status {status}.[/]")
+        return 1
+    console.rule("[bold]Snapshots")
+    snaps = list_snapshots(graph, cfg["configurable"]["thread_id"])
+    console.print(snapshot_table(snaps[:25]))
+    if len(snaps) > 25:
+        console.print(f"[dim]… and {len(snaps) - 25} older snapshots[/]")
+    patched = [s for s in reversed(snaps) if (s.plan_version or 0) >= 2]
+    if not patched:
+        console.print("[red]No snapshot after the patch was found.[/]")
+        return 1
+    target = patched[0]
+    console.rule("[bold]Rollback")
+    console.print(f"Rolling back to [cyan]{target.checkpoint_id}[/] ({target.label}); the history is kept.")
+    rollback(graph, cfg["configurable"]["thread_id"], target.checkpoint_id)
+    show_result(graph, cfg)
+    console.print("Continuing from the rolled-back snapshot:")
+    status = drive(graph, None, cfg, context=None, approver=approver)
+    show_result(graph, cfg)
+    after = list_snapshots(graph, cfg["configurable"]["thread_id"])
+    console.print(f"\nsnapshots before the rollback: {len(snaps)}, after continuing: {len(after)} (nothing deleted)")
+    console.print(f"files in the workspace: {', '.join(sorted(p.name for p in workspace.iterdir()))}")
+    return 0 if status == "completed" else 1
