@@ -12,16 +12,10 @@ from langchain_core.tools import BaseTool
 
 from planmode.context import PlanModeContext
 from planmode.llm import normalize_messages, text_of
+from planmode.tools import is_read_only
 
 __all__ = ["LoopResult", "ToolGate", "is_read_only", "run_tool_loop"]
 
-READ_ONLY_KEY = "planmode_read_only"
-
-
-def is_read_only(tool: BaseTool) -> bool:
-    """True when the tool is marked read-only (``tool.metadata["planmode_read_only"]``); unmarked tools
-    are treated as changing the world."""
-    return bool((tool.metadata or {}).get(READ_ONLY_KEY, False))
 
 
 class ToolRaised(Exception):
