@@ -140,6 +140,7 @@ def history(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt
     from planmode.snapshots import list_snapshots
 
     graph = _graph(db)
+    require_thread(graph, _cfg(thread))
     console.print(snapshot_table(list_snapshots(graph, thread, limit=limit)))
 
 
@@ -154,6 +155,7 @@ def rollback(
     from planmode.snapshots import rollback as do_rollback
 
     graph = _graph(db)
+    require_thread(graph, _cfg(thread))
     target: str | int = int(snapshot) if snapshot.isdigit() else snapshot
     do_rollback(graph, thread, target)
     console.print(f"rolled back [bold]{thread}[/] to {snapshot}; continue with: planmode resume {thread}")

@@ -1,0 +1,5 @@
+"""``python -m planmode.cli``."""
+
+from planmode.cli.app import main
+
+main()

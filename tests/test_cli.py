@@ -1,0 +1,146 @@
+"""The command line for real: subprocesses, a pseudo-terminal for the approval prompt, a real SQLite file,
+and the real ChatOpenAI client talking to the scripted OpenAI-compatible server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from planmode.testing.openai_server import ScriptedOpenAIServer
+
+pytestmark = pytest.mark.integration
+
+PLANMODE = [sys.executable, "-m", "planmode.cli"]
+PLAN_V1 = {"title": "Notes", "steps": [
+    {"id": "draft", "description": "Write notes.md with a heading", "tools": ["write_file"]},
+    {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
+]}
+PLAN_V2 = {"title": "Notes, revised", "steps": [
+    {"id": "draft", "description": "Write notes.md with a heading and a date", "tools": ["write_file"]},
+    {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
+]}
+
+
+def _purpose(body: dict[str, Any]) -> str:
+    first = body["messages"][0]
+    text = first["content"] if isinstance(first["content"], str) else json.dumps(first["content"])
+    return text.split("\n", 1)[0].removeprefix("planmode:") if text.startswith("planmode:") else "unknown"
+
+
+def _responder(seen: dict[str, int]) -> Any:
+    def respond(body: dict[str, Any]) -> Any:
+        purpose = _purpose(body)
+        seen[purpose] = seen.get(purpose, 0) + 1
+        if purpose == "plan":
+            revised = any("rejected it with this feedback" in str(m.get("content")) for m in body["messages"])
+            return json.dumps(PLAN_V2 if revised else PLAN_V1)
+        if purpose == "execute":
+            text = json.dumps(body["messages"])
+            if "Step `draft`" in text and not any(m["role"] == "tool" for m in body["messages"]):
+                return {"tool_calls": [{"name": "write_file",
+                                        "arguments": {"path": "notes.md", "content": "# Notes\n"}}]}
+            return "done"
+        if purpose == "verify":
+            return json.dumps({"passed": True, "reason": ""})
+        if purpose == "explore":
+            return "empty workspace"
+        return "All done."
+
+    return respond
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
+    env.update(LANGSMITH_TRACING="false", COLUMNS="160", TERM="xterm", **extra)
+    return env
+
+
+def test_interactive_reject_then_approve_in_a_real_pty(tmp_path: Path) -> None:
+    seen: dict[str, int] = {}
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = tmp_path / "runs.sqlite"
+    with ScriptedOpenAIServer(_responder(seen)) as srv:
+        child = pexpect.spawn(
+            PLANMODE[0], [*PLANMODE[1:], "run", "Write notes.md with a heading, then read it back",
+                          "--workspace", str(ws), "--db", str(db), "--thread", "t1", "--mode", "plan",
+                          "--base-url", srv.base_url, "--model", "scripted"],
+            env=_env(OPENAI_API_KEY="test"), encoding="utf-8", timeout=60, dimensions=(50, 160),
+        )
+        child.expect("Approve this plan")
+        assert "Notes" in (child.before or "")
+        child.sendline("r")
+        child.expect("What should change")
+        child.sendline("add a date to the heading")
+        child.expect("Approve this plan")
+        assert "Notes, revised" in (child.before or "")
+        child.sendline("a")
+        child.expect(pexpect.EOF)
+        output = child.before or ""
+        child.close()
+    assert child.exitstatus == 0, output
+    assert "run finished" in output and "completed" in output
+    assert (ws / "notes.md").read_text() == "# Notes\n"
+    assert seen["plan"] == 2  # the rejection sent the planner back with the feedback
+
+
+def test_show_and_history_of_the_run(tmp_path: Path) -> None:
+    seen: dict[str, int] = {}
+    db = tmp_path / "runs.sqlite"
+    with ScriptedOpenAIServer(_responder(seen)) as srv:
+        proc = subprocess.run([*PLANMODE, "run", "Write notes.md, then read it back", "--workspace", str(tmp_path),
+                               "--db", str(db), "--thread", "t2", "--auto-approve", "--mode", "plan",
+                               "--base-url", srv.base_url], env=_env(OPENAI_API_KEY="test"),
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    show = subprocess.run([*PLANMODE, "show", "t2", "--db", str(db)], env=_env(), capture_output=True, text=True)
+    assert show.returncode == 0 and "completed" in show.stdout and "draft" in show.stdout
+    hist = subprocess.run([*PLANMODE, "history", "t2", "--db", str(db)], env=_env(), capture_output=True, text=True)
+    assert hist.returncode == 0 and "Snapshots" in hist.stdout, hist.stdout + hist.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["run", "do things"], {}, "OPENAI_API_KEY is not set"),
+        (["show", "no-such-thread"], {}, "no run with thread id"),
+        (["history", "no-such-thread"], {}, "no run with thread id"),
+        (["rollback", "no-such-thread", "1"], {}, "no run with thread id"),
+        (["show", "t", "--db", "/proc/planmode-nope/x.sqlite"], {}, "cannot use database file"),
+    ],
+)
+def test_user_errors_are_one_clear_line(tmp_path: Path, args: list[str], env: dict[str, str], expected: str) -> None:
+    if "--db" not in args:
+        args = [*args, "--db", str(tmp_path / "runs.sqlite")]
+    proc = subprocess.run([*PLANMODE, *args], env=_env(**env), capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert expected in out
+    assert "Traceback" not in out
+
+
+def test_unreachable_base_url_fails_cleanly(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    proc = subprocess.run([*PLANMODE, "run", "Write notes.md, then read it back", "--workspace", str(tmp_path),
+                           "--db", str(tmp_path / "r.sqlite"), "--auto-approve", "--mode", "plan",
+                           "--base-url", url], env=_env(OPENAI_API_KEY="test"), capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    assert "Traceback" not in out
+    assert "Connection error" in out or "connect" in out.lower()
