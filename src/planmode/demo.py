@@ -195,7 +195,9 @@ def run_demo(db: Path | None = None) -> int:
         return 1
     target = patched[0]
     console.rule("[bold]Rollback")
-    console.print(f"Rolling back to [cyan]{target.checkpoint_id}[/] ({target.label}); the history is kept.")
+    console.print(f"Rolling back to [cyan]{target.checkpoint_id}[/] ({target.label}); the history is kept.\n"
+                  "[dim]Checkpoints hold the run, not your files: the workspace keeps its current contents, so "
+                  "the re-run of fix_median finds median() already fixed.[/]")
     rollback(graph, cfg["configurable"]["thread_id"], target.checkpoint_id)
     show_result(graph, cfg)
     console.print("Continuing from the rolled-back snapshot:")
