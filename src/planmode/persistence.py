@@ -6,16 +6,33 @@ types are registered here so checkpoints round-trip silently, now and under ``LA
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
 from planmode.errors import ConfigurationError
 
-__all__ = ["SERDE_ALLOWLIST", "planmode_serializer", "sqlite_checkpointer", "with_planmode_types"]
+__all__ = [
+    "SERDE_ALLOWLIST",
+    "SERVER_DB_ENV",
+    "planmode_serializer",
+    "server_checkpointer",
+    "sqlite_checkpointer",
+    "with_planmode_types",
+]
+
+#: Environment variable naming the SQLite file of `server_checkpointer` (default below).
+SERVER_DB_ENV = "PLANMODE_SERVER_DB"
+_SERVER_DB_DEFAULT = ".langgraph_api/planmode.sqlite"
 
 #: (module, name) of every planmode type that can be stored in a checkpoint.
 SERDE_ALLOWLIST: tuple[tuple[str, str], ...] = (
@@ -56,3 +73,73 @@ def with_planmode_types(checkpointer: Any) -> Any:
     if checkpointer is None or isinstance(checkpointer, bool) or not hasattr(checkpointer, "with_allowlist"):
         return checkpointer
     return checkpointer.with_allowlist(SERDE_ALLOWLIST)
+
+
+@asynccontextmanager
+async def server_checkpointer() -> AsyncIterator[AsyncSqliteSaver]:
+    """The LangGraph server's checkpointer, for ``langgraph.json``'s ``checkpointer.path``: an
+    `AsyncSqliteSaver` on the file named by ``PLANMODE_SERVER_DB`` (default ``.langgraph_api/planmode.sqlite``,
+    relative to where ``langgraph dev`` runs), with planmode's types registered with its serializer.
+
+    The server enters it once at start-up and closes it at shutdown.
+    """
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    p = Path(os.environ.get(SERVER_DB_ENV) or _SERVER_DB_DEFAULT).expanduser()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(str(p), timeout=30)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigurationError(f"cannot use database file {str(p)!r} ({SERVER_DB_ENV}): {exc}") from exc
+    try:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        saver = AsyncSqliteSaver(conn, serde=planmode_serializer())
+        await saver.setup()
+        yield saver
+    finally:
+        await conn.close()
+
+
+def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
+    """A ``PostgresSaver`` on a connection pool (the ``postgres`` extra: ``pip install 'planmode[postgres]'``).
+
+    The same interface as the SQLite checkpointer; for runs shared by several processes or machines (a LangGraph
+    server with PostgreSQL is the path beyond one machine). The pool is closed with ``saver.conn.close()``.
+    """
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+    except ImportError as exc:  # the optional extra is missing
+        raise ConfigurationError(
+            "PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'"
+        ) from exc
+    import psycopg
+
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    try:
+        pool: Any = ConnectionPool(url, kwargs=kwargs, min_size=1, max_size=max_connections, open=False)
+        pool.open(wait=True, timeout=10)
+        saver = PostgresSaver(pool, serde=planmode_serializer())
+        saver.setup()
+    except (psycopg.Error, OSError) as exc:
+        raise ConfigurationError(f"cannot use PostgreSQL at {_redact(url)}: {exc}") from exc
+    except Exception as exc:  # psycopg_pool.PoolTimeout and friends: say which database, not a traceback
+        raise ConfigurationError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from exc
+    return saver
+
+
+def open_checkpointer(target: str | Path) -> Any:
+    """A checkpointer for ``target``: a ``postgresql://`` URL, or a SQLite file path (the default)."""
+    text = str(target)
+    if text.startswith(("postgres://", "postgresql://")):
+        return postgres_checkpointer(text)
+    return sqlite_checkpointer(text)
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password."""
+    import re
+
+    return re.sub(r"(//[^:/@]+):[^@]*@", r"\1:***@", url)

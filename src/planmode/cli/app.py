@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
-
-import functools
-from collections.abc import Callable
 
 import typer
 
@@ -22,7 +21,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Plan Mode for LangGraph.")
 
 DEFAULT_DB = os.environ.get("PLANMODE_DB", ".planmode/planmode.sqlite")
-DbOpt = Annotated[Path, typer.Option("--db", help="SQLite database file of the runs.")]
+DbOpt = Annotated[str, typer.Option("--db", help="SQLite file of the runs, or a postgresql:// URL.")]
 
 
 def friendly(fn: Callable[..., None]) -> Callable[..., None]:
@@ -47,13 +46,13 @@ def _cfg(thread: str) -> Any:
     return {"configurable": {"thread_id": thread}}
 
 
-def _graph(db: Path, workspace: Path | None = None) -> Any:
+def _graph(db: str, workspace: Path | None = None) -> Any:
     from planmode.graph import build_graph
-    from planmode.persistence import sqlite_checkpointer
+    from planmode.persistence import open_checkpointer
     from planmode.tools import workspace_tools
 
     tools = workspace_tools(workspace) if workspace is not None else []
-    return build_graph(tools=tools, checkpointer=sqlite_checkpointer(db))
+    return build_graph(tools=tools, checkpointer=open_checkpointer(db))
 
 
 def _approver(auto: bool) -> Any:
@@ -76,7 +75,7 @@ def run(
     workspace: Annotated[Path, typer.Option(help="Folder the file tools work in.")] = Path("."),
     model: Annotated[str | None, typer.Option(help="Model name (default: $PLANMODE_MODEL or gpt-4o-mini).")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (Ollama, vLLM, ...).")] = None,
-    db: DbOpt = Path(DEFAULT_DB),
+    db: DbOpt = DEFAULT_DB,
     thread: Annotated[str | None, typer.Option(help="Thread id (default: a new one).")] = None,
     auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
     max_parallel: Annotated[int, typer.Option(help="Steps executed at once.")] = 4,
@@ -109,7 +108,7 @@ def run(
 @friendly
 def resume(
     thread: Annotated[str, typer.Argument(help="Thread id.")],
-    db: DbOpt = Path(DEFAULT_DB),
+    db: DbOpt = DEFAULT_DB,
     workspace: Annotated[Path, typer.Option(help="Folder the file tools work in.")] = Path("."),
     auto_approve: Annotated[bool, typer.Option("--auto-approve")] = False,
 ) -> None:
@@ -123,7 +122,7 @@ def resume(
 
 @app.command()
 @friendly
-def show(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = Path(DEFAULT_DB)) -> None:
+def show(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = DEFAULT_DB) -> None:
     """Show a run's plan, statuses and result."""
     graph = _graph(db)
     state = require_thread(graph, _cfg(thread))
@@ -133,7 +132,7 @@ def show(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = 
 
 @app.command()
 @friendly
-def history(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = Path(DEFAULT_DB),
+def history(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = DEFAULT_DB,
             limit: Annotated[int, typer.Option(help="At most this many snapshots.")] = 50) -> None:
     """List a run's snapshots, newest first."""
     from planmode.cli.ui import snapshot_table
@@ -149,7 +148,7 @@ def history(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt
 def rollback(
     thread: Annotated[str, typer.Argument(help="Thread id.")],
     snapshot: Annotated[str, typer.Argument(help="A checkpoint id from `history`, or N (N snapshots back).")],
-    db: DbOpt = Path(DEFAULT_DB),
+    db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there."""
     from planmode.snapshots import rollback as do_rollback
