@@ -65,8 +65,9 @@ def extract_json(text: str) -> dict[str, Any]:
 
 
 def _kind(data: dict[str, Any]) -> str:
-    is_patch = bool(PATCH_KEYS & data.keys())
     is_plan = isinstance(data.get("steps"), list)
+    # a new title alone is a patch too (a plan always has steps)
+    is_patch = bool(PATCH_KEYS & data.keys()) or ("title" in data and "steps" not in data and "goal" not in data)
     if is_patch and is_plan:
         raise PlanParseError("the JSON has both 'steps' (a full plan) and patch fields; send one or the other")
     if is_patch:
@@ -75,7 +76,7 @@ def _kind(data: dict[str, Any]) -> str:
         return "plan"
     raise PlanParseError(
         "the JSON is neither a plan (needs a 'steps' list) nor a patch "
-        "(needs add_steps, update_steps, remove_steps or reorder)"
+        "(needs add_steps, update_steps, remove_steps, reorder or a new title)"
     )
 
 

@@ -1,0 +1,121 @@
+"""Parsing model text into a plan or a patch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planmode import PlanParseError
+from planmode.errors import PlanModeError
+from planmode.state import Plan, PlanPatch, extract_json, parse_patch, parse_plan, parse_plan_or_patch
+
+PATCH = {"reason": "fix", "update_steps": [{"id": "b", "description": "B2"}], "remove_steps": ["c"]}
+PLAN = {
+    "goal": "g",
+    "title": "T",
+    "steps": [{"id": "a", "description": "A"}, {"id": "b", "description": "B", "dependencies": ["a"]}],
+}
+
+
+def test_bare_json_patch() -> None:
+    p = parse_patch(json.dumps(PATCH))
+    assert isinstance(p, PlanPatch)
+    assert p.remove_steps == ["c"] and p.update_steps[0].description == "B2"
+
+
+def test_patch_inside_prose_and_a_code_fence() -> None:
+    text = f"Sure! Here is the minimal change:\n\n```json\n{json.dumps(PATCH, indent=2)}\n```\n\nHope it helps."
+    p = parse_patch(text)
+    assert p.reason == "fix" and p.remove_steps == ["c"]
+
+
+def test_patch_inside_an_unlabelled_fence() -> None:
+    assert parse_patch(f"```\n{json.dumps(PATCH)}\n```").remove_steps == ["c"]
+
+
+def test_patch_inside_prose_without_a_fence() -> None:
+    text = f"I think we should {json.dumps(PATCH)} and then carry on {{not json}}."
+    assert parse_patch(text).remove_steps == ["c"]
+
+
+def test_the_largest_object_in_prose_wins() -> None:
+    text = 'Context {"note": 1} and the answer: ' + json.dumps(PATCH)
+    assert parse_patch(text).remove_steps == ["c"]
+
+
+def test_fenced_block_is_preferred_over_objects_in_the_prose() -> None:
+    text = (
+        'Earlier I said {"remove_steps": ["zzz"], "reason": "a much longer reason to make it the biggest"}\n'
+        f"```json\n{json.dumps(PATCH)}\n```"
+    )
+    assert parse_patch(text).remove_steps == ["c"]
+
+
+def test_plan_parsed_from_a_fence_and_goal_filled_in() -> None:
+    no_goal = {k: v for k, v in PLAN.items() if k != "goal"}
+    plan = parse_plan(f"Plan:\n```json\n{json.dumps(no_goal)}\n```", goal="from the task")
+    assert isinstance(plan, Plan)
+    assert plan.goal == "from the task" and plan.ids() == ["a", "b"]
+    assert parse_plan(json.dumps(PLAN), goal="ignored").goal == "g"
+
+
+def test_a_full_plan_is_not_mistaken_for_a_patch() -> None:
+    assert isinstance(parse_plan_or_patch(json.dumps(PLAN)), Plan)
+    with pytest.raises(PlanParseError, match="expected a patch"):
+        parse_patch(json.dumps(PLAN))
+
+
+def test_a_patch_is_not_mistaken_for_a_plan() -> None:
+    assert isinstance(parse_plan_or_patch(json.dumps(PATCH)), PlanPatch)
+    with pytest.raises(PlanParseError, match="expected a full plan"):
+        parse_plan(json.dumps(PATCH), goal="g")
+
+
+def test_an_add_steps_only_patch_is_a_patch() -> None:
+    out = parse_plan_or_patch(json.dumps({"add_steps": [{"id": "x", "description": "X"}]}))
+    assert isinstance(out, PlanPatch) and out.add_steps[0].id == "x"
+
+
+def test_json_that_is_both_a_plan_and_a_patch_is_refused() -> None:
+    with pytest.raises(PlanParseError, match="both 'steps'"):
+        parse_plan_or_patch(json.dumps({**PLAN, **PATCH}))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no text"),
+        ("   \n ", "no text"),
+        ("I could not come up with a plan, sorry.", "no JSON object"),
+        ("```json\n{not: valid,}\n```", "no JSON object"),
+        ("[1, 2, 3]", "no JSON object"),
+        ('{"answer": 42}', "neither a plan"),
+        ('{"goal": "g", "steps": [{"id": "bad id!", "description": "x"}]}', "invalid plan: steps.0.id"),
+        ('{"remove_steps": "a"}', "invalid patch: remove_steps"),
+        ('{"steps": [{"id": "a", "description": "A"}]}', "invalid plan: goal"),
+    ],
+)
+def test_garbage_gives_a_clear_parse_error(text: str, message: str) -> None:
+    with pytest.raises(PlanParseError) as info:
+        parse_plan_or_patch(text)
+    assert message in str(info.value)
+    assert isinstance(info.value, PlanModeError) and isinstance(info.value, ValueError)
+
+
+def test_extract_json_returns_a_whole_json_object() -> None:
+    assert extract_json('  {"a": {"b": [1, 2]}}  ') == {"a": {"b": [1, 2]}}
+
+
+def test_extract_json_rejects_non_text() -> None:
+    with pytest.raises(TypeError):
+        extract_json(b"{}")  # type: ignore[arg-type]
+
+
+def test_a_new_title_alone_is_a_patch() -> None:
+    out = parse_plan_or_patch('{"reason": "clearer", "title": "Quarterly report"}')
+    assert isinstance(out, PlanPatch) and out.title == "Quarterly report" and not out.is_empty()
+    with pytest.raises(PlanParseError, match="expected a full plan"):
+        parse_plan('{"title": "Quarterly report"}', goal="g")
+    # a plan keeps its title and stays a plan
+    assert isinstance(parse_plan_or_patch(json.dumps(PLAN)), Plan)
