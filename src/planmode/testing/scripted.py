@@ -89,7 +89,10 @@ class ScriptedChatModel(BaseChatModel):
         self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
     ) -> Runnable[LanguageModelInput, AIMessage]:
         formatted = [convert_to_openai_tool(t) for t in tools]
-        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)  # type: ignore[return-value]
+        if kwargs.get("ls_structured_output_format") and formatted:
+            # langchain-core strips ``ls_structured_output_format`` before ``_generate``; keep the schema name.
+            kwargs["planmode_schema"] = formatted[0]["function"]["name"]
+        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
     def _generate(
         self,
@@ -100,9 +103,7 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         tools = list(kwargs.get("tools") or [])
         choice = kwargs.get("tool_choice")
-        schema = None
-        if kwargs.get("ls_structured_output_format") and tools:
-            schema = tools[0]["function"]["name"]
+        schema = kwargs.get("planmode_schema")
         system = next((m for m in messages if isinstance(m, SystemMessage)), None)
         purpose_match = _PURPOSE.match(str(system.content)) if system is not None else None
         step_match = _STEP.search("\n".join(str(m.content) for m in messages[:3]))
@@ -162,7 +163,8 @@ class PurposeScript:
             with self._lock:
                 it = self._served.setdefault(req.purpose, _repeat_last(entry))
                 value = next(it)
-            return value(req) if callable(value) and not isinstance(value, BaseModel | AIMessage) else value
+            reply: Reply = value(req) if callable(value) and not isinstance(value, BaseModel | AIMessage) else value
+            return reply
         return entry  # type: ignore[no-any-return]
 
     def _default(self, req: ScriptRequest) -> Reply:

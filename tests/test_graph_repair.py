@@ -1,0 +1,360 @@
+"""When things go wrong: failed verification, patches (invalid then valid), garbage model output at every
+structured step, invalid plans, deadlocks, raising tools, and edits of done steps through update_state."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from planmode.context import PlanModeContext
+from planmode.executors import StepContext
+from planmode.graph import build_graph
+from planmode.persistence import sqlite_checkpointer
+from planmode.state.models import PlanPatch, Step, StepStatus, StepUpdate
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
+
+TASK = "Set up the service: write the config, then build it, then deploy it"
+HEADLESS = PlanModeContext(approval="auto", max_attempts=1)
+S = StepStatus
+
+# a and c are independent; b needs a; d needs b. b fails verification until a fix step has run.
+PLAN = {
+    "title": "Service",
+    "steps": [
+        {"id": "a", "description": "write the config"},
+        {"id": "c", "description": "write the docs"},
+        {"id": "b", "description": "build the service", "dependencies": ["a"]},
+        {"id": "d", "description": "deploy the service", "dependencies": ["b"]},
+    ],
+}
+FIX_PATCH = {
+    "reason": "b needs its toolchain installed first",
+    "add_steps": [{"id": "fix_b", "description": "install the toolchain", "dependencies": ["a"], "after": "a"}],
+    "update_steps": [{"id": "b", "dependencies": ["a", "fix_b"]}],
+}
+NEEDS_ADJUSTMENT = {
+    "assessment": "needs_adjustment",
+    "reasoning": "b lacks a toolchain",
+    "guidance": "add a step that installs it",
+}
+FAILED = {"assessment": "failed", "reasoning": "cannot go on"}
+
+
+@pytest.fixture
+def checkpointer(tmp_path: Path) -> Iterator[SqliteSaver]:
+    saver = sqlite_checkpointer(tmp_path / "db.sqlite")
+    yield saver
+    saver.conn.close()
+
+
+def thread(name: str = "t1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+class Counting:
+    """An executor counting executions per step id, and a verifier that fails ``b`` until ``fix_b`` ran."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: dict[str, int] = {}
+
+    def execute(self, step: Step, ctx: StepContext) -> str:
+        with self.lock:
+            self.runs[step.id] = self.runs.get(step.id, 0) + 1
+        return f"{step.id} finished"
+
+    def verify(self, step: Step, output: str, ctx: StepContext) -> tuple[bool, str]:
+        if step.id == "b" and "fix_b" not in self.runs:
+            return False, "the build failed: no toolchain"
+        return True, ""
+
+
+def build(model: ScriptedChatModel, checkpointer: SqliteSaver, counting: Counting | None = None, **kwargs: Any) -> Any:
+    if counting is not None:
+        kwargs.update(executor=counting.execute, verifier=counting.verify)
+    return build_graph(model, checkpointer=checkpointer, **kwargs)
+
+
+def test_failed_verification_is_repaired_by_a_patch_and_done_steps_run_once(checkpointer: SqliteSaver) -> None:
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=NEEDS_ADJUSTMENT, patch=FIX_PATCH))
+    counting = Counting()
+    graph = build(model, checkpointer, counting)
+
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
+
+    values = graph.get_state(thread()).values
+    plan = values["plan"]
+    assert values["status"] == "completed", values.get("error")
+    assert [s.id for s in plan.steps] == ["a", "fix_b", "c", "b", "d"]
+    assert all(s.status is S.DONE for s in plan.steps)
+    # a and c were done before the failure: executed exactly once; b failed once and ran again after the fix
+    assert counting.runs == {"a": 1, "c": 1, "b": 2, "fix_b": 1, "d": 1}
+    assert (model.calls("reflect"), model.calls("patch")) == (1, 1)
+    assert values["reflection"]["assessment"] == "needs_adjustment"
+    assert "no toolchain" in values["trouble"]
+    assert plan.history[-1].source == "patch"
+    assert (plan.history[-1].added, plan.history[-1].updated) == (["fix_b"], ["b"])
+    assert values["report"]["done"] == ["a", "fix_b", "c", "b", "d"]
+    assert len(values["report"]["patches"]) == 1
+
+
+def test_an_invalid_patch_is_rejected_and_recorded_then_a_valid_one_applies(checkpointer: SqliteSaver) -> None:
+    edits_done_step = {"reason": "redo the config", "update_steps": [{"id": "a", "description": "rewrite it"}]}
+    model = ScriptedChatModel(
+        responder=PurposeScript(plan=PLAN, reflect=NEEDS_ADJUSTMENT, patch=[edits_done_step, FIX_PATCH])
+    )
+    counting = Counting()
+    graph = build(model, checkpointer, counting)
+
+    events = list(graph.stream({"messages": [("user", TASK)]}, thread(), context=HEADLESS, stream_mode="custom"))
+
+    values = graph.get_state(thread()).values
+    plan = values["plan"]
+    assert values["status"] == "completed", values.get("error")
+    assert model.calls("patch") == 2
+    [rejection] = plan.rejections
+    assert rejection.kind == "patch"
+    assert any("'a' is done" in r for r in rejection.reasons)
+    second_request = [r for r in model.requests if r.purpose == "patch"][1]
+    assert "'a' is done" in second_request.text()  # the reasons were fed back to the model
+    assert plan.get("a").description == "write the config"
+    assert plan.history[-1].added == ["fix_b"]
+    assert counting.runs["a"] == 1
+    types = [e["type"] for e in events]
+    assert types.index("patch_rejected") < types.index("plan_patched")
+
+
+ONE_CHECKED_STEP = {"title": "one", "steps": [{"id": "a", "description": "write it", "acceptance": "it works"}]}
+GARBAGE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], bool, int, str]] = {
+    # purpose: (script, extra settings, verifier fails b, calls of that purpose, error fragment)
+    "plan": ({"plan": "Sure! Here is my plan: do it."}, {}, False, 3, "the planner gave no valid plan"),
+    "patch": (
+        {"plan": [PLAN, "still no JSON"], "patch": "{not json", "reflect": NEEDS_ADJUSTMENT},
+        {},
+        True,
+        3,
+        "no valid patch after 3 attempt(s)",
+    ),
+    "reflect": ({"plan": PLAN, "reflect": "things are bad"}, {}, True, 3, "no readable assessment"),
+    # the LLM judge (asked twice per attempt) only judges steps with acceptance criteria
+    "verify": (
+        {"plan": ONE_CHECKED_STEP, "verify": "it looks fine I guess", "reflect": FAILED},
+        {"max_attempts": 2},
+        False,
+        4,
+        "the run was judged failed",
+    ),
+}
+
+
+@pytest.mark.parametrize("purpose", list(GARBAGE_CASES))
+def test_garbage_model_output_ends_the_run_cleanly_as_failed(checkpointer: SqliteSaver, purpose: str) -> None:
+    script, settings, failing_b, calls, fragment = GARBAGE_CASES[purpose]
+    model = ScriptedChatModel(responder=PurposeScript(**script))
+    counting = Counting()
+    graph = build_graph(
+        model, checkpointer=checkpointer, executor=counting.execute, verifier=counting.verify if failing_b else None
+    )
+
+    graph.invoke(
+        {"messages": [("user", TASK)]},
+        thread(),
+        context=PlanModeContext(**{"approval": "auto", "max_attempts": 1, **settings}),
+    )
+
+    state = graph.get_state(thread())  # readable
+    values = state.values
+    assert state.next == ()
+    assert values["status"] == "failed"
+    assert fragment in values["error"]
+    assert values["report"]["status"] == "failed"
+    assert values["messages"][-1].content.startswith("The run failed:")
+    assert model.calls(purpose) == calls  # bounded retries
+    if purpose == "verify":
+        step = values["plan"].get("a")
+        assert step.status is S.FAILED and step.attempts == 2
+        assert "verifier gave no verdict" in (step.error or "")
+    if purpose == "patch":
+        assert len(values["plan"].rejections) == 4  # three patches and the full-plan fallback
+        assert model.calls("plan") == 2
+    assert list(graph.get_state_history(thread()))  # the whole history stays readable
+
+
+def test_a_failing_model_call_is_a_clean_failure_too(checkpointer: SqliteSaver) -> None:
+    def broken(req: ScriptRequest) -> Any:
+        raise ConnectionError("the model server went away")
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=broken))
+    graph = build_graph(model, checkpointer=checkpointer)
+
+    graph.invoke({"messages": [("user", TASK)]}, thread())
+
+    values = graph.get_state(thread()).values
+    assert values["status"] == "failed"
+    assert "the model server went away" in values["error"]
+    assert model.calls("plan") == 3
+
+
+@pytest.mark.parametrize(
+    ("steps", "reason"),
+    [
+        (
+            [
+                {"id": "a", "description": "x", "dependencies": ["b"]},
+                {"id": "b", "description": "y", "dependencies": ["a"]},
+            ],
+            "dependency cycle",
+        ),
+        ([{"id": "a", "description": "x"}, {"id": "a", "description": "y"}], "duplicate step id 'a'"),
+        ([{"id": "a", "description": "x", "dependencies": ["ghost"]}], "unknown step 'ghost'"),
+        ([{"id": f"s{i}", "description": "x"} for i in range(5)], "at most 4 are allowed"),
+    ],
+    ids=["cycle", "duplicate", "missing-dependency", "too-many-steps"],
+)
+def test_an_invalid_plan_is_sent_back_with_reasons_and_a_valid_retry_is_accepted(
+    checkpointer: SqliteSaver, steps: list[dict[str, Any]], reason: str
+) -> None:
+    model = ScriptedChatModel(responder=PurposeScript(plan=[{"title": "bad", "steps": steps}, PLAN]))
+    graph = build_graph(model, checkpointer=checkpointer)
+
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context={"max_steps": 4})
+
+    state = graph.get_state(thread())
+    retry = [r for r in model.requests if r.purpose == "plan"][1]
+    assert reason in retry.text()
+    assert model.calls("plan") == 2
+    payload = state.interrupts[0].value
+    assert [s["id"] for s in payload["plan"]["steps"]] == ["a", "c", "b", "d"]
+    assert state.values["plan"].version == 1
+
+
+def test_a_deadlock_is_detected_and_reported_to_reflect(checkpointer: SqliteSaver) -> None:
+    reflect_requests: list[str] = []
+
+    def reflect(req: ScriptRequest) -> dict[str, Any]:
+        reflect_requests.append(req.text())
+        return {"assessment": "on_track", "reasoning": "just retry"}  # retrying cannot fix a deadlock
+
+    unblock = {"reason": "b does not need the skipped config", "update_steps": [{"id": "b", "dependencies": []}]}
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=unblock))
+    counting = Counting()
+    graph = build_graph(model, executor=counting.execute, checkpointer=checkpointer)
+
+    graph.invoke({"messages": [("user", TASK)]}, thread())
+    # The human skips a; b still depends on it, so b can never become ready.
+    events = list(
+        graph.stream(
+            Command(resume={"action": "edit", "patch": {"update_steps": [{"id": "a", "status": "skipped"}]}}),
+            thread(),
+            stream_mode="custom",
+        )
+    )
+
+    values = graph.get_state(thread()).values
+    assert values["trouble"].startswith("deadlock")
+    assert "b waits for a" in values["trouble"]
+    assert len(reflect_requests) == 1 and "deadlock" in reflect_requests[0]
+    reflection = next(e for e in events if e["type"] == "reflection")
+    assert reflection["data"]["assessment"] == "needs_adjustment"  # on_track is not an answer to a deadlock
+    assert values["status"] == "completed", values.get("error")
+    assert counting.runs == {"c": 1, "b": 1, "d": 1}
+    assert values["plan"].get("a").status is S.SKIPPED
+
+
+def test_a_blocked_step_is_reported_to_reflect_and_on_track_retries_it(checkpointer: SqliteSaver) -> None:
+    reflect_requests: list[str] = []
+
+    def reflect(req: ScriptRequest) -> dict[str, Any]:
+        reflect_requests.append(req.text())
+        return {"assessment": "on_track", "reasoning": "the credentials are there now"}
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect))
+    counting = Counting()
+    graph = build_graph(model, executor=counting.execute, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, thread())
+
+    # A human blocks b through update_state while the plan waits for approval. The approval node was reached by
+    # a Command, so the update names where to go on (a plain dict update would end the run at this checkpoint).
+    blocked = {"id": "b", "status": "blocked", "error": "waiting for credentials"}
+    graph.update_state(thread(), Command(update={"plan": blocked}, goto="approve"), as_node="plan")
+    graph.invoke(None, thread())  # shows the edited plan for approval
+    state = graph.get_state(thread())
+    assert state.values["plan"].get("b").status is S.BLOCKED
+    revision = state.interrupts[0].value["revision"]
+    assert revision == state.values["plan"].revision
+    graph.invoke(Command(resume={"action": "approve", "revision": revision}), thread())
+
+    values = graph.get_state(thread()).values
+    assert len(reflect_requests) == 1
+    assert "step 'b' is blocked: waiting for credentials" in reflect_requests[0]
+    assert values["status"] == "completed", values.get("error")
+    assert counting.runs == {"a": 1, "c": 1, "b": 1, "d": 1}
+
+
+@tool
+def deploy(target: str) -> str:
+    """Deploy to a target."""
+    raise ValueError(f"disk on fire while deploying to {target}")
+
+
+def test_a_raising_tool_becomes_a_failed_attempt_with_the_error(checkpointer: SqliteSaver) -> None:
+    plan = {"title": "Deploy", "steps": [{"id": "ship", "description": "deploy it", "tools": ["deploy"]}]}
+
+    def execute(req: ScriptRequest) -> Any:
+        if not req.tool_results():
+            return {"tool_calls": [tool_call("deploy", target="prod")]}
+        return "deployed"  # never reached: the raising tool ends the attempt
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute, reflect=FAILED))
+    graph = build_graph(model, tools=[deploy], checkpointer=checkpointer)
+
+    events = list(graph.stream({"messages": [("user", TASK)]}, thread(), context=HEADLESS, stream_mode="custom"))
+
+    values = graph.get_state(thread()).values
+    step = values["plan"].get("ship")
+    assert step.status is S.FAILED
+    assert step.attempts == 1
+    assert "ValueError" in step.error and "disk on fire while deploying to prod" in step.error
+    assert model.calls("execute") == 1
+    failed = next(e for e in events if e["type"] == "step_failed")
+    assert failed["step_id"] == "ship" and "disk on fire" in failed["message"]
+    assert values["status"] == "failed"
+    assert "disk on fire" in values["trouble"]
+
+
+@pytest.mark.parametrize(
+    ("update", "kind"),
+    [
+        (PlanPatch(reason="sneaky", update_steps=[StepUpdate(id="a", description="rewritten")]), "patch"),
+        ({"update_steps": [{"id": "a", "dependencies": ["c"]}]}, "patch"),
+        ({"remove_steps": ["a"]}, "patch"),
+        ({"id": "a", "status": "pending"}, "transition"),
+    ],
+    ids=["patch-object", "patch-json", "remove", "transition"],
+)
+def test_update_state_editing_a_done_step_is_rejected_and_recorded(
+    checkpointer: SqliteSaver, update: Any, kind: str
+) -> None:
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    counting = Counting()
+    graph = build_graph(model, executor=counting.execute, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context={"approval": "auto"})
+    before = graph.get_state(thread()).values["plan"]
+    assert before.get("a").status is S.DONE
+
+    graph.update_state(thread(), {"plan": update})
+
+    after = graph.get_state(thread()).values["plan"]  # readable
+    assert after.steps == before.steps
+    assert after.version == before.version
+    rejection = after.rejections[-1]
+    assert rejection.kind == kind
+    assert any("'a'" in r and "done" in r for r in rejection.reasons)
+    assert len(list(graph.get_state_history(thread()))) > 1
