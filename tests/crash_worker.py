@@ -1,0 +1,176 @@
+"""A planmode run that the crash-resume tests kill with SIGKILL (see ``tests/test_crash_resume.py``).
+
+One run on a SQLite file: the scripted model plans six steps in two parallel layers, approval is automatic,
+and the executor has a side effect — it appends a line to a counter file, then works (sleeps) a little, so
+that kills land during steps. On start the run begins, or, when the thread already has a checkpoint,
+resumes with ``graph.invoke(None, config)`` — with the start's settings again, or with none (see `run_once`).
+
+Counter file lines (appended with one ``write`` on an ``O_APPEND`` descriptor, so a kill never tears one)::
+
+    start <step_id> <attempt> <pid> <time_ns>    # the side effect: the step began executing
+    finish <step_id> <attempt> <pid> <time_ns>   # the executor returned
+
+Two ways to run it:
+
+``python tests/crash_worker.py run DB THREAD COUNTER [--no-context] [--durability=sync|async|exit]``
+    one run in this interpreter; prints ``started`` once the graph is built (and the imports are done).
+``python tests/crash_worker.py serve``
+    a fork server: it imports everything once, then for each JSON request line on stdin (``{"db",
+    "thread", "counter", "log", "resume_with_context", "durability"}``) forks a child that does one run,
+    answers ``{"pid": ...}`` and, when the child has ended, ``{"pid": ..., "exit": ...}`` (``-9`` when it
+    was killed). The child is a real process on its own SQLite connection; forking only saves the
+    interpreter start-up (about two seconds here) so that many kill trials fit in the normal test suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from langgraph.types import Command
+
+from planmode.graph.builder import build_graph
+from planmode.persistence import sqlite_checkpointer
+from planmode.state.models import Step
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel
+
+#: Two layers of three parallel steps: a, b, c, then d, e, f (each needs two of the first layer).
+PLAN: dict[str, Any] = {
+    "title": "Crash test",
+    "steps": [
+        {"id": "a", "description": "Step a"},
+        {"id": "b", "description": "Step b"},
+        {"id": "c", "description": "Step c"},
+        {"id": "d", "description": "Step d", "dependencies": ["a", "b"]},
+        {"id": "e", "description": "Step e", "dependencies": ["b", "c"]},
+        {"id": "f", "description": "Step f", "dependencies": ["a", "c"]},
+    ],
+}
+STEP_IDS = tuple(s["id"] for s in PLAN["steps"])
+TASK = "First read the inputs, then run the six crash-test steps and write the results"
+#: The settings of the first start; a resume passes none (they are kept in state).
+CONTEXT = {"approval": "auto", "mode": "plan", "max_parallel": 4}
+#: Run statuses after which there is nothing to resume.
+FINISHED = ("completed", "failed", "answered", "cancelled")
+#: How long one step works, in seconds.
+WORK = (0.05, 0.15)
+
+
+class SideEffectExecutor:
+    """Appends ``start`` to the counter file (the side effect), works a little, appends ``finish``."""
+
+    def __init__(self, counter: str) -> None:
+        self.counter = counter
+        self.rng = random.Random(os.getpid() ^ time.time_ns())
+        self.lock = threading.Lock()
+
+    def _append(self, kind: str, step: Step) -> None:
+        line = f"{kind} {step.id} {step.attempts} {os.getpid()} {time.time_ns()}\n"
+        fd = os.open(self.counter, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    def __call__(self, step: Step, ctx: Any) -> str:
+        self._append("start", step)
+        with self.lock:
+            pause = self.rng.uniform(*WORK)
+        time.sleep(pause)
+        self._append("finish", step)
+        return f"step {step.id} done"
+
+
+def run_once(
+    db: str, thread: str, counter: str, *, resume_with_context: bool, durability: str | None = None,
+    announce: bool = False,
+) -> str:
+    """Start or resume the run of ``thread`` on ``db``; returns the final status.
+
+    A resume either passes the start's settings again (a supervisor restarting the same command), or none —
+    like ``planmode resume --auto-approve``: the settings kept in state apply, and if the process died before
+    they were kept, the defaults do (approval "ask"), so an approval interrupt is answered here.
+    ``durability`` is LangGraph's (None: its default, "async").
+    """
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    graph = build_graph(model, executor=SideEffectExecutor(counter), checkpointer=sqlite_checkpointer(db))
+    config = {"configurable": {"thread_id": thread}}
+    if announce:
+        import langchain_openai  # noqa: F401  (imported by the first plan call anyway; kills should land in the run)
+
+        print("started", flush=True)
+    state = graph.get_state(config)
+    if state.created_at is None:
+        graph.invoke({"messages": [("user", TASK)]}, config, context=CONTEXT, durability=durability)
+    elif state.next or state.values.get("status") not in FINISHED:
+        # Not ``state.next`` alone: when every task of the last checkpoint finished (its writes are saved as
+        # pending writes) but the process died before the next checkpoint, the live ``next`` is empty.
+        graph.invoke(None, config, context=CONTEXT if resume_with_context else None, durability=durability)
+    for _ in range(5):
+        state = graph.get_state(config)
+        if not state.interrupts:
+            break
+        revision = state.interrupts[0].value["revision"]
+        graph.invoke(Command(resume={"action": "approve", "revision": revision}), config, durability=durability)
+    return str(graph.get_state(config).values.get("status"))
+
+
+def serve() -> None:
+    """The fork server (see the module docstring)."""
+    # Imported lazily by planmode.llm on the first structured call (about a second): pay it once, here.
+    import langchain_openai  # noqa: F401
+
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return
+        request = json.loads(line)
+        if threading.active_count() != 1:  # forking a process with threads could copy a held lock
+            raise RuntimeError("the fork server must stay single-threaded")
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: one run, then exit without running the parent's cleanup
+            code = 1
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)
+                log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                os.dup2(log, 2)
+                status = run_once(request["db"], request["thread"], request["counter"],
+                                  resume_with_context=bool(request.get("resume_with_context", True)),
+                                  durability=request.get("durability"))
+                code = 0 if status == "completed" else 3
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        print(json.dumps({"pid": pid}), flush=True)
+        _, wait_status = os.waitpid(pid, 0)
+        print(json.dumps({"pid": pid, "exit": os.waitstatus_to_exitcode(wait_status)}), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["serve"]:
+        serve()
+        return 0
+    if argv[:1] == ["run"] and len(argv) >= 4:
+        flags = argv[4:]
+        durability = next((f.split("=", 1)[1] for f in flags if f.startswith("--durability=")), None)
+        status = run_once(argv[1], argv[2], argv[3], resume_with_context="--no-context" not in flags,
+                          durability=durability, announce=True)
+        print(f"status {status}", flush=True)
+        return 0 if status == "completed" else 3
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
