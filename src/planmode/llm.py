@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -106,11 +107,10 @@ def _method(model: BaseChatModel, settings: PlanModeContext) -> str:
         return "function_calling"
     if settings.structured_output == "json_schema":
         return "json_schema"
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError:  # pragma: no cover - langchain-openai is a dependency
-        return "function_calling"
-    return "json_schema" if isinstance(model, ChatOpenAI) else "function_calling"
+    # Only a ChatOpenAI model can be one; checking sys.modules avoids a ~1 s import for other models.
+    module = sys.modules.get("langchain_openai")
+    chat_openai = getattr(module, "ChatOpenAI", None) if module is not None else None
+    return "json_schema" if chat_openai is not None and isinstance(model, chat_openai) else "function_calling"
 
 
 def _from_raw(raw: AIMessage | None, schema: type[T]) -> T:
