@@ -98,7 +98,7 @@ def _full_plan_fallback(model: Any, settings: Any, plan: Any, trouble: str,
     if draft is None:
         rejections.append(Rejection(version=plan.version, kind="plan", source="diff", reasons=[err or "no plan"]))
         return None
-    proposed = draft_to_plan(draft, plan.goal, plan.max_steps or settings.max_steps)
+    proposed = draft_to_plan(draft, plan.goal, plan.max_steps or settings.max_steps, plan)
     reasons = validate_plan(proposed)
     if not reasons:
         candidate = diff_to_patch(plan, proposed, reason="full plan converted into a patch by diff")

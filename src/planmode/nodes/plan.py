@@ -17,7 +17,7 @@ from planmode.events import emit
 from planmode.llm import call_structured
 from planmode.nodes._deps import Deps, settings_of
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, Step, StepDefinition
+from planmode.state.models import Plan, PlanPatch, Step, StepDefinition
 from planmode.state.patch import apply_patch, diff_to_patch, validate_plan
 from planmode.state.reducer import PlanUpdate
 
@@ -31,9 +31,19 @@ class PlanDraft(BaseModel):
     steps: list[StepDefinition] = Field(description="The steps, in a sensible order.")
 
 
-def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int) -> Plan:
-    """A pending plan from a draft (statuses and records are never taken from a model)."""
-    steps = [Step(**s.model_dump()) for s in draft.steps]
+def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | None = None) -> Plan:
+    """A plan from a draft. Statuses and records are never taken from a model: new steps are pending, and a
+    step whose id is a done step of ``current`` keeps that step's record (so an unchanged done step diffs as
+    unchanged, and a changed one is refused by `apply_patch`)."""
+    done = {s.id: s for s in current.steps if s.status.value == "done"} if current is not None else {}
+    steps = []
+    for d in draft.steps:
+        step = Step(**d.model_dump())
+        old = done.get(step.id)
+        if old is not None:
+            step = step.model_copy(update=old.model_dump(include={"status", "attempts", "result", "error",
+                                                                  "output_ref"}))
+        steps.append(step)
     return Plan(goal=goal, title=draft.title, steps=steps, max_steps=max_steps)
 
 
@@ -50,7 +60,7 @@ def request_plan(
         reasons: list[str] = [err] if err else []
         plan: Plan | None = None
         if draft is not None:
-            plan = draft_to_plan(draft, goal, settings.max_steps)
+            plan = draft_to_plan(draft, goal, settings.max_steps, current)
             reasons = validate_plan(plan, max_steps=settings.max_steps)
             if not reasons and current is not None and current.version > 0:
                 patch = diff_to_patch(current, plan, reason="revised plan")
@@ -105,8 +115,11 @@ def make_plan(deps: Deps) -> Any:
         source = "planner (revision)" if revising else "planner"
         emit("plan_created", new.title or goal, steps=len(new.steps), revision=revising,
              plan=json.loads(new.model_dump_json(include={"goal", "title", "steps"})))
+        # A revision's history record keeps the human's feedback as its reason (the reducer takes the reason of
+        # a whole-plan update from an accompanying patch).
+        reason = PlanPatch(reason=f"human feedback: {feedback}") if revising else None
         return Command(goto="approve", update={
-            "plan": PlanUpdate(plan=new, source=source),
+            "plan": PlanUpdate(plan=new, patch=reason, source=source),
             "status": "awaiting_approval",
             "needs_approval": True,
             "feedback": None,

@@ -292,6 +292,7 @@ def apply_patch(
             added.append(new.id)
 
     # reorder
+    order_before = [s.id for s in steps]
     if patch.reorder:
         steps = _reorder(steps, [i for i in patch.reorder if i not in dropped or i in existing], reasons)
 
@@ -309,6 +310,11 @@ def apply_patch(
                             f"step {s.id!r} still depends on removed step {d!r}; rewire it in the same patch"
                         )
         reasons.extend(_done_steps_intact(plan.steps, steps))
+    retitled = patch.title is not None and patch.title != plan.title
+    if not reasons and steps == list(plan.steps) and not retitled:
+        # e.g. a reorder into the same order, or updates repeating current values: applying it would bump
+        # the version (and so the revision a human approved) for nothing
+        reasons.append("the patch changes nothing")
     if reasons:
         return _reject(plan, _dedupe(reasons), warnings)
 
@@ -319,8 +325,8 @@ def apply_patch(
         added=added,
         updated=updated,
         removed=removed,
-        reordered=bool(patch.reorder),
-        retitled=patch.title is not None and patch.title != plan.title,
+        reordered=[s.id for s in steps] != order_before,
+        retitled=retitled,
         warnings=warnings,
     )
     new_plan = plan.model_copy(

@@ -153,6 +153,8 @@ def _reduce(current: Plan | None, update: Any) -> Plan | None:
         if patch.is_empty():
             return current
         res = apply_patch(current, patch, max_steps=current.max_steps, source=src)
+        if res.reasons == ["the patch changes nothing"]:
+            return current  # the same plan sent again is no change, not a refusal
         return res.plan if res.applied else reject(current, "plan", res.reasons, source=src)
     if current is None or current.version == 0:
         return reject(current, "patch" if upd.patch else "transition", ["there is no plan to change yet"],
