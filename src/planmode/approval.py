@@ -70,7 +70,7 @@ def parse_resume(value: Any, plan: Plan) -> Approve | Edit | Reject | str:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: JSON nested too deeply
             return (f"unreadable answer {value[:80]!r}: resume with a JSON object such as "
                     f'{{"action": "approve", "revision": "{plan.revision}"}}')
     if not isinstance(value, dict):
@@ -108,6 +108,8 @@ def _edit(value: dict[str, Any], plan: Plan) -> Edit | str:
             body = json.loads(body)
         except json.JSONDecodeError as exc:
             return f"the edited {'plan' if has_plan else 'patch'} is not valid JSON: {exc.msg}"
+        except RecursionError:
+            return f"the edited {'plan' if has_plan else 'patch'} is JSON nested too deeply"
     if not isinstance(body, dict):
         return f"the edited {'plan' if has_plan else 'patch'} must be a JSON object"
     try:

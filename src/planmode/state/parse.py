@@ -36,6 +36,8 @@ def _objects_in(text: str) -> list[Any]:
         except json.JSONDecodeError:
             i += 1
             continue
+        except RecursionError as exc:  # every later "{" is inside the same deep nest: stop here
+            raise PlanParseError("the JSON in the model output is nested too deeply") from exc
         found.append(obj)
         i = end
 
@@ -51,6 +53,8 @@ def extract_json(text: str) -> dict[str, Any]:
         whole = json.loads(stripped)
     except json.JSONDecodeError:
         whole = None
+    except RecursionError as exc:  # e.g. "[[[[...]]]]": json raises this, not JSONDecodeError
+        raise PlanParseError("the JSON in the model output is nested too deeply") from exc
     if isinstance(whole, dict):
         return whole
     candidates: list[Any] = []
