@@ -8,7 +8,7 @@ them when a resumed run brings no context.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 __all__ = ["PlanModeContext", "resolve_settings"]
@@ -64,14 +64,29 @@ _FIELD_NAMES = {f.name for f in fields(PlanModeContext)}
 
 
 def resolve_settings(context: Any, stored: dict[str, Any] | None) -> PlanModeContext:
-    """The settings for a node: the runtime context when given, else the ones stored in state, else defaults."""
+    """The settings for a node: the values given in the runtime context, else the ones stored in state, else
+    defaults.
+
+    A `PlanModeContext` instance cannot tell a value that was given from a default, so only its fields that
+    differ from the defaults override the stored settings. This matters on resume: the LangGraph server
+    hands a resumed run a *default* `PlanModeContext` (runtime context is not kept across an interrupt), which
+    must not replace the settings the run started with. A dict context counts every key it has as given.
+    """
+    base = PlanModeContext(**_known(stored)) if stored else None
     if isinstance(context, PlanModeContext):
-        return context
-    if isinstance(context, dict) and context:
-        return PlanModeContext(**{k: v for k, v in context.items() if k in _FIELD_NAMES})
-    if stored:
-        return PlanModeContext(**{k: v for k, v in stored.items() if k in _FIELD_NAMES})
-    return PlanModeContext()
+        if base is None:
+            return context
+        defaults = PlanModeContext()
+        given = {f: getattr(context, f) for f in _FIELD_NAMES if getattr(context, f) != getattr(defaults, f)}
+        return replace(base, **given)
+    given = _known(context) if isinstance(context, dict) else {}
+    if base is None:
+        return PlanModeContext(**given)
+    return replace(base, **given)
+
+
+def _known(values: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (values or {}).items() if k in _FIELD_NAMES}
 
 
 def settings_dict(settings: PlanModeContext) -> dict[str, Any]:
