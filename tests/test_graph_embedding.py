@@ -76,3 +76,23 @@ def test_planmode_as_a_subgraph_interrupts_through_the_parent_and_keeps_messages
     ids = [m.id for m in messages]
     assert len(set(ids)) == len(ids) and ids[:2] == ["task", "greeting"]
     assert set(state.values) == {"messages"}  # the parent only gets what its schema declares
+
+
+def test_a_parent_that_copies_the_output_schema_keeps_the_finished_plan(tmp_path: Path) -> None:
+    """OutputState.plan is a plain value: a parent built on it stores the plan as planmode finished it
+    (a PlanChannel there would treat it as a first plan and reset every step to pending)."""
+    from planmode.state.graph_state import OutputState
+
+    model = ScriptedChatModel(responder=PurposeScript(plan={"title": "t", "steps": [
+        {"id": "a", "description": "first"}, {"id": "b", "description": "second", "dependencies": ["a"]}]}))
+    parent = StateGraph(OutputState)
+    parent.add_node("planmode", build_graph(model, executor=lambda s, c: "ok", verifier=lambda s, o, c: True))
+    parent.add_edge(START, "planmode")
+    saver = sqlite_checkpointer(tmp_path / "parent.sqlite")
+    app = parent.compile(checkpointer=saver)
+    cfg: Any = {"configurable": {"thread_id": "p"}}
+    app.invoke({"messages": [("user", "do a then b")]}, cfg, context={"mode": "plan", "approval": "auto"})
+    plan = app.get_state(cfg).values["plan"]
+    assert [s.status.value for s in plan.steps] == ["done", "done"]
+    assert plan.version == 1
+    saver.conn.close()

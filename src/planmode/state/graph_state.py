@@ -72,8 +72,9 @@ class OutputState(TypedDict, total=False):
 
     messages: Annotated[list[AnyMessage], add_messages]
     """The conversation plus the final answer as an AI message."""
-    plan: Annotated[Plan | None, PlanChannel]
-    """The plan, with every step's status and result summary."""
+    plan: Plan | None
+    """The plan, with every step's status and result summary. A plain value here (the graph's own channel
+    is `PlanChannel`), so a parent graph that copies this schema stores the finished plan as it is."""
     status: RunStatus
     """Where the run is: planning, awaiting_approval, running, completed, failed, answered."""
     report: dict[str, Any] | None
