@@ -13,8 +13,9 @@ from planmode.events import emit
 from planmode.executors import StepContext, default_executor, run_executor
 from planmode.nodes._deps import Deps, store_of
 from planmode.nodes.dispatch import StepTask
+from planmode.state.graph_state import StepOutcome
 
-__all__ = ["OUTPUT_NAMESPACE", "make_execute_step"]
+__all__ = ["OUTPUT_NAMESPACE", "make_execute_step", "stored_output"]
 
 #: Store namespace of full step outputs: (*OUTPUT_NAMESPACE, thread_id).
 OUTPUT_NAMESPACE = ("planmode", "outputs")
@@ -43,7 +44,9 @@ def make_execute_step(deps: Deps) -> Any:
         if store is not None and outcome.ok and outcome.output:
             key = f"{step.id}.{step.attempts}"
             store.put((*OUTPUT_NAMESPACE, _thread_id()), key, {"step_id": step.id, "output": outcome.output})
-            outcome = outcome.model_copy(update={"output_ref": key})
+            # The store holds the full output; the outcome (a pending write, then a checkpoint until verify
+            # clears it) keeps only its beginning. verify reads the full output back with `stored_output`.
+            outcome = outcome.model_copy(update={"output_ref": key, "output": outcome.output[: settings.result_chars]})
         return {"step_outcomes": {step.id: outcome}}
 
     return execute_step
@@ -54,6 +57,17 @@ def _thread_id() -> str:
         return str(get_config().get("configurable", {}).get("thread_id") or "default")
     except RuntimeError:
         return "default"
+
+
+def stored_output(outcome: StepOutcome, store: Any) -> str:
+    """An attempt's full output: from the store when it was kept there, else the outcome's own text.
+
+    Call it in the node's own thread (the store namespace needs the run's config)."""
+    if store is not None and outcome.output_ref:
+        item = store.get((*OUTPUT_NAMESPACE, _thread_id()), outcome.output_ref)
+        if item is not None:
+            return str(item.value.get("output", outcome.output))
+    return outcome.output
 
 
 def _dependency_output(info: dict[str, str | None], store: Any) -> str:

@@ -10,7 +10,8 @@ from langgraph.runtime import Runtime
 
 from planmode.events import emit
 from planmode.executors import StepContext, Verdict, llm_verifier, run_verifier
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, settings_of, store_of
+from planmode.nodes.execute_step import stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
 from planmode.state.models import Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
@@ -23,7 +24,8 @@ S = StepStatus
 def summarize(text: str, limit: int) -> str:
     """The first ``limit`` characters of ``text`` (whitespace folded), marked when cut."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: max(0, limit - 12)] + " …[truncated]"
+    marker = " …[truncated]"
+    return flat if len(flat) <= limit else flat[: max(0, limit - len(marker))] + marker
 
 
 def make_verify(deps: Deps) -> Any:
@@ -42,6 +44,8 @@ def make_verify(deps: Deps) -> Any:
                 work.append((step, outcome))
         needs_model = deps.verifier is None and any(o.ok and s.acceptance for s, o in work)
         model = deps.models.get(settings) if needs_model else None
+        store = store_of(deps, runtime)
+        full = {step.id: stored_output(outcome, store) for step, outcome in work}  # here: the pool has no config
 
         def judge(item: tuple[Step, StepOutcome]) -> Verdict:
             step, outcome = item
@@ -49,14 +53,14 @@ def make_verify(deps: Deps) -> Any:
                 return Verdict(passed=False, reason=outcome.error or "the attempt failed")
             ctx = StepContext(goal=plan.goal, plan_text="", dependencies={}, attempt=step.attempts,
                               previous_error=step.error, settings=settings, tools=(), model=model)
-            return run_verifier(deps.verifier or llm_verifier, step, outcome.output, ctx)
+            return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(work), settings.max_parallel))) as pool:
             verdicts = list(pool.map(judge, work))
         transitions: list[StepTransition] = []
         for (step, outcome), verdict in zip(work, verdicts, strict=True):
             if verdict.passed:
-                summary = summarize(outcome.output, settings.result_chars)
+                summary = summarize(full[step.id], settings.result_chars)
                 transitions.append(StepTransition(id=step.id, status=S.DONE, result=summary, error=None,
                                                   output_ref=outcome.output_ref, clear=True))
                 emit("step_completed", summary, step_id=step.id, plan_version=plan.version,
@@ -66,7 +70,7 @@ def make_verify(deps: Deps) -> Any:
             exhausted = step.attempts >= settings.max_attempts
             transitions.append(StepTransition(
                 id=step.id, status=S.FAILED if exhausted else S.PENDING, error=reason,
-                result=summarize(outcome.output, settings.result_chars) if outcome.output else None, clear=True))
+                result=summarize(full[step.id], settings.result_chars) if full[step.id] else None, clear=True))
             emit("step_failed", reason, step_id=step.id, plan_version=plan.version, attempt=step.attempts,
                  final=exhausted)
         return {
