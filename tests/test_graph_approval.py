@@ -182,3 +182,27 @@ def test_the_planner_may_explore_with_read_only_tools_but_write_tools_are_refuse
     graph.invoke(Command(resume={"action": "approve", "revision": payload(graph)["revision"]}), thread())
     assert graph.get_state(thread()).values["status"] == "completed"
     assert invoked[-1] == "delete old.cfg"
+
+
+def test_editing_the_state_during_the_interrupt_asks_again_with_the_edited_plan(checkpointer: SqliteSaver) -> None:
+    """What Studio does: ``update_state`` while the run waits for approval. The edit goes through the plan
+    reducer and the approval is asked again with the edited plan, never dropped."""
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN_1))
+    graph = build_graph(model, checkpointer=checkpointer)
+    cfg = thread()
+    graph.invoke({"messages": [("user", TASK)]}, cfg, context={"mode": "plan"})
+    first = payload(graph)
+    graph.update_state(cfg, {"plan": {"reason": "one more step", "add_steps": [
+        {"id": "verify_new", "description": "check the new config loads"}]}})
+    state = graph.get_state(cfg)
+    assert state.next == ("approve",)
+    graph.invoke(None, cfg)  # the approval node runs again and interrupts with the edited plan
+    second = payload(graph)
+    assert second["revision"] != first["revision"]
+    assert [s["id"] for s in second["plan"]["steps"]][-1] == "verify_new"
+    graph.invoke(Command(resume={"action": "approve", "revision": first["revision"]}), cfg)
+    assert "stale revision" in payload(graph)["error"]  # the old revision no longer approves anything
+    graph.invoke(Command(resume={"action": "approve", "revision": second["revision"]}), cfg)
+    values = graph.get_state(cfg).values
+    assert values["status"] == "completed"
+    assert values["plan"].get("verify_new").status.value == "done"

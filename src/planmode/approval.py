@@ -3,14 +3,20 @@
 Payload (JSON)::
 
     {"type": "planmode.approval", "plan": {...}, "markdown": "...", "revision": "<hash>",
-     "actions": ["approve", "edit", "reject"], "error": null | "why the previous answer was refused",
+     "actions": ["approve", "edit", "reject", "cancel"], "error": null | "why the previous answer was refused",
      "reason": "initial plan" | "re-approval after a patch"}
 
 Resume values::
 
     {"action": "approve", "revision": "<the revision shown>"}
     {"action": "edit", "plan": {... a full plan ...}}            # or "patch": {... a PlanPatch ...}
-    {"action": "reject", "feedback": "what to change"}
+    {"action": "reject", "feedback": "what to change"}     # the planner revises the plan; asked again
+    {"action": "cancel", "feedback": "why (optional)"}     # stop: the run ends "cancelled"
+
+Reject keeps the run in plan mode: the planner gets the feedback and the revised plan is shown again. Cancel
+is how a human leaves plan mode without executing the plan: nothing more runs (at a re-approval after a
+patch, the steps already done stay done), the run finishes with status ``cancelled`` and its report and
+final message carry the feedback.
 
 An edit may carry ``revision`` too (it must then match). An edit is validated by the same rules as any
 patch and, when valid, is the approval of the edited plan. Anything else is refused with a message and the
@@ -30,10 +36,10 @@ from planmode.state.models import Plan, PlanPatch
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.patch import apply_patch, diff_to_patch
 
-__all__ = ["APPROVAL_TYPE", "Approve", "Edit", "Reject", "approval_payload", "parse_resume"]
+__all__ = ["APPROVAL_TYPE", "Approve", "Cancel", "Edit", "Reject", "approval_payload", "parse_resume"]
 
 APPROVAL_TYPE = "planmode.approval"
-ACTIONS = ("approve", "edit", "reject")
+ACTIONS = ("approve", "edit", "reject", "cancel")
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,11 @@ class Reject:
     feedback: str
 
 
+@dataclass(frozen=True)
+class Cancel:
+    feedback: str  # may be empty
+
+
 def approval_payload(plan: Plan, *, error: str | None, reason: str) -> dict[str, Any]:
     """The JSON payload of the approval interrupt."""
     return {
@@ -65,7 +76,7 @@ def approval_payload(plan: Plan, *, error: str | None, reason: str) -> dict[str,
     }
 
 
-def parse_resume(value: Any, plan: Plan) -> Approve | Edit | Reject | str:
+def parse_resume(value: Any, plan: Plan) -> Approve | Edit | Reject | Cancel | str:
     """The decision in a resume value, or a message saying why it is refused (never raises)."""
     if isinstance(value, str):
         try:
@@ -93,6 +104,11 @@ def parse_resume(value: Any, plan: Plan) -> Approve | Edit | Reject | str:
         if not isinstance(feedback, str) or not feedback.strip():
             return "reject needs non-empty 'feedback' telling the planner what to change"
         return Reject(feedback=feedback.strip())
+    if action == "cancel":
+        feedback = value.get("feedback")
+        if feedback is not None and not isinstance(feedback, str):
+            return "cancel's 'feedback' must be a string"
+        return Cancel(feedback=(feedback or "").strip())
     if revision is not None and revision != plan.revision:
         return f"stale revision {revision!r}: the plan shown now has revision {plan.revision!r}"
     return _edit(value, plan)

@@ -17,6 +17,7 @@ EventType = Literal[
     "plan_created",
     "plan_approved",
     "plan_rejected",
+    "plan_cancelled",
     "step_started",
     "step_completed",
     "step_failed",

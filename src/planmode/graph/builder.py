@@ -21,6 +21,7 @@ from langgraph.types import RetryPolicy
 
 from planmode.context import PlanModeContext
 from planmode.executors import Executor, Verifier
+from planmode.graph.routing import route_after_approve, route_after_patch, route_after_plan
 from planmode.llm import ModelProvider
 from planmode.nodes import (
     Deps,
@@ -72,6 +73,9 @@ def build_state_graph(
     g.add_edge("execute_step", "verify")
     g.add_edge("verify", "dispatch")
     g.add_edge("finalize", END)
+    g.add_conditional_edges("plan", route_after_plan)
+    g.add_conditional_edges("approve", route_after_approve)
+    g.add_conditional_edges("patch", route_after_patch)
     return g
 
 

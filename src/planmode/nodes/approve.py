@@ -1,14 +1,18 @@
 """approve: the human-in-the-loop interrupt. Nothing with side effects runs before ``interrupt()``: the
-node re-runs from its start on resume."""
+node re-runs from its start on resume.
+
+The node returns only what it changes; `route_after_approve` reads the route from state. So a human who
+edits the state during the interrupt (``update_state``, as Studio does) is asked again, not dropped.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.runtime import Runtime
-from langgraph.types import Command, interrupt
+from langgraph.types import interrupt
 
-from planmode.approval import Approve, Edit, Reject, approval_payload, parse_resume
+from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, parse_resume
 from planmode.events import emit
 from planmode.nodes._deps import Deps, settings_of
 from planmode.state.graph_state import PlanModeState
@@ -20,37 +24,42 @@ __all__ = ["make_approve"]
 def make_approve(deps: Deps) -> Any:
     """Build the approve node."""
 
-    def approve(state: PlanModeState, runtime: Runtime[Any]) -> Command[Literal["dispatch", "plan", "approve"]]:
+    def approve(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None or plan.version == 0:
-            return Command(goto="plan", update={"approval_error": None})
+            return {"approval_error": None, "status": "planning"}
         # Headless policy: everything is approved automatically (off_track patches included).
         if settings.approval == "auto":
             emit("plan_approved", "approved automatically", plan_version=plan.version, revision=plan.revision)
-            return Command(goto="dispatch", update={
+            return {
                 "approved_revision": plan.revision, "needs_approval": False, "approval_error": None,
-                "status": "running"})
+                "status": "running"}
         reason = "re-approval after a patch" if state.get("patches_applied") else "initial plan"
         answer = interrupt(approval_payload(plan, error=state.get("approval_error"), reason=reason))
         decision = parse_resume(answer, plan)
         if isinstance(decision, str):
-            return Command(goto="approve", update={"approval_error": decision})
+            return {"approval_error": decision}
         if isinstance(decision, Reject):
             emit("plan_rejected", decision.feedback, plan_version=plan.version)
-            return Command(goto="plan", update={
-                "feedback": decision.feedback, "approval_error": None, "status": "planning"})
+            return {
+                "feedback": decision.feedback, "approval_error": None, "status": "planning"}
+        if isinstance(decision, Cancel):  # the human leaves plan mode: nothing more is executed
+            emit("plan_cancelled", decision.feedback, plan_version=plan.version)
+            return {
+                "status": "cancelled", "feedback": decision.feedback or None, "approval_error": None,
+                "needs_approval": False}
         if isinstance(decision, Edit):
             emit("plan_approved", "approved with edits", plan_version=decision.plan.version,
                  revision=decision.plan.revision)
-            return Command(goto="dispatch", update={
+            return {
                 "plan": PlanUpdate(patch=decision.patch, source="human"),
                 "approved_revision": decision.plan.revision,
-                "needs_approval": False, "approval_error": None, "status": "running"})
+                "needs_approval": False, "approval_error": None, "status": "running"}
         assert isinstance(decision, Approve)
         emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision)
-        return Command(goto="dispatch", update={
+        return {
             "approved_revision": decision.revision, "needs_approval": False, "approval_error": None,
-            "status": "running"})
+            "status": "running"}
 
     return approve

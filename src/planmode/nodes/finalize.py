@@ -46,6 +46,8 @@ def make_finalize(deps: Deps) -> Any:
         plan = state.get("plan")
         error = state.get("error")
         status = state.get("status") or "failed"
+        if status == "cancelled":  # a human cancelled at the approval: no model call, the feedback is kept
+            return _cancelled(state, plan)
         if status not in ("failed", "completed"):
             status = "completed" if plan is not None and plan.is_complete else "failed"
         if status == "completed" and plan is not None and not plan.is_complete:
@@ -63,6 +65,17 @@ def make_finalize(deps: Deps) -> Any:
                 "error": error if status == "failed" else None}
 
     return finalize
+
+
+def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
+    feedback = state.get("feedback")
+    report = {**build_report(plan, "cancelled", None, state.get("reflections") or 0), "feedback": feedback}
+    answer = "The plan was cancelled at the approval" + (f": {feedback}" if feedback else ".")
+    if report["done"]:
+        answer += f" Steps already done: {', '.join(report['done'])}."
+    emit("run_finished", answer, plan_version=plan.version if plan else None, status="cancelled", report=report)
+    return {"messages": [AIMessage(content=answer, name="planmode")], "status": "cancelled", "report": report,
+            "error": None}
 
 
 def _final_answer(deps: Deps, state: PlanModeState, runtime: Runtime[Any], plan: Plan) -> str:

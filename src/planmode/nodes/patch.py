@@ -7,11 +7,10 @@ cleanly as failed. Rejected patches are recorded in the plan's rejections.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
 from planmode import prompts
 from planmode.events import emit
@@ -29,11 +28,11 @@ __all__ = ["make_patch"]
 def make_patch(deps: Deps) -> Any:
     """Build the patch node."""
 
-    def patch(state: PlanModeState, runtime: Runtime[Any]) -> Command[Literal["dispatch", "approve", "finalize"]]:
+    def patch(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None:
-            return Command(goto="finalize", update={"status": "failed", "error": "no plan to patch"})
+            return {"status": "failed", "error": "no plan to patch"}
         model = deps.models.get(settings)
         reflection = state.get("reflection") or {}
         trouble = state.get("trouble") or ""
@@ -66,9 +65,7 @@ def make_patch(deps: Deps) -> Any:
             source = "diff"
         if chosen is None:
             msg = f"no valid patch after {settings.max_patch_attempts} attempt(s) and a full-plan fallback"
-            return Command(goto="finalize", update={
-                "status": "failed", "error": msg,
-                "plan": PlanUpdate(rejections=rejections, source="patch")})
+            return {"status": "failed", "error": msg, "plan": PlanUpdate(rejections=rejections, source="patch")}
         res = apply_patch(plan, chosen, max_steps=plan.max_steps, source=source)
         emit("plan_patched", chosen.reason, plan_version=res.plan.version,
              added=res.plan.history[-1].added, updated=res.plan.history[-1].updated,
@@ -80,9 +77,8 @@ def make_patch(deps: Deps) -> Any:
             "patches_applied": (state.get("patches_applied") or 0) + 1,
         }
         if reapprove:
-            return Command(goto="approve", update={**update, "needs_approval": True,
-                                                   "status": "awaiting_approval"})
-        return Command(goto="dispatch", update=update)
+            return {**update, "needs_approval": True, "status": "awaiting_approval"}
+        return {**update, "needs_approval": False}
 
     return patch
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from planmode import prompts
@@ -79,7 +78,7 @@ def request_plan(
 def make_plan(deps: Deps) -> Any:
     """Build the plan node."""
 
-    def plan(state: PlanModeState, runtime: Runtime[Any]) -> Command[Literal["approve", "finalize"]]:
+    def plan(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         model = deps.models.get(settings)
         goal = state.get("goal", "")
@@ -111,19 +110,19 @@ def make_plan(deps: Deps) -> Any:
         if new is None:
             msg = (f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): "
                    + " | ".join(errors))
-            return Command(goto="finalize", update={"status": "failed", "error": msg})
+            return {"status": "failed", "error": msg}
         source = "planner (revision)" if revising else "planner"
         emit("plan_created", new.title or goal, steps=len(new.steps), revision=revising,
              plan=json.loads(new.model_dump_json(include={"goal", "title", "steps"})))
         # A revision's history record keeps the human's feedback as its reason (the reducer takes the reason of
         # a whole-plan update from an accompanying patch).
         reason = PlanPatch(reason=f"human feedback: {feedback}") if revising else None
-        return Command(goto="approve", update={
+        return {
             "plan": PlanUpdate(plan=new, patch=reason, source=source),
             "status": "awaiting_approval",
             "needs_approval": True,
             "feedback": None,
             "approval_error": None,
-        })
+        }
 
     return plan
