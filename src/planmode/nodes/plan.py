@@ -112,7 +112,8 @@ def make_plan(deps: Deps) -> Any:
                    + " | ".join(errors))
             return {"status": "failed", "error": msg}
         source = "planner (revision)" if revising else "planner"
-        emit("plan_created", new.title or goal, steps=len(new.steps), revision=revising,
+        version = current.version + 1 if revising and current is not None else 1
+        emit("plan_created", new.title or goal, plan_version=version, steps=len(new.steps), revision=revising,
              plan=json.loads(new.model_dump_json(include={"goal", "title", "steps"})))
         # A revision's history record keeps the human's feedback as its reason (the reducer takes the reason of
         # a whole-plan update from an accompanying patch).
