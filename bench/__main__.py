@@ -1,4 +1,9 @@
-"""``python -m bench [--quick] [--only NAME ...] [--out DIR]``: run the figures, write JSON, RESULTS.md, plots."""
+"""``python -m bench [--quick] [--only NAME ...] [--out DIR]``: run the figures, write JSON, RESULTS.md, plots.
+
+Without ``--only`` every figure runs (a few minutes on 2 cores). ``--only reliability`` runs the reliability
+suite (slow tests included) for its table. The report is rendered from every figure's JSON in the output
+folder, so a partial run updates its figures and keeps the others.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import time
 from pathlib import Path
 
 from bench.figures import FIGURES
+from bench.reliability import run_reliability
 from bench.report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -20,13 +26,18 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (seconds): keeps the harness working")
-    parser.add_argument("--only", nargs="*", choices=sorted(FIGURES), help="run only these figures")
+    parser.add_argument("--only", nargs="*", choices=[*sorted(FIGURES), "reliability"], help="run only these")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.only or list(FIGURES)
     results = {}
     started = time.perf_counter()
+    if "reliability" in names:
+        print("[bench] reliability suite (pytest, slow tests included) ...", flush=True)
+        data = run_reliability(args.out)
+        print(f"[bench] reliability: {data['passed']} passed, {data['failed']} failed in {data['seconds']} s")
+        names = [n for n in names if n != "reliability"]
     with tempfile.TemporaryDirectory(prefix="planmode-bench-") as tmp:
         for name in names:
             t = time.perf_counter()
@@ -40,9 +51,13 @@ def main(argv: list[str] | None = None) -> int:
             (args.out / f"{name}.json").write_text(json.dumps(fig, indent=2) + "\n")
             met = {True: "met", False: "MISSED", None: "reported"}[fig.get("met")]
             print(f"[bench] {name}: {fig.get('measured')} ({met}, {fig['seconds']} s)", flush=True)
+    for name in FIGURES:  # figures not run this time: their last results
+        if name not in results and (args.out / f"{name}.json").exists():
+            results[name] = json.loads((args.out / f"{name}.json").read_text())
     meta = {
         "quick": args.quick,
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(sum(f.get("seconds", 0) for f in results.values()), 1),
+        "this_run_seconds": round(time.perf_counter() - started, 1),
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cores": os.cpu_count(),

@@ -278,6 +278,25 @@ def _details(results: dict[str, Fig]) -> list[str]:
     return parts
 
 
+def _reliability(out: Path) -> list[str]:
+    path = out / "reliability.json"
+    if not path.exists():
+        return []
+    import json
+
+    data = json.loads(path.read_text())
+    rows = [[r["figure"], r["how_many"], f"{r['passed']}/{r['tests']}", r["seconds"]] for r in data["rows"]]
+    return [
+        "## Reliability",
+        "",
+        f"`python -m bench --only reliability` runs `tests/test_reliability_*.py` with the slow tests: "
+        f"{data['passed']} passed, {data['failed']} failed, {data['skipped']} skipped in {data['seconds']} s.",
+        "",
+        _table(["what", "how many", "passed", "seconds"], rows),
+        "",
+    ]
+
+
 def write_report(results: dict[str, Fig], meta: dict[str, Any], out: Path, notes: str = "") -> None:
     """Write ``RESULTS.md`` and the plots into ``out``."""
     _plots(results, out)
@@ -299,7 +318,15 @@ def write_report(results: dict[str, Fig], meta: dict[str, Any], out: Path, notes
         _table(["figure", "target", "measured", "result"], _summary(results)),
         "",
         *_details(results),
+        *_reliability(out),
         notes.strip(),
+        "",
+        "### Time and machine load per figure",
+        "",
+        _table(
+            ["figure", "seconds", "load average (1, 5, 15 min) after it"],
+            [[name, f.get("seconds"), f.get("load_average", "")] for name, f in results.items()],
+        ),
         "",
     ]
     (out / "RESULTS.md").write_text("\n".join(lines))

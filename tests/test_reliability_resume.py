@@ -7,6 +7,7 @@ revision unchanged, nothing executed. A correct approval afterwards runs the pla
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -165,6 +166,23 @@ def test_an_empty_object_is_read_by_langgraph_as_an_empty_resume_map(saver: Sqli
     state = graph.get_state(config)
     assert state.next == ("approve",) and state.interrupts[0].value["revision"] == shown["revision"]
     assert executor.runs == []
+
+
+def test_a_none_resume_leaves_the_thread_at_the_approval(saver: SqliteSaver) -> None:
+    """``Command(resume=None)`` fails inside LangGraph 1.2 itself (UnboundLocalError before any node runs);
+    whatever LangGraph does with it, the thread must stay at the approval and take a real answer."""
+    executor = Recorder()
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor,
+                        checkpointer=saver)
+    config = {"configurable": {"thread_id": "resume-none"}}
+    graph.invoke({"messages": [("user", TASK)]}, config, context=ASK)
+    revision = graph.get_state(config).interrupts[0].value["revision"]
+    with contextlib.suppress(Exception):  # LangGraph's own error, not planmode's
+        graph.invoke(Command(resume=None), config)
+    state = graph.get_state(config)
+    assert state.next == ("approve",) and executor.runs == []
+    graph.invoke(Command(resume={"action": "approve", "revision": revision}), config)
+    assert graph.get_state(config).values["status"] == "completed"
 
 
 def test_the_list_of_bad_values_is_long_enough() -> None:
