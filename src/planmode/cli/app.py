@@ -130,6 +130,51 @@ def show(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = 
     show_result(graph, _cfg(thread))
 
 
+_LS_STYLE = {"awaiting_approval": "yellow", "running": "cyan", "completed": "green", "failed": "red",
+             "cancelled": "magenta", "answered": "green", "planning": "cyan"}
+
+
+@app.command("ls")
+@friendly
+def ls(
+    db: DbOpt = DEFAULT_DB,
+    status: Annotated[str | None, typer.Option(
+        help="Only runs with this status: awaiting_approval, running, completed, failed, cancelled, ...")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs (0: all).")] = 50,
+) -> None:
+    """List the runs in the database, newest first."""
+    from rich.table import Table
+
+    from planmode.persistence import open_checkpointer
+    from planmode.runs import list_runs
+
+    if not db.startswith(("postgres://", "postgresql://")) and not Path(db).expanduser().is_file():
+        raise PlanModeError(f"no database at {db!r} (pass --db FILE, or set PLANMODE_DB)")
+    saver = open_checkpointer(db)
+    try:
+        runs = list_runs(saver, status=status, limit=limit or None)
+    except ValueError as exc:  # an unknown status: a user error, one line
+        raise PlanModeError(str(exc)) from None
+    finally:
+        saver.conn.close()
+    table = Table(title=f"Runs in {db} (newest first)", title_justify="left")
+    for name, style in (("thread", "bold"), ("status", ""), ("goal", ""), ("plan", "dim"), ("steps", ""),
+                        ("updated", "dim")):
+        table.add_column(name, style=style, justify="right" if name == "plan" else "left")
+    for r in runs:
+        thread = r.thread_id + (f"\n[dim]↳ {r.checkpoint_ns.split(':')[0]} (nested)[/]" if r.checkpoint_ns else "")
+        colour = _LS_STYLE.get(r.status, "")
+        shown = r.status.replace("_", " ")
+        steps = (f"{r.steps.get('done', 0)}/{r.total_steps} done"
+                 + "".join(f", {r.steps[k]} {k}" for k in ("failed", "running", "blocked") if r.steps.get(k))
+                 if r.total_steps else "-")
+        goal = r.goal if len(r.goal) <= 70 else r.goal[:69] + "…"
+        updated = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M:%S") if r.updated_at else ""
+        table.add_row(thread, f"[{colour}]{shown}[/]" if colour else shown, goal,
+                      f"v{r.plan_version}" if r.plan_version else "-", steps, updated)
+    console.print(table if runs else "no runs" + (f" with status {status}" if status else ""))
+
+
 @app.command()
 @friendly
 def history(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = DEFAULT_DB,
