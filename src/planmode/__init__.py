@@ -4,6 +4,7 @@ A plan is a validated, versioned data structure that a human approves, that surv
 repaired with minimal patches that never rewrite work that is already done.
 """
 
+from planmode.agent_tool import as_tool, guard_tools
 from planmode.context import PlanModeContext
 from planmode.errors import (
     ConfigurationError,
@@ -15,6 +16,7 @@ from planmode.errors import (
 from planmode.events import Event
 from planmode.executors import StepContext, Verdict
 from planmode.graph import build_graph, build_state_graph, mermaid
+from planmode.runs import RunInfo, list_runs
 from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "PlanModeError",
     "PlanParseError",
     "PlanPatch",
+    "RunInfo",
     "SnapshotNotFoundError",
     "Step",
     "StepContext",
@@ -32,8 +35,11 @@ __all__ = [
     "ThreadNotFoundError",
     "Verdict",
     "apply_patch",
+    "as_tool",
     "build_graph",
     "build_state_graph",
+    "guard_tools",
+    "list_runs",
     "mermaid",
 ]
 __version__ = "0.1.0"

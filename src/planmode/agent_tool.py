@@ -1,0 +1,315 @@
+"""Plan mode as a tool for a parent tool-calling agent.
+
+    from langgraph.prebuilt import create_react_agent      # or langchain's create_agent
+    from planmode import as_tool, guard_tools
+    from planmode.persistence import sqlite_checkpointer
+
+    plan_mode = as_tool(model, tools=[...])                 # the tools planmode explores with and executes
+    agent = create_react_agent(parent_model, guard_tools([plan_mode, *parent_tools]),
+                               checkpointer=sqlite_checkpointer("runs.sqlite"))
+
+**One tool, not an enter/exit pair.** The parent's model gets one tool, ``plan_mode(task)``. Calling it hands
+the task to planmode, which runs as a nested graph *inside the tool call*: planmode is compiled without a
+checkpointer, so it runs on the parent's (its checkpoints sit in the parent's thread under the tool task's
+namespace), and its approval ``interrupt()`` propagates out of the tool, through the parent's tool node (which
+re-raises LangGraph's ``GraphBubbleUp``), to the parent's caller. The caller answers it through the parent,
+``agent.invoke(Command(resume={...}), config)``; the parent's tool node runs again, the tool calls planmode
+again, and planmode resumes from its own checkpoint (its namespace is derived from the tool task's id, which
+is the same on the re-run), so nothing it did is done twice. The run's final report is the tool's result.
+
+An EnterPlanMode/ExitPlanMode pair fits LangGraph worse: LangGraph already suspends the *whole* parent while an
+interrupt is pending, so "being in plan mode" needs no state of its own beyond the pending tool call; a pair
+would need a custom parent state schema to carry the mode between calls, and it would let the parent's
+*model* decide when plan mode ends (or hand over the plan in ``exit``'s arguments), while here only the human
+ends it — by approving (or editing) the plan, which then runs, or by cancelling it. A single call is also
+atomic in the parent's history: one AI tool call, one tool message.
+
+**The plan comes from planmode's state.** The tool's only argument is the task text. The plan that is shown,
+approved and executed is planmode's own (its ``plan`` channel, validated by its reducer, approved by revision
+in its ``approve`` node); whatever else a model puts in the call's arguments is dropped by the argument
+schema. A model cannot smuggle a plan past the human.
+
+**The parent's write tools are refused during plan mode, at dispatch.** `guard_tools` builds the parent's
+`ToolNode` with a tool-call wrapper, `PlanModeGuard`. The parent is *in plan mode* while one of its messages
+holds a ``plan_mode`` call that has no tool message answering it yet. In that time the guard answers every
+call to a tool that is not marked read-only (`planmode.tools.read_only`) with an error tool message instead
+of running it — e.g. a write the model asked for in the same turn as ``plan_mode`` — and it refuses a second
+``plan_mode`` call (one plan at a time). Once the ``plan_mode`` call is answered, every tool is available
+again, as before. The same wrapper works as ``wrap_tool_call`` of your own ``ToolNode`` or of a
+``create_agent`` middleware (both receive a ``ToolCallRequest``).
+
+**Rejection keeps the parent in plan mode.** At the approval the human answers as with planmode on its own
+(`planmode.approval`): ``approve`` or ``edit`` runs the plan; ``reject`` with feedback sends the feedback to
+planmode's planner and shows the revised plan — the parent stays in plan mode meanwhile (its ``plan_mode``
+call is still pending, its model does not run) and the feedback is listed in the tool's result at the end;
+``cancel`` (with optional feedback) is how the human *leaves* plan mode without executing the plan: planmode
+ends ``cancelled`` and the tool's result carries the feedback, so the parent's model knows why, and its write
+tools are available again.
+
+The tool message's ``artifact`` holds planmode's status, report and final plan (JSON) for programs; its
+content is the readable report the parent's model sees. Progress events reach the parent's caller with
+``agent.stream(..., stream_mode="custom", subgraphs=True)``.
+
+The parent needs a checkpointer (the approval interrupt needs one); use `planmode.persistence`'s
+``sqlite_checkpointer`` or pass yours through ``with_planmode_types`` so planmode's state types are
+registered with its serializer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.store.base import BaseStore
+from langgraph.types import Command
+from pydantic import BaseModel, Field
+
+from planmode.context import PlanModeContext
+from planmode.errors import ConfigurationError
+from planmode.executors import Executor, Verifier
+from planmode.graph import build_graph
+from planmode.state.models import Plan, StepStatus
+from planmode.tools import is_read_only
+
+__all__ = [
+    "DEFAULT_DESCRIPTION",
+    "PLAN_MODE_METADATA_KEY",
+    "PlanModeGuard",
+    "PlanModeInput",
+    "as_tool",
+    "guard_tools",
+    "is_plan_mode_tool",
+    "pending_plan_mode_calls",
+]
+
+#: Tool metadata key marking a tool made by `as_tool` (the guard recognises plan-mode calls by it).
+PLAN_MODE_METADATA_KEY = "planmode_plan_mode"
+
+DEFAULT_DESCRIPTION = (
+    "Enter plan mode for a task that needs several steps or changes things: a planner explores with read-only "
+    "tools, writes a step-by-step plan, and a human approves, edits, rejects or cancels it before anything "
+    "runs; the approved plan is then executed and verified. Returns the run's report. Give only the task, in "
+    "full. While plan mode is on, your own tools that change things are refused."
+)
+
+ToolResult = ToolMessage | Command[Any]
+
+
+class PlanModeInput(BaseModel):
+    """The plan-mode tool's arguments: the task and nothing else (the plan comes from planmode's state)."""
+
+    task: str = Field(description="The task to plan and carry out, stated in full.")
+
+
+def is_plan_mode_tool(tool: BaseTool | None) -> bool:
+    """Whether ``tool`` was made by `as_tool`."""
+    return tool is not None and (tool.metadata or {}).get(PLAN_MODE_METADATA_KEY) is True
+
+
+def as_tool(
+    model: BaseChatModel | None = None,
+    *,
+    tools: Sequence[BaseTool] = (),
+    executor: Executor | None = None,
+    verifier: Verifier | None = None,
+    store: BaseStore | None = None,
+    settings: PlanModeContext | None = None,
+    graph: CompiledStateGraph[Any, Any, Any, Any] | None = None,
+    name: str = "plan_mode",
+    description: str = DEFAULT_DESCRIPTION,
+) -> BaseTool:
+    """A LangChain tool ``plan_mode(task)`` that runs planmode as a nested graph of the calling agent.
+
+    Args:
+        model: planmode's chat model (as in `planmode.build_graph`).
+        tools: the tools planmode explores with (read-only ones, before approval) and executes with.
+        executor: runs one step instead of the default tool-calling agent.
+        verifier: judges a step's outcome instead of the default LLM judge.
+        store: a LangGraph store for full step outputs.
+        settings: planmode's run settings; default ``PlanModeContext(mode="plan")`` — the parent chose plan mode,
+            so detection does not route the task to a direct answer. ``approval="auto"`` skips the human.
+        graph: a planmode graph built already (instead of ``model``/``tools``/...); it must be compiled
+            *without* a checkpointer, or its interrupt would not reach the parent.
+        name: the tool's name.
+        description: what the parent's model reads about the tool.
+
+    Returns:
+        A tool whose result is a tool message: the readable report as content, and ``{"status", "report",
+        "plan"}`` as its ``artifact``. Add it to the parent's tools through `guard_tools`.
+
+    Raises:
+        ConfigurationError: ``graph`` brings its own checkpointer.
+    """
+    if graph is None:
+        graph = build_graph(model, tools=tools, executor=executor, verifier=verifier, store=store)
+    elif graph.checkpointer not in (None, False):
+        raise ConfigurationError(
+            "as_tool(graph=...) needs a planmode graph compiled without a checkpointer: it runs on the parent "
+            "agent's checkpointer (build it with planmode.build_graph(model, ...) and no checkpointer)"
+        )
+    run_settings = settings if settings is not None else PlanModeContext(mode="plan")
+    nested = graph
+
+    # Nothing with side effects runs before the nested invoke: on resume the parent's tool node calls this
+    # again from its start, and the nested graph resumes from its checkpoint.
+    def plan_mode(task: str, config: RunnableConfig) -> tuple[str, dict[str, Any]]:
+        return _result(nested.invoke({"task": task}, config, context=run_settings))
+
+    async def aplan_mode(task: str, config: RunnableConfig) -> tuple[str, dict[str, Any]]:
+        return _result(await nested.ainvoke({"task": task}, config, context=run_settings))
+
+    return StructuredTool.from_function(
+        func=plan_mode,
+        coroutine=aplan_mode,
+        name=name,
+        description=description,
+        args_schema=PlanModeInput,
+        response_format="content_and_artifact",
+        metadata={PLAN_MODE_METADATA_KEY: True},
+    )
+
+
+def _result(out: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The tool's content and artifact, read from the nested run's output (planmode's own state)."""
+    status = str(out.get("status") or "unknown")
+    report: dict[str, Any] = dict(out.get("report") or {})
+    plan = out.get("plan")
+    plan = plan if isinstance(plan, Plan) else None
+    messages = out.get("messages") or []
+    answer = next((str(m.content) for m in reversed(messages) if isinstance(m, AIMessage)), "")
+    artifact = {
+        "status": status,
+        "report": report,
+        "plan": json.loads(plan.model_dump_json(exclude={"rejections"})) if plan is not None else None,
+    }
+    return _content(status, report, plan, answer), artifact
+
+
+def _content(status: str, report: dict[str, Any], plan: Plan | None, answer: str) -> str:
+    lines: list[str] = []
+    if status == "cancelled":
+        feedback = report.get("feedback")
+        lines.append("Plan mode ended: the human cancelled the plan"
+                     + (f" with this feedback: {feedback}" if feedback else " (no feedback given)") + ".")
+        done = report.get("done") or []
+        lines.append(f"Steps already done before the cancel: {', '.join(done)}." if done
+                     else "Nothing was executed.")
+        lines.append("Plan mode is off: your tools are available again.")
+    else:
+        lines.append(f"Plan mode finished: {status}.")
+        if report.get("error"):
+            lines.append(f"Error: {report['error']}")
+    if plan is not None and plan.version > 0:
+        counts = plan.counts()
+        done_n = counts.get(StepStatus.DONE.value, 0)
+        lines.append(f"Plan {plan.title or plan.goal!r} (version {plan.version}): {done_n} of {len(plan.steps)} "
+                     "step(s) done.")
+        for s in plan.steps:
+            detail = s.result or s.error or ""
+            lines.append(f"- {s.id} [{s.status.value}]: {s.description}" + (f" — {detail}" if detail else ""))
+        revisions = [r.reason.removeprefix("human feedback: ") for r in plan.history
+                     if r.reason.startswith("human feedback: ")]
+        if revisions:
+            lines.append("The human rejected earlier versions of the plan with this feedback: "
+                         + "; ".join(repr(f) for f in revisions))
+    if answer and status != "cancelled":
+        lines.append(f"Answer: {answer}")
+    return "\n".join(lines)
+
+
+# -- the guard ---------------------------------------------------------------------------------------------
+
+
+def _messages_of(state: Any) -> list[BaseMessage]:
+    if isinstance(state, dict):
+        found = state.get("messages") or []
+    elif isinstance(state, list):
+        found = state
+    else:
+        found = getattr(state, "messages", None) or []
+    return [m for m in found if isinstance(m, BaseMessage)]
+
+
+def pending_plan_mode_calls(messages: Sequence[BaseMessage], plan_mode_names: Sequence[str]) -> list[str]:
+    """Ids of the plan-mode calls of the last AI message in ``messages`` that no tool message answers yet, in
+    the order the model made them. The agent is in plan mode while this is not empty.
+
+    Only the last AI message counts: its calls are the ones a tool node is running; an unanswered call in an
+    older message is a broken transcript, not a plan-mode run.
+    """
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    if last is None:
+        return []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    names = set(plan_mode_names)
+    return [call.get("id") or "" for call in last.tool_calls
+            if call["name"] in names and call.get("id") not in answered]
+
+
+class PlanModeGuard:
+    """A tool-call wrapper (``ToolNode(wrap_tool_call=..., awrap_tool_call=...)``) that refuses, while a plan-mode
+    call is pending, every tool that is not marked read-only, and any second plan-mode call.
+
+    Args:
+        plan_mode_names: the names of the plan-mode tools (as made by `as_tool`).
+    """
+
+    def __init__(self, plan_mode_names: Sequence[str]) -> None:
+        if not plan_mode_names:
+            raise ConfigurationError("PlanModeGuard needs the name of at least one plan-mode tool (see as_tool)")
+        self.plan_mode_names = tuple(plan_mode_names)
+
+    def refusal(self, request: ToolCallRequest) -> ToolMessage | None:
+        """The error tool message answering a call that must not run now, or None when it may run."""
+        call = request.tool_call
+        pending = pending_plan_mode_calls(_messages_of(request.state), self.plan_mode_names)
+        if not pending:
+            return None
+        name, call_id = call["name"], call.get("id") or ""
+        if name in self.plan_mode_names:
+            if call_id == pending[0]:
+                return None
+            reason = f"refused: plan mode is already on (call {pending[0]}); one plan at a time"
+        elif request.tool is None or is_read_only(request.tool):
+            return None  # read-only tools run; unknown ones get the tool node's own error
+        else:
+            reason = (f"refused: {name!r} changes things and the agent is in plan mode (call {pending[0]} is "
+                      "pending); it is available again when plan mode ends")
+        return ToolMessage(content=reason, tool_call_id=call_id, name=name, status="error")
+
+    def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
+        """The synchronous wrapper."""
+        refused = self.refusal(request)
+        return refused if refused is not None else execute(request)
+
+    async def awrap(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        """The asynchronous wrapper."""
+        refused = self.refusal(request)
+        return refused if refused is not None else await execute(request)
+
+
+def guard_tools(tools: Sequence[BaseTool | Callable[..., Any]], **tool_node_kwargs: Any) -> ToolNode:
+    """The parent agent's `ToolNode` over ``tools`` (which include the tool made by `as_tool`), with a
+    `PlanModeGuard` at dispatch. Pass it as the agent's tools: ``create_react_agent(model, guard_tools([...]))``.
+
+    Extra keyword arguments go to `ToolNode` (e.g. ``handle_tool_errors``).
+
+    Raises:
+        ConfigurationError: none of ``tools`` is a plan-mode tool.
+    """
+    tool_list = list(tools)
+    names = [t.name for t in tool_list if isinstance(t, BaseTool) and is_plan_mode_tool(t)]
+    if not names:
+        raise ConfigurationError("guard_tools needs the plan-mode tool among the tools: add planmode.as_tool(...)")
+    guard = PlanModeGuard(names)
+    return ToolNode(tool_list, wrap_tool_call=guard, awrap_tool_call=guard.awrap, **tool_node_kwargs)
