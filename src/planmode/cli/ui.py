@@ -110,18 +110,21 @@ def _edit_in_editor(plan: Plan) -> dict[str, Any] | None:
 
 
 def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """Show the plan and ask approve / edit / reject / quit. None means quit (the run stays resumable)."""
+    """Show the plan and ask approve / edit / reject / cancel / quit. None means quit (the run stays resumable);
+    cancel ends the run without executing anything."""
     plan = Plan.model_validate(payload["plan"])
     console.print(plan_table(plan))
     if payload.get("error"):
         console.print(Panel(str(payload["error"]), title="previous answer refused", style="red"))
     while True:
-        choice = Prompt.ask("[bold]Approve this plan?[/] [a]pprove / [e]dit / [r]eject / [q]uit",
-                            choices=["a", "e", "r", "q"], default="a", console=console)
+        choice = Prompt.ask("[bold]Approve this plan?[/] [a]pprove / [e]dit / [r]eject / [c]ancel / [q]uit",
+                            choices=["a", "e", "r", "c", "q"], default="a", console=console)
         if choice == "a":
             return {"action": "approve", "revision": payload["revision"]}
         if choice == "q":
             return None
+        if choice == "c":
+            return {"action": "cancel", "feedback": Prompt.ask("Why (optional)?", default="", console=console)}
         if choice == "r":
             feedback = Prompt.ask("What should change?", console=console).strip()
             if feedback:

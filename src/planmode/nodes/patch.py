@@ -7,6 +7,7 @@ cleanly as failed. Rejected patches are recorded in the plan's rejections.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -56,7 +57,9 @@ def make_patch(deps: Deps) -> Any:
                 reasons = res.reasons
             rejections.append(Rejection(version=plan.version, kind="patch", source="patch", reasons=reasons))
             emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
-            shown = candidate.model_dump_json(exclude_defaults=True) if candidate else (raw.content if raw else "")
+            # json.dumps escapes what model_dump_json refuses (e.g. a lone surrogate from a model)
+            shown = json.dumps(candidate.model_dump(mode="json", exclude_defaults=True)) if candidate else (
+                raw.content if raw else "")
             messages += [AIMessage(content=str(shown)[:4000] or "(no answer)"),
                          HumanMessage(content=prompts.PATCH_RETRY.format(
                              reasons="\n".join(f"- {r}" for r in reasons)))]

@@ -69,7 +69,7 @@ def request_plan(
         if not reasons and plan is not None:
             return plan, errors
         errors.append("; ".join(reasons))
-        shown = draft.model_dump_json() if draft is not None else (raw.content if raw is not None else "")
+        shown = json.dumps(draft.model_dump(mode="json")) if draft is not None else (raw.content if raw is not None else "")
         msgs += [AIMessage(content=str(shown)[:4000] or "(no answer)"),
                  HumanMessage(content=prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons)))]
     return None, errors
@@ -114,7 +114,7 @@ def make_plan(deps: Deps) -> Any:
         source = "planner (revision)" if revising else "planner"
         version = current.version + 1 if revising and current is not None else 1
         emit("plan_created", new.title or goal, plan_version=version, steps=len(new.steps), revision=revising,
-             plan=json.loads(new.model_dump_json(include={"goal", "title", "steps"})))
+             plan=new.model_dump(mode="json", include={"goal", "title", "steps"}))
         # A revision's history record keeps the human's feedback as its reason (the reducer takes the reason of
         # a whole-plan update from an accompanying patch).
         reason = PlanPatch(reason=f"human feedback: {feedback}") if revising else None
