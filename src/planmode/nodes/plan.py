@@ -69,7 +69,10 @@ def request_plan(
         if not reasons and plan is not None:
             return plan, errors
         errors.append("; ".join(reasons))
-        shown = json.dumps(draft.model_dump(mode="json")) if draft is not None else (raw.content if raw is not None else "")
+        if draft is not None:
+            shown = json.dumps(draft.model_dump(mode="json"))  # escapes what model_dump_json refuses
+        else:
+            shown = str(raw.content) if raw is not None else ""
         msgs += [AIMessage(content=str(shown)[:4000] or "(no answer)"),
                  HumanMessage(content=prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons)))]
     return None, errors
