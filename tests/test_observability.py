@@ -231,12 +231,6 @@ def test_model_and_tool_calls_appear_under_the_node_that_made_them() -> None:
     assert (tool_run.name, recorder.node_of(tool_run)) == ("list_changes", "execute_step")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nodes/verify.py judges steps in a plain ThreadPoolExecutor, which drops the run context: the LLM "
-    "judge's calls miss the callbacks of the run (and are separate root traces in LangSmith). "
-    "langchain_core.runnables.config.ContextThreadPoolExecutor keeps it; remove this mark with that fix.",
-)
 def test_the_verifiers_model_calls_appear_under_verify() -> None:
     recorder = RunRecorder()
     seen = _model_runs(recorder)
@@ -429,9 +423,9 @@ def test_langsmith_tracing_is_turned_on_by_its_environment_variables(
     }
     llm_runs = [r for r in runs if r["run_type"] == "llm"]
     assert llm_runs and all(r["name"] == "ScriptedChatModel" for r in llm_runs)
-    # Every model call in the planmode trace sits inside a node run. (The verifier's calls are separate traces
-    # for now: see the xfail above.)
-    for run in [r for r in llm_runs if r["trace_id"] == root["trace_id"]]:
+    # Every model call sits inside a node run of the one planmode trace (the verifier's too).
+    assert all(r["trace_id"] == root["trace_id"] for r in llm_runs)
+    for run in llm_runs:
         parent = by_id[run["parent_run_id"]]
         while parent.get("parent_run_id") != root["id"]:
             parent = by_id[parent["parent_run_id"]]

@@ -3,9 +3,9 @@ a failed verification counts an attempt (the step is retried, or fails when its 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.runtime import Runtime
 
 from planmode.events import emit
@@ -55,7 +55,8 @@ def make_verify(deps: Deps) -> Any:
                               previous_error=step.error, settings=settings, tools=(), model=model)
             return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
 
-        with ThreadPoolExecutor(max_workers=max(1, min(len(work), settings.max_parallel))) as pool:
+        # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
+        with ContextThreadPoolExecutor(max_workers=max(1, min(len(work), settings.max_parallel))) as pool:
             verdicts = list(pool.map(judge, work))
         transitions: list[StepTransition] = []
         for (step, outcome), verdict in zip(work, verdicts, strict=True):
