@@ -396,17 +396,26 @@ def rollback_latency(work: Path, quick: bool) -> Fig:
 
 
 _MEMORY_CHILD = """
-import json, resource, sys, tempfile, time, tracemalloc
+import json, sys, tracemalloc
 from pathlib import Path
 from bench.scenarios import make_scenario
 from bench.systems import run_planmode
+
+
+def hwm_kb():  # this process's peak RSS (VmHWM: unlike ru_maxrss, not inherited from the parent)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
 n = int(sys.argv[1]); work = Path(sys.argv[2])
 run_planmode(make_scenario(4, width=4, name="warm"), work / "mem-warm.sqlite", count_tokens=False)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = hwm_kb()
 r = run_planmode(make_scenario(n, width=4, name=f"mem-{n}"), work / "mem.sqlite", count_tokens=False)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm_kb()
 tracemalloc.start()
-r2 = run_planmode(make_scenario(n, width=4, name=f"mem-{n}"), work / "mem2.sqlite", count_tokens=False)
+run_planmode(make_scenario(n, width=4, name=f"mem-{n}"), work / "mem2.sqlite", count_tokens=False)
 traced = tracemalloc.get_traced_memory()[1]
 print(json.dumps({"steps": n, "status": r.status, "wall_seconds": round(r.wall, 3), "rss_before_kb": base,
                   "peak_rss_kb": peak, "tracemalloc_peak_bytes": traced}))
