@@ -8,6 +8,8 @@ from typing import Any
 __all__ = ["write_report"]
 
 INTRO = """
+Reproduce from the repository's root: `.venv/bin/pip install -e '.[bench]'`, then `.venv/bin/python -m bench`
+(every figure, about two minutes on 2 cores; `--only reliability` reruns the reliability suite for its table).
 Measured side by side in one run of `python -m bench` ({quick}{seconds} s on this machine, Python {python},
 {cores} cores, load average {load} at the end: timings include whatever else the machine was doing).
 planmode and the baselines run the same seeded scenarios against the same scripted model
