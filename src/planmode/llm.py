@@ -59,7 +59,7 @@ def _openai_model(settings: PlanModeContext) -> BaseChatModel:
     return ChatOpenAI(
         model=settings.model,
         base_url=settings.base_url,
-        api_key=api_key or "not-needed",  # type: ignore[arg-type]  # local servers ignore the key
+        api_key=api_key or "not-needed",  # local servers ignore the key
         max_retries=2,
         timeout=120,
     )
