@@ -58,6 +58,12 @@ class PlanModeContext:
         metadata={"description": "Merge same-role messages and put one system message first (strict templates)."},
     )
     result_chars: int = field(default=600, metadata={"description": "Characters of a step result kept in state."})
+    request_timeout: float = field(
+        default=120.0, metadata={"description": "Seconds before a model request times out (default OpenAI model)."}
+    )
+    max_retries: int = field(
+        default=2, metadata={"description": "Retries of a failed model request: 429, 5xx, timeouts (default model)."}
+    )
 
 
 _FIELD_NAMES = {f.name for f in fields(PlanModeContext)}

@@ -30,7 +30,7 @@ class ModelProvider:
 
     def __init__(self, model: BaseChatModel | None = None) -> None:
         self._model = model
-        self._cache: dict[tuple[str, str | None], BaseChatModel] = {}
+        self._cache: dict[tuple[str, str | None, float, int], BaseChatModel] = {}
 
     @property
     def explicit(self) -> bool:
@@ -41,7 +41,7 @@ class ModelProvider:
         """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made."""
         if self._model is not None:
             return self._model
-        key = (settings.model, settings.base_url)
+        key = (settings.model, settings.base_url, settings.request_timeout, settings.max_retries)
         if key not in self._cache:
             self._cache[key] = _openai_model(settings)
         return self._cache[key]
@@ -60,8 +60,8 @@ def _openai_model(settings: PlanModeContext) -> BaseChatModel:
         model=settings.model,
         base_url=settings.base_url,
         api_key=api_key or "not-needed",  # local servers ignore the key
-        max_retries=2,
-        timeout=120,
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
     )
 
 
