@@ -144,3 +144,55 @@ def test_unreachable_base_url_fails_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "Traceback" not in out
     assert "Connection error" in out or "connect" in out.lower()
+
+
+def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
+    """In a real pty: edit the plan in $EDITOR (a script that adds a step), approve the edit, press Ctrl-C
+    while a step runs, then `planmode resume` finishes the run without re-running what was done."""
+    from planmode.testing.openai_server import Fault
+
+    seen: dict[str, int] = {}
+    base = _responder(seen)
+    executed: list[str] = []
+
+    def slow(body: dict[str, Any]) -> Any:
+        answer = base(body)
+        if _purpose(body) == "execute" and not any(m["role"] == "tool" for m in body["messages"]):
+            text = json.dumps(body["messages"])
+            executed.append("draft" if "Step `draft`" in text else "check" if "Step `check`" in text else "other")
+            if "Step `check`" in text:  # slow enough to press Ctrl-C during it
+                return Fault(delay=4.0, then=answer if isinstance(answer, str) else "done")
+        return answer
+
+    editor = tmp_path / "add_step.py"
+    editor.write_text(
+        "import json, sys\n"
+        "p = sys.argv[1]\n"
+        "plan = json.load(open(p))\n"
+        "plan['steps'].append({'id': 'wrap_up', 'description': 'Say goodbye', 'dependencies': ['check']})\n"
+        "json.dump(plan, open(p, 'w'))\n"
+    )
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = tmp_path / "runs.sqlite"
+    with ScriptedOpenAIServer(slow) as srv:
+        env = _env(OPENAI_API_KEY="test", EDITOR=f"{sys.executable} {editor}")
+        child = pexpect.spawn(
+            PLANMODE[0], [*PLANMODE[1:], "run", "Write notes.md with a heading, then read it back",
+                          "--workspace", str(ws), "--db", str(db), "--thread", "t3", "--mode", "plan",
+                          "--base-url", srv.base_url], env=env, encoding="utf-8", timeout=60, dimensions=(50, 160))
+        child.expect("Approve this plan")
+        child.sendline("e")
+        child.expect(r"step started: .{0,16}check")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+        out = child.before or ""
+        child.close()
+        assert child.exitstatus == 130, out
+        assert "planmode resume" in out
+        proc = subprocess.run([*PLANMODE, "resume", "t3", "--db", str(db), "--workspace", str(ws)],
+                              env=_env(OPENAI_API_KEY="test"), capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "completed" in proc.stdout and "wrap_up" in proc.stdout
+    assert executed.count("draft") == 1  # done before Ctrl-C: not executed again on resume
