@@ -24,7 +24,13 @@ pytestmark = pytest.mark.integration
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = ["01_quickstart.ipynb", "02_human_in_the_loop.ipynb", "03_time_travel.ipynb", "04_subgraph.ipynb"]
+EXPECTED = [
+    "01_quickstart.ipynb",
+    "02_human_in_the_loop.ipynb",
+    "03_time_travel.ipynb",
+    "04_subgraph.ipynb",
+    "05_plan_mode_tool.ipynb",
+]
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the kernel colours its tracebacks
 CELL_TIMEOUT = 120  # seconds per cell; a whole notebook takes a few seconds
 
