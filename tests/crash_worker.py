@@ -1,6 +1,7 @@
 """A planmode run that the crash-resume tests kill with SIGKILL (see ``tests/test_crash_resume.py``).
 
-One run on a SQLite file: the scripted model plans six steps in two parallel layers, approval is automatic,
+One run on a SQLite file (or a ``postgresql://`` URL in place of the file): the scripted model plans six
+steps in two parallel layers, approval is automatic,
 and the executor has a side effect — it appends a line to a counter file, then works (sleeps) a little, so
 that kills land during steps. On start the run begins, or, when the thread already has a checkpoint,
 resumes with ``graph.invoke(None, config)`` — with the start's settings again, or with none (see `run_once`).
@@ -36,7 +37,7 @@ from typing import Any
 from langgraph.types import Command
 
 from planmode.graph.builder import build_graph
-from planmode.persistence import sqlite_checkpointer
+from planmode.persistence import open_checkpointer
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -99,7 +100,7 @@ def run_once(
     ``durability`` is LangGraph's (None: its default, "async").
     """
     model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
-    graph = build_graph(model, executor=SideEffectExecutor(counter), checkpointer=sqlite_checkpointer(db))
+    graph = build_graph(model, executor=SideEffectExecutor(counter), checkpointer=open_checkpointer(db))
     config = {"configurable": {"thread_id": thread}}
     if announce:
         import langchain_openai  # noqa: F401  (imported by the first plan call anyway; kills should land in the run)

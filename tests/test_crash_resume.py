@@ -39,7 +39,7 @@ from typing import IO, Protocol
 import pytest
 
 from planmode.graph.builder import build_graph
-from planmode.persistence import sqlite_checkpointer
+from planmode.persistence import open_checkpointer
 from planmode.state.models import Plan, StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -85,7 +85,8 @@ class LineReader:
 
 @dataclass
 class Job:
-    db: Path
+    db: Path | str
+    """A SQLite file, or a ``postgresql://`` URL (tests/test_postgres.py)."""
     counter: Path
     log: Path
     resume_with_context: bool = True
@@ -257,8 +258,10 @@ def run_and_kill(child: Child, job: Job, rng: random.Random) -> int:
     return code
 
 
-def run_trial(launch: Launcher, folder: Path, index: int, rng: random.Random, durability: str | None) -> Trial:
-    job = Job(db=folder / f"trial{index}.db", counter=folder / f"trial{index}.counter",
+def run_trial(launch: Launcher, folder: Path, index: int, rng: random.Random, durability: str | None,
+              db_for: Callable[[int], Path | str] | None = None) -> Trial:
+    db = db_for(index) if db_for is not None else folder / f"trial{index}.db"
+    job = Job(db=db, counter=folder / f"trial{index}.counter",
               log=folder / f"trial{index}.log", resume_with_context=index % 2 == 0, durability=durability)
     trial = Trial(index)
     kills_wanted = rng.randint(1, MAX_KILLS_PER_TRIAL)
@@ -290,7 +293,7 @@ def _ns(created_at: str) -> int:
 
 def check_trial(job: Job, trial: Trial) -> None:
     """Everything the trial must show, recorded in ``trial.problems``."""
-    saver = sqlite_checkpointer(job.db)
+    saver = open_checkpointer(job.db)
     try:
         graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), checkpointer=saver)
         config = {"configurable": {"thread_id": THREAD}}
@@ -311,9 +314,11 @@ def check_trial(job: Job, trial: Trial) -> None:
                     done_at[s.id] = min(done_at.get(s.id, _ns(snap.created_at)), _ns(snap.created_at))
     finally:
         saver.conn.close()
-    with sqlite3.connect(job.db) as conn:
-        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-    conn.close()
+    integrity = "ok"
+    if not str(job.db).startswith("postgresql://"):
+        with sqlite3.connect(job.db) as conn:
+            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        conn.close()
     if integrity != "ok":
         trial.problems.append(f"integrity_check: {integrity}")
 
@@ -349,10 +354,12 @@ def check_trial(job: Job, trial: Trial) -> None:
 
 
 def run_trials(
-    launch: Launcher, folder: Path, trials: int, seed: int, durability: str | None = None
+    launch: Launcher, folder: Path, trials: int, seed: int, durability: str | None = None,
+    db_for: Callable[[int], Path | str] | None = None,
 ) -> list[Trial]:
+    """``db_for(i)`` names trial i's database (default: a SQLite file in ``folder``)."""
     rng = random.Random(seed)
-    results = [run_trial(launch, folder, i, rng, durability) for i in range(trials)]
+    results = [run_trial(launch, folder, i, rng, durability, db_for) for i in range(trials)]
     totals = Counter[str]()
     for t in results:
         totals.update({"launches": t.launches, "kills": len(t.killed), "kills during a step": t.kills_during_step,

@@ -108,3 +108,29 @@ def test_unreachable_postgres_is_a_clear_error() -> None:
 
     with pytest.raises(ConfigurationError, match="PostgreSQL"):
         postgres_checkpointer("postgresql://nobody:secret@127.0.0.1:1/none")
+
+
+def test_crash_resume_on_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The SIGKILL crash-resume trials of tests/test_crash_resume.py, each on its own PostgreSQL database:
+    every run completes, no done step runs again, every database stays readable."""
+    from pathlib import Path
+
+    import psycopg
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_crash_resume import ForkServer, run_trials
+
+    base = pg_url.rsplit("/", 1)[0]
+    prefix = f"crash_{uuid.uuid4().hex[:8]}"
+
+    def db_for(i: int) -> str:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{prefix}_{i}"')
+        return f"{base}/{prefix}_{i}"
+
+    server = ForkServer()
+    try:
+        results = run_trials(server.launch, tmp_path, trials=20, seed=5432, db_for=db_for)
+    finally:
+        server.close()
+    assert all(t.checkpoints > 0 for t in results)
