@@ -31,7 +31,10 @@ def _run(tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
 
 def test_runnable_executor_and_verifier(tmp_path: Path) -> None:
     seen: list[tuple[str, str]] = []
-    executor = RunnableLambda(lambda x: {"output": f"{x['step'].id} by a runnable, after {sorted(x['context'].dependencies)}"})
+    def execute(x: dict[str, Any]) -> dict[str, str]:
+        return {"output": f"{x['step'].id} by a runnable, after {sorted(x['context'].dependencies)}"}
+
+    executor = RunnableLambda(execute)
 
     def judge(x: dict[str, Any]) -> Verdict:
         seen.append((x["step"].id, x["output"]))
