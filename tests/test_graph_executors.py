@@ -60,3 +60,16 @@ def test_a_verifier_returning_a_reason_fails_the_step_with_it(tmp_path: Path) ->
     values = _run(tmp_path, executor=lambda s, c: "ok", verifier=lambda s, o, c: (s.id != "b", "b is not good"))
     assert values["plan"].get("a").status.value == "done"
     assert values["plan"].get("b").error == "b is not good"
+
+
+def test_an_executor_can_report_a_blocked_step_and_reflect_decides(tmp_path: Path) -> None:
+    def execute(step: Any, ctx: Any) -> Any:
+        if step.id == "b":
+            return {"ok": False, "blocked": True, "error": "the API key for b is missing"}
+        return "ok"
+
+    values = _run(tmp_path, executor=execute, verifier=lambda s, o, c: True)
+    b = values["plan"].get("b")
+    assert b.status.value == "blocked" and b.error == "the API key for b is missing"
+    assert b.attempts == 1  # blocked at once: not retried like a failure
+    assert values["status"] == "failed" and "judged failed" in values["error"]  # reflect (scripted) gave up

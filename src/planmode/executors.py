@@ -1,7 +1,8 @@
 """Executors run one step; verifiers judge its outcome. Defaults use the chat model; users can pass their own.
 
 An executor is any callable ``(step, context) -> str | dict | StepOutcome`` or a runnable invoked with
-``{"step": step, "context": context}``. A verifier is any callable ``(step, output, context) -> bool |
+``{"step": step, "context": context}``. A dict may say ``{"blocked": True, "error": "why"}`` when the step
+cannot proceed as planned: the step becomes ``blocked`` and reflect decides what happens. A verifier is any callable ``(step, output, context) -> bool |
 Verdict | tuple[bool, str]`` (or a runnable invoked with ``{"step", "output", "context"}``).
 """
 

@@ -68,6 +68,11 @@ def make_verify(deps: Deps) -> Any:
                      attempt=step.attempts)
                 continue
             reason = verdict.reason or "verification failed"
+            if outcome.blocked:  # retrying cannot help: reflect decides (patch, skip, or give up)
+                transitions.append(StepTransition(id=step.id, status=S.BLOCKED, error=reason, clear=True))
+                emit("step_failed", reason, step_id=step.id, plan_version=plan.version, attempt=step.attempts,
+                     final=True, blocked=True)
+                continue
             exhausted = step.attempts >= settings.max_attempts
             transitions.append(StepTransition(
                 id=step.id, status=S.FAILED if exhausted else S.PENDING, error=reason,

@@ -33,6 +33,9 @@ class StepOutcome(BaseModel):
     ok: bool = Field(description="False when the attempt itself failed (a tool raised, the model failed).")
     output: str = Field(default="", description="The executor's answer (kept in state only until verified).")
     error: str | None = None
+    blocked: bool = Field(
+        default=False, description="The step cannot proceed as planned (e.g. a missing input): reflect decides."
+    )
     tool_calls: int = 0
     output_ref: str | None = Field(default=None, description="Store key of the full output, if stored.")
 
