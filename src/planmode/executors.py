@@ -2,7 +2,9 @@
 
 An executor is any callable ``(step, context) -> str | dict | StepOutcome`` or a runnable invoked with
 ``{"step": step, "context": context}``. A dict may say ``{"blocked": True, "error": "why"}`` when the step
-cannot proceed as planned: the step becomes ``blocked`` and reflect decides what happens. A verifier is any callable ``(step, output, context) -> bool |
+cannot proceed as planned: the step becomes ``blocked`` and reflect decides what happens.
+
+A verifier is any callable ``(step, output, context) -> bool |
 Verdict | tuple[bool, str]`` (or a runnable invoked with ``{"step", "output", "context"}``).
 """
 
