@@ -168,3 +168,16 @@ def pg_url() -> Iterator[str]:
     finally:
         subprocess.run([str(script), "stop", str(root / "pg")], check=False, capture_output=True, timeout=120)
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -- a real SQLite checkpointer file per test --------------------------------------------------------------
+
+
+@pytest.fixture
+def checkpointer(tmp_path: Any) -> Iterator[Any]:
+    """A `SqliteSaver` on a fresh file in the test's temporary folder (planmode's types allowlisted)."""
+    from planmode.persistence import sqlite_checkpointer
+
+    saver = sqlite_checkpointer(tmp_path / "db.sqlite")
+    yield saver
+    saver.conn.close()

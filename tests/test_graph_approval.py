@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +11,6 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from planmode.graph import build_graph
-from planmode.persistence import sqlite_checkpointer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import read_only
 
@@ -32,13 +29,6 @@ PLAN_2 = {
         {"id": "test", "description": "test the new config", "dependencies": ["write"]},
     ],
 }
-
-
-@pytest.fixture
-def checkpointer(tmp_path: Path) -> Iterator[SqliteSaver]:
-    saver = sqlite_checkpointer(tmp_path / "db.sqlite")
-    yield saver
-    saver.conn.close()
 
 
 def thread(name: str = "t1") -> dict[str, Any]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +13,6 @@ from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.graph import build_graph
 from planmode.nodes import heuristic_decision
-from planmode.persistence import sqlite_checkpointer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
 
 PLAN = {
@@ -28,13 +25,6 @@ PLAN = {
 SIMPLE = "What is the capital of France?"
 MULTI_STEP = "Create the database schema, then migrate the data, then deploy the service"
 UNCLEAR = "Fix the typo in the README"
-
-
-@pytest.fixture
-def checkpointer(tmp_path: Path) -> Iterator[SqliteSaver]:
-    saver = sqlite_checkpointer(tmp_path / "db.sqlite")
-    yield saver
-    saver.conn.close()
 
 
 def thread(name: str = "t1") -> dict[str, Any]:

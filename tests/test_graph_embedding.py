@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -25,13 +23,6 @@ PLAN = {
         {"id": "tag", "description": "tag a release", "dependencies": ["clean", "changelog"]},
     ],
 }
-
-
-@pytest.fixture
-def checkpointer(tmp_path: Path) -> Iterator[SqliteSaver]:
-    saver = sqlite_checkpointer(tmp_path / "parent.sqlite")
-    yield saver
-    saver.conn.close()
 
 
 def test_planmode_as_a_subgraph_interrupts_through_the_parent_and_keeps_messages_intact(

@@ -5,29 +5,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from planmode.context import PlanModeContext
 from planmode.executors import StepContext
 from planmode.graph import build_graph
-from planmode.persistence import sqlite_checkpointer
 from planmode.state.models import Step, StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
 TASK = "Build the report: gather the sales data and the cost data, then compute the margin, then write it up"
-
-
-@pytest.fixture
-def checkpointer(tmp_path: Path) -> Iterator[SqliteSaver]:
-    saver = sqlite_checkpointer(tmp_path / "db.sqlite")
-    yield saver
-    saver.conn.close()
 
 
 def thread(name: str = "t1") -> dict[str, Any]:

@@ -4,8 +4,6 @@ structured step, invalid plans, deadlocks, raising tools, and edits of done step
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +14,6 @@ from langgraph.types import Command
 from planmode.context import PlanModeContext
 from planmode.executors import StepContext
 from planmode.graph import build_graph
-from planmode.persistence import sqlite_checkpointer
 from planmode.state.models import PlanPatch, Step, StepStatus, StepUpdate
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 
@@ -45,13 +42,6 @@ NEEDS_ADJUSTMENT = {
     "guidance": "add a step that installs it",
 }
 FAILED = {"assessment": "failed", "reasoning": "cannot go on"}
-
-
-@pytest.fixture
-def checkpointer(tmp_path: Path) -> Iterator[SqliteSaver]:
-    saver = sqlite_checkpointer(tmp_path / "db.sqlite")
-    yield saver
-    saver.conn.close()
 
 
 def thread(name: str = "t1") -> dict[str, Any]:
