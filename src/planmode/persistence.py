@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -60,7 +61,7 @@ def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
+        _use_wal(conn)
         saver = SqliteSaver(conn, serde=planmode_serializer())
         saver.setup()
     except (OSError, sqlite3.Error) as exc:
@@ -99,6 +100,25 @@ async def server_checkpointer() -> AsyncIterator[AsyncSqliteSaver]:
         yield saver
     finally:
         await conn.close()
+
+
+def _use_wal(conn: sqlite3.Connection, *, wait: float = 30.0) -> None:
+    """Put the file in WAL mode (it stays so), so readers do not block the writer.
+
+    Switching needs a moment alone with the file, and SQLite answers "database is locked" at once — without
+    its busy timeout — while another process is setting up the same new file; so retry, bounded by ``wait``.
+    A file already in WAL mode needs no switch.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
