@@ -7,7 +7,7 @@ The database is made realistic cheaply: the real graph (scripted model) makes se
 (completed, awaiting approval twice, cancelled, failed, answered, running after a crash), about ten
 checkpoints each; then every row of those threads is copied under new thread ids until there are
 ``--threads`` threads. Each measurement is the best of three. Without ``--postgres`` and without
-``PLANMODE_POSTGRES_URL``, a throwaway server is started with ``scripts/pg-test-server`` when PostgreSQL's
+``PLANMODE_POSTGRES_URL``, a throwaway server is started with ``planmode.testing.postgres`` when PostgreSQL's
 binaries are installed. Results: ``bench/results/runs_list.json``.
 """
 
@@ -17,14 +17,12 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import sqlite3
-import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.persistence import postgres_checkpointer, sqlite_checkpointer
 from planmode.runs import list_runs
+from planmode.testing.postgres import postgres_server
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,25 +148,6 @@ def measure(saver: Any, generic_patch: tuple[str, Any], generic: bool) -> list[d
                      "ms": round(seconds * 1000, 1)})
         print(f"  {'newest 50 (the default)':34s} generic  {seconds * 1000:8.1f} ms  ({n} runs)", flush=True)
     return rows
-
-
-@contextmanager
-def postgres_server(url: str | None) -> Iterator[str | None]:
-    if url:
-        yield url
-        return
-    script = ROOT / "scripts" / "pg-test-server"
-    if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
-        yield None
-        return
-    root = Path(tempfile.mkdtemp(prefix="planmode-pg-bench-"))
-    try:
-        out = subprocess.run([str(script), "start", str(root / "pg")], check=True, capture_output=True, text=True,
-                             timeout=120)
-        yield out.stdout.strip().splitlines()[-1]
-    finally:
-        subprocess.run([str(script), "stop", str(root / "pg")], check=False, capture_output=True, timeout=120)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,27 +147,14 @@ def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
 
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
-    """A postgresql:// URL: PLANMODE_POSTGRES_URL, or a server started from scripts/pg-test-server (Debian's
-    postgresql package, which .ci/run installs) and stopped after the session."""
-    import shutil
-    import subprocess
-    import tempfile
-    from pathlib import Path
+    """A postgresql:// URL: PLANMODE_POSTGRES_URL, or a throwaway server (Debian's postgresql package, which
+    .ci/run installs) stopped after the session."""
+    from planmode.testing.postgres import postgres_server
 
-    if os.environ.get("PLANMODE_POSTGRES_URL"):
-        yield os.environ["PLANMODE_POSTGRES_URL"]
-        return
-    if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
-        pytest.skip("PostgreSQL server binaries are not installed (apt-get install postgresql; .ci/run does)")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "pg-test-server"
-    root = Path(tempfile.mkdtemp(prefix="planmode-pg-"))
-    try:
-        out = subprocess.run([str(script), "start", str(root / "pg")], check=True, capture_output=True, text=True,
-                             timeout=120)
-        yield out.stdout.strip().splitlines()[-1]
-    finally:
-        subprocess.run([str(script), "stop", str(root / "pg")], check=False, capture_output=True, timeout=120)
-        shutil.rmtree(root, ignore_errors=True)
+    with postgres_server(os.environ.get("PLANMODE_POSTGRES_URL")) as url:
+        if url is None:
+            pytest.skip("PostgreSQL server binaries are not installed (apt-get install postgresql; .ci/run does)")
+        yield url
 
 
 # -- a real SQLite checkpointer file per test --------------------------------------------------------------
