@@ -38,7 +38,7 @@ def make_execute_step(deps: Deps) -> Any:
             previous_error=step.error,
             settings=settings,
             tools=deps.tools,
-            model=deps.models.get(settings) if deps.executor is None or deps.verifier is None else None,
+            model=deps.models.get(settings) if deps.executor is None else None,  # only the default executor needs it
         )
         outcome = run_executor(deps.executor or default_executor, step, context)
         if store is not None and outcome.ok and outcome.output:
