@@ -116,28 +116,30 @@ def approval_payload(
 
 def approval_reason(plan: Plan, base: Mapping[str, Any] | None, *, error: str | None = None) -> str:
     """Why the approval of ``plan`` is asked, from the plan's history since ``base`` (the plan a human last
-    answered or approved, as `planmode.state.diff.plan_snapshot` data; None before any answer)."""
-    if error:
-        return "asked again: the previous answer was refused"
+    answered or approved, as `planmode.state.diff.plan_snapshot` data; None before any answer) and the
+    ``error`` of a refused previous answer. Parts are joined with "; "."""
     if not isinstance(base, Mapping):  # None, or junk a hand edit of the state left there
         base = None
     since = base.get("version") if base is not None else None
     if not isinstance(since, int):  # nothing answered yet: the human saw the planner's latest plan first
         since = max((r.version for r in plan.history if r.source in _PLANNER_SOURCES), default=0)
     newer = [r for r in plan.history if r.version > since]
+    parts: list[str] = []
+    revisions = [r for r in newer if r.source == "planner (revision)"]
+    if revisions:
+        parts.append("revised after your feedback: " + revisions[-1].reason.removeprefix("human feedback: "))
+    repairs = [r for r in newer if r.source in _REPAIR_SOURCES]
+    if repairs:
+        parts.append("re-approval after a patch: " + "; ".join(r.reason or "no reason given" for r in repairs))
     outside = [r for r in newer if r.source not in (*_PLANNER_SOURCES, *_REPAIR_SOURCES)]
     if outside:
         what = "; ".join(_record_summary(r) for r in outside)
-        return f"the plan was edited while it waited for approval ({what})"
-    repairs = [r for r in newer if r.source in _REPAIR_SOURCES]
-    if repairs:
-        return "re-approval after a patch: " + "; ".join(r.reason or "no reason given" for r in repairs)
-    revisions = [r for r in newer if r.source == "planner (revision)"]
-    if revisions:
-        return "revised after your feedback: " + revisions[-1].reason.removeprefix("human feedback: ")
-    if base is not None:
-        return "asked again"
-    return "initial plan"
+        parts.append(f"the plan was edited while it waited for approval ({what})")
+    if error:
+        parts.append("the previous answer was refused" if parts else "asked again: the previous answer was refused")
+    if parts:
+        return "; ".join(parts)
+    return "asked again" if base is not None else "initial plan"
 
 
 def _record_summary(record: Any) -> str:
