@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from langgraph.types import Command
 from planmode import edit_plan
 from planmode.edit import EditResult
 from planmode.graph import build_graph
-from planmode.persistence import sqlite_checkpointer
+from planmode.persistence import postgres_checkpointer, sqlite_checkpointer
 from planmode.state import Plan, PlanPatch
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -32,16 +33,17 @@ CFG: Any = {"configurable": {"thread_id": "shared"}}
 ROUNDS = 20
 
 
-def _graph(db: Path) -> Any:
+def _graph(db: Path | str) -> Any:
     model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
-    return build_graph(model, executor=lambda step, ctx: f"{step.id} done", checkpointer=sqlite_checkpointer(db))
+    saver = postgres_checkpointer(db) if isinstance(db, str) else sqlite_checkpointer(db)
+    return build_graph(model, executor=lambda step, ctx: f"{step.id} done", checkpointer=saver)
 
 
-def _waiting(db: Path) -> Any:
+def _waiting(db: Path | str, cfg: Any = CFG) -> Any:
     graph = _graph(db)
-    graph.invoke({"messages": [("user", "collect the numbers, then report")]}, CFG,
+    graph.invoke({"messages": [("user", "collect the numbers, then report")]}, cfg,
                  context={"mode": "plan", "approval": "ask", "max_steps": 100})
-    assert graph.get_state(CFG).next == ("approve",)
+    assert graph.get_state(cfg).next == ("approve",)
     return graph
 
 
@@ -63,17 +65,21 @@ def _assert_none_vanished(plan: Plan, attempts: dict[str, EditResult]) -> None:
     assert added == {n for n, r in attempts.items() if r.applied}
 
 
-def test_two_threads_editing_at_once_never_lose_an_edit(tmp_path: Path) -> None:
-    graph = _waiting(tmp_path / "edits.sqlite")
-    other = _graph(tmp_path / "edits.sqlite")  # a second graph object: its own connection to the same file
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_threads_editing_at_once_never_lose_an_edit(tmp_path: Path, backend: str,
+                                                        request: pytest.FixtureRequest) -> None:
+    db: Path | str = tmp_path / "edits.sqlite" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    cfg: Any = {"configurable": {"thread_id": f"shared-{uuid.uuid4().hex}"}}
+    graph = _waiting(db, cfg)
+    other = _graph(db)  # a second graph object: its own connection (pool) to the same database
     attempts: dict[str, EditResult] = {}
     for i in range(ROUNDS):
-        revision = graph.get_state(CFG).values["plan"].revision  # both editors read the same plan
+        revision = graph.get_state(cfg).values["plan"].revision  # both editors read the same plan
         barrier = threading.Barrier(2)
 
         def edit(g: Any, name: str, rev: str = revision, b: threading.Barrier = barrier) -> None:
             b.wait()
-            attempts[name] = edit_plan(g, CFG, _add(name), expected_revision=rev, source=name)
+            attempts[name] = edit_plan(g, cfg, _add(name), expected_revision=rev, source=name)
 
         workers = [threading.Thread(target=edit, args=(graph, f"x{i}")),
                    threading.Thread(target=edit, args=(other, f"y{i}"))]
@@ -84,16 +90,18 @@ def test_two_threads_editing_at_once_never_lose_an_edit(tmp_path: Path) -> None:
         applied = [n for n in (f"x{i}", f"y{i}") if attempts[n].applied]
         assert len(applied) == 1, {n: attempts[n] for n in (f"x{i}", f"y{i}")}  # one wins, one is stale
 
-    plan = graph.get_state(CFG).values["plan"]
+    plan = graph.get_state(cfg).values["plan"]
     assert plan.version == 1 + ROUNDS
     _assert_none_vanished(plan, attempts)
     # The thread is still a normal run waiting for approval: approve what is shown now and it runs.
-    graph.invoke(None, CFG)
-    payload = graph.get_state(CFG).interrupts[0].value
+    graph.invoke(None, cfg)
+    payload = graph.get_state(cfg).interrupts[0].value
     assert payload["revision"] == plan.revision
-    assert len(payload["changes"]["added"]) == 0 or payload["changes"]["since_revision"] is not None
-    graph.invoke(Command(resume={"action": "approve", "revision": payload["revision"]}), CFG)
-    assert graph.get_state(CFG).values["status"] == "completed"
+    graph.invoke(Command(resume={"action": "approve", "revision": payload["revision"]}), cfg)
+    assert graph.get_state(cfg).values["status"] == "completed"
+    if backend == "postgres":
+        graph.checkpointer.conn.close()
+        other.checkpointer.conn.close()
 
 
 WORKER = textwrap.dedent("""
@@ -101,7 +109,7 @@ WORKER = textwrap.dedent("""
     from pathlib import Path
     from planmode import edit_plan
     from planmode.graph import build_graph
-    from planmode.persistence import sqlite_checkpointer
+    from planmode.persistence import postgres_checkpointer, sqlite_checkpointer
     from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
     db, me, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

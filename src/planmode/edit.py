@@ -194,7 +194,7 @@ def _postgres_lock(saver: BaseCheckpointSaver[Any], thread_id: str, timeout: flo
     ctx = pool_connection(timeout=timeout) if callable(pool_connection) else contextlib.nullcontext(conn)
     with ctx as c:
         deadline = time.monotonic() + timeout
-        while not c.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        while not _first(c.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,)).fetchone()):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"another edit of thread {thread_id!r} holds its lock")
             time.sleep(0.01)
@@ -202,3 +202,10 @@ def _postgres_lock(saver: BaseCheckpointSaver[Any], thread_id: str, timeout: flo
             yield
         finally:
             c.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _first(row: Any) -> Any:
+    """The first column of a row, whatever the connection's row factory (tuples or dicts)."""
+    if isinstance(row, Mapping):
+        return next(iter(row.values()), None)
+    return row[0] if row else None
