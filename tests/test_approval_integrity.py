@@ -263,3 +263,39 @@ def test_a_lone_surrogate_in_reject_feedback_reaches_the_planner_cleaned(checkpo
     assert graph.get_state(cfg()).values["plan"].history[-1].reason == "human feedback: shorter \ufffd please"
     assert "shorter \ufffd please" in [r for r in model.requests if r.purpose == "plan"][1].text()
     assert interrupt_of(graph)["reason"] == "revised after your feedback: shorter \ufffd please"
+
+
+@pytest.mark.integration
+def test_a_lone_surrogate_in_tool_call_arguments_over_http_is_cleaned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ChatOpenAI client against the scripted OpenAI-compatible server: the JSON escape ``\\ud800``
+    in a plan's title (tool-call arguments) reaches the approval cleaned, and is stored as shown.
+
+    (In json_schema mode the openai SDK's strict JSON parser refuses such a body before planmode sees it:
+    the planner then retries; that path is llm.py's.)"""
+    mode = "tool_calling"
+    from planmode.testing.openai_server import ScriptedOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    plan = _plan_with_surrogates()
+
+    def respond(body: dict[str, Any]) -> Any:
+        first = str(body["messages"][0].get("content") or "")
+        if not first.startswith("planmode:plan"):
+            return "nothing to explore"
+        if body.get("tool_choice") and body.get("tools"):
+            return {"tool_calls": [{"name": body["tools"][0]["function"]["name"], "arguments": plan}]}
+        return json.dumps(plan)
+
+    with ScriptedOpenAIServer(respond) as srv:
+        saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
+        graph = build_graph(checkpointer=saver, executor=lambda step, ctx: "ok")
+        graph.invoke({"messages": [("user", TASK)]}, cfg(), context={
+            **ASK, "base_url": srv.base_url, "model": "scripted", "structured_output": mode})
+        payload = interrupt_of(graph)
+        assert payload["plan"]["title"] == CLEAN
+        assert payload["plan"]["steps"][1]["description"] == "pair \U0001f600 kept"
+        saver.conn.close()
+    reopened = build_graph(checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
+    assert reopened.get_state(cfg()).values["plan"].revision == payload["revision"]
