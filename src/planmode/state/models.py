@@ -84,6 +84,15 @@ def clean_text(text: str) -> str:
     return text
 
 
+def _needs_cleaning(value: Any) -> bool:
+    """True when ``value`` is text (or a list holding text) that may not encode (ASCII always does: fast)."""
+    if isinstance(value, str):
+        return not value.isascii()
+    if isinstance(value, list):
+        return any(isinstance(v, str) and not v.isascii() for v in value)
+    return False
+
+
 def _clean_value(value: Any) -> Any:
     if isinstance(value, str):
         return clean_text(value)
@@ -99,7 +108,7 @@ class _Model(BaseModel):
     @classmethod
     def _clean_text_fields(cls, data: Any) -> Any:
         """Text fields (and lists of text) are cleaned with `clean_text`; nested models clean their own."""
-        if isinstance(data, dict):
+        if isinstance(data, dict) and any(_needs_cleaning(v) for v in data.values()):
             return {k: _clean_value(v) for k, v in data.items()}
         return data
 
