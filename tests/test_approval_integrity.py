@@ -299,3 +299,32 @@ def test_a_lone_surrogate_in_tool_call_arguments_over_http_is_cleaned(
         saver.conn.close()
     reopened = build_graph(checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
     assert reopened.get_state(cfg()).values["plan"].revision == payload["revision"]
+
+
+@pytest.mark.parametrize(("patch", "error"), [
+    ({"update_steps": [{"id": "a", "status": "done"}]},
+     "invalid edit: update_steps.0.status: Input should be 'pending' or 'skipped'"),
+    ({"add_steps": [{"id": "d", "description": "new", "status": "done"}]},
+     "new step 'd': a new step starts pending, its status cannot be set (done)"),
+], ids=["update-to-done", "new-step-done"])
+def test_a_patch_edit_that_marks_a_step_done_is_refused_with_a_reason(
+    checkpointer: SqliteSaver, patch: dict[str, Any], error: str
+) -> None:
+    runs = Recorder()
+    graph, shown = started(checkpointer, runs)
+    graph.invoke(Command(resume={"action": "edit", "revision": shown["revision"], "patch": patch}), cfg())
+    assert error in interrupt_of(graph)["error"]
+    assert runs.runs == [] and graph.get_state(cfg()).values["plan"].version == 1
+
+
+def test_a_new_task_on_the_same_thread_is_an_initial_plan_again(checkpointer: SqliteSaver) -> None:
+    second = {"title": "Other", "steps": [{"id": "x", "description": "something else"}]}
+    runs = Recorder()
+    graph, shown = started(checkpointer, runs, plan=[PLAN, second])
+    graph.invoke(Command(resume={"action": "approve", "revision": shown["revision"]}), cfg())
+    assert graph.get_state(cfg()).values["approval_base"]["revision"] == shown["revision"]
+    graph.invoke({"messages": [("user", "Now do something else, then report")]}, cfg(), context=ASK)
+    payload = interrupt_of(graph)
+    assert [s["id"] for s in payload["plan"]["steps"]] == ["x"]
+    assert payload["reason"] == "initial plan"
+    assert payload["changes"]["since_revision"] is None and payload["changes"]["removed"] == []

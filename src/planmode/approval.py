@@ -195,6 +195,15 @@ def parse_resume(value: Any, plan: Plan) -> Approve | Edit | Reject | Cancel | s
     return _edit(value, plan)
 
 
+def _validation_reasons(exc: ValidationError) -> str:
+    """Each error of ``exc`` as ``location: message`` (at most five)."""
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
 def _status_changes(plan: Plan, edited: Plan) -> list[str]:
     """Why a full-plan edit that changes statuses is refused (statuses change by execution, not by edits)."""
     reasons = []
@@ -226,8 +235,15 @@ def _edit(value: dict[str, Any], plan: Plan) -> Edit | str:
         return f"the edited {'plan' if has_plan else 'patch'} must be a JSON object"
     try:
         edited = coerce_plan_or_patch({"goal": plan.goal, **body}) if has_plan else PlanPatch.model_validate(body)
-    except (PlanParseError, ValidationError) as exc:
+    except ValidationError as exc:
+        return clean_text("invalid edit: " + _validation_reasons(exc))
+    except PlanParseError as exc:
         return clean_text(f"invalid edit: {str(exc).splitlines()[0]}")
+    if isinstance(edited, PlanPatch):
+        given = [f"new step {n.id!r}: a new step starts pending, its status cannot be set ({n.status.value})"
+                 for n in edited.add_steps if n.status is not None and n.status is not StepStatus.PENDING]
+        if given:
+            return "the edit is refused: " + "; ".join(given)
     if isinstance(edited, Plan):
         refused = _status_changes(plan, edited)
         if refused:

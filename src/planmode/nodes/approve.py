@@ -43,6 +43,8 @@ def make_approve(deps: Deps) -> Any:
                 "approved_revision": plan.revision, "needs_approval": False, "approval_error": None,
                 "status": "running"}
         base = state.get("approval_base")
+        if not isinstance(base, dict) or base.get("goal") != plan.goal:  # none yet, or another run's plan
+            base = None
         error = state.get("approval_error")
         payload = approval_payload(plan, error=error, reason=approval_reason(plan, base, error=error),
                                    changes=plan_changes(base, plan))

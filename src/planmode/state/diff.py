@@ -26,10 +26,11 @@ COMPARED_FIELDS: tuple[str, ...] = (*DEFINITION_FIELDS, "status")
 
 
 def plan_snapshot(plan: Plan) -> dict[str, Any]:
-    """The part of ``plan`` a later `plan_changes` needs: revision, version, title, and each step's compared
-    fields (JSON). Small enough to keep in state; no step results or logs."""
+    """The part of ``plan`` a later `plan_changes` needs: revision, version, goal, title, and each step's
+    compared fields (JSON). Small enough to keep in state; no step results or logs."""
     steps = [step.model_dump(mode="json", include={"id", *COMPARED_FIELDS}) for step in plan.steps]
-    return {"revision": plan.revision, "version": plan.version, "title": plan.title, "steps": steps}
+    return {"revision": plan.revision, "version": plan.version, "goal": plan.goal, "title": plan.title,
+            "steps": steps}
 
 
 def no_changes() -> dict[str, Any]:

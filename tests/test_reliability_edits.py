@@ -1,5 +1,6 @@
-"""`planmode.edit_plan`: concurrent edits of one thread on a real SQLite file are each applied, or refused and
-recorded in ``plan.rejections``; none vanishes (``update_state`` alone is last-writer-wins)."""
+"""Reliability: `planmode.edit_plan`. Concurrent edits of one thread (threads, processes; SQLite and PostgreSQL)
+are each applied, or refused and recorded in ``plan.rejections``; none vanishes (``update_state`` alone is
+last-writer-wins)."""
 
 from __future__ import annotations
 
