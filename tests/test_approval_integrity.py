@@ -91,8 +91,8 @@ def test_an_edit_made_while_the_plan_changed_does_not_approve_the_change(
     assert state.values["plan"].get("a").description == "collect the numbers"  # the edit was not applied
     assert state.values.get("approved_revision") is None
     # The human now sees evil (marked as added since the plan answered) and removes it: evil never runs.
-    assert again["reason"] == ("the plan was edited while it waited for approval (by unknown: added evil); "
-                               "the previous answer was refused")
+    assert again["reason"] == ("the plan was edited (by unknown: added evil); "
+                               "asked again (see error)")
     assert again["changes"]["since_revision"] is None  # no answer was accepted before: nothing to compare
     graph.invoke(Command(resume={"action": "edit", "revision": again["revision"],
                                  "patch": {"remove_steps": ["evil"]}}), cfg())
@@ -126,8 +126,8 @@ def test_the_payload_shows_what_an_update_state_edit_changed_and_why_it_asks_aga
         {"id": "c", "description": "write the report as PDF", "dependencies": ["b", "evil"]}]}})
     graph.invoke(None, cfg())
     payload = interrupt_of(graph)
-    assert payload["reason"] == ("the plan was edited while it waited for approval (by unknown: added evil, "
-                                 "updated c); the previous answer was refused")
+    assert payload["reason"] == ("the plan was edited (by unknown: added evil, "
+                                 "updated c); asked again (see error)")
     assert payload["changes"] == {
         "since_revision": shown["revision"], "added": ["evil"], "removed": [],
         "updated": {"c": {"description": ["write the report", "write the report as PDF"],
@@ -179,21 +179,22 @@ def test_a_step_edited_in_after_the_approval_cannot_run_unapproved(checkpointer:
     runs = Recorder()
     model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
     graph = build_graph(model, executor=runs, checkpointer=checkpointer)
-    graph.interrupt_before_nodes = ["dispatch"]  # a breakpoint right after the approval
     graph.invoke({"messages": [("user", TASK)]}, cfg(), context=ASK)
     shown = interrupt_of(graph)
-    graph.invoke(Command(resume={"action": "approve", "revision": shown["revision"]}), cfg())
+    graph.invoke(Command(resume={"action": "approve", "revision": shown["revision"]}), cfg(),
+                 interrupt_before=["dispatch"])  # a breakpoint right after the approval
     state = graph.get_state(cfg())
     assert state.next == ("dispatch",) and state.values["approved_revision"] == shown["revision"]
     graph.update_state(cfg(), {"plan": EVIL})
     assert graph.get_state(cfg()).next == ("dispatch",)
-    graph.interrupt_before_nodes = []
 
     graph.invoke(None, cfg())
 
     assert runs.runs == []
     payload = interrupt_of(graph)
     assert payload["error"] == "the plan changed after it was approved; review it again"
+    assert payload["reason"] == ("the plan was edited (by unknown: added evil); "
+                                 "asked again (see error)")
     assert "evil" in [s["id"] for s in payload["plan"]["steps"]]
     assert payload["changes"]["added"] == ["evil"]
     graph.invoke(Command(resume={"action": "edit", "revision": payload["revision"],

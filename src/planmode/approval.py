@@ -8,8 +8,9 @@ Payload (JSON)::
 
 ``reason`` says why the approval is asked: ``"initial plan"``, ``"revised after your feedback: ..."``,
 ``"re-approval after a patch: ..."`` (an off_track repair, or any patch with ``reapprove_patches``),
-``"the plan was edited while it waited for approval (...)"`` (``update_state``, as Studio does) or
-``"asked again: the previous answer was refused"`` (the ``error`` says why, e.g. a stale revision).
+``"the plan was edited (...)"`` (``update_state``, as Studio does) or
+``"asked again (see error)"`` (a refused answer, e.g. a stale revision, or an approval that no longer holds);
+several of these are joined with "; ".
 ``changes`` is what changed since the plan a human last answered or approved (`planmode.state.diff`)::
 
     {"since_revision": "<hash>" | null, "added": [ids], "removed": [ids],
@@ -134,9 +135,9 @@ def approval_reason(plan: Plan, base: Mapping[str, Any] | None, *, error: str | 
     outside = [r for r in newer if r.source not in (*_PLANNER_SOURCES, *_REPAIR_SOURCES)]
     if outside:
         what = "; ".join(_record_summary(r) for r in outside)
-        parts.append(f"the plan was edited while it waited for approval ({what})")
+        parts.append(f"the plan was edited ({what})")
     if error:
-        parts.append("the previous answer was refused" if parts else "asked again: the previous answer was refused")
+        parts.append("asked again (see error)")
     if parts:
         return "; ".join(parts)
     return "asked again" if base is not None else "initial plan"
