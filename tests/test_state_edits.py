@@ -162,3 +162,54 @@ def test_every_text_field_is_cleaned_where_it_enters() -> None:
     StepTransition(id="a", status=S.DONE, result=bad, error=bad).model_dump_json()
     Rejection(version=1, kind=bad, reasons=[bad]).model_dump_json()
     StepOutcome(step_id="a", ok=True, output=bad, error=bad).model_dump_json()
+
+
+# -- the approval protocol is total --------------------------------------------------------------------------
+
+IDS = st.sampled_from(["a", "b", "c", "d", "e"])
+STEP = st.fixed_dictionaries({"id": IDS, "description": st.sampled_from(["x", "y", "z \ud800"]),
+                              "complexity": st.sampled_from(["low", "medium", "high"])})
+
+
+def _plan_of(steps: list[dict[str, Any]]) -> Plan:
+    seen: dict[str, dict[str, Any]] = {}
+    for s in steps:
+        seen.setdefault(s["id"], s)
+    return Plan(goal="g", steps=list(seen.values()) or [{"id": "a", "description": "x"}])  # type: ignore[list-item]
+
+
+@given(old=st.lists(STEP, max_size=5), new=st.lists(STEP, max_size=5))
+def test_plan_changes_accounts_for_every_step(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    before, after = _plan_of(old), _plan_of(new)
+    changes = plan_changes(before, after)
+    assert set(changes["added"]) == set(after.ids()) - set(before.ids())
+    assert set(changes["removed"]) == set(before.ids()) - set(after.ids())
+    old_steps = {s["id"]: s for s in plan_snapshot(before)["steps"]}
+    new_steps = {s["id"]: s for s in plan_snapshot(after)["steps"]}
+    for sid in set(old_steps) & set(new_steps):
+        differ = {k: [old_steps[sid][k], new_steps[sid][k]] for k in ("description", "complexity")
+                  if old_steps[sid][k] != new_steps[sid][k]}
+        assert changes["updated"].get(sid, {}) == differ
+    common = [i for i in before.ids() if i in new_steps]
+    assert changes["reordered"] == (common != [i for i in after.ids() if i in old_steps])
+    json.dumps(changes)
+
+
+@given(value=ANY_VALUE | st.fixed_dictionaries(
+    {"action": st.sampled_from(["approve", "edit", "reject", "cancel"])},
+    optional={"revision": ANY_VALUE | st.just("REV"), "patch": ANY_VALUE, "plan": ANY_VALUE,
+              "feedback": ANY_VALUE, "reason": ANY_VALUE}))
+def test_parse_resume_never_raises(value: Any) -> None:
+    from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
+
+    plan = _plan_of([{"id": "a", "description": "x"}, {"id": "b", "description": "y"}])
+    if isinstance(value, dict) and value.get("revision") == "REV":
+        value = {**value, "revision": plan.revision}
+    out = parse_resume(value, plan)
+    assert isinstance(out, str | Approve | Edit | Reject | Cancel)
+    if isinstance(out, Approve | Edit):  # only an answer naming the revision shown approves
+        assert isinstance(value, dict) and value["revision"] == plan.revision
+    if isinstance(out, str):
+        out.encode("utf-8")
+        payload = approval_payload(plan, error=out, reason=approval_reason(plan, None, error=out))
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")
