@@ -265,9 +265,10 @@ def in_plan_mode(messages: Sequence[BaseMessage], plan_mode_names: Sequence[str]
     of the last AI message. Tool-call ids play no part: they come from the model.
 
     The agent is in plan mode when the last AI message holds a plan-mode call (so every call dispatched with it
-    sees plan mode on), and also when an earlier one entered plan mode (a plan-mode call of it ran) and no tool message of a plan-mode
-    tool ended it — a run whose approval was left pending when new input arrived (LangGraph then drops the
-    interrupted tool call and runs the model again; the nested plan still waits for its approval).
+    sees plan mode on), and also when an earlier one entered plan mode (a plan-mode call of it ran) and no tool
+    message of a plan-mode tool ended it — a run whose approval was left pending when new input arrived
+    (``create_agent`` then drops the interrupted tool call and runs the model again; the nested plan still waits
+    for its approval).
     """
     names = set(plan_mode_names)
     ai = [(i, m) for i, m in enumerate(messages) if isinstance(m, AIMessage)]
