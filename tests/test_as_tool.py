@@ -10,6 +10,8 @@ not run again on resume; and the parent's own write tools are refused while plan
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -560,3 +562,14 @@ def test_cancel_ends_a_plain_run_cancelled_with_its_feedback(tmp_path: Path) -> 
     assert world.executions == {}
     assert graph.get_state(cfg("plain")).next == ()
     saver.conn.close()
+
+
+def test_the_readme_example_of_plan_mode_as_a_tool_runs(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Plan mode as a tool\n", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    for _ in range(2):  # twice on one database: the example is safe to run again
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("Plan mode finished: completed.")
+        assert "refused: 'send_email' changes things and the agent is in plan mode" in proc.stdout
