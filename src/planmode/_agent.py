@@ -23,6 +23,7 @@ anything the model sends, such as tool-call ids.
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -30,11 +31,15 @@ from typing import Annotated, Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
+
+# The key under which a running graph hands its checkpointer to subgraphs (what Pregel itself reads).
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
-from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolCallRequest
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
@@ -143,15 +148,25 @@ def run_tool_loop(
     ``error`` set; the tool-call budget ends it with the last reply's text.
     """
     turns = max(1, max_iterations)
-    loop = _build_loop(model, tools, settings, allow_writes=allow_writes, max_iterations=turns,
-                       max_tool_calls=max_tool_calls)
     result = LoopResult(messages=list(messages))
+    if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
+        return _finish(result, _without_tools(_model_node(model, (), settings, max_tool_calls), messages, turns))
+    loop = _loop_for(model, tools, settings, allow_writes=allow_writes, max_iterations=turns,
+                     max_tool_calls=max_tool_calls)
     try:
         # Two super-steps per turn, plus the entry: never the recursion limit of the graph around the loop.
-        out = loop.invoke({"messages": list(messages)}, {"recursion_limit": 2 * turns + 4})
+        # Durability "exit": the loop's checkpoint is written when it stops (an interrupt, or its end), not at
+        # every turn — what resuming an interrupt needs, at the cost of one write per loop. A crash in the middle
+        # re-runs the attempt's loop from its start, as a crash re-runs any unfinished step.
+        out = loop.invoke({"messages": list(messages)}, {"recursion_limit": 2 * turns + 4},
+                          durability="exit" if _has_checkpointer() else None)
     except ToolRaised as exc:
         result.error = str(exc)
         return result
+    return _finish(result, out)
+
+
+def _finish(result: LoopResult, out: dict[str, Any]) -> LoopResult:
     history: list[BaseMessage] = list(out.get("messages") or [])
     result.messages = history
     result.tool_names = list(out.get("tool_names") or [])
@@ -165,6 +180,47 @@ def run_tool_loop(
     return result
 
 
+_LOOPS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_LOOPS_LOCK = threading.Lock()
+_LOOPS_MAX = 64
+
+
+def _loop_for(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    settings: PlanModeContext,
+    *,
+    allow_writes: bool,
+    max_iterations: int,
+    max_tool_calls: int | None,
+) -> Any:
+    """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
+    a step's framework overhead). Keyed by object identity; the cache holds the objects, so an id is not reused
+    while its entry lives, and keeps the newest `_LOOPS_MAX` loops."""
+    key = (id(model), tuple(id(t) for t in tools), settings.normalize_messages, allow_writes, max_iterations,
+           max_tool_calls)
+    with _LOOPS_LOCK:
+        hit = _LOOPS.get(key)
+    if hit is not None:
+        return hit[-1]
+    loop = _build_loop(model, tools, settings, allow_writes=allow_writes, max_iterations=max_iterations,
+                       max_tool_calls=max_tool_calls)
+    with _LOOPS_LOCK:
+        while len(_LOOPS) >= _LOOPS_MAX:
+            del _LOOPS[next(iter(_LOOPS))]
+        _LOOPS[key] = (model, tuple(tools), loop)
+    return loop
+
+
+def _has_checkpointer() -> bool:
+    """Whether the loop runs inside a graph with a checkpointer (which it then inherits as a subgraph)."""
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a graph
+        return False
+    return config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is not None
+
+
 def _build_loop(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -174,8 +230,45 @@ def _build_loop(
     max_iterations: int,
     max_tool_calls: int | None,
 ) -> Any:
-    bound = model.bind_tools(list(tools)) if tools else model
+    call_model = _model_node(model, tools, settings, max_tool_calls)
     gate = ToolGate(allow_writes=allow_writes)
+
+    def after_model(state: _LoopState) -> Literal["tools", "__end__"]:
+        history = state.get("messages") or []
+        last = history[-1] if history else None
+        if state.get("error") or not (isinstance(last, AIMessage) and last.tool_calls):
+            return "__end__"
+        return "tools"
+
+    def after_tools(state: _LoopState) -> Literal["model", "bound", "__end__"]:
+        if state.get("final"):
+            return "__end__"
+        return "bound" if state.get("turns", 0) >= max_iterations else "model"
+
+    def bound_reached(state: _LoopState) -> dict[str, Any]:
+        return {"error": _bound_error(max_iterations)}
+
+    builder: StateGraph[_LoopState, None, _LoopState, _LoopState] = StateGraph(_LoopState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate, awrap_tool_call=gate.awrap))
+    builder.add_node("bound", bound_reached)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", after_model)
+    builder.add_conditional_edges("tools", after_tools)
+    builder.add_edge("bound", END)
+    return builder.compile(name="planmode_tool_loop")
+
+
+def _bound_error(max_iterations: int) -> str:
+    return f"no final answer after {max_iterations} model turns"
+
+
+def _model_node(
+    model: BaseChatModel, tools: Sequence[BaseTool], settings: PlanModeContext, max_tool_calls: int | None
+) -> Any:
+    """The loop's model turn: call the model (with the tools bound); a failure sets ``error``; the tool-call
+    budget cuts the reply's calls and marks it final."""
+    bound = model.bind_tools(list(tools)) if tools else model
 
     def call_model(state: _LoopState) -> dict[str, Any]:
         history = list(state.get("messages") or [])
@@ -202,28 +295,31 @@ def _build_loop(
         update["tool_names"] = [c["name"] for c in calls]
         return update
 
-    def after_model(state: _LoopState) -> Literal["tools", "__end__"]:
-        history = state.get("messages") or []
-        last = history[-1] if history else None
-        if state.get("error") or not (isinstance(last, AIMessage) and last.tool_calls):
-            return "__end__"
-        return "tools"
+    return call_model
 
-    def after_tools(state: _LoopState) -> Literal["model", "bound", "__end__"]:
-        if state.get("final"):
-            return "__end__"
-        return "bound" if state.get("turns", 0) >= max_iterations else "model"
 
-    def bound_reached(state: _LoopState) -> dict[str, Any]:
-        return {"error": f"no final answer after {max_iterations} model turns"}
-
-    builder: StateGraph[_LoopState, None, _LoopState, _LoopState] = StateGraph(_LoopState)
-    builder.add_node("model", call_model)
-    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate, awrap_tool_call=gate.awrap))
-    builder.add_node("bound", bound_reached)
-    builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", after_model)
-    builder.add_conditional_edges("tools", after_tools)
-    builder.add_edge("bound", END)
-    return builder.compile(name="planmode_tool_loop")
+def _without_tools(
+    call_model: Callable[[Any], dict[str, Any]], messages: Sequence[BaseMessage], max_iterations: int
+) -> dict[str, Any]:
+    """The loop when there are no tools, run directly: the same turns, and a call the model makes anyway gets the
+    `ToolNode`'s unknown-tool error, as in the graph."""
+    state: dict[str, Any] = {"messages": list(messages), "turns": 0, "tool_names": [], "error": None, "final": False}
+    while True:
+        update = call_model(state)
+        state["messages"] += update.pop("messages", [])
+        state["tool_names"] += update.pop("tool_names", [])
+        state.update(update)
+        last = state["messages"][-1]
+        if state["error"] or not (isinstance(last, AIMessage) and last.tool_calls):
+            return state
+        state["messages"] += [
+            ToolMessage(content=INVALID_TOOL_NAME_ERROR_TEMPLATE.format(requested_tool=c["name"], available_tools=""),
+                        tool_call_id=c.get("id") or "", name=c["name"], status="error")
+            for c in last.tool_calls
+        ]
+        if state["final"]:
+            return state
+        if state["turns"] >= max_iterations:
+            state["error"] = _bound_error(max_iterations)
+            return state
 
