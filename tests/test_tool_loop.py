@@ -228,3 +228,24 @@ def test_an_interrupt_while_exploring_pauses_the_planner(saver: SqliteSaver) -> 
     assert approval["type"] == "planmode.approval"
     assert "the human said the kitchen" in next(r for r in model.requests if r.purpose == "plan").text()
     assert model.calls("explore") == 2  # the first explore turn was not repeated on resume
+
+
+def test_an_interrupt_on_the_direct_path_pauses_and_resumes(saver: SqliteSaver) -> None:
+    world = World()
+
+    def respond(req: ScriptRequest) -> Any:
+        if not req.tool_results():
+            return {"tool_calls": [tool_call("ask_human", question="Which colour?"), tool_call("look")]}
+        return "You chose " + " and ".join(str(m.content) for m in req.tool_results())
+
+    model = ScriptedChatModel(responder=PurposeScript(respond=respond))
+    tools = world.tools()
+    read_only(next(t for t in tools if t.name == "ask_human"))  # asking changes nothing: allowed without a plan
+    graph = build_graph(model, tools=tools, checkpointer=saver)
+    out = graph.invoke({"task": "what colour?"}, cfg(), context={"mode": "direct"})
+    assert out["__interrupt__"][0].value == {"type": "question", "question": "Which colour?"}
+
+    out = graph.invoke(Command(resume="green"), cfg())
+    assert out["status"] == "answered"
+    assert out["messages"][-1].content == "You chose green and a quiet room"
+    assert model.calls("respond") == 2

@@ -1,12 +1,15 @@
 """Plan mode as a tool for a parent tool-calling agent.
 
-    from langgraph.prebuilt import create_react_agent      # or langchain's create_agent
+    from langgraph.prebuilt import create_react_agent
     from planmode import as_tool, guard_tools
     from planmode.persistence import sqlite_checkpointer
 
     plan_mode = as_tool(model, tools=[...])                 # the tools planmode explores with and executes
     agent = create_react_agent(parent_model, guard_tools([plan_mode, *parent_tools]),
                                checkpointer=sqlite_checkpointer("runs.sqlite"))
+
+With langchain's ``create_agent`` use `planmode.PlanModeMiddleware` (``planmode.middleware``), which adds this
+tool and the same gate: ``create_agent(parent_model, parent_tools, middleware=[PlanModeMiddleware(model)], ...)``.
 
 **One tool, not an enter/exit pair.** The parent's model gets one tool, ``plan_mode(task)``. Calling it hands
 the task to planmode, which runs as a nested graph *inside the tool call*: planmode is compiled without a
