@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
@@ -577,3 +579,31 @@ def test_the_database_in_use_and_its_companions_are_refused(
     assert db.read_bytes() == b"SQLite format 3\x00history"
     assert not (db.parent / "runs.sqlite-wal").exists()
     assert tools["search_files"].invoke({"pattern": "history"}).startswith("No matches")
+
+
+_hostile_text = st.one_of(
+    st.text(max_size=40),
+    st.lists(st.sampled_from(["a", "(", ")", "+", "*", "|", "?", "\\", "[", "]", "{", "}", ".", "$", "^", "/", "..",
+                              "\x00", "\ud83d", "\udcff", "\u202e", "~", "-", ".planmode", "README.md", "src"]),
+             max_size=30).map("".join),
+    st.just("x" * 5000),
+)
+
+
+@given(name=st.sampled_from(ALL_NAMES), a=_hostile_text, b=_hostile_text, c=_hostile_text, flag=st.booleans())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_hostile_arguments_always_come_back_as_a_result(
+    ws: Path, name: str, a: str, b: str, c: str, flag: bool
+) -> None:
+    args: dict[str, object] = {
+        "list_files": {"path": a, "pattern": b, "recursive": flag},
+        "read_file": {"path": a},
+        "search_files": {"pattern": a, "path": b or ".", "glob": c, "literal": flag},
+        "write_file": {"path": "scratch/" + a, "content": b},
+        "edit_file": {"path": a, "old_string": b, "new_string": c, "replace_all": flag},
+    }[name]
+    limits = WorkspaceLimits(search_seconds=0.5)
+    message = tools_for(ws, limits)[name].invoke({"type": "tool_call", "id": "h", "name": name, "args": args})
+    assert isinstance(message, ToolMessage)
+    assert _encodable(str(message.content))
+    assert (ws / "README.md").exists() and (ws / "src" / "pkg" / "mod.py").exists()
