@@ -28,7 +28,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.prebuilt import create_react_agent
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from planmode import PlanModeMiddleware, as_tool, guard_tools
 from planmode.agent_tool import PlanModeGuard, in_plan_mode
@@ -573,3 +573,46 @@ def test_the_readme_example_of_plan_mode_as_a_tool_runs(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("Plan mode finished: completed.")
         assert "refused: 'send_email' changes things and the agent is in plan mode" in proc.stdout
+
+
+def test_a_tool_of_the_plan_that_asks_the_human_pauses_the_parent_and_resumes(tmp_path: Path) -> None:
+    """An interrupt() in one of planmode's own tools, while the approved plan runs inside the parent's tool call,
+    reaches the parent's caller; the answer resumes it without repeating the tool that ran before it."""
+    bumps: list[int] = []
+
+    @tool
+    def bump() -> str:
+        """Count (changes things)."""
+        bumps.append(1)
+        return "bumped"
+
+    @tool
+    def ask_human(question: str) -> str:
+        """Ask the human."""
+        return str(interrupt({"type": "question", "question": question}))
+
+    def execute(req: ScriptRequest) -> Any:
+        done = req.tool_results()
+        if not done:
+            return {"tool_calls": [tool_call("bump")]}
+        if len(done) == 1:
+            return {"tool_calls": [tool_call("ask_human", question="Which colour?")]}
+        return f"painted {done[-1].content}"
+
+    planner = ScriptedChatModel(responder=PurposeScript(
+        plan={"title": "Paint", "steps": [{"id": "paint", "description": "Paint the wall"}]}, execute=execute))
+    parent = Parent([tool_call("plan_mode", task="Paint the wall")])
+    saver = sqlite_checkpointer(tmp_path / "parent.sqlite")
+    try:
+        agent = create_agent(ScriptedChatModel(responder=parent), [], checkpointer=saver,
+                             middleware=[PlanModeMiddleware(planner, tools=[bump, ask_human])])
+        agent.invoke({"messages": [HumanMessage("Paint the wall")]}, cfg())
+        out = _resume_approved(agent)
+        (question,) = out["__interrupt__"]
+        assert question.value == {"type": "question", "question": "Which colour?"}
+        out = agent.invoke(Command(resume="red"), cfg())
+    finally:
+        saver.conn.close()
+    (report,) = tool_messages(out, "plan_mode")
+    assert "- paint [done]: Paint the wall — painted red" in report.content
+    assert len(bumps) == 1 and planner.calls("execute") == 3
