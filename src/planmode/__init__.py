@@ -17,6 +17,7 @@ from planmode.errors import (
 from planmode.events import Event
 from planmode.executors import StepContext, Verdict
 from planmode.graph import build_graph, build_state_graph, mermaid
+from planmode.middleware import PlanModeMiddleware
 from planmode.runs import RunInfo, list_runs
 from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
 
@@ -27,6 +28,7 @@ __all__ = [
     "Plan",
     "PlanModeContext",
     "PlanModeError",
+    "PlanModeMiddleware",
     "PlanParseError",
     "PlanPatch",
     "RunInfo",
