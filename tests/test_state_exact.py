@@ -121,6 +121,13 @@ def test_a_patch_that_sets_what_is_already_there_changes_nothing() -> None:
         assert res.plan is p
 
 
+def test_re_opening_a_pending_step_changes_nothing_not_even_its_attempts() -> None:
+    p = plan(step("a", attempts=1), step("b"))
+    res = apply_patch(p, PlanPatch(update_steps=[{"id": "a", "status": "pending"}]))  # type: ignore[list-item]
+    assert (res.applied, res.reasons) == (False, ["the patch changes nothing"])
+    assert res.plan.get("a").attempts == 1  # type: ignore[union-attr]
+
+
 def test_every_bad_update_is_reported_not_only_the_first() -> None:
     p = plan(step("a"), step("b"), step("c"))
     patch = PlanPatch(
