@@ -9,7 +9,8 @@ __all__ = ["headline_table", "sync_docs", "write_report"]
 
 INTRO = """
 Reproduce from the repository's root: `.venv/bin/pip install -e '.[bench]'`, then `.venv/bin/python -m bench`
-(every figure, about five minutes on 2 idle cores: the timed figures repeat 5 times; `--only reliability` reruns the reliability suite for its table).
+(every figure, about five minutes on 2 idle cores: the timed figures repeat 5 times; `--only reliability`
+reruns the reliability suite for its table).
 Measured side by side in one run of `python -m bench` ({quick}{seconds} s on this machine, Python {python},
 {cores} cores, load average {load} at the end: timings include whatever else the machine was doing).
 planmode and the baselines run the same seeded scenarios against the same scripted model
