@@ -52,6 +52,7 @@ def make_patch(deps: Deps) -> Any:
         chosen: PlanPatch | None = None
         source = "patch"
         proposal = _proposal(reflection)  # the reflection's patch is the first attempt, without a call
+        raw: AIMessage | None
         for attempt in range(max(1, settings.max_patch_attempts)):
             if attempt == 0 and proposal is not None:
                 candidate, err, raw = proposal
@@ -95,8 +96,9 @@ def make_patch(deps: Deps) -> Any:
     return patch
 
 
-def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, None] | None:
-    """The patch the reflection proposed, as a first attempt ``(patch, error, raw)``; None if it has none."""
+def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, AIMessage] | None:
+    """The patch the reflection proposed, as a first attempt ``(patch, error, raw)``; None if it has none.
+    ``raw`` holds the proposal as the model wrote it, shown back to the model if it is refused."""
     try:
         r = Reflection.model_validate(reflection)
     except ValidationError:  # a reflection without an assessment (e.g. written by hand): no proposal
@@ -104,7 +106,8 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
     if not r.proposes_patch:
         return None
     patch, err = proposed_patch(r.reasoning, r.add_steps, r.update_steps, r.remove_steps)
-    return patch, err, None
+    written = r.model_dump(mode="json", include={"add_steps", "update_steps", "remove_steps"}, exclude_defaults=True)
+    return patch, err, AIMessage(content=json.dumps(written))
 
 
 def _full_plan_fallback(model: Any, settings: Any, plan: Any, trouble: str,
