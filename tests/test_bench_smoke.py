@@ -98,3 +98,18 @@ def test_the_bare_loop_batches_one_layer_per_super_step(tmp_path: Path) -> None:
     assert all(1 <= len(b) <= 4 for b in layers) and sum(len(b) for b in layers) == 12
     assert len(layers) == sc.depth < len(_batches(sc, layered=False)) == 12
     assert run_bare_loop(sc, tmp_path / "bare.sqlite", layered=True) > 0
+
+
+def test_a_repair_costs_fewer_tokens_than_rewriting_the_remaining_steps(tmp_path: Path) -> None:
+    """The design lever of issue 14: reflection and patch in one call with a compact schema and a compact plan
+    view. At 10 steps (the hardest size: little to rewrite) the repair must still cost fewer tokens in all."""
+    from bench.figures import _repair_row
+    from bench.systems import run_full_replan, run_planmode
+
+    sc = make_scenario(10, width=4, varying=True, failures=(5,), name="replan-10")
+    pm, fr = run_planmode(sc, tmp_path / "pm.sqlite"), run_full_replan(sc, tmp_path / "fr.sqlite")
+    assert (pm.status, fr.status) == ("completed", "completed")
+    mine, theirs = _repair_row(pm.usage, ("reflect", "patch")), _repair_row(fr.usage, ("replan",))
+    assert mine["calls"] == 1, "reflection and patch in one call"
+    assert mine["total_tokens"] < theirs["total_tokens"]
+    assert mine["output_tokens"] < 0.5 * theirs["output_tokens"]
