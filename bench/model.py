@@ -55,6 +55,9 @@ class CallRecord:
     output_tokens: int
     start: float
     end: float
+    prefix_tokens: int = 0
+    """Input tokens before the first non-system message: the tool schemas and the system prompt, the part
+    of the prompt that is the same for every call of this purpose (what a provider's prompt cache reuses)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,11 @@ class Usage:
 
     def output_of(self, *purposes: str) -> int:
         """Output tokens of the calls with these purposes."""
-        return sum(self.by_purpose.get(p, {}).get("output", 0) for p in purposes)
+        return self.of("output", *purposes)
+
+    def of(self, key: str, *purposes: str) -> int:
+        """A total (``calls``, ``input``, ``output`` or ``prefix``) over the calls with these purposes."""
+        return sum(self.by_purpose.get(p, {}).get(key, 0) for p in purposes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,14 +112,17 @@ class BenchModel(ScriptedChatModel):
         result = super()._generate(messages, stop, run_manager, **kwargs)
         reply = result.generations[0].message
         purpose = classify(messages, kwargs.get("planmode_schema"))
-        tokens_in = tokens_out = 0
+        tokens_in = tokens_out = prefix = 0
         if self.count_tokens:
-            tokens_in = input_tokens(messages, kwargs.get("tools") or [])
+            tools = kwargs.get("tools") or []
+            tokens_in = input_tokens(messages, tools)
             tokens_out = output_tokens(reply) if isinstance(reply, AIMessage) else 0
+            head = [m for m in messages[:1] if isinstance(m, SystemMessage)]
+            prefix = input_tokens(head, tools)
         if self.latency > 0:
             time.sleep(self.latency)
         with self._rec_lock:
-            self._records.append(CallRecord(purpose, tokens_in, tokens_out, start, time.perf_counter()))
+            self._records.append(CallRecord(purpose, tokens_in, tokens_out, start, time.perf_counter(), prefix))
         return result
 
     @property
@@ -130,6 +140,7 @@ class BenchModel(ScriptedChatModel):
             c["calls"] += 1
             c["input"] += r.input_tokens
             c["output"] += r.output_tokens
+            c["prefix"] += r.prefix_tokens
         return Usage(
             calls=len(recs),
             input_tokens=sum(r.input_tokens for r in recs),

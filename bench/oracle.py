@@ -4,9 +4,12 @@ It is stateful per run (which steps ran, which failed, which were fixed), thread
 call's purpose (`bench.model.classify`). A failing step's attempts fail until its fix step has run; each
 system then repairs the plan in its own format, and only that format differs in the answers:
 
-- planmode: a reflection, then a minimal `PlanPatch` (add the fix step, add it to the step's dependencies);
+- planmode: a reflection that carries the minimal patch (add the fix step, add it to the step's
+  dependencies) in planmode's compact format; the patch node's own call, if made, answers a `PlanPatch`;
 - the plan-and-execute tutorial: the remaining steps rewritten as a list after every step;
-- full replanning: the whole plan re-emitted as JSON.
+- remaining-steps replanning: the steps not yet done re-emitted as JSON (done steps are not repeated).
+
+Verification answers carry a reason either way, as a judge model writes one (about 15 tokens).
 """
 
 from __future__ import annotations
@@ -102,34 +105,47 @@ class Oracle:
     def _verify(self, req: ScriptRequest) -> Any:
         sid = req.step_id or ""
         if self._works(sid):
-            return {"passed": True, "reason": ""}
+            spec = self.scenario.by_id.get(sid)
+            met = spec.acceptance if spec is not None else "the toolchain runs"
+            return {"passed": True, "reason": f"the outcome meets the criteria: {met}"}
         return {"passed": False, "reason": f"{sid} did not run: the toolchain it needs is missing"}
 
-    def _reflect(self, req: ScriptRequest) -> Any:
-        return {
-            "assessment": "needs_adjustment",
-            "reasoning": "a step lacks the toolchain it needs",
-            "guidance": "add a step that installs the toolchain before the failed step",
-        }
-
-    def _patch(self, req: ScriptRequest) -> Any:
+    def _repair(self, req: ScriptRequest) -> dict[str, Any]:
+        """The minimal patch for the steps that failed: a fix step before each, and the rewired step."""
         broken = sorted(set(_FAILED.findall(req.text())) or (self.failed - self.patched))
         order = [s.id for s in self.scenario.steps]
         adds, updates = [], []
         for sid in broken:
             spec = self.scenario.by_id[sid]
-            fix = self.scenario.fix_step(sid).definition()
+            fix = self.scenario.fix_step(sid)
             i = order.index(sid)
-            fix.update({"after": order[i - 1]} if i > 0 else {"position": 0})
-            adds.append(fix)
-            updates.append({"id": sid, "dependencies": [*spec.dependencies, f"fix_{sid}"]})
+            adds.append(
+                {
+                    "id": fix.id,
+                    "description": fix.description,
+                    "dependencies": list(fix.dependencies),
+                    "acceptance": fix.acceptance,
+                    **({"after": order[i - 1]} if i > 0 else {}),
+                }
+            )
+            updates.append({"id": sid, "dependencies": [*spec.dependencies, fix.id]})
         with self.lock:
             self.patched.update(broken)
+        return {"reason": f"{', '.join(broken)} need their toolchain installed first", "adds": adds, "updates": updates}
+
+    def _reflect(self, req: ScriptRequest) -> Any:
+        fix = self._repair(req)
         return {
-            "reason": f"{', '.join(broken)} need their toolchain installed first",
-            "add_steps": adds,
-            "update_steps": updates,
+            "assessment": "needs_adjustment",
+            "reasoning": fix["reason"],
+            "add_steps": fix["adds"],
+            "update_steps": fix["updates"],
         }
+
+    def _patch(self, req: ScriptRequest) -> Any:
+        fix = self._repair(req)
+        adds = [{**a, "complexity": "medium"} for a in fix["adds"]]
+        return {"reason": fix["reason"], "add_steps": adds, "update_steps": fix["updates"]}
 
     def _final(self, req: ScriptRequest) -> Any:
         return self._final_text()
@@ -137,9 +153,10 @@ class Oracle:
     # -- baseline 2: full-plan replanning -------------------------------------------------------------
     def _replan(self, req: ScriptRequest) -> Any:
         broken = set(_FAILED.findall(req.text())) or set(self.failed)
-        steps = self._plan_with_fixes(broken)
         with self.lock:
             self.patched.update(broken)
+            done = set(self.succeeded)
+        steps = [s for s in self._plan_with_fixes(broken) if s.id not in done]
         return {"title": self.scenario.title, "steps": [s.definition() for s in steps]}
 
     # -- baseline 1: the plan-and-execute tutorial ----------------------------------------------------

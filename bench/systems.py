@@ -140,7 +140,7 @@ def run_full_replan(
     count_tokens: bool = True,
     thread: str = "bench",
 ) -> RunResult:
-    """One run of baseline 2 (full-plan replanning on failure) on a SQLite file."""
+    """One run of baseline 2 (replanning the remaining steps on failure) on a SQLite file."""
     oracle = Oracle(scenario)
     model = BenchModel(responder=oracle, latency=latency, count_tokens=count_tokens)
     saver = sqlite_checkpointer(db)
@@ -152,4 +152,4 @@ def run_full_replan(
     finally:
         saver.conn.close()
     status = "completed" if out.get("answer") else "failed"
-    return RunResult("full-plan replanning", scenario.name, status, wall, model.usage(), dict(oracle.executions))
+    return RunResult("remaining-steps replanning", scenario.name, status, wall, model.usage(), dict(oracle.executions))

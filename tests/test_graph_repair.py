@@ -3,6 +3,7 @@ structured step, invalid plans, deadlocks, raising tools, and edits of done step
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -119,6 +120,86 @@ def test_an_invalid_patch_is_rejected_and_recorded_then_a_valid_one_applies(chec
     assert counting.runs["a"] == 1
     types = [e["type"] for e in events]
     assert types.index("patch_rejected") < types.index("plan_patched")
+
+
+# The reflection that carries its patch (one call for both), in the compact model-facing format.
+REFLECT_WITH_PATCH = {
+    "assessment": "needs_adjustment",
+    "reasoning": "b needs its toolchain installed first",
+    "add_steps": [{"id": "fix_b", "description": "install the toolchain", "dependencies": ["a"], "after": "a"}],
+    "update_steps": [{"id": "b", "dependencies": ["a", "fix_b"]}],
+}
+
+
+def test_a_reflection_that_carries_a_patch_repairs_without_a_patch_call(checkpointer: SqliteSaver) -> None:
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=REFLECT_WITH_PATCH, patch=FIX_PATCH))
+    counting = Counting()
+    graph = build(model, checkpointer, counting)
+
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
+
+    values = graph.get_state(thread()).values
+    plan = values["plan"]
+    assert values["status"] == "completed", values.get("error")
+    assert (model.calls("reflect"), model.calls("patch")) == (1, 0)
+    assert [s.id for s in plan.steps] == ["a", "fix_b", "c", "b", "d"]
+    assert (plan.history[-1].added, plan.history[-1].updated) == (["fix_b"], ["b"])
+    assert plan.history[-1].reason == "b needs its toolchain installed first"
+    assert plan.get("fix_b").complexity.value == "medium" and plan.get("fix_b").status is S.DONE
+    assert counting.runs == {"a": 1, "c": 1, "b": 2, "fix_b": 1, "d": 1}
+    # the reflection's prompt shows done steps compactly and the trouble after the plan (a stable prefix)
+    [reflect_req] = [r for r in model.requests if r.purpose == "reflect"]
+    human = str(reflect_req.messages[-1].content)
+    assert "Done: a, c" in human and human.index("Open steps:") < human.index("Trouble:")
+    assert reflect_req.schema == "Reflection"
+    schema = reflect_req.tools[0]["function"]["parameters"]["properties"]
+    assert {"assessment", "add_steps", "update_steps", "remove_steps"} <= set(schema)
+
+
+@pytest.mark.parametrize(
+    ("proposal", "reason"),
+    [
+        ({"update_steps": [{"id": "a", "description": "rewrite the config"}]}, "'a' is done"),
+        ({"add_steps": [{"id": "not an id!", "description": "x"}]}, "proposed patch is invalid"),
+        ({"remove_steps": ["zzz"]}, "zzz"),
+    ],
+)
+def test_an_invalid_proposed_patch_is_recorded_and_the_patch_node_asks_again(
+    checkpointer: SqliteSaver, proposal: dict[str, Any], reason: str
+) -> None:
+    reflect = {"assessment": "needs_adjustment", "reasoning": "try this", **proposal}
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=FIX_PATCH))
+    counting = Counting()
+    graph = build(model, checkpointer, counting)
+
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
+
+    values = graph.get_state(thread()).values
+    plan = values["plan"]
+    assert values["status"] == "completed", values.get("error")
+    assert model.calls("patch") == 1  # the proposal was the first attempt; one call fixed it
+    [rejection] = plan.rejections
+    assert rejection.kind == "patch" and any(reason in r for r in rejection.reasons), rejection.reasons
+    [patch_req] = [r for r in model.requests if r.purpose == "patch"]
+    assert reason in patch_req.text()  # the reasons were fed back with the proposal
+    marker = {"'a' is done": "rewrite the config", "proposed patch is invalid": "not an id!", "zzz": '"zzz"'}[reason]
+    assert marker in patch_req.text()  # ... with the proposal itself, as the model wrote it
+    assert plan.get("a").description == "write the config"
+    assert counting.runs["a"] == 1
+
+
+def test_proposed_patches_count_against_the_patch_attempts(checkpointer: SqliteSaver) -> None:
+    bad = {"assessment": "needs_adjustment", "reasoning": "x", "remove_steps": ["a"]}
+    model = ScriptedChatModel(responder=PurposeScript(plan=[PLAN, "no plan"], reflect=bad, patch="{not json"))
+    graph = build(model, checkpointer, Counting())
+
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=dataclasses.replace(HEADLESS, max_reflections=1))
+
+    values = graph.get_state(thread()).values
+    assert values["status"] == "failed"
+    assert "no valid patch after 3 attempt(s)" in values["error"]
+    assert model.calls("patch") == 2  # the proposal, then two calls: three attempts in all
+    assert len(values["plan"].rejections) == 4  # three patches and the full-plan fallback
 
 
 ONE_CHECKED_STEP = {"title": "one", "steps": [{"id": "a", "description": "write it", "acceptance": "it works"}]}

@@ -7,6 +7,7 @@ tests/test_prompts_snapshot.py``.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,16 @@ def _execute(req: ScriptRequest) -> Any:
 
 
 def render(requests: list[ScriptRequest]) -> str:
+    """Every request's messages; the first request with a structured-output schema also shows the schema's
+    JSON (what the model is sent besides the messages, and a large share of a call's input tokens)."""
     out = []
+    shown: set[str] = set()
     for n, req in enumerate(requests, 1):
         out.append(f"=== {n}. {req.purpose}" + (f" · step {req.step_id}" if req.step_id else "")
                    + (f" · schema {req.schema}" if req.schema else ""))
+        if req.schema and req.schema not in shown and req.tools:
+            shown.add(req.schema)
+            out.append(f"--- schema\n{json.dumps(req.tools[0]['function'], sort_keys=True)}")
         for m in req.messages:
             calls = getattr(m, "tool_calls", None)
             body = str(m.content) if m.content else f"(tool calls: {[c['name'] for c in calls or []]})"

@@ -2,15 +2,20 @@
 
 Plans are random DAGs in a random order with random statuses; a done step's dependencies are done. Patches
 are either arbitrary (ops naming existing and unknown ids, edits to done steps, cycles, bad placements) or
-built to be valid (which must then apply). Run them long with ``HYPOTHESIS_PROFILE=long pytest -m slow``.
+built to be valid (which must then apply).
+
+Every property runs twice: in the normal suite with a small number of examples (``SMALL_EXAMPLES``, so a
+break in the patch logic fails the everyday run), and as a ``slow`` twin named ``..._long`` that runs with
+the loaded Hypothesis profile. Run the twins long with ``HYPOTHESIS_PROFILE=long pytest -m slow``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planmode.state import (
@@ -26,7 +31,22 @@ from planmode.state import (
     plan_reducer,
 )
 
-pytestmark = pytest.mark.slow
+#: Examples per property in the normal suite (the slow twins use the loaded profile: 200, or 5000 when long).
+SMALL_EXAMPLES = 25
+
+
+def prop(*strategies: Any) -> Callable[[Callable[..., None]], Any]:
+    """``@given(*strategies)`` with ``SMALL_EXAMPLES`` examples, plus a ``slow`` twin ``<name>_long`` on the
+    loaded profile, registered in this module so pytest collects both."""
+
+    def deco(body: Callable[..., None]) -> Any:
+        long = pytest.mark.slow(given(*strategies)(body))
+        long.__name__ = f"{body.__name__}_long"
+        globals()[long.__name__] = long
+        return settings(max_examples=SMALL_EXAMPLES)(given(*strategies)(body))
+
+    return deco
+
 
 S = StepStatus
 POOL = [f"s{i}" for i in range(16)]
@@ -245,14 +265,14 @@ def check_patch_result(plan: Plan, patch: PlanPatch, max_steps: int | None) -> b
 # -- apply_patch ------------------------------------------------------------------------------------------------
 
 
-@given(plan_and(any_patches), st.none() | st.integers(0, 6))
+@prop(plan_and(any_patches), st.none() | st.integers(0, 6))
 def test_any_patch_keeps_the_invariants(case: tuple[Plan, dict[str, Any]], extra_room: int | None) -> None:
     plan, data = case
     max_steps = None if extra_room is None else len(plan.steps) + extra_room
     check_patch_result(plan, PlanPatch.model_validate(data), max_steps)
 
 
-@given(plan_and(valid_patches), st.none() | st.integers(0, 6))
+@prop(plan_and(valid_patches), st.none() | st.integers(0, 6))
 def test_valid_patches_apply(case: tuple[Plan, dict[str, Any]], extra_room: int | None) -> None:
     plan, data = case
     max_steps = None if extra_room is None else len(plan.steps) + extra_room
@@ -274,7 +294,7 @@ def test_valid_patches_apply(case: tuple[Plan, dict[str, Any]], extra_room: int 
     assert bool(res.warnings and any("truncated" in w for w in res.warnings)) == (expected_added < len(patch.add_steps))
 
 
-@given(plans(), st.data())
+@prop(plans(), st.data())
 def test_edits_to_done_steps_are_always_rejected(plan: Plan, data: st.DataObject) -> None:
     done = [s.id for s in plan.steps if s.status is S.DONE]
     if not done:
@@ -301,7 +321,7 @@ def test_edits_to_done_steps_are_always_rejected(plan: Plan, data: st.DataObject
     assert any(repr(sid) in r for r in res.reasons)
 
 
-@given(plans(min_steps=2), st.data())
+@prop(plans(min_steps=2), st.data())
 def test_patches_creating_a_cycle_are_rejected_with_the_cycle(plan: Plan, data: st.DataObject) -> None:
     rank = _topo_rank(plan)
     open_steps = [s for s in plan.steps if s.status is not S.DONE]
@@ -330,7 +350,7 @@ def test_patches_creating_a_cycle_are_rejected_with_the_cycle(plan: Plan, data: 
 # -- transitions -----------------------------------------------------------------------------------------------
 
 
-@given(plans(), st.data())
+@prop(plans(), st.data())
 def test_transitions_never_touch_done_steps(plan: Plan, data: st.DataObject) -> None:
     transitions = data.draw(
         st.lists(
@@ -360,7 +380,7 @@ def test_transitions_never_touch_done_steps(plan: Plan, data: st.DataObject) -> 
 # -- the full-plan fallback ------------------------------------------------------------------------------------
 
 
-@given(plan_and(valid_patches))
+@prop(plan_and(valid_patches))
 def test_diff_of_a_patched_plan_reproduces_it(case: tuple[Plan, dict[str, Any]]) -> None:
     plan, data = case
     plan = plan.model_copy(update={"max_steps": None})
@@ -381,7 +401,7 @@ def test_diff_of_a_patched_plan_reproduces_it(case: tuple[Plan, dict[str, Any]])
     assert_invariants(plan, res.plan, None)
 
 
-@given(plan_and(any_patches))
+@prop(plan_and(any_patches))
 def test_diff_of_any_proposal_keeps_the_invariants(case: tuple[Plan, dict[str, Any]]) -> None:
     plan, data = case
     # a proposal as a model might write it: the plan's steps edited freely, statuses as given
@@ -438,7 +458,7 @@ json_junk = st.recursive(
 )
 
 
-@given(st.none() | plans(), json_junk)
+@prop(st.none() | plans(), json_junk)
 def test_reducer_never_raises_on_junk(current: Plan | None, update: Any) -> None:
     out = plan_reducer(current, update)
     assert out is None or isinstance(out, Plan)
@@ -447,7 +467,7 @@ def test_reducer_never_raises_on_junk(current: Plan | None, update: Any) -> None
         assert_invariants(current, out, current.max_steps)
 
 
-@given(plan_and(any_patches) | plan_and(valid_patches))
+@prop(plan_and(any_patches) | plan_and(valid_patches))
 def test_reducer_applies_or_records_every_patch(case: tuple[Plan, dict[str, Any]]) -> None:
     plan, data = case
     out = plan_reducer(plan, data)
@@ -469,7 +489,7 @@ def test_reducer_applies_or_records_every_patch(case: tuple[Plan, dict[str, Any]
         assert out.rejections[-1].kind == "patch"
 
 
-@given(
+@prop(
     plans(),
     st.lists(
         st.one_of(

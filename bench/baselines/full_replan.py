@@ -1,8 +1,11 @@
-"""Baseline 2: full-plan replanning on failure, as a small LangGraph graph.
+"""Baseline 2: replanning the remaining steps on failure, as a small LangGraph graph.
 
 The same structured plan, prompts, executor and verifier calls as planmode, and the same parallelism; the
-one difference is the repair: when a step fails the model re-emits the whole plan as JSON (done steps
-included), and statuses are carried over by step id. No reflection, no patch.
+one difference is the repair. When a step fails, the model rewrites the steps that are not done yet — what
+the plan-and-execute tutorial's replanner does ("Only add steps to the plan that still NEED to be done"),
+with structured steps — and the done steps are kept as they are. It is shown the plan the way planmode's
+repair is (`planmode.nodes._repair.repair_view`: done steps as ids, the results the open steps use), plus
+every open step's acceptance criteria, which it must re-emit. No reflection, no patch.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing_extensions import TypedDict
 
 from planmode import prompts
 from planmode.executors import Verdict
+from planmode.nodes._repair import repair_view
 from planmode.nodes.plan import PlanDraft
 from planmode.state.models import Plan, Step
 
@@ -25,13 +29,15 @@ __all__ = ["REPLAN_SYSTEM", "build_full_replan_graph"]
 REPLAN_SYSTEM = (
     "bench:replan\n"
     + prompts.PLAN_SYSTEM.split("\n", 1)[1]
-    + ("\nA step failed. Answer with the whole corrected plan: every step, in order, done ones included.")
+    + (
+        "\nA step failed. Answer with the corrected plan for the steps that are not done yet, in order. Do not"
+        " repeat done steps; the new steps may depend on them."
+    )
 )
 
-REPLAN_USER = """Problem: {trouble}
+REPLAN_USER = """{plan}
 
-Current plan:
-{plan}"""
+Problem: {trouble}"""
 
 
 class FullReplanState(TypedDict, total=False):
@@ -118,17 +124,18 @@ def build_full_replan_graph(
         draft = planner.invoke(
             [
                 SystemMessage(content=REPLAN_SYSTEM.format(max_steps=max_steps, tools="none")),
-                HumanMessage(content=REPLAN_USER.format(trouble=state.get("trouble") or "", plan=current.to_prompt())),
+                HumanMessage(
+                    content=REPLAN_USER.format(
+                        trouble=state.get("trouble") or "", plan=repair_view(current, open_details=True)
+                    )
+                ),
             ]
         )
         assert isinstance(draft, PlanDraft)
-        old = {s["id"]: s for s in state["steps"]}
-        steps = []
-        for s in draft.steps:
-            prev = old.get(s.id)
-            keep = prev is not None and prev.get("status") == "done"
-            steps.append(prev if keep else {**s.model_dump(mode="json"), "status": "pending"})
-        return {"steps": steps, "trouble": None}
+        done = [s for s in state["steps"] if s.get("status") == "done"]
+        kept = {s["id"] for s in done}
+        fresh = [{**s.model_dump(mode="json"), "status": "pending"} for s in draft.steps if s.id not in kept]
+        return {"steps": done + fresh, "trouble": None}
 
     def final(state: FullReplanState) -> dict[str, Any]:
         summary = "\n".join(f"- {s['id']}: {s.get('result') or s.get('status')}" for s in state["steps"])

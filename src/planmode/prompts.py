@@ -83,18 +83,20 @@ Outcome:
 {output}"""
 
 REFLECT_SYSTEM = """planmode:reflect
-Execution of the plan ran into trouble. Assess the run and choose one:
+Execution of the plan ran into trouble. Assess the run and choose one assessment:
 - on_track: the trouble was transient; retry the failed steps as they are;
-- needs_adjustment: a small change to the plan fixes it (add, change or remove a few steps);
+- needs_adjustment: a small change to the plan fixes it;
 - off_track: the plan is wrong; it needs a bigger change that a human approves again;
 - complete: the goal is already met; the remaining steps can be skipped;
 - failed: the goal cannot be reached.
-Give a short reasoning and guidance for the next action."""
+Give a short reasoning. With needs_adjustment or off_track also give the smallest patch that works:
+add_steps (new steps, each placed `after` a step id), update_steps (an id plus only the fields that change;
+status pending re-opens a step, skipped skips it) and remove_steps (ids). Done steps must not be changed or
+removed. A failed step that you update is reset and runs again."""
 
-REFLECT_USER = """Trouble: {trouble}
+REFLECT_USER = """{plan}
 
-Current plan:
-{plan}"""
+Trouble: {trouble}"""
 
 PATCH_SYSTEM = """planmode:patch
 Repair the plan with the smallest patch that works. A patch is JSON with: reason, optional title,
@@ -103,11 +105,10 @@ plus only the fields that change), remove_steps (ids) and optional reorder (ids 
 order). Steps marked done must not be changed, removed or moved. A failed step that you update is reset and
 runs again."""
 
-PATCH_USER = """Problem: {trouble}
-Guidance: {guidance}
+PATCH_USER = """{plan}
 
-Current plan:
-{plan}"""
+Problem: {trouble}
+Guidance: {guidance}"""
 
 PATCH_RETRY = """That patch was rejected:
 {reasons}

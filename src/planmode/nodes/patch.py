@@ -1,8 +1,10 @@
 """patch: repair the plan with the smallest patch that works.
 
-Asks for a `PlanPatch`, validates it with the same function the reducer uses, feeds rejection reasons back
-for a bounded number of retries, then falls back to a whole plan converted by diff, then ends the run
-cleanly as failed. Rejected patches are recorded in the plan's rejections.
+Starts from the patch the reflection proposed, when it proposed one (one call for both, so the common case
+makes no patch call); otherwise asks for a `PlanPatch`. Validates it with the same function the reducer
+uses, feeds rejection reasons back for a bounded number of retries, then falls back to a whole plan
+converted by diff, then ends the run cleanly as failed. Rejected patches are recorded in the plan's
+rejections.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
+from pydantic import ValidationError
 
 from planmode import prompts
 from planmode.events import emit
 from planmode.llm import call_structured
 from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._repair import proposed_patch, repair_view
 from planmode.nodes.plan import PlanDraft, draft_to_plan
+from planmode.nodes.reflect import Reflection
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import PlanPatch, Rejection
 from planmode.state.patch import apply_patch, diff_to_patch, validate_plan
@@ -41,13 +46,18 @@ def make_patch(deps: Deps) -> Any:
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.PATCH_SYSTEM),
             HumanMessage(content=prompts.PATCH_USER.format(trouble=trouble, guidance=guidance,
-                                                           plan=plan.to_prompt())),
+                                                           plan=repair_view(plan))),
         ]
         rejections: list[Rejection] = []
         chosen: PlanPatch | None = None
         source = "patch"
-        for _ in range(max(1, settings.max_patch_attempts)):
-            candidate, err, raw = call_structured(model, PlanPatch, messages, settings)
+        proposal = _proposal(reflection)  # the reflection's patch is the first attempt, without a call
+        raw: AIMessage | None
+        for attempt in range(max(1, settings.max_patch_attempts)):
+            if attempt == 0 and proposal is not None:
+                candidate, err, raw = proposal
+            else:
+                candidate, err, raw = call_structured(model, PlanPatch, messages, settings)
             reasons = [err] if err else []
             if candidate is not None:
                 res = apply_patch(plan, candidate, max_steps=plan.max_steps, source="patch")
@@ -84,6 +94,20 @@ def make_patch(deps: Deps) -> Any:
         return {**update, "needs_approval": False}
 
     return patch
+
+
+def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, AIMessage] | None:
+    """The patch the reflection proposed, as a first attempt ``(patch, error, raw)``; None if it has none.
+    ``raw`` holds the proposal as the model wrote it, shown back to the model if it is refused."""
+    try:
+        r = Reflection.model_validate(reflection)
+    except ValidationError:  # a reflection without an assessment (e.g. written by hand): no proposal
+        return None
+    if not r.proposes_patch:
+        return None
+    patch, err = proposed_patch(r.reasoning, r.add_steps, r.update_steps, r.remove_steps)
+    written = r.model_dump(mode="json", include={"add_steps", "update_steps", "remove_steps"}, exclude_defaults=True)
+    return patch, err, AIMessage(content=json.dumps(written))
 
 
 def _full_plan_fallback(model: Any, settings: Any, plan: Any, trouble: str,

@@ -7,12 +7,13 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from planmode import prompts
 from planmode.events import emit
 from planmode.llm import call_structured
 from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._repair import ProposedStep, StepChange, repair_view
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
@@ -24,11 +25,19 @@ Assessment = Literal["on_track", "needs_adjustment", "off_track", "complete", "f
 
 
 class Reflection(BaseModel):
-    """The reflector's assessment of the run."""
+    """The assessment of the run; with needs_adjustment or off_track, also the patch."""
 
-    assessment: Assessment = Field(description="on_track, needs_adjustment, off_track, complete or failed")
-    reasoning: str = Field(default="", description="Why.")
-    guidance: str = Field(default="", description="What the next action should do.")
+    assessment: Assessment
+    reasoning: str = ""
+    guidance: str = ""
+    add_steps: list[ProposedStep] = []
+    update_steps: list[StepChange] = []
+    remove_steps: list[str] = []
+
+    @property
+    def proposes_patch(self) -> bool:
+        """True when the answer carries a patch (the patch node then starts from it, without a call)."""
+        return bool(self.add_steps or self.update_steps or self.remove_steps)
 
 
 def make_reflect(deps: Deps) -> Any:
@@ -47,7 +56,7 @@ def make_reflect(deps: Deps) -> Any:
         model = deps.models.get(settings)
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.REFLECT_SYSTEM),
-            HumanMessage(content=prompts.REFLECT_USER.format(trouble=trouble, plan=plan.to_prompt())),
+            HumanMessage(content=prompts.REFLECT_USER.format(trouble=trouble, plan=repair_view(plan))),
         ]
         result: Reflection | None = None
         errors: list[str] = []
