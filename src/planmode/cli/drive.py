@@ -164,6 +164,10 @@ class Progress:
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
+        if kind == "plan_approved" and event.get("message") == "approved automatically":
+            plan = self.graph.get_state(self.cfg).values.get("plan")  # approved by the run's policy: show it first
+            if isinstance(plan, Plan):
+                self.print(plan_table(plan))
         self.print(render_event(event))
         if kind in ("plan_created", "plan_patched", "plan_approved"):
             self._refresh_total()
