@@ -20,6 +20,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
+from rich.console import RenderableType
 from rich.live import Live
 from rich.text import Text
 
@@ -153,7 +154,7 @@ class Progress:
             self._last_plain = activity
             console.print(Text(f"... {activity}", style="dim"))
 
-    def print(self, line: Text) -> None:
+    def print(self, line: RenderableType) -> None:
         console.print(line)  # rich's Live keeps its status line below printed lines
 
     def _refresh_total(self) -> None:
