@@ -351,3 +351,68 @@ def test_history_at_80_columns_prints_prefixes_rollback_accepts(tmp_path: Path) 
     assert back.returncode == 0, back.stdout + back.stderr
     assert "Workspace files are not restored" in back.stdout
     assert f"planmode resume t1 --db {db}" in back.stdout
+
+
+# -- 11.10: what is happening, live on a terminal, plain lines with NO_COLOR --------------------------------------
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_a_slow_planner_shows_what_is_happening(tmp_path: Path, no_color: bool) -> None:
+    from planmode.testing.openai_server import Fault
+
+    base = responder()
+
+    def slow_plan(body: dict[str, Any]) -> Any:
+        answer = base(body)
+        return Fault(delay=2.5, then=answer) if _purpose(body) == "plan" else answer
+
+    extra = {"NO_COLOR": "1"} if no_color else {}
+    with ScriptedOpenAIServer(slow_plan) as srv:
+        child = spawn(["run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db",
+                       str(tmp_path / "r.sqlite"), "--mode", "plan", "--auto-approve", "--base-url", srv.base_url],
+                      OPENAI_API_KEY="test", **extra)
+        if no_color:
+            child.expect(r"\.\.\. planning")  # a plain line, once
+        else:
+            child.expect(r"planning(\x1b\[[0-9;]*m|\s)*[123]s")  # the live line counts the seconds
+        child.expect(pexpect.EOF)
+        out = flat(child.before or "")
+        child.close()
+    assert child.exitstatus == 0, out
+    assert "run finished: completed" in out
+
+
+# -- 11.11: a second Ctrl-C does not wait -------------------------------------------------------------------------
+
+
+def test_a_second_ctrl_c_stops_at_once_and_the_run_stays_resumable(tmp_path: Path) -> None:
+    import time
+
+    from planmode.testing.openai_server import Fault
+
+    base = responder()
+
+    def slow_execute(body: dict[str, Any]) -> Any:
+        answer = base(body)
+        return Fault(delay=30.0, then=answer) if _purpose(body) == "execute" else answer
+
+    db = tmp_path / "r.sqlite"
+    with ScriptedOpenAIServer(slow_execute) as srv:
+        child = spawn(["run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db", str(db),
+                       "--thread", "t9", "--mode", "plan", "--auto-approve", "--base-url", srv.base_url],
+                      OPENAI_API_KEY="test")
+        child.expect(r"step started: .{0,16}draft")
+        time.sleep(0.5)
+        pressed = time.monotonic()
+        child.sendintr()
+        child.expect("Stopping")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+        waited = time.monotonic() - pressed
+        out = flat(child.before or "")
+        child.close()
+    assert child.exitstatus == 130, out
+    assert waited < 10 and "Traceback" not in out
+    assert f"planmode resume t9 --db {db}" in out.replace("\n", "")
+    shown = cli("show", "t9", "--db", str(db))
+    assert shown.returncode == 0 and "status: running" in shown.stdout  # readable, resumable

@@ -68,6 +68,12 @@ class Watcher(BaseCallbackHandler):
                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.inbox.put(("model", (metadata or {}).get("langgraph_node", "")))
 
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, metadata: dict[str, Any] | None = None,
+                       **kwargs: Any) -> None:
+        node = (metadata or {}).get("langgraph_node")
+        if node and kwargs.get("name") == node:  # a graph node starts (not a runnable inside it)
+            self.inbox.put(("model", node))
+
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID,
                       metadata: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None,
                       **kwargs: Any) -> None:
@@ -111,7 +117,7 @@ class Progress:
         self.graph = graph
         self.cfg = cfg
         self.live_mode = console.is_terminal and not os.environ.get("NO_COLOR")
-        self.activity = "starting"
+        self.activity = "starting (loading the model client)"
         self.since = time.monotonic()
         self.started: dict[str, float] = {}
         self.total = 0
