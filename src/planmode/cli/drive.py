@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -202,7 +204,24 @@ class Progress:
             self.set(f"exploring with {name}")
 
 
-def _stream(graph: Any, inp: Any, cfg: RunnableConfig, context: Any, progress: Progress, watcher: Watcher) -> None:
+def _force_exit_on_sigint(hint: str | None) -> None:
+    """From now on, Ctrl-C prints the resume command and ends the process at once (no clean-up, no waiting
+    for a thread in a model call): the run is resumable from its last checkpoint."""
+
+    def force(signum: int, frame: Any) -> None:
+        msg = "\nInterrupted. The run is checkpointed" + (f"; continue it with: {hint}" if hint else ".") + "\n"
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+            os.write(sys.stdout.fileno(), msg.encode(encoding, "replace"))
+        os._exit(130)
+
+    with contextlib.suppress(ValueError):  # not the main thread (an embedding caller): keep their handler
+        signal.signal(signal.SIGINT, force)
+
+
+def _stream(graph: Any, inp: Any, cfg: RunnableConfig, context: Any, progress: Progress, watcher: Watcher,
+            hint: str | None = None) -> None:
     inbox = watcher.inbox
     stop = threading.Event()
     run_cfg: RunnableConfig = {**cfg, "callbacks": [watcher]}
@@ -240,10 +259,10 @@ def _stream(graph: Any, inp: Any, cfg: RunnableConfig, context: Any, progress: P
                 return
     except KeyboardInterrupt:
         stop.set()
+        _force_exit_on_sigint(hint)
         progress.__exit__()
         console.print(Text("\nStopping... (press Ctrl-C again to stop at once)", style="yellow"))
-        with contextlib.suppress(KeyboardInterrupt):
-            worker.join(STOP_GRACE)
+        worker.join(STOP_GRACE)
         raise Interrupted(hard=worker.is_alive()) from None
 
 
@@ -258,7 +277,7 @@ def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: 
     tid = cfg["configurable"]["thread_id"]
     while True:
         with Progress(graph, cfg) as progress:
-            _stream(graph, inp, cfg, context, progress, watcher)
+            _stream(graph, inp, cfg, context, progress, watcher, resume_hint or f"planmode resume {tid}")
         state = graph.get_state(cfg)
         if state.interrupts:
             payload = state.interrupts[0].value
