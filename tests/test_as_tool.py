@@ -308,7 +308,9 @@ def test_resuming_a_re_approval_after_a_patch_does_not_rerun_done_steps(db: Path
 
     # changelog is done, notes failed, the off-track patch needs approval again: a second interrupt.
     (surfaced,) = out["__interrupt__"]
-    assert surfaced.value["reason"] == "re-approval after a patch"
+    assert surfaced.value["reason"] == "re-approval after a patch: rewrite the notes step"
+    assert surfaced.value["changes"]["updated"] == {"notes": {
+        "description": ["Write the release notes, flawed", "Write the release notes"]}}
     assert world.executions == {"changelog": 1, "notes": 1}
     steps = {s["id"]: s["status"] for s in surfaced.value["plan"]["steps"]}
     assert steps == {"changelog": "done", "notes": "pending"}

@@ -6,6 +6,7 @@ repaired with minimal patches that never rewrite work that is already done.
 
 from planmode.agent_tool import as_tool, guard_tools
 from planmode.context import PlanModeContext
+from planmode.edit import EditResult, edit_plan
 from planmode.errors import (
     ConfigurationError,
     PlanModeError,
@@ -21,6 +22,7 @@ from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
 
 __all__ = [
     "ConfigurationError",
+    "EditResult",
     "Event",
     "Plan",
     "PlanModeContext",
@@ -38,6 +40,7 @@ __all__ = [
     "as_tool",
     "build_graph",
     "build_state_graph",
+    "edit_plan",
     "guard_tools",
     "list_runs",
     "mermaid",

@@ -39,7 +39,9 @@ again, as before. The same wrapper works as ``wrap_tool_call`` of your own ``Too
 ``create_agent`` middleware (both receive a ``ToolCallRequest``).
 
 **Rejection keeps the parent in plan mode.** At the approval the human answers as with planmode on its own
-(`planmode.approval`): ``approve`` or ``edit`` runs the plan; ``reject`` with feedback sends the feedback to
+(`planmode.approval`): ``approve`` or ``edit`` runs the plan (both name the ``revision`` of the payload they
+answer, ``{"action": "edit", "revision": payload["revision"], "patch": {...}}``: a stale one is refused and
+the approval asked again); ``reject`` with feedback sends the feedback to
 planmode's planner and shows the revised plan — the parent stays in plan mode meanwhile (its ``plan_mode``
 call is still pending, its model does not run) and the feedback is listed in the tool's result at the end;
 ``cancel`` (with optional feedback) is how the human *leaves* plan mode without executing the plan: planmode

@@ -21,6 +21,7 @@ from rich.prompt import Prompt
 from rich.table import Table
 from rich.text import Text
 
+from planmode.state.diff import plan_changes
 from planmode.state.models import Plan
 
 __all__ = [
@@ -149,34 +150,6 @@ def render_event(event: Mapping[str, Any]) -> Text:
 
 
 # -- what changed between two revisions ----------------------------------------------------------------------
-
-_FIELDS = ("description", "dependencies", "tools", "complexity", "acceptance", "status")
-
-
-def plan_changes(old: Plan, new: Plan, *, since_revision: str | None = None) -> dict[str, Any]:
-    """The change data of two plans, in the approval payload's ``changes`` shape:
-    ``{"since_revision", "added", "removed", "updated": {id: {field: [old, new]}}, "reordered"}``."""
-    before = {s.id: s for s in old.steps}
-    after = {s.id: s for s in new.steps}
-    updated: dict[str, dict[str, list[Any]]] = {}
-    for sid, step in after.items():
-        if sid not in before:
-            continue
-        a, b = before[sid].model_dump(mode="json"), step.model_dump(mode="json")
-        fields = {f: [a.get(f), b.get(f)] for f in _FIELDS if a.get(f) != b.get(f)}
-        if fields:
-            updated[sid] = fields
-    kept_old = [s for s in before if s in after]
-    kept_new = [s for s in after if s in before]
-    return {
-        "since_revision": since_revision if since_revision is not None else old.revision,
-        "added": [s for s in after if s not in before],
-        "removed": [s for s in before if s not in after],
-        "updated": updated,
-        "reordered": kept_old != kept_new,
-        **({"title": [old.title, new.title]} if old.title != new.title else {}),
-    }
-
 
 def _value(v: Any) -> str:
     if isinstance(v, list):
@@ -316,8 +289,11 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
         if not isinstance(checked, Edit):
             error = str(checked)
             continue
-        console.print(plan_table(checked.plan, marks=_marks(plan_changes(plan, checked.plan))))
-        view = changes_view(plan_changes(plan, checked.plan), checked.plan)
+        changes = plan_changes(plan, checked.plan)
+        if plan.title != checked.plan.title:
+            changes["title"] = [plan.title, checked.plan.title]
+        console.print(plan_table(checked.plan, marks=_marks(changes)))
+        view = changes_view(changes, checked.plan)
         if view is not None:
             console.print(view)
         choice = Prompt.ask(Text("Approve the edited plan? approve / edit again / discard the edit"),
