@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -82,7 +83,12 @@ def test_interactive_reject_then_approve_in_a_real_pty(tmp_path: Path) -> None:
         child.expect("What should change")
         child.sendline("add a date to the heading")
         child.expect("Approve this plan")
-        assert "Notes, revised" in (child.before or "")
+        screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", (child.before or "").replace("\r", ""))
+        assert "Notes, revised" in screen
+        # 11.6: why it is asked again, and what changed since the revision shown, old -> new per field
+        assert "Asked again: " in screen and "add a date to the heading" in screen
+        assert "~ updated draft" in screen
+        assert "description: Write notes.md with a heading → Write notes.md with a heading and a date" in screen
         child.sendline("a")
         child.expect(pexpect.EOF)
         output = child.before or ""
