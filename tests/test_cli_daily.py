@@ -145,12 +145,17 @@ def test_resume_uses_the_runs_workspace_from_anywhere_and_a_new_base_url(tmp_pat
         proc = cli("resume", "t1", "--db", str(db), "--base-url", srv2.base_url, "--auto-approve", cwd=elsewhere,
                    OPENAI_API_KEY="test")
         assert srv2.requests, "the resume did not use the new base URL"
+        url2 = srv2.base_url
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (ws / "notes.md").read_text() == "# Notes\n"
     assert not (elsewhere / "notes.md").exists()
     assert f"workspace {ws}" in proc.stdout
     assert "tool: write_file notes.md" in proc.stdout  # 11.12: tool calls as they run ...
     assert "Files changed: notes.md" in proc.stdout  # ... and the changed files at the end
+    # the endpoint chosen at resume is remembered for the next resume (from yet another folder)
+    again = cli("resume", "t1", "--db", str(db), cwd=tmp_path, OPENAI_API_KEY="test")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"workspace {ws} · model gpt-4o-mini at {url2}" in again.stdout
 
 
 def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import queue
 import re
@@ -79,7 +80,7 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
         except KeyboardInterrupt as exc:
             hint = _session.get("resume")
             msg = "Interrupted. The run is checkpointed" + (f"; continue it with: {hint}" if hint else ".")
-            console.print(Text("\n" + msg, style="yellow"))
+            console.print(Text("\n" + msg, style="yellow"), soft_wrap=True)  # a command stays on one line
             if isinstance(exc, Interrupted) and exc.hard:
                 # A model call is still in flight in a worker thread: do not wait for it (the run is resumable
                 # from its last checkpoint), and do not let the interpreter join the thread pool either.
@@ -224,7 +225,7 @@ def run(
     graph = _graph(path, ws)
     tid = thread or uuid.uuid4().hex[:12]
     hint = _session["resume"] = _resume_command(tid, path)
-    console.print(Text(f"thread {tid} · database {path} · workspace {ws}"))
+    console.print(Text(f"thread {tid} · database {path} · workspace {ws}"), soft_wrap=True)
     watcher = Watcher(queue.Queue())
     status = drive(graph, {"messages": [("user", task)]}, _cfg(tid), context=ctx, approver=_approver(auto, hint),
                    resume_hint=hint, watcher=watcher)
@@ -240,8 +241,25 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
         console.print(Text("Answered directly: the task looked simple enough to need no plan. To plan it "
                            "instead, run it again with --mode plan.", style="yellow"))
     if status == "failed":
-        console.print(Text(f"The run failed. Inspect it with: {_resume_command(tid, db, 'show')}", style="red"))
+        console.print(Text(f"The run failed. Inspect it with: {_resume_command(tid, db, 'show')}", style="red"),
+                      soft_wrap=True)
     raise typer.Exit(_exit_code(status))
+
+
+#: Checkpoint metadata key of the endpoint a `resume` chose (model, base_url, workspace), as JSON.
+_ENDPOINT_KEY = "planmode_endpoint"
+
+
+def _remembered(metadata: Any) -> dict[str, str]:
+    """The endpoint an earlier `resume` chose, from the head checkpoint's metadata (empty when none)."""
+    raw = metadata.get(_ENDPOINT_KEY) if isinstance(metadata, dict) else None
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else {}
+    except json.JSONDecodeError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if k in ("model", "base_url", "workspace") and isinstance(v, str)}
 
 
 @app.command()
@@ -261,28 +279,34 @@ def resume(
     path = _database(db, create=False)
     graph = _graph(path, None)
     state = require_thread(graph, _cfg(thread))
+    # The endpoint a run uses: its stored settings, then what an earlier `resume --model/--base-url/--workspace`
+    # chose (kept in the metadata of the checkpoints that resume wrote), then this resume's options.
     settings = state.values.get("settings") or {}
-    stored_ws = settings.get("workspace")
-    ws = (workspace.expanduser().resolve() if workspace is not None
-          else Path(stored_ws) if stored_ws else Path(".").resolve())
-    if not ws.is_dir():
-        raise PlanModeError(f"workspace {str(ws)!r} is not a folder (pass --workspace)")
-    graph = _graph(path, ws)
-    overrides: dict[str, Any] = {}
+    remembered = _remembered(state.metadata)
+    overrides: dict[str, Any] = dict(remembered)
     if model:
         overrides["model"] = model
     if base_url:
         overrides["base_url"] = base_url
     if workspace is not None:
-        overrides["workspace"] = str(ws)
+        overrides["workspace"] = str(workspace.expanduser().resolve())
+    stored_ws = overrides.get("workspace") or settings.get("workspace")
+    ws = Path(stored_ws) if stored_ws else Path(".").resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder (pass --workspace)")
+    graph = _graph(path, ws)
     hint = _session["resume"] = _resume_command(thread, path)
+    shown_model = overrides.get("model") or settings.get("model")
+    shown_url = overrides.get("base_url") or settings.get("base_url")
     console.print(Text(f"thread {thread} · database {path} · workspace {ws}"
-                       + (f" · model {model or settings.get('model')}" if model or settings.get("model") else "")
-                       + (f" at {base_url or settings.get('base_url')}" if base_url or settings.get("base_url")
-                          else "")))
+                       + (f" · model {shown_model}" if shown_model else "")
+                       + (f" at {shown_url}" if shown_url else "")), soft_wrap=True)
     watcher = Watcher(queue.Queue())
     auto = auto_approve or settings.get("approval") == "auto"
-    status = drive(graph, None, _cfg(thread), context=overrides or None, approver=_approver(auto, hint),
+    cfg: Any = _cfg(thread)
+    if overrides:
+        cfg["metadata"] = {_ENDPOINT_KEY: json.dumps(overrides)}
+    status = drive(graph, None, cfg, context=overrides or None, approver=_approver(auto, hint),
                    resume_hint=hint, watcher=watcher)
     _finish(graph, thread, status, watcher, path)
 
@@ -410,7 +434,7 @@ def rollback(
     console.print(Text(f"Rolled back {thread} to {snapshot}. The history is kept."))
     console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.",
                        style="yellow"))
-    console.print(Text(f"Continue with: {_resume_command(thread, path)}"))
+    console.print(Text(f"Continue with: {_resume_command(thread, path)}"), soft_wrap=True)
     show_result(graph, _cfg(thread))
 
 

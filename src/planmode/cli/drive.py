@@ -284,7 +284,7 @@ def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: 
             answer = approver(payload)
             if answer is None:
                 console.print(Text.assemble(("Left for later. Resume with: ", "yellow"),
-                                            resume_hint or f"planmode resume {tid}"))
+                                            resume_hint or f"planmode resume {tid}"), soft_wrap=True)
                 return "awaiting_approval"
             inp = Command(resume=answer)
             continue
