@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +83,12 @@ def test_interactive_reject_then_approve_in_a_real_pty(tmp_path: Path) -> None:
         child.expect("What should change")
         child.sendline("add a date to the heading")
         child.expect("Approve this plan")
-        assert "Notes, revised" in (child.before or "")
+        screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", (child.before or "").replace("\r", ""))
+        assert "Notes, revised" in screen
+        # 11.6: why it is asked again, and what changed since the revision shown, old -> new per field
+        assert "Asked again: " in screen and "add a date to the heading" in screen
+        assert "~ updated draft" in screen
+        assert "description: Write notes.md with a heading → Write notes.md with a heading and a date" in screen
         child.sendline("a")
         child.expect(pexpect.EOF)
         output = child.before or ""
@@ -120,11 +127,15 @@ def _free_port() -> int:
         (["show", "no-such-thread"], {}, "no run with thread id"),
         (["history", "no-such-thread"], {}, "no run with thread id"),
         (["rollback", "no-such-thread", "1"], {}, "no run with thread id"),
-        (["show", "t", "--db", "/proc/planmode-nope/x.sqlite"], {}, "cannot use database file"),
+        (["show", "t", "--db", "/proc/planmode-nope/x.sqlite"], {}, "no database at this path"),
+        (["run", "x", "--db", "/proc/planmode-nope/x.sqlite"], {"OPENAI_API_KEY": "k"}, "cannot use database file"),
     ],
 )
 def test_user_errors_are_one_clear_line(tmp_path: Path, args: list[str], env: dict[str, str], expected: str) -> None:
     if "--db" not in args:
+        from planmode.persistence import sqlite_checkpointer
+
+        sqlite_checkpointer(tmp_path / "runs.sqlite").conn.close()  # an existing, empty planmode database
         args = [*args, "--db", str(tmp_path / "runs.sqlite")]
     proc = subprocess.run([*PLANMODE, *args], env=_env(**env), capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
@@ -160,15 +171,15 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
         if _purpose(body) == "execute" and not any(m["role"] == "tool" for m in body["messages"]):
             text = json.dumps(body["messages"])
             executed.append("draft" if "Step `draft`" in text else "check" if "Step `check`" in text else "other")
-            if "Step `check`" in text:  # slow enough to press Ctrl-C during it
-                return Fault(delay=4.0, then=answer if isinstance(answer, str) else "done")
+            if "Step `check`" in text and executed.count("check") == 1:  # the first time: Ctrl-C lands in it
+                return Fault(delay=30.0, then=answer if isinstance(answer, str) else "done")
         return answer
 
     editor = tmp_path / "add_step.py"
     editor.write_text(
         "import json, sys\n"
         "p = sys.argv[1]\n"
-        "plan = json.load(open(p))\n"
+        "plan = json.loads(''.join(l for l in open(p) if not l.startswith('#')))  # the help lines on top\n"
         "plan['steps'].append({'id': 'wrap_up', 'description': 'Say goodbye', 'dependencies': ['check']})\n"
         "json.dump(plan, open(p, 'w'))\n"
     )
@@ -183,13 +194,20 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
                           "--base-url", srv.base_url], env=env, encoding="utf-8", timeout=60, dimensions=(50, 160))
         child.expect("Approve this plan")
         child.sendline("e")
+        child.expect("Approve the edited plan")  # the edit is shown with its diff before anything runs
+        assert "wrap_up" in (child.before or "") and "added" in (child.before or "")
+        child.sendline("a")
         child.expect(r"step started: .{0,16}check")
+        time.sleep(0.5)  # the model call of `check` is in flight (it answers after 30 s)
+        pressed = time.monotonic()
         child.sendintr()
         child.expect(pexpect.EOF)
+        waited = time.monotonic() - pressed
         out = child.before or ""
         child.close()
         assert child.exitstatus == 130, out
-        assert "planmode resume" in out
+        assert waited < 10, f"Ctrl-C took {waited:.1f} s"  # not the 30 s the model call takes
+        assert f"planmode resume t3 --db {db}" in out.replace("\r\n", "").replace("\n", "")
         proc = subprocess.run([*PLANMODE, "resume", "t3", "--db", str(db), "--workspace", str(ws)],
                               env=_env(OPENAI_API_KEY="test"), capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)

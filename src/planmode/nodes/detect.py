@@ -20,14 +20,49 @@ from planmode.state.models import ResetPlan
 
 __all__ = ["DetectDecision", "heuristic_decision", "make_detect"]
 
-_PLAN_WORDS = re.compile(r"\b(plan|step[- ]by[- ]step|steps|roadmap|checklist|todo list|phases?)\b", re.I)
-_SEQUENCE = re.compile(r"\b(then|after that|afterwards|next|finally|first|second|and also|followed by)\b", re.I)
-_ENUM_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+\S", re.M)
-_ACTION = re.compile(
-    r"\b(create|write|build|implement|refactor|migrate|add|update|fix|test|deploy|set up|configure|analy[sz]e|"
-    r"research|compare|summari[sz]e|rename|move|delete|install|generate|document|review)\b",
+# The heuristic only decides what is clear: a request that plainly asks for a plan (enumerated tasks, several
+# actions in sequence) goes to planning, and only a plainly trivial one (a greeting, or a short question that
+# asks for no action) is answered directly. Everything else -- including any short task in a language these
+# word lists do not know -- is unsure and asks the classifier. The lists cover English, French, German and
+# Spanish; a miss costs one classifier call, never a one-line answer to a multi-step task.
+_PLAN_WORDS = re.compile(
+    r"\b(plan|step[- ]by[- ]step|steps|roadmap|checklist|todo list|phases?|étapes|schritte|pasos)\b", re.I
+)
+_SEQUENCE = re.compile(
+    r"\b(then|after that|afterwards|next|finally|first|second|and also|followed by"
+    r"|puis|ensuite|enfin|d'abord|après|"
+    r"dann|danach|anschließend|zuerst|zunächst|schließlich|"
+    r"luego|después|primero|finalmente|y luego)\b",
     re.I,
 )
+_ENUM_LINE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+\S", re.M)
+_ACTION = re.compile(
+    r"\b(create|write|build|make|implement|refactor|migrate|port|add|update|fix|test|benchmark|deploy|set up|"
+    r"configure|analy[sz]e|research|compare|summari[sz]e|rename|move|delete|install|generate|document|review|"
+    r"optimi[sz]e|debug|scaffold|convert|"
+    r"écris|écrire|crée|créer|construis|ajoute|ajouter|corrige|corriger|teste|tester|implémente|refactorise|"
+    r"migre|déploie|installe|génère|documente|mets à jour|"
+    r"schreib|schreibe|erstelle|erstellen|baue|füge|korrigiere|implementiere|migriere|installiere|"
+    r"dokumentiere|aktualisiere|teste|"
+    r"escribe|crea|construye|añade|agrega|corrige|prueba|implementa|migra|despliega|instala|genera|documenta|"
+    r"actualiza|refactoriza)\b",
+    re.I,
+)
+_FILE = re.compile(r"\b[\w-]+\.(?:py|js|ts|tsx|md|txt|json|ya?ml|toml|rs|go|java|c|h|cpp|sh|sql|html|css|csv)\b", re.I)
+_GREETING = re.compile(
+    r"^(hi|hello|hey|thanks|thank you|good (morning|evening|afternoon)|bonjour|salut|merci|hallo|danke|"
+    r"guten (morgen|tag|abend)|hola|gracias|buenos días|ciao|grazie)\b[\s!.,]*\w*[\s!.]*$",
+    re.I,
+)
+_QUESTION = re.compile(
+    r"^(what|who|whom|when|where|why|how|which|can|could|should|would|"
+    r"explain|define|tell me|"
+    r"qu'est|qu\u2019est|quel|quelle|quels|quelles|comment|pourquoi|quand|où|qui|est-ce|peux-tu|"
+    r"was|wer|wie|warum|wann|wo|welche|welcher|welches|kannst|"
+    r"¿|qué|quién|cómo|por qué|cuándo|dónde|cuál|cuáles|puedes)\b",
+    re.I,
+)
+
 
 class DetectDecision(BaseModel):
     """The classifier's answer."""
@@ -35,8 +70,13 @@ class DetectDecision(BaseModel):
     needs_plan: bool = Field(description="True when the request needs a multi-step plan.")
     reason: str = Field(default="", description="A short reason.")
 
+
 def heuristic_decision(task: str) -> bool | None:
-    """True (plan), False (direct) or None (unsure: ask the classifier)."""
+    """True (plan), False (direct) or None (unsure: ask the classifier).
+
+    False is kept for the clearly trivial: an empty request, a greeting, or a short question that asks for
+    no action, names no file and has no sequence. "No plan signal" alone is not "direct".
+    """
     text = task.strip()
     if not text:
         return False
@@ -49,11 +89,14 @@ def heuristic_decision(task: str) -> bool | None:
         return True
     if actions >= 3 or (actions >= 2 and sequence >= 1) or sequence >= 2:
         return True
-    if len(text) < 80 and actions == 0 and sequence == 0:
+    plain = actions == 0 and sequence == 0 and enum_lines == 0 and not _FILE.search(text)
+    if plain and len(text) <= 60 and _GREETING.match(text):
         return False
-    if text.endswith("?") and actions <= 1 and sequence == 0 and len(text) < 200:
+    question = text.endswith(("?", "\uff1f")) or _QUESTION.match(text) is not None
+    if plain and question and len(text) <= 200 and text.count("\n") <= 1:
         return False
     return None
+
 
 def make_detect(deps: Deps) -> Any:
     """Build the detect node."""
