@@ -83,7 +83,7 @@ def build_state_graph(
     g.add_conditional_edges("approve", route_after_approve)
     g.add_conditional_edges("patch", route_after_patch)
     g.add_conditional_edges("dispatch", route_after_dispatch,
-                            ["execute_step", "approve", "reflect", "finalize", "dispatch"])
+                            ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch"])
     g.add_conditional_edges("reflect", route_after_reflect)
     return g
 

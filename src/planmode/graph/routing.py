@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from planmode.nodes._deps import settings_of
 from planmode.nodes.dispatch import dispatch_sends, find_trouble
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan
+from planmode.state.models import Plan, StepStatus
+
+S = StepStatus
 
 __all__ = ["route_after_approve", "route_after_dispatch", "route_after_patch", "route_after_plan",
            "route_after_reflect"]
@@ -49,14 +50,14 @@ def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "f
 
 
 def route_after_dispatch(
-    state: PlanModeState, runtime: Runtime[Any] | None = None
-) -> list[Send] | Literal["approve", "reflect", "finalize", "dispatch"]:
+    state: PlanModeState,
+) -> list[Send] | Literal["approve", "reflect", "finalize", "verify", "dispatch"]:
     """One ``Send`` to execute_step per running step without an outcome; otherwise where the plan says.
 
     After dispatch itself this finds exactly the batch it marked running. After an edit through
     ``update_state`` (which LangGraph applies "as" dispatch when dispatch wrote last) it finds what the
-    edited plan needs: the running steps again, reflect for trouble, finalize when every step is finished,
-    or dispatch again to start the steps the edit made ready.
+    edited plan needs: the running steps again, verify for outcomes not judged yet, reflect for trouble,
+    finalize when every step is finished, or dispatch again to start the steps the edit made ready.
     """
     plan = state.get("plan")
     if not isinstance(plan, Plan) or plan.version == 0:
@@ -70,7 +71,11 @@ def route_after_dispatch(
     trouble = find_trouble(plan)
     if trouble:
         return "reflect" if state.get("trouble") == trouble else "dispatch"
-    sends = dispatch_sends(state, settings_of(state, runtime).max_parallel)
+    outcomes = state.get("step_outcomes") or {}
+    if any(s.id in outcomes for s in plan.by_status(S.RUNNING)):
+        return "verify"  # an edit landed between execute_step and verify: judge the outcomes first
+    # The bound kept in state (a router has no runtime context when it runs for an update_state)
+    sends = dispatch_sends(state, settings_of(state, None).max_parallel)
     return sends if sends else "dispatch"
 
 
