@@ -13,11 +13,11 @@ Counter file lines (appended with one ``write`` on an ``O_APPEND`` descriptor, s
 
 Two ways to run it:
 
-``python tests/crash_worker.py run DB THREAD COUNTER [--no-context] [--durability=sync|async|exit]``
+``python tests/crash_worker.py run DB THREAD COUNTER [--no-context] [--durability=sync|async|exit] [--plan=chain]``
     one run in this interpreter; prints ``started`` once the graph is built (and the imports are done).
 ``python tests/crash_worker.py serve``
     a fork server: it imports everything once, then for each JSON request line on stdin (``{"db",
-    "thread", "counter", "log", "resume_with_context", "durability"}``) forks a child that does one run,
+    "thread", "counter", "log", "resume_with_context", "durability", "plan"}``) forks a child that does one run,
     answers ``{"pid": ...}`` and, when the child has ended, ``{"pid": ..., "exit": ...}`` (``-9`` when it
     was killed). The child is a real process on its own SQLite connection; forking only saves the
     interpreter start-up (about two seconds here) so that many kill trials fit in the normal test suite.
@@ -54,6 +54,17 @@ PLAN: dict[str, Any] = {
     ],
 }
 STEP_IDS = tuple(s["id"] for s in PLAN["steps"])
+#: The durability trials' plan: a chain, a then b then c. Step a does its side effect and returns at once, as
+#: a quick tool call does: then b starts while LangGraph may still be saving the checkpoints behind it.
+CHAIN: dict[str, Any] = {
+    "title": "Crash chain",
+    "steps": [
+        {"id": "a", "description": "Step a"},
+        {"id": "b", "description": "Step b", "dependencies": ["a"]},
+        {"id": "c", "description": "Step c", "dependencies": ["b"]},
+    ],
+}
+PLANS = {"layers": PLAN, "chain": CHAIN}
 TASK = "First read the inputs, then run the six crash-test steps and write the results"
 #: The settings of the first start; a resume passes none (they are kept in state).
 CONTEXT = {"approval": "auto", "mode": "plan", "max_parallel": 4}
@@ -66,8 +77,9 @@ WORK = (0.05, 0.15)
 class SideEffectExecutor:
     """Appends ``start`` to the counter file (the side effect), works a little, appends ``finish``."""
 
-    def __init__(self, counter: str) -> None:
+    def __init__(self, counter: str, instant: frozenset[str] = frozenset()) -> None:
         self.counter = counter
+        self.instant = instant
         self.rng = random.Random(os.getpid() ^ time.time_ns())
         self.lock = threading.Lock()
 
@@ -82,7 +94,7 @@ class SideEffectExecutor:
     def __call__(self, step: Step, ctx: Any) -> str:
         self._append("start", step)
         with self.lock:
-            pause = self.rng.uniform(*WORK)
+            pause = 0.0 if step.id in self.instant else self.rng.uniform(*WORK)
         time.sleep(pause)
         self._append("finish", step)
         return f"step {step.id} done"
@@ -90,17 +102,18 @@ class SideEffectExecutor:
 
 def run_once(
     db: str, thread: str, counter: str, *, resume_with_context: bool, durability: str | None = None,
-    announce: bool = False,
+    announce: bool = False, plan: str = "layers",
 ) -> str:
     """Start or resume the run of ``thread`` on ``db``; returns the final status.
 
     A resume either passes the start's settings again (a supervisor restarting the same command), or none —
     like ``planmode resume --auto-approve``: the settings kept in state apply, and if the process died before
     they were kept, the defaults do (approval "ask"), so an approval interrupt is answered here.
-    ``durability`` is LangGraph's (None: its default, "async").
+    ``durability`` is LangGraph's (None: its default, "async"); ``plan`` names one of `PLANS`.
     """
-    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
-    graph = build_graph(model, executor=SideEffectExecutor(counter), checkpointer=open_checkpointer(db))
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLANS[plan]))
+    executor = SideEffectExecutor(counter, frozenset({"a"}) if plan == "chain" else frozenset())
+    graph = build_graph(model, executor=executor, checkpointer=open_checkpointer(db))
     config = {"configurable": {"thread_id": thread}}
     if announce:
         import langchain_openai  # noqa: F401  (imported by the first plan call anyway; kills should land in the run)
@@ -146,7 +159,7 @@ def serve() -> None:
                 os.dup2(log, 2)
                 status = run_once(request["db"], request["thread"], request["counter"],
                                   resume_with_context=bool(request.get("resume_with_context", True)),
-                                  durability=request.get("durability"))
+                                  durability=request.get("durability"), plan=request.get("plan", "layers"))
                 code = 0 if status == "completed" else 3
             except BaseException:
                 traceback.print_exc()
@@ -165,8 +178,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["run"] and len(argv) >= 4:
         flags = argv[4:]
         durability = next((f.split("=", 1)[1] for f in flags if f.startswith("--durability=")), None)
+        plan = next((f.split("=", 1)[1] for f in flags if f.startswith("--plan=")), "layers")
         status = run_once(argv[1], argv[2], argv[3], resume_with_context="--no-context" not in flags,
-                          durability=durability, announce=True)
+                          durability=durability, announce=True, plan=plan)
         print(f"status {status}", flush=True)
         return 0 if status == "completed" else 3
     print(__doc__, file=sys.stderr)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from planmode.errors import ConfigurationError
+from planmode.lease import thread_lease
 
 __all__ = [
     "SERDE_ALLOWLIST",
@@ -30,6 +31,7 @@ __all__ = [
     "postgres_checkpointer",
     "server_checkpointer",
     "sqlite_checkpointer",
+    "thread_lease",
     "wait_until_durable",
     "with_planmode_types",
 ]

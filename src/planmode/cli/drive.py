@@ -10,6 +10,7 @@ from langgraph.types import Command
 
 from planmode.cli.ui import console, plan_table, render_event
 from planmode.errors import ThreadNotFoundError
+from planmode.lease import thread_lease
 
 __all__ = ["drive", "require_thread", "show_result"]
 
@@ -25,7 +26,14 @@ def require_thread(graph: Any, cfg: RunnableConfig) -> Any:
 
 
 def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver) -> str:
-    """Run until the graph finishes or a human quits at the approval prompt; return the run status."""
+    """Run until the graph finishes or a human quits at the approval prompt; return the run status.
+
+    The thread's lease is held throughout: a second process on the same thread gets `ThreadBusyError`."""
+    with thread_lease(graph.checkpointer, cfg["configurable"]["thread_id"]):
+        return _drive(graph, inp, cfg, context=context, approver=approver)
+
+
+def _drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver) -> str:
     while True:
         for mode, chunk in graph.stream(inp, cfg, context=context, stream_mode=["custom", "updates"]):
             if mode == "custom" and isinstance(chunk, dict) and chunk.get("source") == "planmode":
