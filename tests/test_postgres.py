@@ -156,3 +156,17 @@ def test_killed_just_after_a_dependent_started_on_postgres(pg_url: str, tmp_path
         server.close()
     assert sum(t.re_runs_of_done_steps for t in results) == 0
     assert sum(t.kills_after_dependent for t in results) >= 27
+
+
+def test_two_processes_on_one_thread_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The per-thread lease on PostgreSQL: a second process is refused while the first runs."""
+    from test_reliability_lease import two_processes_on_one_thread
+
+    two_processes_on_one_thread(_database_per_trial(pg_url)(0), tmp_path)
+
+
+def test_a_sigkilled_holder_is_taken_over_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The per-thread lease on PostgreSQL: a holder killed with SIGKILL is taken over at once."""
+    from test_reliability_lease import sigkilled_holder_is_taken_over
+
+    sigkilled_holder_is_taken_over(_database_per_trial(pg_url)(0), tmp_path)
