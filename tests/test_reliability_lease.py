@@ -323,3 +323,29 @@ def test_two_planmode_resume_processes_on_one_thread_run_the_plan_once(tmp_path:
     with sqlite3.connect(db) as conn:
         assert conn.execute(f"SELECT count(*) FROM {LEASE_TABLE}").fetchone()[0] == 0  # released
     conn.close()
+
+
+# -- concurrent resumes, many rounds (slow) ---------------------------------------------------------------
+
+ROUNDS = 10
+RACERS = 3
+
+
+@pytest.mark.slow
+def test_concurrent_resumes_of_one_thread_run_it_once(tmp_path: Path) -> None:
+    """10 rounds, each starting 3 processes at once on one new thread: exactly one runs the plan, the others
+    are refused with the busy error, and every step runs once."""
+    db = str(tmp_path / "race.sqlite")
+    for r in range(ROUNDS):
+        counter = tmp_path / f"counter{r}"
+        thread = f"race{r}"
+        procs = [subprocess.Popen([sys.executable, str(WORKER), "run", db, thread, str(counter), "--lease",
+                                   "--work=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(RACERS)]
+        results = [(p.communicate(timeout=180), p.returncode) for p in procs]
+        codes = sorted(code for _, code in results)
+        assert codes == [0] + [4] * (RACERS - 1), [(code, out) for out, code in results]
+        for (out, _), code in results:
+            if code == 4:
+                assert f"thread '{thread}' is already running (" in out[0]
+        assert sorted(step for step, _ in starts(counter)) == ["a", "b", "c", "d", "e", "f"]

@@ -81,12 +81,11 @@ def make_dispatch(deps: Deps) -> Any:
         # durability writes checkpoints behind execution): wait for the checkpoint this task runs from.
         if plan.by_status(S.DONE):
             wait_until_durable()
-        # A step left running without an outcome (after a crash, a rollback or an edit) is dispatched again:
-        # it counts against the bound first. Its attempt was counted when it was first marked running.
+        # A step left running without an outcome (after a crash, a rollback or an edit) is dispatched again,
+        # first, and counts one more attempt.
         outcomes = state.get("step_outcomes") or {}
         stale = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
-        room = max(0, max(1, settings.max_parallel) - len(stale))
-        batch = plan.ready_steps()[:room]
+        batch = (stale + plan.ready_steps())[: max(1, settings.max_parallel)]
         transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=s.attempts + 1) for s in batch]
         return {"plan": PlanUpdate(transitions=transitions, source="dispatch"), "approved_revision": None,
                 "status": "running"}
