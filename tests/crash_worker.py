@@ -14,7 +14,7 @@ Counter file lines (appended with one ``write`` on an ``O_APPEND`` descriptor, s
 Two ways to run it:
 
 ``python tests/crash_worker.py run DB THREAD COUNTER [--no-context] [--durability=sync|async|exit] [--plan=chain]
-[--lease] [--work=SECONDS]``
+[--lease] [--work=SECONDS] [--barrier=FILE] [--hold=FILE]``
     one run in this interpreter; prints ``started`` once the graph is built (and the imports are done); with
     ``--lease`` the run holds the thread's lease (prints ``leased``), and exits 4 printing ``busy <message>``
     when another process holds it.
@@ -111,6 +111,7 @@ class SideEffectExecutor:
 def run_once(
     db: str, thread: str, counter: str, *, resume_with_context: bool, durability: str | None = None,
     announce: bool = False, plan: str = "layers", lease: bool = False, work: float | None = None,
+    barrier: str | None = None, hold: str | None = None,
 ) -> str:
     """Start or resume the run of ``thread`` on ``db``; returns the final status.
 
@@ -119,7 +120,9 @@ def run_once(
     they were kept, the defaults do (approval "ask"), so an approval interrupt is answered here.
     ``durability`` is LangGraph's (None: its default, "async"); ``plan`` names one of `PLANS`. With ``lease``
     the whole run holds the thread's lease (`planmode.thread_lease`); a busy thread returns ``"busy"``.
-    ``work``: seconds every step works (default: a random 0.05-0.15).
+    ``work``: seconds every step works (default: a random 0.05-0.15). ``barrier``: a file to wait for after
+    the start-up (so that several processes begin at the same moment). ``hold``: with ``lease``, a file to wait
+    for once the lease is held, before the run.
     """
     model = ScriptedChatModel(responder=PurposeScript(plan=PLANS[plan]))
     executor = SideEffectExecutor(counter, frozenset({"a"}) if plan == "chain" else frozenset(), work)
@@ -129,11 +132,15 @@ def run_once(
         import langchain_openai  # noqa: F401  (imported by the first plan call anyway; kills should land in the run)
 
         print("started", flush=True)
+    while barrier is not None and not os.path.exists(barrier):
+        time.sleep(0.002)
     if not lease:
         return _run(graph, thread, resume_with_context=resume_with_context, durability=durability)
     try:
         with thread_lease(saver, thread, ttl=LEASE_TTL):
             print("leased", flush=True)
+            while hold is not None and not os.path.exists(hold):
+                time.sleep(0.01)
             return _run(graph, thread, resume_with_context=resume_with_context, durability=durability)
     except ThreadBusyError as exc:
         print(f"busy {exc}", flush=True)
@@ -203,9 +210,11 @@ def main(argv: list[str]) -> int:
         durability = next((f.split("=", 1)[1] for f in flags if f.startswith("--durability=")), None)
         plan = next((f.split("=", 1)[1] for f in flags if f.startswith("--plan=")), "layers")
         work = next((float(f.split("=", 1)[1]) for f in flags if f.startswith("--work=")), None)
+        barrier = next((f.split("=", 1)[1] for f in flags if f.startswith("--barrier=")), None)
+        hold = next((f.split("=", 1)[1] for f in flags if f.startswith("--hold=")), None)
         status = run_once(argv[1], argv[2], argv[3], resume_with_context="--no-context" not in flags,
                           durability=durability, announce=True, plan=plan, lease="--lease" in flags,
-                          work=work)
+                          work=work, barrier=barrier, hold=hold)
         print(f"status {status}", flush=True)
         return 0 if status == "completed" else 4 if status == "busy" else 3
     print(__doc__, file=sys.stderr)

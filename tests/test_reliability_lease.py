@@ -42,10 +42,9 @@ THREAD = "leased"
 class Worker:
     """``crash_worker.py run DB THREAD COUNTER --lease``: a fresh interpreter running the six-step plan."""
 
-    def __init__(self, db: str, counter: Path) -> None:
-        # every step works 2 s: a run outlasts a second interpreter's start-up
+    def __init__(self, db: str, counter: Path, *extra: str) -> None:
         self.proc = subprocess.Popen([sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease",
-                                      "--work=2"],
+                                      "--work=0.3", *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
 
@@ -90,13 +89,15 @@ def wait_for_a_step(counter: Path, timeout: float = 120) -> None:
 
 
 def two_processes_on_one_thread(db: str, tmp_path: Path) -> None:
-    """The second process is refused while the first runs; the first completes; every step ran once."""
+    """The second process is refused while the first holds the lease; the first completes; every step ran
+    once. The first process waits, lease held, until the second has been refused (no race with start-up)."""
     counter = tmp_path / "counter"
-    first = Worker(db, counter)
+    hold = tmp_path / "hold"
+    first = Worker(db, counter, f"--hold={hold}")
     first.expect("leased")
-    wait_for_a_step(counter)
     second = Worker(db, counter)
     assert second.finish() == 4, (second.lines, second.err)
+    hold.touch()
     busy = next(line for line in second.lines if line.startswith("busy "))
     assert f"thread '{THREAD}' is already running (" in busy
     assert f":{first.proc.pid}, since " in busy  # the holder: host:pid of the first process
@@ -339,13 +340,18 @@ def test_concurrent_resumes_of_one_thread_run_it_once(tmp_path: Path) -> None:
     for r in range(ROUNDS):
         counter = tmp_path / f"counter{r}"
         thread = f"race{r}"
+        go = tmp_path / f"go{r}"
         procs = [subprocess.Popen([sys.executable, str(WORKER), "run", db, thread, str(counter), "--lease",
-                                   "--work=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(RACERS)]
+                                   "--work=1", f"--barrier={go}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(RACERS)]
+        for p in procs:  # every process has started up: then they all begin at once
+            assert p.stdout is not None
+            assert p.stdout.readline().strip() == "started"
+        go.touch()
         results = [(p.communicate(timeout=180), p.returncode) for p in procs]
         codes = sorted(code for _, code in results)
         assert codes == [0] + [4] * (RACERS - 1), [(code, out) for out, code in results]
         for (out, _), code in results:
             if code == 4:
-                assert f"thread '{thread}' is already running (" in out[0]
+                assert f"thread '{thread}' is already running (" in out
         assert sorted(step for step, _ in starts(counter)) == ["a", "b", "c", "d", "e", "f"]
