@@ -56,8 +56,9 @@ GROUPS: dict[str, tuple[str, str]] = {
         "30 trials x {n} databases",
     ),
     "test_concurrent_resumes_of_one_thread_run_it_once": (
-        "Concurrent resumes: 3 processes start one thread at once: one runs it, the others are refused",
-        "10 rounds",
+        "Concurrent resumes: 3 processes start one thread at once, SQLite and PostgreSQL: one runs it, the "
+        "others are refused",
+        "10 rounds x {n} databases",
     ),
     "test_an_edit_at_every_node_boundary_leaves_the_run_resumable": (
         "Plan edits (valid and rejected) at every execution-node boundary: the run resumes, done steps run once",

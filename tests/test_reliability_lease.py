@@ -333,10 +333,24 @@ RACERS = 3
 
 
 @pytest.mark.slow
-def test_concurrent_resumes_of_one_thread_run_it_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_concurrent_resumes_of_one_thread_run_it_once(
+    tmp_path: Path, database: str, request: pytest.FixtureRequest
+) -> None:
     """10 rounds, each starting 3 processes at once on one new thread: exactly one runs the plan, the others
-    are refused with the busy error, and every step runs once."""
+    are refused with the busy error, and every step runs once. The first round also races to create the
+    lease table."""
     db = str(tmp_path / "race.sqlite")
+    if database == "postgres":
+        import uuid
+
+        import psycopg
+
+        url: str = request.getfixturevalue("pg_url")
+        name = f"race_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        db = f"{url.rsplit('/', 1)[0]}/{name}"
     for r in range(ROUNDS):
         counter = tmp_path / f"counter{r}"
         thread = f"race{r}"

@@ -214,10 +214,17 @@ class _SqlStore(_Store):
         self.saver = saver
         self.postgres = postgres
         real = "DOUBLE PRECISION" if postgres else "REAL"
-        with self._transaction() as execute:
-            execute(f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
-                    f"host TEXT NOT NULL, pid INTEGER NOT NULL, proc_start TEXT, token TEXT NOT NULL, "
-                    f"since {real} NOT NULL, heartbeat {real} NOT NULL, expires {real} NOT NULL)")
+        create = (f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+                  f"host TEXT NOT NULL, pid INTEGER NOT NULL, proc_start TEXT, token TEXT NOT NULL, "
+                  f"since {real} NOT NULL, heartbeat {real} NOT NULL, expires {real} NOT NULL)")
+        try:
+            with self._transaction() as execute:
+                execute(create)
+        except Exception:
+            # PostgreSQL's CREATE TABLE IF NOT EXISTS can fail when another process creates the same table at
+            # that moment (a unique violation in its catalog): then the table exists, and once more is a no-op.
+            with self._transaction() as execute:
+                execute(create)
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
