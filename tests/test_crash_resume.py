@@ -1,8 +1,9 @@
 """Crash-resume for real: a planmode run in a subprocess on a SQLite file, killed with SIGKILL, resumed.
 
 Each trial runs ``tests/crash_worker.py`` (six steps in two parallel layers, automatic approval, an executor
-whose side effect is a line in a counter file) and kills it one to three times — at a random moment, or
-just after a step began executing — then lets a last process finish the run. Checked for every trial:
+whose side effect is a line in a counter file) and kills it one to three times — at a random moment, just
+after a step began executing, or just after a step with dependencies began — then lets a last process finish
+the run. Checked for every trial:
 
 - the run completes (status ``completed``, every step done, nothing left to run);
 - no step executed after the checkpoint that recorded it done (execution times from the counter file
@@ -113,8 +114,8 @@ class Job:
     resume_with_context: bool = True
     durability: str | None = None
     kill_after: str = "mixed"
-    """When to kill: "mixed" (at random, or just after any step began) or "dependent" (just after a step
-    that has dependencies began)."""
+    """When to kill: "mixed" (at random, just after any step began, or just after a step that has
+    dependencies began) or "dependent" (always the last)."""
     plan: str = "layers"
     """The worker's plan: "layers" (six steps, two layers) or "chain" (a, b, c)."""
 
@@ -270,10 +271,12 @@ def started_steps(counter: Path, pid: int, only: frozenset[str] | None = None) -
 
 
 def run_and_kill(child: Child, job: Job, rng: random.Random) -> int:
-    """Kill ``child`` at a random moment or just after it starts a step; its exit code (-9 when killed)."""
-    if job.kill_after == "dependent":
+    """Kill ``child`` at a random moment, just after it starts a step, or just after it starts a step that has
+    dependencies (when a done step must already be durable); its exit code (-9 when killed)."""
+    draw = rng.random()
+    if job.kill_after == "dependent" or draw >= 0.7:
         return kill_after_dependent(child, job, rng)
-    if rng.random() < 0.5:
+    if draw < 0.35:
         code = child.wait(rng.uniform(0.0, RANDOM_WINDOW))
         if code is not None:
             return code  # it finished first
@@ -443,6 +446,7 @@ def run_trials(
         assert totals["kills after a dependent started"] >= trials * 0.9, totals
     else:
         assert totals["kills during a step"] >= trials // 4, totals
+        assert totals["kills after a dependent started"] >= trials // 4, totals
     return results
 
 
