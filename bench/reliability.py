@@ -58,6 +58,20 @@ GROUPS: dict[str, tuple[str, str]] = {
         "Concurrent plan edits (edit_plan), 2 processes x 20 edits on one SQLite file: none lost",
         "40 edits",
     ),
+    "test_durability_kills_just_after_a_dependent_started": (
+        "Durability: SIGKILL 0-100 ms after a dependent step began (default async durability), SQLite and "
+        "PostgreSQL: no done step runs again",
+        "30 trials x {n} databases",
+    ),
+    "test_concurrent_resumes_of_one_thread_run_it_once": (
+        "Concurrent resumes: 3 processes start one thread at once, SQLite and PostgreSQL: one runs it, the "
+        "others are refused",
+        "10 rounds x {n} databases",
+    ),
+    "test_an_edit_at_every_node_boundary_leaves_the_run_resumable": (
+        "Plan edits (valid and rejected) at every execution-node boundary: the run resumes, done steps run once",
+        "{n} cases",
+    ),
     "test_full_outputs_stay_in_the_store_and_out_of_the_checkpoints": (
         "Full step outputs kept in the store only",
         "1 run",

@@ -1,15 +1,22 @@
 """Crash-resume for real: a planmode run in a subprocess on a SQLite file, killed with SIGKILL, resumed.
 
 Each trial runs ``tests/crash_worker.py`` (six steps in two parallel layers, automatic approval, an executor
-whose side effect is a line in a counter file) and kills it one to three times — at a random moment, or
-just after a step began executing — then lets a last process finish the run. Checked for every trial:
+whose side effect is a line in a counter file) and kills it one to three times — at a random moment, just
+after a step began executing, or just after a step with dependencies began — then lets a last process finish
+the run. Checked for every trial:
 
 - the run completes (status ``completed``, every step done, nothing left to run);
 - no step executed after the checkpoint that recorded it done (execution times from the counter file
   against checkpoint times from the final history), and every re-execution of a step follows an execution
   in a process that was killed (a step killed mid-execution, or done in a checkpoint the kill lost, may run
   again; nothing else may);
+- no done step runs again: a step runs again only if no process that ran it went on to start a step that
+  depends on it (starting a dependent proves the step was verified done, and dispatch starts no step before
+  the checkpoint recording every done step is saved, whatever LangGraph durability the caller passed);
 - the database is readable: ``get_state``, ``get_state_history`` and ``PRAGMA integrity_check``.
+
+The targeted test kills every first process just after a step of the second layer (a dependent) started:
+the moment when LangGraph's default "async" durability used to lose the first layer's done steps.
 
 The normal suite runs the trials through the worker's fork server (real processes, killed for real, without
 paying the interpreter start-up each time); the slow variants run more trials, and one of them starts a
@@ -47,9 +54,24 @@ pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 sys.path.insert(0, str(WORKER.parent))
-from crash_worker import PLAN, STEP_IDS  # noqa: E402  (a script next to this file, not a package)
+from crash_worker import PLANS, STEP_IDS  # noqa: E402  (a script next to this file, not a package)
 
 THREAD = "crash"
+
+
+def step_ids(plan: str) -> tuple[str, ...]:
+    return tuple(s["id"] for s in PLANS[plan]["steps"])
+
+
+def dependents(plan: str) -> dict[str, set[str]]:
+    """Each step's dependents (the steps that need it)."""
+    steps = PLANS[plan]["steps"]
+    return {sid: {s["id"] for s in steps if sid in s.get("dependencies", [])} for sid in step_ids(plan)}
+
+
+def with_dependencies(plan: str) -> frozenset[str]:
+    """The steps that start only once another step is done."""
+    return frozenset(s["id"] for s in PLANS[plan]["steps"] if s.get("dependencies"))
 #: A kill "at a random moment" waits this long at most after the process started its run (a full run in a
 #: forked child takes about 0.35 s here: two layers of steps that work 0.05-0.15 s each, plus checkpoints).
 RANDOM_WINDOW = 0.3
@@ -91,6 +113,11 @@ class Job:
     log: Path
     resume_with_context: bool = True
     durability: str | None = None
+    kill_after: str = "mixed"
+    """When to kill: "mixed" (at random, just after any step began, or just after a step that has
+    dependencies began) or "dependent" (always the last)."""
+    plan: str = "layers"
+    """The worker's plan: "layers" (six steps, two layers) or "chain" (a, b, c)."""
 
 
 class Child(Protocol):
@@ -114,7 +141,8 @@ class ForkServer:
 
     def launch(self, job: Job) -> ForkedChild:
         request = {"db": str(job.db), "thread": THREAD, "counter": str(job.counter), "log": str(job.log),
-                   "resume_with_context": job.resume_with_context, "durability": job.durability}
+                   "resume_with_context": job.resume_with_context, "durability": job.durability,
+                   "plan": job.plan}
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
@@ -173,6 +201,7 @@ class FreshChild:
                 args.append("--no-context")
             if job.durability:
                 args.append(f"--durability={job.durability}")
+            args.append(f"--plan={job.plan}")
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log)
         self.pid = self.proc.pid
         assert self.proc.stdout is not None
@@ -226,20 +255,28 @@ class Trial:
     re_executions: int = 0
     re_executions_after_finish: int = 0
     """Re-executions whose previous execution had finished (its outcome was lost with the process)."""
+    re_runs_of_done_steps: int = 0
+    """Re-executions of a step after a process had started one of its dependents (so had it done): must be 0."""
+    kills_after_dependent: int = 0
+    """Kills of a process that had started a step of the second layer."""
     checkpoints: int = 0
     problems: list[str] = field(default_factory=list)
 
 
-def started_steps(counter: Path, pid: int) -> int:
+def started_steps(counter: Path, pid: int, only: frozenset[str] | None = None) -> int:
     if not counter.exists():
         return 0
     return sum(1 for line in counter.read_text().splitlines() if line.startswith("start ") and
-               line.split()[3] == str(pid))
+               line.split()[3] == str(pid) and (only is None or line.split()[1] in only))
 
 
 def run_and_kill(child: Child, job: Job, rng: random.Random) -> int:
-    """Kill ``child`` at a random moment or just after it starts a step; its exit code (-9 when killed)."""
-    if rng.random() < 0.5:
+    """Kill ``child`` at a random moment, just after it starts a step, or just after it starts a step that has
+    dependencies (when a done step must already be durable); its exit code (-9 when killed)."""
+    draw = rng.random()
+    if job.kill_after == "dependent" or draw >= 0.7:
+        return kill_after_dependent(child, job, rng)
+    if draw < 0.35:
         code = child.wait(rng.uniform(0.0, RANDOM_WINDOW))
         if code is not None:
             return code  # it finished first
@@ -258,13 +295,32 @@ def run_and_kill(child: Child, job: Job, rng: random.Random) -> int:
     return code
 
 
+def kill_after_dependent(child: Child, job: Job, rng: random.Random) -> int:
+    """Kill ``child`` 0-100 ms after it starts a step that has dependencies (most steps work longer)."""
+    deadline = time.monotonic() + 60
+    while started_steps(job.counter, child.pid, with_dependencies(job.plan)) == 0:
+        code = child.wait(0.002)
+        if code is not None:
+            return code  # it finished without starting one (the second layer was done already)
+        assert time.monotonic() < deadline, "the worker started no dependent step within a minute"
+    code = child.wait(rng.uniform(0.0, 0.1))
+    if code is not None:
+        return code
+    child.kill()
+    code = child.wait(60)
+    assert code is not None, f"process {child.pid} did not end after SIGKILL"
+    return code
+
+
 def run_trial(launch: Launcher, folder: Path, index: int, rng: random.Random, durability: str | None,
-              db_for: Callable[[int], Path | str] | None = None) -> Trial:
+              db_for: Callable[[int], Path | str] | None = None, kill_after: str = "mixed",
+              plan: str = "layers") -> Trial:
     db = db_for(index) if db_for is not None else folder / f"trial{index}.db"
     job = Job(db=db, counter=folder / f"trial{index}.counter",
-              log=folder / f"trial{index}.log", resume_with_context=index % 2 == 0, durability=durability)
+              log=folder / f"trial{index}.log", resume_with_context=index % 2 == 0, durability=durability,
+              kill_after=kill_after, plan=plan)
     trial = Trial(index)
-    kills_wanted = rng.randint(1, MAX_KILLS_PER_TRIAL)
+    kills_wanted = 1 if kill_after == "dependent" else rng.randint(1, MAX_KILLS_PER_TRIAL)
     while True:
         trial.launches += 1
         assert trial.launches <= MAX_KILLS_PER_TRIAL + 1, f"trial {index} did not finish"
@@ -295,14 +351,14 @@ def check_trial(job: Job, trial: Trial) -> None:
     """Everything the trial must show, recorded in ``trial.problems``."""
     saver = open_checkpointer(job.db)
     try:
-        graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), checkpointer=saver)
+        graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLANS[job.plan])), checkpointer=saver)
         config = {"configurable": {"thread_id": THREAD}}
         state = graph.get_state(config)
         plan = state.values.get("plan")
         if state.values.get("status") != "completed" or state.next:
             trial.problems.append(f"status {state.values.get('status')!r}, next {state.next}")
         if not isinstance(plan, Plan) or any(s.status is not StepStatus.DONE for s in plan.steps) \
-                or {s.id for s in plan.steps} != set(STEP_IDS):
+                or {s.id for s in plan.steps} != set(step_ids(job.plan)):
             trial.problems.append(f"plan not done: {plan}")
         history = list(graph.get_state_history(config))
         trial.checkpoints = len(history)
@@ -334,8 +390,19 @@ def check_trial(job: Job, trial: Trial) -> None:
     trial.executions = len(executions)
     trial.kills_during_step = sum(1 for pid in trial.killed if any(e.pid == pid and not e.finished
                                                                     for e in executions))
-    for step in STEP_IDS:
+    later = with_dependencies(job.plan)
+    trial.kills_after_dependent = sum(1 for pid in trial.killed if any(e.pid == pid and e.step in later
+                                                                       for e in executions))
+    needed_by = dependents(job.plan)
+    for step in step_ids(job.plan):
         runs = sorted((e for e in executions if e.step == step), key=lambda e: e.ns)
+        # a process that started a dependent of this step had it done (verified, and durable before that start)
+        done_by = {e.pid: e.ns for e in executions if e.step in needed_by[step]}
+        for e in runs:
+            if any(ns < e.ns and pid != e.pid for pid, ns in done_by.items()):
+                trial.re_runs_of_done_steps += 1
+                trial.problems.append(f"done step {step} ran again (pid {e.pid}) after a process had started a "
+                                      "step that depends on it")
         if not runs:
             trial.problems.append(f"step {step} never executed")
             continue
@@ -355,24 +422,31 @@ def check_trial(job: Job, trial: Trial) -> None:
 
 def run_trials(
     launch: Launcher, folder: Path, trials: int, seed: int, durability: str | None = None,
-    db_for: Callable[[int], Path | str] | None = None,
+    db_for: Callable[[int], Path | str] | None = None, kill_after: str = "mixed", plan: str = "layers",
 ) -> list[Trial]:
     """``db_for(i)`` names trial i's database (default: a SQLite file in ``folder``)."""
     rng = random.Random(seed)
-    results = [run_trial(launch, folder, i, rng, durability, db_for) for i in range(trials)]
+    results = [run_trial(launch, folder, i, rng, durability, db_for, kill_after, plan) for i in range(trials)]
     totals = Counter[str]()
     for t in results:
         totals.update({"launches": t.launches, "kills": len(t.killed), "kills during a step": t.kills_during_step,
                        "executions": t.executions, "re-executions": t.re_executions,
                        "re-executions of a finished execution": t.re_executions_after_finish,
+                       "re-runs of done steps": t.re_runs_of_done_steps,
+                       "kills after a dependent started": t.kills_after_dependent,
                        "problems": len(t.problems)})
     if os.environ.get("PLANMODE_CRASH_REPORT"):
-        print(f"\ncrash-resume ({durability or 'default'} durability): {trials} trials, "
+        print(f"\ncrash-resume ({plan}, kill {kill_after}, {durability or 'default'} durability): {trials} trials, "
               + ", ".join(f"{k} {v}" for k, v in totals.items()))
     problems = [f"trial {t.index}: {p}" for t in results for p in t.problems]
     assert not problems, "\n".join(problems)
+    assert totals["re-runs of done steps"] == 0, totals
     assert totals["kills"] >= trials, totals  # every trial's first process is killed
-    assert totals["kills during a step"] >= trials // 4, totals
+    if kill_after == "dependent":
+        assert totals["kills after a dependent started"] >= trials * 0.9, totals
+    else:
+        assert totals["kills during a step"] >= trials // 4, totals
+        assert totals["kills after a dependent started"] >= trials // 4, totals
     return results
 
 
@@ -384,6 +458,23 @@ def test_killed_runs_resume_to_completion_without_re_executing_done_steps(
 ) -> None:
     results = run_trials(fork_server.launch, tmp_path, trials=20, seed=20240521)
     assert all(t.checkpoints > 0 for t in results)
+
+
+def test_killed_just_after_a_dependent_started_no_done_step_runs_again(
+    fork_server: ForkServer, tmp_path: Path
+) -> None:
+    """LangGraph's default durability ("async", what ``graph.invoke`` uses when given none): 30 runs of the
+    chain a -> b -> c, each killed 0-100 ms after b (or c) began, then resumed. Before the fix LangGraph
+    saved the checkpoint recording a done tens of milliseconds after b began, and runs re-ran a."""
+    results = run_trials(fork_server.launch, tmp_path, trials=30, seed=4, kill_after="dependent", plan="chain")
+    assert sum(t.re_runs_of_done_steps for t in results) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("durability", ["async", "sync"])
+def test_many_kills_after_a_dependent_started(fork_server: ForkServer, tmp_path: Path, durability: str) -> None:
+    run_trials(fork_server.launch, tmp_path, trials=100, seed=40, durability=durability, kill_after="dependent",
+               plan="chain")
 
 
 @pytest.mark.slow

@@ -110,15 +110,8 @@ def test_unreachable_postgres_is_a_clear_error() -> None:
         postgres_checkpointer("postgresql://nobody:secret@127.0.0.1:1/none")
 
 
-def test_crash_resume_on_postgres(pg_url: str, tmp_path: Any) -> None:
-    """The SIGKILL crash-resume trials of tests/test_crash_resume.py, each on its own PostgreSQL database:
-    every run completes, no done step runs again, every database stays readable."""
-    from pathlib import Path
-
+def _database_per_trial(pg_url: str) -> Any:
     import psycopg
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_crash_resume import ForkServer, run_trials
 
     base = pg_url.rsplit("/", 1)[0]
     prefix = f"crash_{uuid.uuid4().hex[:8]}"
@@ -128,9 +121,52 @@ def test_crash_resume_on_postgres(pg_url: str, tmp_path: Any) -> None:
             conn.execute(f'CREATE DATABASE "{prefix}_{i}"')
         return f"{base}/{prefix}_{i}"
 
+    return db_for
+
+
+def test_crash_resume_on_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The SIGKILL crash-resume trials of tests/test_crash_resume.py, each on its own PostgreSQL database:
+    every run completes, no done step runs again, every database stays readable."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_crash_resume import ForkServer, run_trials
+
     server = ForkServer()
     try:
-        results = run_trials(server.launch, tmp_path, trials=20, seed=5432, db_for=db_for)
+        results = run_trials(server.launch, tmp_path, trials=20, seed=5432, db_for=_database_per_trial(pg_url))
     finally:
         server.close()
     assert all(t.checkpoints > 0 for t in results)
+
+
+def test_killed_just_after_a_dependent_started_on_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The durability trials (chain a -> b -> c, killed 0-100 ms after b or c began, LangGraph's default
+    "async" durability) on PostgreSQL: 30 trials, no done step runs again."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_crash_resume import ForkServer, run_trials
+
+    server = ForkServer()
+    try:
+        results = run_trials(server.launch, tmp_path, trials=30, seed=15, db_for=_database_per_trial(pg_url),
+                             kill_after="dependent", plan="chain")
+    finally:
+        server.close()
+    assert sum(t.re_runs_of_done_steps for t in results) == 0
+    assert sum(t.kills_after_dependent for t in results) >= 27
+
+
+def test_two_processes_on_one_thread_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The per-thread lease on PostgreSQL: a second process is refused while the first runs."""
+    from test_reliability_lease import two_processes_on_one_thread
+
+    two_processes_on_one_thread(_database_per_trial(pg_url)(0), tmp_path)
+
+
+def test_a_sigkilled_holder_is_taken_over_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The per-thread lease on PostgreSQL: a holder killed with SIGKILL is taken over at once."""
+    from test_reliability_lease import sigkilled_holder_is_taken_over
+
+    sigkilled_holder_is_taken_over(_database_per_trial(pg_url)(0), tmp_path)

@@ -12,11 +12,13 @@ from planmode.errors import (
     PlanModeError,
     PlanParseError,
     SnapshotNotFoundError,
+    ThreadBusyError,
     ThreadNotFoundError,
 )
 from planmode.events import Event
 from planmode.executors import StepContext, Verdict
 from planmode.graph import build_graph, build_state_graph, mermaid
+from planmode.lease import run, stream, thread_lease
 from planmode.middleware import PlanModeMiddleware
 from planmode.runs import RunInfo, list_runs
 from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
@@ -36,6 +38,7 @@ __all__ = [
     "Step",
     "StepContext",
     "StepStatus",
+    "ThreadBusyError",
     "ThreadNotFoundError",
     "Verdict",
     "apply_patch",
@@ -46,5 +49,8 @@ __all__ = [
     "guard_tools",
     "list_runs",
     "mermaid",
+    "run",
+    "stream",
+    "thread_lease",
 ]
 __version__ = "0.1.0"

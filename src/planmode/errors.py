@@ -6,7 +6,16 @@ These are for setup and programmer errors, and for parse failures that callers t
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "PlanModeError", "PlanParseError", "SnapshotNotFoundError", "ThreadNotFoundError"]
+from datetime import datetime
+
+__all__ = [
+    "ConfigurationError",
+    "PlanModeError",
+    "PlanParseError",
+    "SnapshotNotFoundError",
+    "ThreadBusyError",
+    "ThreadNotFoundError",
+]
 
 
 class PlanModeError(Exception):
@@ -27,3 +36,14 @@ class ThreadNotFoundError(PlanModeError, LookupError):
 
 class SnapshotNotFoundError(PlanModeError, LookupError):
     """No snapshot with the given id (or offset) exists in the thread."""
+
+
+class ThreadBusyError(PlanModeError):
+    """Another process is running the thread (it holds the thread's lease; see `planmode.lease`)."""
+
+    def __init__(self, thread_id: str, holder: str, since: datetime) -> None:
+        self.thread_id = thread_id
+        self.holder = holder
+        self.since = since
+        super().__init__(f"thread {thread_id!r} is already running ({holder}, since "
+                         f"{since:%Y-%m-%d %H:%M:%S} UTC); wait for it to finish, or stop that process")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +21,18 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from planmode.errors import ConfigurationError
+from planmode.lease import thread_lease
 
 __all__ = [
     "SERDE_ALLOWLIST",
     "SERVER_DB_ENV",
+    "open_checkpointer",
     "planmode_serializer",
+    "postgres_checkpointer",
     "server_checkpointer",
     "sqlite_checkpointer",
+    "thread_lease",
+    "wait_until_durable",
     "with_planmode_types",
 ]
 
@@ -163,3 +168,93 @@ def _redact(url: str) -> str:
     import re
 
     return re.sub(r"(//[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+# -- durability ------------------------------------------------------------------------------------------
+
+
+def wait_until_durable(*, timeout: float = 120.0) -> None:
+    """Block the calling node until the checkpoint its task runs from is saved.
+
+    LangGraph's default durability ("async") saves each checkpoint in the background while the next
+    super-step already runs; a process killed meanwhile loses the steps that checkpoint recorded done, and
+    runs them again on resume. dispatch calls this before it starts any step, so every step verified done is
+    durable before a step that depends on it starts — whatever durability the caller passed, except "exit"
+    (the caller asked for no checkpoint before the run ends; nothing is durable then by design). Outside a
+    run, without a checkpointer, or under "sync" (the checkpoint is already there: one cheap query) it
+    returns at once.
+
+    Raises:
+        TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).
+    """
+    from langgraph._internal._constants import (
+        CONFIG_KEY_CHECKPOINT_MAP,
+        CONFIG_KEY_CHECKPOINT_NS,
+        CONFIG_KEY_CHECKPOINTER,
+        CONFIG_KEY_DURABILITY,
+        NS_SEP,
+    )
+    from langgraph.config import get_config
+
+    try:
+        conf = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a run
+        return
+    saver = conf.get(CONFIG_KEY_CHECKPOINTER)
+    if saver is None or conf.get(CONFIG_KEY_DURABILITY) == "exit" or not conf.get("thread_id"):
+        return
+    task_ns = str(conf.get(CONFIG_KEY_CHECKPOINT_NS) or "")
+    graph_ns = task_ns.rpartition(NS_SEP)[0]
+    checkpoint_id = (conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get(graph_ns)
+    if not checkpoint_id:
+        return
+    key = (str(conf["thread_id"]), graph_ns, str(checkpoint_id))
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while not _checkpoint_saved(saver, key):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
+                               "the checkpointer is failing")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+
+
+def _checkpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
+    """Whether the checkpoint (thread, namespace, id) is in the saver: one indexed query for the savers
+    planmode ships with, ``get_tuple`` for the others."""
+    if isinstance(saver, SqliteSaver):
+        with saver.cursor(transaction=False) as cur:
+            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                        key)
+            return cur.fetchone() is not None
+    if _is_postgres(saver):
+        with _pg_connection(saver) as conn, conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
+                        "AND checkpoint_id = %s", key)
+            return cur.fetchone() is not None
+    try:
+        found = saver.get_tuple({"configurable": {"thread_id": key[0], "checkpoint_ns": key[1],
+                                                  "checkpoint_id": key[2]}})
+    except NotImplementedError:  # an async-only saver: it cannot be asked from here
+        return True
+    return found is not None
+
+
+def _is_postgres(saver: Any) -> bool:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:  # the postgres extra is not installed, so this cannot be one
+        return False
+    return isinstance(saver, PostgresSaver)
+
+
+@contextmanager
+def _pg_connection(saver: Any) -> Iterator[Any]:
+    """A connection of a ``PostgresSaver``: from its pool, or its one connection under its lock."""
+    conn = saver.conn
+    if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool
+        with conn.connection() as c:
+            yield c
+    else:
+        with saver.lock:
+            yield conn

@@ -28,6 +28,7 @@ from rich.text import Text
 
 from planmode.cli.ui import console, error_text, plan_table, render_event, unicode_ok
 from planmode.errors import ThreadNotFoundError
+from planmode.lease import thread_lease
 from planmode.state.models import Plan
 
 __all__ = ["Interrupted", "Watcher", "drive", "require_thread", "show_result"]
@@ -271,9 +272,16 @@ def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: 
     """Run until the graph finishes or a human quits at the approval prompt; return the run status.
 
     ``resume_hint`` is the complete command that continues the run (printed when it is left for later).
-    ``watcher`` collects the files the tools changed.
+    ``watcher`` collects the files the tools changed. The thread's lease is held throughout: a second
+    process on the same thread gets `ThreadBusyError`.
     """
-    watcher = watcher or Watcher(queue.Queue())
+    with thread_lease(graph.checkpointer, cfg["configurable"]["thread_id"]):
+        return _drive(graph, inp, cfg, context=context, approver=approver, resume_hint=resume_hint,
+                      watcher=watcher or Watcher(queue.Queue()))
+
+
+def _drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver,
+           resume_hint: str | None, watcher: Watcher) -> str:
     tid = cfg["configurable"]["thread_id"]
     while True:
         with Progress(graph, cfg) as progress:

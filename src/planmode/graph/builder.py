@@ -21,7 +21,13 @@ from langgraph.types import RetryPolicy
 
 from planmode.context import PlanModeContext
 from planmode.executors import Executor, Verifier
-from planmode.graph.routing import route_after_approve, route_after_patch, route_after_plan
+from planmode.graph.routing import (
+    route_after_approve,
+    route_after_dispatch,
+    route_after_patch,
+    route_after_plan,
+    route_after_reflect,
+)
 from planmode.llm import ModelProvider
 from planmode.nodes import (
     Deps,
@@ -76,6 +82,9 @@ def build_state_graph(
     g.add_conditional_edges("plan", route_after_plan)
     g.add_conditional_edges("approve", route_after_approve)
     g.add_conditional_edges("patch", route_after_patch)
+    g.add_conditional_edges("dispatch", route_after_dispatch,
+                            ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch"])
+    g.add_conditional_edges("reflect", route_after_reflect)
     return g
 
 

@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.runtime import Runtime
-from langgraph.types import Command, Send
+from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from planmode.nodes._deps import Deps, settings_of
+from planmode.persistence import wait_until_durable
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
-__all__ = ["StepTask", "find_trouble", "make_dispatch"]
+__all__ = ["StepTask", "dispatch_sends", "find_trouble", "make_dispatch"]
 
 S = StepStatus
 
@@ -52,39 +53,58 @@ def find_trouble(plan: Plan) -> str | None:
 
 
 def make_dispatch(deps: Deps) -> Any:
-    """Build the dispatch node."""
+    """Build the dispatch node.
 
-    def dispatch(
-        state: PlanModeState, runtime: Runtime[Any]
-    ) -> Command[Literal["execute_step", "reflect", "finalize", "approve"]]:
+    It returns only what it changes (steps marked running, the trouble, the status); the router
+    `planmode.graph.routing.route_after_dispatch` reads the route from that state: a ``Send`` per running
+    step without an outcome, reflect, finalize or approve. So an edit through ``update_state`` between two
+    nodes re-runs that router on the edited state instead of stranding the run.
+    """
+
+    def dispatch(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None or plan.version == 0:
-            return Command(goto="finalize", update={"status": "failed", "error": "there is no valid plan"})
+            return {"status": "failed", "error": "there is no valid plan"}
         if state.get("needs_approval"):
-            return Command(goto="approve")
+            return {}
         approved = state.get("approved_revision")
         if approved is not None and plan.revision != approved:  # the plan executed is exactly the plan approved
-            return Command(goto="approve", update={
-                    "needs_approval": True, "approved_revision": None,
-                    "approval_error": "the plan changed after it was approved; review it again"})
+            return {"needs_approval": True, "approved_revision": None,
+                    "approval_error": "the plan changed after it was approved; review it again"}
         if plan.is_complete:
-            return Command(goto="finalize", update={"status": "completed", "approved_revision": None})
+            return {"status": "completed", "approved_revision": None}
         trouble = find_trouble(plan)
         if trouble:
-            return Command(goto="reflect", update={"trouble": trouble, "approved_revision": None})
-        # A step left running without an outcome (e.g. after a rollback) is dispatched again.
-        ready = plan.ready_steps() + [s for s in plan.by_status(S.RUNNING) if s.id not in
-                                      (state.get("step_outcomes") or {})]
-        batch = ready[: max(1, settings.max_parallel)]
+            return {"trouble": trouble, "approved_revision": None}
+        # Every step done so far must be durable before the next ones start (LangGraph's default "async"
+        # durability writes checkpoints behind execution): wait for the checkpoint this task runs from.
+        if plan.by_status(S.DONE):
+            wait_until_durable()
+        # A step left running without an outcome (after a crash, a rollback or an edit) is dispatched again,
+        # first, and counts one more attempt.
+        outcomes = state.get("step_outcomes") or {}
+        stale = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
+        batch = (stale + plan.ready_steps())[: max(1, settings.max_parallel)]
         transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=s.attempts + 1) for s in batch]
-        update = {"plan": PlanUpdate(transitions=transitions, source="dispatch"), "approved_revision": None,
-                  "status": "running"}
-        # Each task carries only its step and its dependencies' summaries, not the whole plan.
-        sends = [Send("execute_step", _task(plan, s, state.get("settings") or {})) for s in batch]
-        return Command(goto=sends, update=update)
+        return {"plan": PlanUpdate(transitions=transitions, source="dispatch"), "approved_revision": None,
+                "status": "running"}
 
     return dispatch
+
+
+def dispatch_sends(state: PlanModeState, limit: int | None = None) -> list[Send]:
+    """One execute_step ``Send`` per running step that has no outcome yet (at most ``limit``)."""
+    plan = state.get("plan")
+    if not isinstance(plan, Plan):
+        return []
+    outcomes = state.get("step_outcomes") or {}
+    running = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
+    if limit is not None:
+        running = running[: max(1, limit)]
+    settings = state.get("settings") or {}
+    # Each task carries only its step and its dependencies' summaries, not the whole plan.
+    return [Send("execute_step", _task(plan, s, settings)) for s in running]
 
 
 def _task(plan: Plan, step: Step, settings: dict[str, Any]) -> StepTask:
@@ -93,5 +113,4 @@ def _task(plan: Plan, step: Step, settings: dict[str, Any]) -> StepTask:
         dep = plan.get(d)
         if dep is not None:
             deps[d] = {"result": dep.result, "output_ref": dep.output_ref}
-    running = step.model_copy(update={"status": S.RUNNING, "attempts": step.attempts + 1})
-    return StepTask(step=running, goal=plan.goal, plan_version=plan.version, dependencies=deps, settings=settings)
+    return StepTask(step=step, goal=plan.goal, plan_version=plan.version, dependencies=deps, settings=settings)

@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 from pydantic import BaseModel
 
 from planmode import prompts
@@ -41,18 +40,19 @@ class Reflection(BaseModel):
 
 
 def make_reflect(deps: Deps) -> Any:
-    """Build the reflect node."""
+    """Build the reflect node. It returns only what it changes; `planmode.graph.routing.route_after_reflect`
+    reads the route (dispatch, patch or finalize) from the state it leaves."""
 
-    def reflect(state: PlanModeState, runtime: Runtime[Any]) -> Command[Literal["dispatch", "patch", "finalize"]]:
+    def reflect(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         trouble = state.get("trouble") or "unknown trouble"
         count = (state.get("reflections") or 0) + 1
         if plan is None:
-            return Command(goto="finalize", update={"status": "failed", "error": "no plan to reflect on"})
+            return {"status": "failed", "error": "no plan to reflect on"}
         if count > settings.max_reflections:
             msg = f"gave up after {settings.max_reflections} reflection(s); last trouble: {trouble}"
-            return Command(goto="finalize", update={"status": "failed", "error": msg, "reflections": count - 1})
+            return {"status": "failed", "error": msg, "reflections": count - 1}
         model = deps.models.get(settings)
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.REFLECT_SYSTEM),
@@ -69,7 +69,7 @@ def make_reflect(deps: Deps) -> Any:
                          HumanMessage(content=f"That answer could not be read: {err}. Answer again.")]
         if result is None:
             msg = "the reflection step gave no readable assessment: " + " | ".join(errors)
-            return Command(goto="finalize", update={"status": "failed", "error": msg, "reflections": count})
+            return {"status": "failed", "error": msg, "reflections": count}
         if result.assessment == "on_track" and trouble.startswith("deadlock"):
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
         emit("reflection", result.reasoning, plan_version=plan.version, assessment=result.assessment,
@@ -78,16 +78,13 @@ def make_reflect(deps: Deps) -> Any:
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0)
                      for s in plan.by_status(S.FAILED, S.BLOCKED)]
-            return Command(goto="dispatch", update={
-                **update, "plan": PlanUpdate(transitions=retry, source="reflect")})
+            return {**update, "plan": PlanUpdate(transitions=retry, source="reflect")}
         if result.assessment in ("needs_adjustment", "off_track"):
-            return Command(goto="patch", update=update)
+            return update
         if result.assessment == "complete":
             skip = [StepTransition(id=s.id, status=S.SKIPPED)
                     for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
-            return Command(goto="finalize", update={
-                **update, "status": "completed", "plan": PlanUpdate(transitions=skip, source="reflect")})
-        return Command(goto="finalize", update={
-            **update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"})
+            return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source="reflect")}
+        return {**update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"}
 
     return reflect
