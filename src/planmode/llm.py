@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 import urllib.request
+import weakref
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
@@ -164,7 +165,7 @@ def call_structured(
     The mode follows ``settings.structured_output``. In ``auto``, an OpenAI-compatible model tries
     json_schema, json_object (with the schema) and tool calling in turn: a server that refuses a mode (an HTTP
     error naming response_format, json_schema or tools) gets the next one, and the first one accepted is
-    kept for that server and model for the rest of the process (`negotiated_mode`).
+    kept for that model object (`negotiated_mode`): every later call of the run uses it.
     """
     msgs = normalize_messages(messages) if settings.normalize_messages else list(messages)
     msgs = fit_messages(msgs, context_budget(model, settings), reserve=settings.max_output_tokens)
@@ -201,9 +202,31 @@ def call_structured(
 Mode = Literal["json_schema", "json_object", "tool_calling"]
 #: The order "auto" tries structured-output modes in, for an OpenAI-compatible model.
 AUTO_ORDER: tuple[Mode, ...] = ("json_schema", "json_object", "tool_calling")
-_NEGOTIATED: dict[tuple[str | None, str | None], Mode] = {}
-_CONTEXT_SIZES: dict[str, int] = {}
 _REGISTRY_LOCK = threading.Lock()
+#: What planmode learnt about a model object (its negotiated mode, its server's context size), by id(); an
+#: entry is dropped when its model is collected, so a new graph (or a new port) learns afresh.
+_LEARNT: dict[int, dict[str, Any]] = {}
+
+
+def _learnt(model: Any, key: str) -> Any:
+    with _REGISTRY_LOCK:
+        return _LEARNT.get(id(model), {}).get(key)
+
+
+def _learn(model: Any, key: str, value: Any) -> Any:
+    """Keep ``value`` for ``model`` unless a value is already kept; return the kept value."""
+    ident = id(model)
+    with _REGISTRY_LOCK:
+        fresh = ident not in _LEARNT
+        kept = _LEARNT.setdefault(ident, {}).setdefault(key, value)
+    if fresh:
+        weakref.finalize(model, _forget, ident)
+    return kept
+
+
+def _forget(ident: int) -> None:
+    with _REGISTRY_LOCK:
+        _LEARNT.pop(ident, None)
 
 
 def _is_openai(model: Any) -> bool:
@@ -220,15 +243,20 @@ def _endpoint(model: Any) -> tuple[str | None, str | None]:
 
 
 def negotiated_mode(model: BaseChatModel) -> Mode | None:
-    """The structured-output mode ``auto`` settled on for this model's server and name, if any yet."""
-    with _REGISTRY_LOCK:
-        return _NEGOTIATED.get(_endpoint(model))
+    """The structured-output mode ``auto`` settled on for this model object, if any yet.
+
+    `ModelProvider` keeps one model object per (model, base_url, ...) for the life of the graph, so every node
+    of a run, and a run resumed in the same process, reuse the choice; another process negotiates again (one
+    refused request per refused mode)."""
+    mode: Mode | None = _learnt(model, "mode")
+    return mode
 
 
 def _remember_mode(model: BaseChatModel, mode: Mode) -> None:
-    if _is_openai(model):
+    if _is_openai(model) and negotiated_mode(model) != mode:
         with _REGISTRY_LOCK:
-            _NEGOTIATED[_endpoint(model)] = mode
+            _LEARNT.get(id(model), {}).pop("mode", None)
+        _learn(model, "mode", mode)
 
 
 def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode], bool]:
@@ -330,8 +358,7 @@ _OVERFLOW_MARKERS = (
 )
 _MODE_MARKERS = ("response_format", "json_schema", "json_object", "tool_choice", "tools", "tool call",
                  "function call")
-_CONTEXT_SIZE = re.compile(r"(?:maximum context length is|n_ctx[^0-9]{0,12}|context size[^0-9]{0,12})(\d{3,7})",
-                           re.I)
+_CONTEXT_SIZE = re.compile(r"(?:maximum context length is|n_ctx\W{0,12}|context size\W{0,12})\s*(\d{3,7})", re.I)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -377,9 +404,10 @@ def model_failure(exc: BaseException, model: BaseChatModel, settings: PlanModeCo
                                     model=name or settings.model) from exc
     if kind == "overflow":
         match = _CONTEXT_SIZE.search(_error_text(exc))
-        if match and base_url:
-            with _REGISTRY_LOCK:  # later calls trim to the size the server named
-                _CONTEXT_SIZES[base_url] = int(match.group(1))
+        if match:  # later calls trim to the size the server named
+            with _REGISTRY_LOCK:
+                _LEARNT.get(id(model), {}).pop("context", None)
+            _learn(model, "context", int(match.group(1)))
         return (f"context overflow: {_describe(exc)} The prompt plus max_output_tokens "
                 f"({settings.max_output_tokens}) must fit the model's context: set the context_tokens setting "
                 f"to the server's context size (the budget was {context_budget(model, settings)} tokens) so "
@@ -398,13 +426,10 @@ def context_budget(model: BaseChatModel, settings: PlanModeContext) -> int:
     base_url, _ = _endpoint(model)
     if not base_url or not _is_openai(model):
         return DEFAULT_CONTEXT_TOKENS
-    with _REGISTRY_LOCK:
-        known = _CONTEXT_SIZES.get(base_url)
+    known = _learnt(model, "context")
     if known is None:
-        known = discover_context_tokens(base_url) or 0
-        with _REGISTRY_LOCK:
-            known = _CONTEXT_SIZES.setdefault(base_url, known)
-    return known or DEFAULT_CONTEXT_TOKENS
+        known = _learn(model, "context", discover_context_tokens(base_url) or 0)
+    return int(known) or DEFAULT_CONTEXT_TOKENS
 
 
 def fit_transcript(

@@ -25,7 +25,8 @@ Like a local server, it can refuse structured-output modes and report a context 
   ``json_schema`` ("Input should be 'text' or 'json_object'"); the responder is not asked.
 - ``context_tokens=N`` reports ``n_ctx`` on ``GET /props`` (as llama.cpp's server does) and answers a request
   whose prompt (about four characters a token) plus ``max_tokens`` exceeds N with llama-cpp-python's HTTP
-  400 ``context_length_exceeded``.
+  400 ``context_length_exceeded``. ``report_context=False`` enforces the size without reporting it, as
+  llama-cpp-python's server does.
 
 Run as a process (for ``langgraph dev`` subprocess tests)::
 
@@ -138,6 +139,7 @@ class ScriptedOpenAIServer:
         port: int = 0,
         refuse: Iterable[str] = (),
         context_tokens: int | None = None,
+        report_context: bool = True,
     ) -> None:
         self.responder = responder
         self.host = host
@@ -147,6 +149,7 @@ class ScriptedOpenAIServer:
         if unknown:
             raise ValueError(f"refuse takes {', '.join(MODES)}, not {', '.join(sorted(unknown))}")
         self.context_tokens = context_tokens
+        self.report_context = report_context
         self.requests: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
         self.on_request: Callable[[dict[str, Any]], None] | None = None
@@ -265,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
         n_ctx = self.server.owner.context_tokens
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
-        elif self.path.rstrip("/") == "/props" and n_ctx is not None:
+        elif self.path.rstrip("/") == "/props" and n_ctx is not None and self.server.owner.report_context:
             self._send_json(200, {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1})
         else:
             self._send_json(404, _error_body(f"no route for GET {self.path}", "invalid_request_error"))
