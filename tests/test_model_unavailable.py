@@ -166,3 +166,20 @@ def test_the_planner_losing_the_model_pauses_before_any_plan(tmp_path: Path) -> 
     assert values["status"] == "completed", values.get("error")
     assert {b["model"] for b in second.bodies} == {"other"}
     assert values["settings"]["model"] == "other"
+
+
+def test_the_direct_path_pauses_and_resumes_too(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer(lambda body: "unused") as srv:
+        dead_url = srv.base_url
+    graph = build_graph(checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
+    context = {"base_url": dead_url, "model": "scripted", "mode": "direct", "max_retries": 0}
+    graph.invoke({"messages": [("user", "what is two plus two?")]}, CFG, context=context)
+    state = graph.get_state(CFG)
+    assert state.values["status"] == "model_unavailable"
+    assert state.interrupts[0].value["node"] == "respond"
+    with ScriptedOpenAIServer(lambda body: "four") as srv:
+        graph.invoke(Command(resume={"base_url": srv.base_url}), CFG)
+    values = graph.get_state(CFG).values
+    assert values["status"] == "answered"
+    assert values["messages"][-1].content == "four"
+    assert [m.content for m in values["messages"]].count("four") == 1
