@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
+from rich.text import Text
 
 from planmode.cli.ui import console, plan_table, render_event
 from planmode.errors import ThreadNotFoundError
@@ -26,11 +27,19 @@ def require_thread(graph: Any, cfg: RunnableConfig) -> Any:
 
 def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver) -> str:
     """Run until the graph finishes or a human quits at the approval prompt; return the run status."""
+    if inp is None and _model_unavailable(graph.get_state(cfg)) is not None:
+        inp = Command(resume={})  # resuming a run paused for its model: try the model again
     while True:
         for mode, chunk in graph.stream(inp, cfg, context=context, stream_mode=["custom", "updates"]):
             if mode == "custom" and isinstance(chunk, dict) and chunk.get("source") == "planmode":
                 console.print(render_event(chunk))
         state = graph.get_state(cfg)
+        paused = _model_unavailable(state)
+        if paused is not None:  # not an approval: stop, resumable
+            tid = cfg["configurable"]["thread_id"]
+            console.print(Text(f"Model unavailable: {paused.get('error')}", style="red"))
+            console.print(Text(f"The run is paused. Resume with: planmode resume {tid}"))
+            return "model_unavailable"
         if state.interrupts:
             payload = state.interrupts[0].value
             answer = approver(payload)
@@ -41,6 +50,14 @@ def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: 
             inp = Command(resume=answer)
             continue
         return str(state.values.get("status") or "unknown")
+
+
+def _model_unavailable(state: Any) -> dict[str, Any] | None:
+    """The payload of a pending model_unavailable interrupt (planmode.nodes.model_unavailable), if any."""
+    for item in state.interrupts:
+        if isinstance(item.value, dict) and item.value.get("type") == "planmode.model_unavailable":
+            return item.value
+    return None
 
 
 def show_result(graph: Any, cfg: RunnableConfig) -> None:
