@@ -140,8 +140,9 @@ def test_resume_with_a_context_naming_a_new_endpoint_goes_on_without_asking(tmp_
 
 def test_resume_at_the_same_dead_endpoint_pauses_again_and_an_approval_answer_is_refused(tmp_path: Path) -> None:
     graph, _, dead_url = start_and_kill(tmp_path)
-    graph.invoke(Command(resume={}), CFG)  # try again: still nobody there
+    graph.invoke(Command(resume={"action": "retry"}), CFG)  # try again: still nobody there
     assert_paused(graph, dead_url)
+    assert graph.get_state(CFG).interrupts[0].value["answer_error"] is None
     graph.invoke(Command(resume={"action": "approve"}), CFG)  # an answer for another interrupt
     state = graph.get_state(CFG)
     assert state.values["status"] == "model_unavailable"
@@ -183,3 +184,15 @@ def test_the_direct_path_pauses_and_resumes_too(tmp_path: Path) -> None:
     assert values["status"] == "answered"
     assert values["messages"][-1].content == "four"
     assert [m.content for m in values["messages"]].count("four") == 1
+
+
+def test_retry_at_the_same_endpoint_once_the_server_is_back(tmp_path: Path) -> None:
+    graph, _, dead_url = start_and_kill(tmp_path)
+    port = int(dead_url.rsplit(":", 1)[1].split("/", 1)[0])
+    second = Script()
+    with ScriptedOpenAIServer(second, port=port):
+        graph.invoke(Command(resume={"action": "retry"}), CFG)
+    values = graph.get_state(CFG).values
+    assert values["status"] == "completed", values.get("error")
+    assert second.executed() == ["add", "report"]
+    assert values["settings"]["base_url"] == dead_url

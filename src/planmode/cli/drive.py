@@ -28,7 +28,7 @@ def require_thread(graph: Any, cfg: RunnableConfig) -> Any:
 def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver) -> str:
     """Run until the graph finishes or a human quits at the approval prompt; return the run status."""
     if inp is None and _model_unavailable(graph.get_state(cfg)) is not None:
-        inp = Command(resume={})  # resuming a run paused for its model: try the model again
+        inp = Command(resume={"action": "retry"})  # resuming a run paused for its model: try the model again
     while True:
         for mode, chunk in graph.stream(inp, cfg, context=context, stream_mode=["custom", "updates"]):
             if mode == "custom" and isinstance(chunk, dict) and chunk.get("source") == "planmode":

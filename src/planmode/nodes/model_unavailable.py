@@ -11,7 +11,8 @@ This node interrupts with ``{"type": "planmode.model_unavailable", ...}``. Resum
 
 - ``Command(resume={"base_url": ..., "model": ...})`` (any run setting may be named): the run continues
   there, and the new settings are kept in state for the rest of the run;
-- ``Command(resume={})`` (or ``None``): try the same endpoint again;
+- ``Command(resume={"action": "retry"})`` (or ``"retry"``, ``True``): try the same endpoint again (not
+  ``{}``: LangGraph reads a dict resume value as a map from interrupt ids, and an empty one resumes nothing);
 - or with a runtime context that names another ``base_url`` or ``model``
   (``graph.invoke(None, cfg, context={"base_url": ...})``, ``planmode resume --base-url``): the node sees
   the changed endpoint and goes on without asking.
@@ -94,7 +95,7 @@ def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:
     action = values.pop("action", "retry")
     if action != "retry":
         raise ValueError(f"this pause waits for a model endpoint, not an approval (action {action!r}): resume "
-                         "with {'base_url': ..., 'model': ...}, or {} to try the same endpoint again")
+                         "with {'base_url': ..., 'model': ...}, or {'action': 'retry'} to try the same endpoint again")
     unknown = sorted(set(values) - _SETTING_NAMES)
     if unknown:
         raise ValueError(f"unknown settings {', '.join(map(repr, unknown))}; settings are: "
@@ -123,7 +124,8 @@ def make_model_unavailable(deps: Deps) -> Any:
                     "step_id": info.get("step_id"),
                     "base_url": settings.base_url,
                     "model": settings.model,
-                    "resume": "{'base_url': ..., 'model': ...} for another endpoint or model, {} to try again",
+                    "resume": ("{'base_url': ..., 'model': ...} for another endpoint or model, {'action': 'retry'} "
+                               "to try the same one again"),
                     "answer_error": problem,
                 })
                 try:
