@@ -277,9 +277,10 @@ def test_a_refused_mode_is_a_500_naming_it_and_the_responder_is_not_asked() -> N
 
 
 def test_refusing_tools_and_an_unknown_mode() -> None:
-    with ScriptedOpenAIServer(queue_responder([]), refuse=("tools",)) as srv:
-        with pytest.raises(openai.InternalServerError, match="tools"):
-            chat(srv).bind_tools([add]).invoke("add")
+    with ScriptedOpenAIServer(queue_responder([]), refuse=("tools",)) as srv, pytest.raises(
+        openai.InternalServerError, match="tools"
+    ):
+        chat(srv).bind_tools([add]).invoke("add")
     with pytest.raises(ValueError, match="refuse takes"):
         ScriptedOpenAIServer(queue_responder([]), refuse=("json",))
 
