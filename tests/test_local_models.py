@@ -275,3 +275,25 @@ def test_grammar_safe_schema_drops_only_string_constraints() -> None:
     safe = grammar_safe_schema(spec)
     assert "pattern" in json.dumps(spec) and "pattern" not in json.dumps(safe)
     assert safe["required"] == spec["required"] and set(safe["$defs"]) == set(spec["$defs"])
+
+
+def test_a_run_resumed_by_another_process_starts_from_the_negotiated_mode(tmp_path: Path) -> None:
+    """The choice is kept in the run's settings: a new graph (as a new CLI process builds) resuming at the
+    approval asks the verifier in json_object mode straight away."""
+    from langgraph.types import Command
+
+    script = Script()
+    with ScriptedOpenAIServer(script, refuse=("json_schema",)) as srv:
+        db = tmp_path / "runs.sqlite"
+        context = {"base_url": srv.base_url, "model": "scripted", "mode": "plan", "max_retries": 0}
+        graph = build_graph(checkpointer=sqlite_checkpointer(db))
+        graph.invoke({"messages": [("user", "collect the numbers, then report the sum")]}, CFG, context=context)
+        state = graph.get_state(CFG)
+        assert state.values["settings"]["negotiated_output"] == f"json_object {srv.base_url} scripted"
+        before = len(srv.requests)
+        fresh = build_graph(checkpointer=sqlite_checkpointer(db))
+        revision = state.interrupts[0].value["revision"]
+        fresh.invoke(Command(resume={"action": "approve", "revision": revision}), CFG)
+        assert fresh.get_state(CFG).values["status"] == "completed"
+        later = [mode_of(b) for b in srv.requests[before:] if mode_of(b) != "text"]
+    assert later and set(later) == {"json_object"}

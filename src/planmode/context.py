@@ -79,6 +79,13 @@ class PlanModeContext:
             "server accepts for the rest of the run; tool calling for other chat models."
         )},
     )
+    negotiated_output: str = field(
+        default="",
+        metadata={"description": (
+            "Written by planmode, leave empty: the structured-output mode auto settled on, as 'mode base_url "
+            "model', so that a run resumed in another process starts from it."
+        )},
+    )
     max_output_tokens: int = field(
         default_factory=lambda: _env_int("PLANMODE_MAX_OUTPUT_TOKENS", 2048),
         metadata={"description": (

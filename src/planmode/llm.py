@@ -36,6 +36,7 @@ __all__ = [
     "grammar_safe_schema",
     "model_failure",
     "negotiated_mode",
+    "negotiation_record",
     "normalize_messages",
     "text_of",
 ]
@@ -252,6 +253,26 @@ def negotiated_mode(model: BaseChatModel) -> Mode | None:
     return mode
 
 
+def negotiation_record(model: BaseChatModel, settings: PlanModeContext) -> str | None:
+    """The ``negotiated_output`` setting to keep in state when ``auto`` settled on a mode that the settings do
+    not record yet (None when there is nothing new)."""
+    mode = negotiated_mode(model) if settings.structured_output == "auto" else None
+    if mode is None:
+        return None
+    base_url, name = _endpoint(model)
+    record = f"{mode} {base_url or ''} {name or ''}"
+    return None if record == settings.negotiated_output else record
+
+
+def _recorded_mode(model: BaseChatModel, settings: PlanModeContext) -> Mode | None:
+    parts = settings.negotiated_output.split(" ")
+    base_url, name = _endpoint(model)
+    if len(parts) == 3 and parts[0] in AUTO_ORDER and parts[1:] == [base_url or "", name or ""]:
+        mode: Mode = parts[0]  # narrowed by the AUTO_ORDER check above
+        return mode
+    return None
+
+
 def _remember_mode(model: BaseChatModel, mode: Mode) -> None:
     if _is_openai(model) and negotiated_mode(model) != mode:
         with _REGISTRY_LOCK:
@@ -266,7 +287,7 @@ def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode],
         return [chosen], True
     if not _is_openai(model):
         return ["tool_calling"], False
-    known = negotiated_mode(model)
+    known = negotiated_mode(model) or _recorded_mode(model, settings)
     start = AUTO_ORDER.index(known) if known is not None else 0
     return list(AUTO_ORDER[start:]), False
 
