@@ -196,3 +196,36 @@ def test_retry_at_the_same_endpoint_once_the_server_is_back(tmp_path: Path) -> N
     assert values["status"] == "completed", values.get("error")
     assert second.executed() == ["add", "report"]
     assert values["settings"]["base_url"] == dead_url
+
+
+def test_any_chat_model_raising_connection_error_pauses_the_run_and_a_retry_resumes_it(tmp_path: Path) -> None:
+    """Not only ChatOpenAI: a chat model passed to the builder whose call raises ConnectionError (the
+    builtin: refused, reset) pauses the run; a parallel sibling step's work is kept."""
+    from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
+
+    down = threading.Event()
+    down.set()
+    plan = {"title": "Parallel", "steps": [{"id": "left", "description": "left"},
+                                           {"id": "right", "description": "right"},
+                                           {"id": "join", "description": "join", "dependencies": ["left", "right"]}]}
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.step_id == "right" and down.is_set():
+            raise ConnectionRefusedError("[Errno 111] Connection refused")
+        return "ok"
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute))
+    graph = build_graph(model, checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
+    graph.invoke({"messages": [("user", "do left and right, then join them")]}, CFG,
+                 context={"mode": "plan", "approval": "auto"})
+    state = graph.get_state(CFG)
+    assert state.values["status"] == "model_unavailable"
+    assert "Connection refused" in state.values["error"]
+    statuses = {s.id: s.status.value for s in state.values["plan"].steps}
+    assert statuses == {"left": "done", "right": "running", "join": "pending"}
+    down.clear()
+    graph.invoke(Command(resume="retry"), CFG)
+    values = graph.get_state(CFG).values
+    assert values["status"] == "completed", values.get("error")
+    assert (model.calls("execute", "left"), model.calls("execute", "right"), model.calls("execute", "join")) == (
+        1, 2, 1)  # the done sibling did not run again
