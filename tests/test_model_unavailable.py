@@ -229,3 +229,32 @@ def test_any_chat_model_raising_connection_error_pauses_the_run_and_a_retry_resu
     assert values["status"] == "completed", values.get("error")
     assert (model.calls("execute", "left"), model.calls("execute", "right"), model.calls("execute", "join")) == (
         1, 2, 1)  # the done sibling did not run again
+
+
+def test_reflect_losing_the_model_pauses_and_resumes_at_reflect(tmp_path: Path) -> None:
+    from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
+
+    down = threading.Event()
+    down.set()
+    plan = {"title": "One step", "steps": [{"id": "only", "description": "do it", "acceptance": "done well"}]}
+
+    def reflect(req: ScriptRequest) -> Any:
+        if down.is_set():
+            raise ConnectionResetError("connection reset by peer")
+        return {"assessment": "complete", "reasoning": "good enough"}
+
+    model = ScriptedChatModel(responder=PurposeScript(
+        plan=plan, verify={"passed": False, "reason": "not well"}, reflect=reflect))
+    graph = build_graph(model, checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
+    graph.invoke({"messages": [("user", "do it well")]}, CFG,
+                 context={"mode": "plan", "approval": "auto", "max_attempts": 1})
+    state = graph.get_state(CFG)
+    assert state.values["status"] == "model_unavailable"
+    assert state.interrupts[0].value["node"] == "reflect"
+    assert state.values["reflections"] == 0  # the lost call counted nothing
+    down.clear()
+    graph.invoke(Command(resume={"action": "retry"}), CFG)
+    values = graph.get_state(CFG).values
+    assert values["status"] == "completed", values.get("error")
+    assert values["reflections"] == 1
+    assert model.calls("execute") == 1

@@ -67,7 +67,8 @@ def build_state_graph(
     g.add_node("dispatch", make_dispatch(deps))
     g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)))
     g.add_node("verify", pausable("verify", make_verify(deps)))
-    g.add_node("reflect", pausable("reflect", make_reflect(deps)))
+    g.add_node("reflect", pausable("reflect", make_reflect(deps)),
+               destinations=("dispatch", "patch", "finalize", "model_unavailable"))
     g.add_node("patch", pausable("patch", make_patch(deps)))
     g.add_node("finalize", make_finalize(deps))
     g.add_node("model_unavailable", make_model_unavailable(deps))
