@@ -15,7 +15,7 @@ from langchain_core.tools import tool
 
 from planmode._budget import approx_tokens, fit_messages
 from planmode.graph import build_graph
-from planmode.llm import discover_context_tokens, failure_kind, grammar_safe_schema
+from planmode.llm import discover_context_tokens, failure_kind, grammar_safe_pattern, grammar_safe_schema
 from planmode.nodes.plan import PlanDraft
 from planmode.persistence import sqlite_checkpointer
 from planmode.testing.openai_server import ScriptedOpenAIServer, prompt_tokens
@@ -98,7 +98,7 @@ def test_auto_falls_back_to_json_object_with_the_schema_when_json_schema_is_refu
     plan_body = script.of("plan")[0]
     schema = plan_body["response_format"]["schema"]
     assert set(schema["properties"]) == {"title", "steps"}
-    assert "pattern" not in json.dumps(schema)  # llama.cpp's grammar parser died on PlanDraft's id pattern
+    assert "{0,63}" not in json.dumps(schema)  # llama.cpp's grammar parser died on PlanDraft's id pattern
     assert "matches this JSON schema" in plan_body["messages"][0]["content"]  # the prompt states it too
     assert len(script.of("verify")) == 2
 
@@ -270,11 +270,15 @@ def test_failure_kinds() -> None:
     assert failure_kind(ValueError("no")) == "other"
 
 
-def test_grammar_safe_schema_drops_only_string_constraints() -> None:
+def test_grammar_safe_schema_simplifies_only_string_constraints() -> None:
     spec = PlanDraft.model_json_schema()
     safe = grammar_safe_schema(spec)
-    assert "pattern" in json.dumps(spec) and "pattern" not in json.dumps(safe)
+    step_id = safe["$defs"]["StepDefinition"]["properties"]["id"]
+    assert step_id["pattern"] == "^[A-Za-z_][A-Za-z0-9_-]*$"  # what llama.cpp's converter takes (measured)
+    assert "maxLength" not in json.dumps(safe) and "{0," not in json.dumps(safe)
     assert safe["required"] == spec["required"] and set(safe["$defs"]) == set(spec["$defs"])
+    assert grammar_safe_pattern(r"^\d{3}$") is None  # escapes left: no pattern rather than a risky one
+    assert grammar_safe_pattern("a{2,5}b{0,3}") == "a+b*"
 
 
 def test_a_run_resumed_by_another_process_starts_from_the_negotiated_mode(tmp_path: Path) -> None:

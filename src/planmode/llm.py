@@ -33,6 +33,7 @@ __all__ = [
     "discover_context_tokens",
     "failure_kind",
     "fit_transcript",
+    "grammar_safe_pattern",
     "grammar_safe_schema",
     "model_failure",
     "negotiated_mode",
@@ -313,17 +314,36 @@ def _ask(model: BaseChatModel, schema: type[BaseModel], msgs: list[BaseMessage],
     return runnable.invoke(msgs)
 
 
-_GRAMMAR_UNSAFE = frozenset({"pattern", "format", "minLength", "maxLength"})
+_GRAMMAR_UNSAFE = frozenset({"format", "minLength", "maxLength"})
+_BOUNDED = re.compile(r"\{(\d*),?(\d*)\}")
+
+
+def grammar_safe_pattern(pattern: str) -> str | None:
+    """A regex pattern llama.cpp's grammar converter handles: bounded repeats become ``*`` / ``+`` and an
+    escaped ``-`` at the end of a class a plain one; None when escapes remain (the pattern is then left out)."""
+    out = _BOUNDED.sub(lambda m: "+" if m.group(1) not in ("", "0") else "*", pattern).replace("\\-]", "-]")
+    return None if "\\" in out else out
 
 
 def grammar_safe_schema(spec: Any) -> Any:
-    """The JSON schema without string patterns, formats and lengths.
+    """The JSON schema as a grammar llama.cpp can build: no formats or lengths, simple patterns only.
 
-    llama.cpp turns the schema of a json_object request into a grammar; a regex pattern such as
-    ``^[A-Za-z_][A-Za-z0-9_-]{0,63}$`` became a grammar it failed to parse, and llama-cpp-python 0.3.16's
-    server process died. Pydantic still checks those constraints on the answer."""
+    llama.cpp turns the schema of a json_object request into a grammar. PlanDraft's step-id pattern
+    ``^[A-Za-z_][A-Za-z0-9_\\-]{0,63}$`` became a grammar it failed to parse, and llama-cpp-python 0.3.16's
+    server process died; ``^[A-Za-z_][A-Za-z0-9_-]*$`` works. Pydantic still checks the full constraints on
+    the answer."""
     if isinstance(spec, dict):
-        return {k: grammar_safe_schema(v) for k, v in spec.items() if k not in _GRAMMAR_UNSAFE}
+        out: dict[str, Any] = {}
+        for key, value in spec.items():
+            if key in _GRAMMAR_UNSAFE:
+                continue
+            if key == "pattern" and isinstance(value, str):
+                simple = grammar_safe_pattern(value)
+                if simple is not None:
+                    out[key] = simple
+                continue
+            out[key] = grammar_safe_schema(value)
+        return out
     if isinstance(spec, list):
         return [grammar_safe_schema(v) for v in spec]
     return spec
