@@ -110,6 +110,9 @@ def test_auto_falls_back_to_tool_calling_when_both_response_formats_are_refused(
     modes = [mode_of(b) for b in srv.requests if mode_of(b) != "text"]
     assert modes[:3] == ["json_schema", "json_object", "tool_calling"]
     assert set(modes[3:]) == {"tool_calling"}
+    tool = script.of("plan")[-1]["tools"][0]["function"]
+    assert tool["name"] == "PlanDraft"
+    assert "{0,63}" not in json.dumps(tool["parameters"])  # llama-cpp-python builds a grammar from it too
 
 
 def test_when_every_mode_is_refused_the_error_names_what_was_tried_and_the_setting(tmp_path: Path) -> None:

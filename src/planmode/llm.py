@@ -306,6 +306,15 @@ def _ask(model: BaseChatModel, schema: type[BaseModel], msgs: list[BaseMessage],
             bound = model.bind(response_format=response_format)
         raw = bound.invoke(_with_schema_hint(msgs, spec))
         return {"raw": raw, "parsed": None}
+    if mode == "tool_calling" and _is_openai(model) and _endpoint(model)[0]:
+        # A local server builds a grammar from the tool's parameters as well (llama-cpp-python died on
+        # PlanDraft's step-id pattern in tool-calling mode too): send them grammar-safe; Pydantic checks the rest.
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        spec = convert_to_openai_tool(schema)
+        spec["function"]["parameters"] = grammar_safe_schema(spec["function"].get("parameters") or {})
+        raw = model.bind_tools([spec], tool_choice=spec["function"]["name"]).invoke(msgs)
+        return {"raw": raw, "parsed": None}
     method = "json_schema" if mode == "json_schema" else "function_calling"
     try:
         runnable = model.with_structured_output(schema, method=method, include_raw=True)
