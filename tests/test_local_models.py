@@ -129,6 +129,7 @@ def test_a_forced_mode_that_the_server_refuses_names_the_setting(tmp_path: Path)
                       max_plan_attempts=1)
     assert values["status"] == "failed"
     assert "structured_output='json_schema'" in values["error"] and "'auto'" in values["error"]
+    assert "Input should be 'text' or 'json_object'" in values["error"]  # the cause, not just its first line
     assert {mode_of(b) for b in srv.requests} == {"json_schema"}  # forced: nothing else is tried
 
 

@@ -148,7 +148,8 @@ def _describe(exc: BaseException) -> str:
             loc = ".".join(str(p) for p in err["loc"]) or "(root)"
             parts.append(f"{loc}: {err['msg']}")
         return "invalid fields: " + "; ".join(parts)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # All of it, whitespace folded: llama-cpp-python puts the cause on the lines after "1 validation error:".
+    text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:500]
 
 
@@ -185,7 +186,7 @@ def call_structured(
             ) from exc
         except Exception as exc:  # a failed model call is an error value for the node's retry loop
             if failure_kind(exc) == "refused":
-                refusals.append(f"{mode}: {_describe(exc)[:200]}")
+                refusals.append(f"{mode}: {_describe(exc)[:300]}")
                 continue
             return None, model_failure(exc, model, settings), None
         if not forced:
