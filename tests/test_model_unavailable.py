@@ -258,3 +258,32 @@ def test_reflect_losing_the_model_pauses_and_resumes_at_reflect(tmp_path: Path) 
     assert values["status"] == "completed", values.get("error")
     assert values["reflections"] == 1
     assert model.calls("execute") == 1
+
+
+def test_parallel_steps_losing_the_model_at_once_pause_once_and_both_run_on_resume(tmp_path: Path) -> None:
+    """Several execute_step tasks of one super-step may all lose the model: their writes merge (no
+    InvalidUpdateError), the run pauses once, and on resume each runs again with its attempt uncounted."""
+    from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
+
+    down = threading.Event()
+    down.set()
+    plan = {"title": "Wide", "steps": [{"id": f"s{i}", "description": f"part {i}"} for i in range(3)]}
+
+    def execute(req: ScriptRequest) -> Any:
+        if down.is_set():
+            raise ConnectionRefusedError("[Errno 111] Connection refused")
+        return "ok"
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute))
+    graph = build_graph(model, checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
+    graph.invoke({"messages": [("user", "do the three parts")]}, CFG,
+                 context={"mode": "plan", "approval": "auto", "max_parallel": 3, "max_attempts": 1})
+    state = graph.get_state(CFG)
+    assert state.values["status"] == "model_unavailable"
+    assert len(state.interrupts) == 1
+    assert {s.status.value for s in state.values["plan"].steps} == {"running"}
+    down.clear()
+    graph.invoke(Command(resume=True), CFG)
+    values = graph.get_state(CFG).values
+    assert values["status"] == "completed", values.get("error")
+    assert all(s.attempts == 1 for s in values["plan"].steps)  # max_attempts=1 was not used up by the outage
