@@ -50,6 +50,14 @@ GROUPS: dict[str, tuple[str, str]] = {
         "SIGKILL crash-resume: every run completes, no done step runs again",
         "30 trials",
     ),
+    "test_two_threads_editing_at_once_never_lose_an_edit": (
+        "Concurrent plan edits (edit_plan), 2 threads x 20 rounds, SQLite and PostgreSQL: none lost",
+        "{n} databases",
+    ),
+    "test_two_processes_editing_at_once_never_lose_an_edit": (
+        "Concurrent plan edits (edit_plan), 2 processes x 20 edits on one SQLite file: none lost",
+        "40 edits",
+    ),
     "test_full_outputs_stay_in_the_store_and_out_of_the_checkpoints": (
         "Full step outputs kept in the store only",
         "1 run",

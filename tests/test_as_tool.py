@@ -1,6 +1,7 @@
-"""Plan mode as a tool of a parent agent (``planmode.as_tool`` + ``planmode.guard_tools``), on a real SQLite file.
+"""Plan mode as a tool of a parent agent, on a real SQLite file: ``planmode.as_tool`` + ``planmode.guard_tools``
+under LangGraph's ``create_react_agent``, and ``planmode.PlanModeMiddleware`` under langchain's ``create_agent``.
 
-The parent is LangGraph's prebuilt ReAct agent driven by a scripted model. It calls ``plan_mode``; planmode
+The parent is driven by a scripted model. It calls ``plan_mode``; planmode
 runs as a nested graph on the parent's checkpointer; its approval interrupt surfaces at the parent and is
 answered through it (approve, edit, reject, cancel); the report comes back as a tool message; done steps are
 not run again on resume; and the parent's own write tools are refused while plan mode is on.
@@ -9,6 +10,8 @@ not run again on resume; and the parent's own write tools are refused while plan
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Any
 
 import aiosqlite
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
@@ -24,10 +28,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.prebuilt import create_react_agent
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
-from planmode import as_tool, guard_tools
-from planmode.agent_tool import PlanModeGuard, pending_plan_mode_calls
+from planmode import PlanModeMiddleware, as_tool, guard_tools
+from planmode.agent_tool import PlanModeGuard, in_plan_mode
 from planmode.approval import Cancel, parse_resume
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
@@ -41,8 +45,8 @@ from planmode.tools import read_only
 
 pytestmark = [
     pytest.mark.integration,
-    # create_react_agent is deprecated in favour of langchain's create_agent (not a dependency here); the
-    # prebuilt agent still runs tools through the same ToolNode, which is what this module exercises.
+    # create_react_agent is deprecated in favour of langchain's create_agent; guard_tools stays for its users, and
+    # both agents are exercised here.
     pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10"),
 ]
 
@@ -100,15 +104,31 @@ class Parent:
     def __init__(self, *turns: list[dict[str, Any]]) -> None:
         self.turns = turns
         self.calls = 0
+        self.texts: list[str] = []
 
     def __call__(self, req: ScriptRequest) -> Any:
         assert req.purpose == "unknown"  # the parent's prompts carry no planmode:<purpose> line
         assert any(t["function"]["name"] == "plan_mode" for t in req.tools)
         self.calls += 1
+        self.texts.append(req.text())
         n = sum(1 for m in req.messages if isinstance(m, AIMessage))
         if n < len(self.turns):
-            return {"tool_calls": self.turns[n]}
+            turn = self.turns[n]
+            if all("id" in c for c in turn):  # ids given by the test, as the model sent them (even empty ones)
+                return AIMessage(content="", tool_calls=[{**c, "type": "tool_call"} for c in turn])
+            return {"tool_calls": turn}
         return "All done."
+
+
+def call_with_id(name: str, call_id: str, **args: Any) -> dict[str, Any]:
+    """A tool call with the id the (adversarial) model chose."""
+    return {"name": name, "args": args, "id": call_id}
+
+
+@pytest.fixture(params=["create_react_agent", "create_agent"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """The parent agent: LangGraph's prebuilt one with guard_tools, or langchain's with PlanModeMiddleware."""
+    return str(request.param)
 
 
 @pytest.fixture
@@ -125,12 +145,15 @@ def savers() -> Iterator[list[SqliteSaver]]:
 
 
 def build_parent(db: Path, savers: list[SqliteSaver], parent: Parent, world: World, *plans: dict[str, Any],
-                 settings: PlanModeContext | None = None, **script: Any) -> Any:
+                 settings: PlanModeContext | None = None, kind: str = "create_react_agent", **script: Any) -> Any:
     """The parent agent on the SQLite file ``db``; each call is a fresh connection (a new process)."""
     planner = ScriptedChatModel(responder=PurposeScript(plan=list(plans or [PLAN]), **script))
     plan_mode = _counting(as_tool(planner, executor=world.execute, settings=settings), world)
     saver = sqlite_checkpointer(db)
     savers.append(saver)
+    if kind == "create_agent":
+        return create_agent(ScriptedChatModel(responder=parent), world.parent_tools(), checkpointer=saver,
+                            middleware=[PlanModeMiddleware(tool=plan_mode)])
     return create_react_agent(ScriptedChatModel(responder=parent), guard_tools([plan_mode, *world.parent_tools()]),
                               checkpointer=saver)
 
@@ -166,14 +189,14 @@ def the_interrupt(agent: Any) -> dict[str, Any]:
 
 
 def test_approve_through_the_parent_returns_the_report_and_refuses_writes_during_plan_mode(
-    db: Path, savers: list[SqliteSaver]
+    db: Path, savers: list[SqliteSaver], kind: str
 ) -> None:
     world = World()
     parent = Parent(
         [tool_call("plan_mode", task=TASK), tool_call("write_note", text="too early"), tool_call("read_notes")],
         [tool_call("write_note", text="after plan mode")],
     )
-    agent = build_parent(db, savers, parent, world)
+    agent = build_parent(db, savers, parent, world, kind=kind)
 
     out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
 
@@ -185,7 +208,7 @@ def test_approve_through_the_parent_returns_the_report_and_refuses_writes_during
     assert world.notes == [] and world.executions == {}  # the write asked for during plan mode did not run
 
     # Resume through the parent, from a new connection to the same file (as a new process would).
-    agent = build_parent(db, savers, parent, world)
+    agent = build_parent(db, savers, parent, world, kind=kind)
     out = agent.invoke(Command(resume={"action": "approve", "revision": payload["revision"]}), cfg())
 
     assert "__interrupt__" not in out
@@ -205,6 +228,8 @@ def test_approve_through_the_parent_returns_the_report_and_refuses_writes_during
     assert world.tool_runs == 2  # called, then called again on resume: the nested run resumed, not restarted
     assert out["messages"][-1].content == "All done."
     assert parent.calls == 3
+    # The middleware tells the model about plan mode in its system message; the prebuilt agent has none.
+    assert ("## Plan mode" in parent.texts[0]) == (kind == "create_agent")
 
 
 def test_edit_through_the_parent_executes_the_edited_plan(db: Path, savers: list[SqliteSaver]) -> None:
@@ -265,10 +290,12 @@ def test_reject_keeps_the_parent_in_plan_mode_and_the_feedback_reaches_the_resul
     assert world.executions == {"changelog": 1, "notes": 1, "announce": 1}
 
 
-def test_cancel_leaves_plan_mode_with_the_feedback_and_writes_work_again(db: Path, savers: list[SqliteSaver]) -> None:
+def test_cancel_leaves_plan_mode_with_the_feedback_and_writes_work_again(
+    db: Path, savers: list[SqliteSaver], kind: str
+) -> None:
     world = World()
     parent = Parent([tool_call("plan_mode", task=TASK)], [tool_call("write_note", text="just a note")])
-    agent = build_parent(db, savers, parent, world)
+    agent = build_parent(db, savers, parent, world, kind=kind)
     agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
     the_interrupt(agent)
 
@@ -308,7 +335,9 @@ def test_resuming_a_re_approval_after_a_patch_does_not_rerun_done_steps(db: Path
 
     # changelog is done, notes failed, the off-track patch needs approval again: a second interrupt.
     (surfaced,) = out["__interrupt__"]
-    assert surfaced.value["reason"] == "re-approval after a patch"
+    assert surfaced.value["reason"] == "re-approval after a patch: rewrite the notes step"
+    assert surfaced.value["changes"]["updated"] == {"notes": {
+        "description": ["Write the release notes, flawed", "Write the release notes"]}}
     assert world.executions == {"changelog": 1, "notes": 1}
     steps = {s["id"]: s["status"] for s in surfaced.value["plan"]["steps"]}
     assert steps == {"changelog": "done", "notes": "pending"}
@@ -323,36 +352,148 @@ def test_resuming_a_re_approval_after_a_patch_does_not_rerun_done_steps(db: Path
     assert parent.calls == 2
 
 
-def test_the_guard_refuses_writes_and_a_second_plan_while_a_plan_mode_call_is_pending() -> None:
+def test_the_guard_decides_from_the_transcript_not_from_tool_call_ids() -> None:
     world = World()
     write_note, read_notes = world.parent_tools()
     plan_mode = as_tool(ScriptedChatModel(responder=PurposeScript(plan=PLAN)))
     guard = PlanModeGuard([plan_mode.name])
-    calls = [
-        {"name": "plan_mode", "args": {"task": "a"}, "id": "p1", "type": "tool_call"},
-        {"name": "plan_mode", "args": {"task": "b"}, "id": "p2", "type": "tool_call"},
-        {"name": "write_note", "args": {"text": "x"}, "id": "w1", "type": "tool_call"},
-        {"name": "read_notes", "args": {}, "id": "r1", "type": "tool_call"},
-    ]
     by_name = {"plan_mode": plan_mode, "write_note": write_note, "read_notes": read_notes}
 
-    def refused(state: dict[str, Any]) -> dict[str, bool]:
-        out = {}
-        for call in calls:
-            request = ToolCallRequest(tool_call=call, tool=by_name[call["name"]], state=state,
+    def turn(*calls: tuple[str, str, dict[str, Any]]) -> AIMessage:
+        return AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"}
+                                                 for n, i, a in calls])
+
+    def refused(messages: list[Any]) -> list[bool]:
+        last = messages[-1] if isinstance(messages[-1], AIMessage) else AIMessage(content="")
+        out = []
+        for call in last.tool_calls:
+            request = ToolCallRequest(tool_call=call, tool=by_name[call["name"]], state={"messages": messages},
                                       runtime=None)  # type: ignore[arg-type]  # the guard reads no runtime
-            out[call["id"]] = guard.refusal(request) is not None
+            out.append(guard.refusal(request) is not None)
         return out
 
-    during = {"messages": [HumanMessage("go"), AIMessage(content="", tool_calls=calls)]}
-    assert pending_plan_mode_calls(during["messages"], ["plan_mode"]) == ["p1", "p2"]
-    assert refused(during) == {"p1": False, "p2": True, "w1": True, "r1": False}
+    go = HumanMessage("go")
+    same_turn = turn(("plan_mode", "p", {"task": "a"}), ("plan_mode", "p", {"task": "b"}), ("write_note", "p", {}),
+                     ("read_notes", "p", {}))
+    assert in_plan_mode([go, same_turn], ["plan_mode"])
+    assert refused([go, same_turn]) == [False, True, True, False]  # the first plan runs; read-only tools run
 
-    answered = {"messages": [*during["messages"], ToolMessage("report", tool_call_id="p1", name="plan_mode"),
-                             ToolMessage("refused", tool_call_id="p2", name="plan_mode")]}
-    assert pending_plan_mode_calls(answered["messages"], ["plan_mode"]) == []
-    assert refused(answered) == dict.fromkeys(["p1", "p2", "w1", "r1"], False)
-    assert refused({"messages": [HumanMessage("go")]}) == dict.fromkeys(["p1", "p2", "w1", "r1"], False)
+    twins = turn(("plan_mode", "", {"task": "a"}), ("plan_mode", "", {"task": "a"}), ("write_note", "", {}))
+    assert refused([go, twins]) == [True, True, True]  # two calls that cannot be told apart: neither runs
+
+    # An id answered in an earlier turn, reused: the new plan-mode call is what counts.
+    earlier = [go, turn(("read_notes", "x", {})), ToolMessage("(no notes)", tool_call_id="x", name="read_notes")]
+    reused = turn(("plan_mode", "x", {"task": "a"}), ("write_note", "x", {}))
+    assert refused([*earlier, reused]) == [False, True]
+
+    # A plan-mode call left pending (new input arrived instead of an answer) keeps writes refused; a new plan-mode
+    # call may run; planmode's answer ends plan mode, a refusal does not.
+    left = [go, turn(("plan_mode", "p", {"task": "a"})), HumanMessage("meanwhile")]
+    assert refused([*left, turn(("write_note", "w", {}), ("read_notes", "r", {}))]) == [True, False]
+    assert refused([*left, turn(("plan_mode", "p", {"task": "a"}), ("write_note", "w", {}))]) == [False, True]
+    refusal = ToolMessage("refused", tool_call_id="p", name="plan_mode", artifact={"planmode": "refused"})
+    assert refused([*left, refusal, turn(("write_note", "w", {}))]) == [True]
+    ended = ToolMessage("Plan mode finished: completed.", tool_call_id="p", name="plan_mode")
+    assert refused([*left, ended, turn(("write_note", "w", {}))]) == [False]
+    assert refused([go, turn(("write_note", "w", {}), ("read_notes", "r", {}))]) == [False, False]
+    assert not in_plan_mode([go], ["plan_mode"])
+
+
+def _resume_approved(agent: Any) -> dict[str, Any]:
+    payload = the_interrupt(agent)
+    out: dict[str, Any] = agent.invoke(Command(resume={"action": "approve", "revision": payload["revision"]}), cfg())
+    return out
+
+
+def test_a_reused_tool_call_id_does_not_let_a_write_through(db: Path, savers: list[SqliteSaver], kind: str) -> None:
+    world = World()
+    parent = Parent([call_with_id("plan_mode", "x", task=TASK)],
+                    [call_with_id("plan_mode", "x", task=TASK), call_with_id("write_note", "x", text="during")])
+    agent = build_parent(db, savers, parent, world, kind=kind)
+    agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
+    out = _resume_approved(agent)  # the first plan mode ends; the model enters it again, reusing the id
+
+    assert "__interrupt__" in out
+    assert world.notes == []  # the write asked for with the second plan_mode call did not run
+    out = _resume_approved(agent)
+    assert "__interrupt__" not in out
+    assert world.notes == []
+    assert [m.status for m in tool_messages(out, "write_note")] == ["error"]
+    assert world.executions == {"changelog": 2, "notes": 2}
+
+
+def test_empty_tool_call_ids_do_not_let_a_write_through(db: Path, savers: list[SqliteSaver], kind: str) -> None:
+    world = World()
+    parent = Parent([call_with_id("read_notes", "")],
+                    [call_with_id("plan_mode", "", task=TASK), call_with_id("write_note", "", text="during")])
+    agent = build_parent(db, savers, parent, world, kind=kind)
+    out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
+
+    assert "__interrupt__" in out
+    assert world.notes == []
+    out = _resume_approved(agent)
+    assert world.notes == [] and world.executions == {"changelog": 1, "notes": 1}
+    assert [m.status for m in tool_messages(out, "write_note")] == ["error"]
+
+
+def test_duplicate_ids_in_one_turn_run_one_plan_and_no_write(db: Path, savers: list[SqliteSaver], kind: str) -> None:
+    world = World()
+    parent = Parent([call_with_id("plan_mode", "d", task=TASK), call_with_id("plan_mode", "d", task="Something else"),
+                     call_with_id("write_note", "d", text="during")])
+    agent = build_parent(db, savers, parent, world, kind=kind)
+    out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
+
+    assert len(out["__interrupt__"]) == 1  # one plan at a time
+    assert world.notes == []
+    out = _resume_approved(agent)
+    assert "__interrupt__" not in out
+    reports = tool_messages(out, "plan_mode")
+    assert sorted(m.status for m in reports) == ["error", "success"]
+    assert "one plan at a time" in next(str(m.content) for m in reports if m.status == "error")
+    assert world.notes == [] and world.executions == {"changelog": 1, "notes": 1}
+
+
+def test_two_identical_plan_mode_calls_are_both_refused(db: Path, savers: list[SqliteSaver], kind: str) -> None:
+    world = World()
+    parent = Parent([call_with_id("plan_mode", "", task=TASK), call_with_id("plan_mode", "", task=TASK),
+                     call_with_id("write_note", "", text="during")], [tool_call("write_note", text="after")])
+    agent = build_parent(db, savers, parent, world, kind=kind)
+    out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
+
+    assert "__interrupt__" not in out
+    assert [m.status for m in tool_messages(out, "plan_mode")] == ["error", "error"]
+    assert "more than once" in str(tool_messages(out, "plan_mode")[0].content)
+    assert world.notes == ["after"]  # nothing entered plan mode: the next turn's write runs
+    assert world.tool_runs == 0
+
+
+def test_new_input_while_the_approval_is_pending_keeps_writes_refused(
+    db: Path, savers: list[SqliteSaver], kind: str
+) -> None:
+    world = World()
+    parent = Parent([tool_call("plan_mode", task=TASK)], [tool_call("write_note", text="meanwhile")],
+                    [tool_call("plan_mode", task=TASK)], [tool_call("write_note", text="after")])
+    agent = build_parent(db, savers, parent, world, kind=kind)
+    agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
+    the_interrupt(agent)
+
+    new_input = {"messages": [HumanMessage("Never mind, just write a note.")]}
+    if kind == "create_react_agent":  # the prebuilt agent refuses a transcript with an unanswered tool call
+        with pytest.raises(ValueError, match="INVALID_CHAT_HISTORY"):
+            agent.invoke(new_input, cfg())
+        assert world.notes == []
+        return
+    # create_agent takes new input instead of an answer: LangGraph drops the pending tool call and runs the
+    # model again, while the nested plan still waits for its approval.
+    out = agent.invoke(new_input, cfg())
+
+    assert world.notes == []
+    (refused,) = tool_messages(out, "write_note")
+    assert refused.status == "error" and "plan mode" in str(refused.content)
+    # The model enters plan mode again; that plan is approved and runs, and plan mode ends.
+    out = _resume_approved(agent)
+    assert "Plan mode finished: completed." in str(tool_messages(out, "plan_mode")[-1].content)
+    assert world.notes == ["after"]
 
 
 def test_setup_errors_name_the_fix() -> None:
@@ -361,11 +502,16 @@ def test_setup_errors_name_the_fix() -> None:
         as_tool(graph=build_graph(model, checkpointer=InMemorySaver()))
     with pytest.raises(ConfigurationError, match="as_tool"):
         guard_tools(World().parent_tools())
+    with pytest.raises(ConfigurationError, match="as_tool"):
+        PlanModeMiddleware(tool=World().parent_tools()[0])
+    middleware = PlanModeMiddleware(model, name="enter_plan_mode")
+    assert [t.name for t in middleware.tools] == ["enter_plan_mode"]
+    assert middleware.system_prompt is not None and "`enter_plan_mode`" in middleware.system_prompt
     plan_mode = as_tool(model)
     assert list(plan_mode.get_input_schema().model_json_schema()["properties"]) == ["task"]
 
 
-def test_the_async_path_interrupts_and_resumes_through_the_parent(tmp_path: Path) -> None:
+def test_the_async_path_interrupts_and_resumes_through_the_parent(tmp_path: Path, kind: str) -> None:
     world = World()
     parent = Parent([tool_call("plan_mode", task=TASK), tool_call("write_note", text="too early")])
 
@@ -374,8 +520,12 @@ def test_the_async_path_interrupts_and_resumes_through_the_parent(tmp_path: Path
             saver = AsyncSqliteSaver(conn, serde=planmode_serializer())
             planner = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
             plan_mode = as_tool(planner, executor=world.execute)
-            agent = create_react_agent(ScriptedChatModel(responder=parent),
-                                       guard_tools([plan_mode, *world.parent_tools()]), checkpointer=saver)
+            model = ScriptedChatModel(responder=parent)
+            if kind == "create_agent":
+                agent: Any = create_agent(model, world.parent_tools(), checkpointer=saver,
+                                          middleware=[PlanModeMiddleware(tool=plan_mode)])
+            else:
+                agent = create_react_agent(model, guard_tools([plan_mode, *world.parent_tools()]), checkpointer=saver)
             out = await agent.ainvoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
             (surfaced,) = out["__interrupt__"]
             assert (await agent.aget_state(cfg())).interrupts[0].value == surfaced.value
@@ -414,3 +564,57 @@ def test_cancel_ends_a_plain_run_cancelled_with_its_feedback(tmp_path: Path) -> 
     assert world.executions == {}
     assert graph.get_state(cfg("plain")).next == ()
     saver.conn.close()
+
+
+def test_the_readme_example_of_plan_mode_as_a_tool_runs(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Plan mode as a tool\n", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    for _ in range(2):  # twice on one database: the example is safe to run again
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("Plan mode finished: completed.")
+        assert "refused: 'send_email' changes things and the agent is in plan mode" in proc.stdout
+
+
+def test_a_tool_of_the_plan_that_asks_the_human_pauses_the_parent_and_resumes(tmp_path: Path) -> None:
+    """An interrupt() in one of planmode's own tools, while the approved plan runs inside the parent's tool call,
+    reaches the parent's caller; the answer resumes it without repeating the tool that ran before it."""
+    bumps: list[int] = []
+
+    @tool
+    def bump() -> str:
+        """Count (changes things)."""
+        bumps.append(1)
+        return "bumped"
+
+    @tool
+    def ask_human(question: str) -> str:
+        """Ask the human."""
+        return str(interrupt({"type": "question", "question": question}))
+
+    def execute(req: ScriptRequest) -> Any:
+        done = req.tool_results()
+        if not done:
+            return {"tool_calls": [tool_call("bump")]}
+        if len(done) == 1:
+            return {"tool_calls": [tool_call("ask_human", question="Which colour?")]}
+        return f"painted {done[-1].content}"
+
+    planner = ScriptedChatModel(responder=PurposeScript(
+        plan={"title": "Paint", "steps": [{"id": "paint", "description": "Paint the wall"}]}, execute=execute))
+    parent = Parent([tool_call("plan_mode", task="Paint the wall")])
+    saver = sqlite_checkpointer(tmp_path / "parent.sqlite")
+    try:
+        agent = create_agent(ScriptedChatModel(responder=parent), [], checkpointer=saver,
+                             middleware=[PlanModeMiddleware(planner, tools=[bump, ask_human])])
+        agent.invoke({"messages": [HumanMessage("Paint the wall")]}, cfg())
+        out = _resume_approved(agent)
+        (question,) = out["__interrupt__"]
+        assert question.value == {"type": "question", "question": "Which colour?"}
+        out = agent.invoke(Command(resume="red"), cfg())
+    finally:
+        saver.conn.close()
+    (report,) = tool_messages(out, "plan_mode")
+    assert "- paint [done]: Paint the wall — painted red" in report.content
+    assert len(bumps) == 1 and planner.calls("execute") == 3

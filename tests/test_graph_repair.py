@@ -237,11 +237,12 @@ def test_a_deadlock_is_detected_and_reported_to_reflect(checkpointer: SqliteSave
     counting = Counting()
     graph = build_graph(model, executor=counting.execute, checkpointer=checkpointer)
 
-    graph.invoke({"messages": [("user", TASK)]}, thread())
+    shown = graph.invoke({"messages": [("user", TASK)]}, thread())["__interrupt__"][0].value
     # The human skips a; b still depends on it, so b can never become ready.
     events = list(
         graph.stream(
-            Command(resume={"action": "edit", "patch": {"update_steps": [{"id": "a", "status": "skipped"}]}}),
+            Command(resume={"action": "edit", "revision": shown["revision"],
+                            "patch": {"update_steps": [{"id": "a", "status": "skipped"}]}}),
             thread(),
             stream_mode="custom",
         )

@@ -432,4 +432,8 @@ def test_langsmith_tracing_is_turned_on_by_its_environment_variables(
         assert parent["name"] in NODE_NAMES
     (tool_run,) = [r for r in runs if r["run_type"] == "tool"]
     assert tool_run["name"] == "list_changes"
-    assert by_id[tool_run["parent_run_id"]]["name"] == "execute_step"
+    # The step's tool loop is a subgraph whose ToolNode runs the tool, inside the execute_step node run.
+    chain = [by_id[tool_run["parent_run_id"]]]
+    while chain[-1].get("parent_run_id") != root["id"]:
+        chain.append(by_id[chain[-1]["parent_run_id"]])
+    assert [r["name"] for r in chain] == ["tools", "planmode_tool_loop", "execute_step"]

@@ -58,19 +58,24 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("reject_without_feedback", {"action": "reject"}),
     ("reject_blank_feedback", {"action": "reject", "feedback": "   "}),
     ("reject_feedback_not_a_string", {"action": "reject", "feedback": ["shorter"]}),
-    ("edit_without_plan_or_patch", {"action": "edit"}),
-    ("edit_with_plan_and_patch", {"action": "edit", "plan": PLAN, "patch": {"title": "x"}}),
-    ("edit_patch_broken_json", {"action": "edit", "patch": '{"add_steps": [}'}),
-    ("edit_patch_nested_too_deeply", {"action": "edit", "patch": "[" * 50_000 + "]" * 50_000}),
-    ("edit_patch_not_an_object", {"action": "edit", "patch": [1, 2]}),
-    ("edit_unknown_dependency", {"action": "edit", "patch": {"add_steps": [
+    ("edit_without_plan_or_patch", {"action": "edit", "revision": "REV"}),
+    ("edit_with_plan_and_patch", {"action": "edit", "revision": "REV", "plan": PLAN, "patch": {"title": "x"}}),
+    ("edit_patch_broken_json", {"action": "edit", "revision": "REV", "patch": '{"add_steps": [}'}),
+    ("edit_patch_nested_too_deeply",
+     {"action": "edit", "revision": "REV", "patch": "[" * 50_000 + "]" * 50_000}),
+    ("edit_patch_not_an_object", {"action": "edit", "revision": "REV", "patch": [1, 2]}),
+    ("edit_unknown_dependency", {"action": "edit", "revision": "REV", "patch": {"add_steps": [
         {"id": "n", "description": "new", "dependencies": ["ghost"]}]}}),
-    ("edit_cycle", {"action": "edit", "patch": {"update_steps": [{"id": "a", "dependencies": ["c"]}]}}),
-    ("edit_empty_plan", {"action": "edit", "plan": {"steps": []}}),
-    ("edit_invalid_step_id", {"action": "edit", "patch": {"add_steps": [{"id": "no spaces", "description": "x"}]}}),
-    ("edit_changes_nothing", {"action": "edit", "patch": {"reason": "looks good"}}),
-    ("edit_same_plan_with_statuses", {"action": "edit", "plan": {**PLAN, "steps": [
+    ("edit_cycle",
+     {"action": "edit", "revision": "REV", "patch": {"update_steps": [{"id": "a", "dependencies": ["c"]}]}}),
+    ("edit_empty_plan", {"action": "edit", "revision": "REV", "plan": {"steps": []}}),
+    ("edit_invalid_step_id",
+     {"action": "edit", "revision": "REV", "patch": {"add_steps": [{"id": "no spaces", "description": "x"}]}}),
+    ("edit_changes_nothing", {"action": "edit", "revision": "REV", "patch": {"reason": "looks good"}}),
+    ("edit_same_plan_with_statuses", {"action": "edit", "revision": "REV", "plan": {**PLAN, "steps": [
         {**s, "status": "done"} for s in PLAN["steps"]]}}),
+    ("edit_without_revision", {"action": "edit", "patch": {"title": "New title"}}),
+    ("edit_revision_not_a_string", {"action": "edit", "revision": 7, "patch": {"title": "New title"}}),
     ("edit_stale_revision", {"action": "edit", "revision": STALE, "patch": {"title": "New title"}}),
 ]
 

@@ -135,7 +135,7 @@ def test_the_parents_sqlite_checkpointer_keeps_the_subgraph_and_resumes_through_
     assert "" in namespaces and any(ns.startswith("planmode:") for ns in namespaces)
 
     # Resume through the parent with an edit that adds a step.
-    out = parent.invoke(Command(resume=ADD_ANNOUNCE), cfg)
+    out = parent.invoke(Command(resume={**ADD_ANNOUNCE, "revision": interrupt.value["revision"]}), cfg)
     assert "__interrupt__" not in out
     assert out["status"] == "completed"
     assert out["plan"].version == 2
@@ -165,7 +165,7 @@ def test_rolling_the_parent_thread_back_brings_the_subgraphs_plan_back(open_db: 
     cfg = _config()
     out = parent.invoke({"messages": [HumanMessage(TASK)]}, cfg)
     shown = out["__interrupt__"][0].value
-    out = parent.invoke(Command(resume=ADD_ANNOUNCE), cfg)
+    out = parent.invoke(Command(resume={**ADD_ANNOUNCE, "revision": shown["revision"]}), cfg)
     assert out["plan"].ids() == [*FIRST_STEPS, "announce"]
     edited = parent.get_state(cfg)
     history = list(parent.get_state_history(cfg))

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
@@ -399,3 +407,203 @@ def test_os_errors_become_results(ws: Path) -> None:
     (ws / "blocker").write_text("a file, not a directory")
     out = call(ws, "write_file", path="blocker/child.txt", content="x")
     assert "write_file failed" in out and str(ws) in out
+
+
+# -- hostile input: surrogates, catastrophic regexes, special files (issue 10, item 11) ----------------------
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "field"),
+    [
+        ("read_file", {"path": "bad\ud83d.txt"}, "path"),
+        ("list_files", {"path": "src\udfff"}, "path"),
+        ("search_files", {"pattern": "x", "path": "\ud800"}, "path"),
+        ("search_files", {"pattern": "hello\ud83d"}, "pattern"),
+        ("write_file", {"path": "new\ud83d.txt", "content": "x"}, "path"),
+        ("write_file", {"path": "new.txt", "content": "smile \ud83d please"}, "content"),
+        ("edit_file", {"path": "README.md", "old_string": "hello", "new_string": "bye \udc80"}, "new_string"),
+        ("edit_file", {"path": "README.md", "old_string": "hel\ud83dlo", "new_string": "bye"}, "old_string"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_as_a_result(ws: Path, name: str, args: dict[str, object], field: str) -> None:
+    before = (ws / "README.md").read_text()
+    call_ = {"type": "tool_call", "id": "s1", "name": name, "args": args}
+    message = tools_for(ws)[name].invoke(call_)
+    assert isinstance(message, ToolMessage) and message.status == "error"
+    content = str(message.content)
+    assert _encodable(content)
+    assert "lone surrogate" in content and f"{field} contains" in content
+    assert (ws / "README.md").read_text() == before
+    assert not (ws / "new.txt").exists()
+
+
+def test_a_file_name_that_is_not_utf8_comes_back_as_clean_text(ws: Path) -> None:
+    os.close(os.open(os.fsencode(ws) + b"/caf\xe9.txt", os.O_WRONLY | os.O_CREAT, 0o644))
+    with open(os.fsencode(ws) + b"/na\xefve.md", "wb") as handle:
+        handle.write(b"needle\n")
+    listing = call(ws, "list_files")
+    assert _encodable(listing) and "caf\\udce9.txt" in listing
+    found = call(ws, "search_files", pattern="needle")
+    assert _encodable(found) and found == "na\\udcefve.md:1: needle"
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(a|a)*b", r"(a|aa)+$", r"^(a|a?)+$", r"(\w+\s?)*$"])
+def test_a_catastrophic_regex_is_bounded_in_time(ws: Path, pattern: str) -> None:
+    (ws / "evil.txt").write_text("a" * 28 + "!")  # 29 bytes
+    limits = WorkspaceLimits(search_seconds=0.3)
+    started = time.monotonic()
+    out = call(ws, "search_files", pattern=pattern, path="evil.txt", limits=limits)
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, f"{pattern!r} took {elapsed:.1f} s"
+    assert out.startswith(("No matches", "[stopped", "evil.txt:1:")), out
+
+
+def test_a_search_that_runs_out_of_time_says_so(ws: Path) -> None:
+    (ws / "evil.txt").write_text("a" * 40 + "!\n")
+    started = time.monotonic()
+    out = call(ws, "search_files", pattern=r"(a|aa)+$", limits=WorkspaceLimits(search_seconds=0.2))
+    assert time.monotonic() - started < 5
+    assert out.startswith("[stopped: the search took longer than 0.2 s") and "'(a+)+'" in out
+
+
+def _in_thread(fn: Callable[[], object], fifo: Path) -> object:
+    """Run ``fn`` in a daemon thread; fail (and unblock it) if it does not return within 10 s."""
+    box: list[object] = []
+    worker = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, flags))
+        pytest.fail("the tool blocked on a FIFO")
+    return box[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("write_file", {"path": "pipe", "content": "x"}),
+        ("read_file", {"path": "pipe"}),
+        ("edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"}),
+        ("write_file", {"path": "pipe-link", "content": "x"}),
+    ],
+)
+def test_special_files_are_refused_without_blocking(ws: Path, name: str, args: dict[str, object]) -> None:
+    fifo = ws / "pipe"
+    os.mkfifo(fifo)
+    (ws / "pipe-link").symlink_to(fifo)
+    out = _in_thread(lambda: tools_for(ws)[name].invoke(args), fifo)
+    assert isinstance(out, str)
+    assert "'pipe" in out and "is a FIFO, not a regular file" in out, out
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_fifo_with_a_reader_is_not_written(ws: Path) -> None:
+    fifo = ws / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        out = _in_thread(lambda: call(ws, "write_file", path="pipe", content="secret"), fifo)
+        assert "is a FIFO, not a regular file" in str(out)
+        assert os.read(reader, 100) == b""  # nothing was written into the pipe
+    finally:
+        os.close(reader)
+
+
+def test_search_skips_special_files_without_blocking(ws: Path) -> None:
+    fifo = ws / "src" / "pipe"
+    os.mkfifo(fifo)
+    out = _in_thread(lambda: call(ws, "search_files", pattern="hello"), fifo)
+    assert out == "README.md:2: hello world"
+
+
+# -- planmode's own data is out of reach (issue 10, item 12) -------------------------------------------------
+
+
+def test_the_planmode_folder_is_refused_to_every_tool(ws: Path) -> None:
+    (ws / ".planmode").mkdir()
+    db = ws / ".planmode" / "planmode.sqlite"
+    db.write_bytes(b"SQLite format 3\x00history")
+    tools = tools_for(ws)
+    for name, args in [
+        ("read_file", {"path": ".planmode/planmode.sqlite"}),
+        ("write_file", {"path": ".planmode/planmode.sqlite", "content": "gone"}),
+        ("write_file", {"path": ".planmode/planmode.sqlite-wal", "content": "gone"}),
+        ("write_file", {"path": "./src/../.planmode/new.txt", "content": "x"}),
+        ("edit_file", {"path": ".planmode/planmode.sqlite", "old_string": "history", "new_string": "x"}),
+        ("list_files", {"path": ".planmode"}),
+        ("search_files", {"pattern": "history", "path": ".planmode"}),
+        ("read_file", {"path": str(db)}),
+    ]:
+        out = tools[name].invoke(args)
+        assert out.startswith("refused") and "planmode's own data" in out, (name, out)
+    assert db.read_bytes() == b"SQLite format 3\x00history"
+    assert sorted(p.name for p in (ws / ".planmode").iterdir()) == ["planmode.sqlite"]
+    assert ".planmode (planmode's data; not accessible)" in call(ws, "list_files")
+    assert "planmode.sqlite" not in call(ws, "list_files", recursive=True)
+    assert call(ws, "search_files", pattern="history").startswith("No matches")
+
+
+@pytest.mark.parametrize("where", ["inside", "outside", "relative"])
+def test_the_database_in_use_and_its_companions_are_refused(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    db = ws / "runs.sqlite" if where != "outside" else tmp_path / "elsewhere" / "runs.sqlite"
+    db.parent.mkdir(exist_ok=True)
+    db.write_bytes(b"SQLite format 3\x00history")
+    if where == "relative":
+        monkeypatch.chdir(ws / "src")
+        protected: str | Path = "../runs.sqlite"
+    else:
+        protected = db
+    (ws / "db-link").symlink_to(db)
+    tools = {t.name: t for t in workspace_tools(ws, protected=[protected])}
+    for path in ["runs.sqlite", "runs.sqlite-wal", "runs.sqlite-shm", "runs.sqlite-journal", "db-link",
+                 str(db), str(db) + "-wal"]:
+        for name, args in [("read_file", {"path": path}), ("write_file", {"path": path, "content": "gone"}),
+                           ("edit_file", {"path": path, "old_string": "history", "new_string": "x"})]:
+            out = tools[name].invoke(args)
+            if where == "outside" and not path.startswith(str(db)) and path != "db-link":
+                assert "planmode's own data" not in out  # a same-named file in the workspace is a plain file
+                continue
+            assert out.startswith("refused"), (path, name, out)
+    assert db.read_bytes() == b"SQLite format 3\x00history"
+    assert not (db.parent / "runs.sqlite-wal").exists()
+    assert tools["search_files"].invoke({"pattern": "history"}).startswith("No matches")
+
+
+_hostile_text = st.one_of(
+    st.text(max_size=40),
+    st.lists(st.sampled_from(["a", "(", ")", "+", "*", "|", "?", "\\", "[", "]", "{", "}", ".", "$", "^", "/", "..",
+                              "\x00", "\ud83d", "\udcff", "\u202e", "~", "-", ".planmode", "README.md", "src"]),
+             max_size=30).map("".join),
+    st.just("x" * 5000),
+)
+
+
+@given(name=st.sampled_from(ALL_NAMES), a=_hostile_text, b=_hostile_text, c=_hostile_text, flag=st.booleans())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_hostile_arguments_always_come_back_as_a_result(
+    ws: Path, name: str, a: str, b: str, c: str, flag: bool
+) -> None:
+    args: dict[str, object] = {
+        "list_files": {"path": a, "pattern": b, "recursive": flag},
+        "read_file": {"path": a},
+        "search_files": {"pattern": a, "path": b or ".", "glob": c, "literal": flag},
+        "write_file": {"path": "scratch/" + a, "content": b},
+        "edit_file": {"path": a, "old_string": b, "new_string": c, "replace_all": flag},
+    }[name]
+    limits = WorkspaceLimits(search_seconds=0.5)
+    message = tools_for(ws, limits)[name].invoke({"type": "tool_call", "id": "h", "name": name, "args": args})
+    assert isinstance(message, ToolMessage)
+    assert _encodable(str(message.content))
+    assert (ws / "README.md").exists() and (ws / "src" / "pkg" / "mod.py").exists()

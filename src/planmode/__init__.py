@@ -6,6 +6,7 @@ repaired with minimal patches that never rewrite work that is already done.
 
 from planmode.agent_tool import as_tool, guard_tools
 from planmode.context import PlanModeContext
+from planmode.edit import EditResult, edit_plan
 from planmode.errors import (
     ConfigurationError,
     PlanModeError,
@@ -16,15 +17,18 @@ from planmode.errors import (
 from planmode.events import Event
 from planmode.executors import StepContext, Verdict
 from planmode.graph import build_graph, build_state_graph, mermaid
+from planmode.middleware import PlanModeMiddleware
 from planmode.runs import RunInfo, list_runs
 from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
 
 __all__ = [
     "ConfigurationError",
+    "EditResult",
     "Event",
     "Plan",
     "PlanModeContext",
     "PlanModeError",
+    "PlanModeMiddleware",
     "PlanParseError",
     "PlanPatch",
     "RunInfo",
@@ -38,6 +42,7 @@ __all__ = [
     "as_tool",
     "build_graph",
     "build_state_graph",
+    "edit_plan",
     "guard_tools",
     "list_runs",
     "mermaid",

@@ -1,57 +1,108 @@
-"""A small bounded tool-calling loop with a dispatch-time gate for tools that change the world."""
+"""A small bounded tool-calling loop, run as a LangGraph graph, with a dispatch-time gate for tools that change
+the world.
+
+The loop is a two-node graph (``model`` -> ``tools`` -> ``model`` ...), and its ``tools`` node is LangGraph's own
+`ToolNode`, so tools behave as they do everywhere else in LangGraph:
+
+- a tool that calls ``interrupt()`` pauses the run; the loop is invoked from inside a node (``execute_step``,
+  ``plan``, ``respond``) without a checkpointer of its own, so it runs on the parent graph's checkpointer as a
+  subgraph (its checkpoints sit under the calling task's namespace). On resume the node runs again from its
+  start, the loop resumes from its own checkpoint — the model turns and the tools that already ran are not
+  repeated — and the interrupting tool gets the human's answer;
+- a tool that returns a `Command` updates the loop's state (e.g. its ``messages``);
+- a tool error: invalid arguments come back to the model as an error tool message (`ToolNode`'s default);
+  a tool built with ``handle_tool_error`` returns its own message; any other exception ends the loop with
+  ``error`` set ("tool 'x' raised ..."), which fails the attempt.
+
+`ToolGate` is the ``wrap_tool_call`` of that `ToolNode`: before approval it answers every call to a tool that
+is not marked read-only (`planmode.tools.read_only`) with an error tool message instead of running it. The
+decision depends only on the tool (its read-only marking) and on whether writes are allowed — never on
+anything the model sends, such as tool-call ids.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+import threading
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.messages.tool import ToolCall
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
+
+# The key under which a running graph hands its checkpointer to subgraphs (what Pregel itself reads).
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolCallRequest
+from langgraph.types import Command
+from typing_extensions import TypedDict
 
 from planmode.context import PlanModeContext
 from planmode.llm import fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import is_read_only
 
-__all__ = ["LoopResult", "ToolGate", "is_read_only", "run_tool_loop"]
+__all__ = ["LoopResult", "ToolGate", "ToolRaised", "is_read_only", "run_tool_loop"]
 
+ToolResult = ToolMessage | Command[Any]
 
 
 class ToolRaised(Exception):
-    """A tool raised instead of returning; the step's attempt fails with this error."""
+    """A tool raised instead of returning; the loop ends and the step's attempt fails with this error."""
 
 
 class ToolGate:
-    """Dispatches tool calls, refusing world-changing tools unless writes are allowed (after approval)."""
+    """The ``wrap_tool_call`` of the loop's `ToolNode`: refuses world-changing tools unless writes are allowed
+    (after approval), and names the tool in the error of a tool that raised."""
 
-    def __init__(self, tools: Sequence[BaseTool], *, allow_writes: bool) -> None:
-        self.tools = {t.name: t for t in tools}
+    def __init__(self, *, allow_writes: bool) -> None:
         self.allow_writes = allow_writes
-        self.refused: list[str] = []
 
-    def run(self, call: ToolCall) -> ToolMessage:
-        """Run one call; raises `ToolRaised` when the tool itself raised."""
-        name, call_id = call["name"], call.get("id") or ""
-        tool = self.tools.get(name)
-        if tool is None:
-            return ToolMessage(
-                content=f"error: unknown tool {name!r}; available: {', '.join(self.tools) or 'none'}",
-                tool_call_id=call_id, name=name, status="error",
-            )
-        if not self.allow_writes and not is_read_only(tool):
-            self.refused.append(name)
-            return ToolMessage(
-                content=f"refused: {name!r} changes the world and may only run in an approved plan",
-                tool_call_id=call_id, name=name, status="error",
-            )
+    def refusal(self, request: ToolCallRequest) -> ToolMessage | None:
+        """The error tool message answering a call that must not run now, or None when it may run."""
+        tool = request.tool
+        if self.allow_writes or tool is None or is_read_only(tool):
+            return None  # an unknown tool gets the ToolNode's own error message
+        name = request.tool_call["name"]
+        return ToolMessage(
+            content=f"refused: {name!r} changes the world and may only run in an approved plan",
+            tool_call_id=request.tool_call.get("id") or "", name=name, status="error",
+        )
+
+    def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
+        """The synchronous wrapper."""
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
         try:
-            out = tool.invoke({**call, "type": "tool_call"})
-        except Exception as exc:  # a raising tool fails the attempt; the caller records the error
-            raise ToolRaised(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
-        if isinstance(out, ToolMessage):
-            return out
-        return ToolMessage(content=str(out), tool_call_id=call_id, name=name)
+            return execute(request)
+        except GraphBubbleUp:
+            raise  # an interrupt (or a Command for a parent graph) travels on, as in every ToolNode
+        except Exception as exc:
+            raise _raised(request, exc) from exc
+
+    async def awrap(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        """The asynchronous wrapper."""
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
+        try:
+            return await execute(request)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            raise _raised(request, exc) from exc
+
+
+def _raised(request: ToolCallRequest, exc: Exception) -> ToolRaised:
+    return ToolRaised(f"tool {request.tool_call['name']!r} raised {type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -65,6 +116,19 @@ class LoopResult:
     tool_names: list[str] = field(default_factory=list)
 
 
+class _LoopState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The transcript: the caller's messages, then model replies and tool results."""
+    turns: int
+    """Model calls so far."""
+    tool_names: Annotated[list[str], operator.add]
+    """The names of the tool calls dispatched so far, in order (their count is the tool-call budget used)."""
+    error: str | None
+    """Why the loop ended without an answer (a failed model call, the turn bound)."""
+    final: bool
+    """The last model reply is the answer (no tool calls, or the tool-call budget is used up)."""
+
+
 def run_tool_loop(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -75,53 +139,188 @@ def run_tool_loop(
     max_iterations: int,
     max_tool_calls: int | None = None,
 ) -> LoopResult:
-    """Call the model, run its tool calls through a `ToolGate`, repeat until it answers without tool calls
-    or a bound is reached. Model failures and raising tools end the loop with ``error`` set."""
-    gate = ToolGate(tools, allow_writes=allow_writes)
+    """Call the model, run its tool calls through LangGraph's `ToolNode` behind a `ToolGate`, repeat until it
+    answers without tool calls or a bound is reached.
+
+    Called inside a graph node, the loop runs as a subgraph on the graph's checkpointer, so an ``interrupt()``
+    in a tool pauses the run (`GraphInterrupt` propagates: callers must let `GraphBubbleUp` through) and the
+    loop resumes where it stopped. A failed model call, the turn bound and a raising tool end the loop with
+    ``error`` set; the tool-call budget ends it with the last reply's text.
+    """
+    turns = max(1, max_iterations)
+    result = LoopResult(messages=list(messages))
+    if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
+        return _finish(result, _without_tools(_model_node(model, (), settings, max_tool_calls), messages, turns))
+    loop = _loop_for(model, tools, settings, allow_writes=allow_writes, max_iterations=turns,
+                     max_tool_calls=max_tool_calls)
+    try:
+        # Two super-steps per turn, plus the entry: never the recursion limit of the graph around the loop.
+        # Durability "exit": the loop's checkpoint is written when it stops (an interrupt, or its end), not at
+        # every turn — what resuming an interrupt needs, at the cost of one write per loop. A crash in the middle
+        # re-runs the attempt's loop from its start, as a crash re-runs any unfinished step.
+        out = loop.invoke({"messages": list(messages)}, {"recursion_limit": 2 * turns + 4},
+                          durability="exit" if _has_checkpointer() else None)
+    except ToolRaised as exc:
+        result.error = str(exc)
+        return result
+    return _finish(result, out)
+
+
+def _finish(result: LoopResult, out: dict[str, Any]) -> LoopResult:
+    history: list[BaseMessage] = list(out.get("messages") or [])
+    result.messages = history
+    result.tool_names = list(out.get("tool_names") or [])
+    result.tool_calls = len(result.tool_names)
+    result.error = out.get("error")
+    last = history[-1] if history else None
+    if out.get("final") and isinstance(last, AIMessage):
+        result.text = text_of(last)
+    elif out.get("final"):  # the budget cut every call of the last reply: answer with that reply's text
+        result.text = next((text_of(m) for m in reversed(history) if isinstance(m, AIMessage)), "")
+    return result
+
+
+_LOOPS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_LOOPS_LOCK = threading.Lock()
+_LOOPS_MAX = 64
+
+
+def _loop_for(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    settings: PlanModeContext,
+    *,
+    allow_writes: bool,
+    max_iterations: int,
+    max_tool_calls: int | None,
+) -> Any:
+    """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
+    a step's framework overhead). Keyed by object identity; the cache holds the objects, so an id is not reused
+    while its entry lives, and keeps the newest `_LOOPS_MAX` loops."""
+    key = (id(model), tuple(id(t) for t in tools), settings.normalize_messages, allow_writes, max_iterations,
+           max_tool_calls)
+    with _LOOPS_LOCK:
+        hit = _LOOPS.get(key)
+    if hit is not None:
+        return hit[-1]
+    loop = _build_loop(model, tools, settings, allow_writes=allow_writes, max_iterations=max_iterations,
+                       max_tool_calls=max_tool_calls)
+    with _LOOPS_LOCK:
+        while len(_LOOPS) >= _LOOPS_MAX:
+            del _LOOPS[next(iter(_LOOPS))]
+        _LOOPS[key] = (model, tuple(tools), loop)
+    return loop
+
+
+def _has_checkpointer() -> bool:
+    """Whether the loop runs inside a graph with a checkpointer (which it then inherits as a subgraph)."""
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a graph
+        return False
+    return config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER) is not None
+
+
+def _build_loop(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    settings: PlanModeContext,
+    *,
+    allow_writes: bool,
+    max_iterations: int,
+    max_tool_calls: int | None,
+) -> Any:
+    call_model = _model_node(model, tools, settings, max_tool_calls)
+    gate = ToolGate(allow_writes=allow_writes)
+
+    def after_model(state: _LoopState) -> Literal["tools", "__end__"]:
+        history = state.get("messages") or []
+        last = history[-1] if history else None
+        if state.get("error") or not (isinstance(last, AIMessage) and last.tool_calls):
+            return "__end__"
+        return "tools"
+
+    def after_tools(state: _LoopState) -> Literal["model", "bound", "__end__"]:
+        if state.get("final"):
+            return "__end__"
+        return "bound" if state.get("turns", 0) >= max_iterations else "model"
+
+    def bound_reached(state: _LoopState) -> dict[str, Any]:
+        return {"error": _bound_error(max_iterations)}
+
+    builder: StateGraph[_LoopState, None, _LoopState, _LoopState] = StateGraph(_LoopState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate, awrap_tool_call=gate.awrap))
+    builder.add_node("bound", bound_reached)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", after_model)
+    builder.add_conditional_edges("tools", after_tools)
+    builder.add_edge("bound", END)
+    return builder.compile(name="planmode_tool_loop")
+
+
+def _bound_error(max_iterations: int) -> str:
+    return f"no final answer after {max_iterations} model turns"
+
+
+def _model_node(
+    model: BaseChatModel, tools: Sequence[BaseTool], settings: PlanModeContext, max_tool_calls: int | None
+) -> Any:
+    """The loop's model turn: call the model (with the tools bound); a failure sets ``error``; the tool-call
+    budget cuts the reply's calls and marks it final."""
     bound = model.bind_tools(list(tools)) if tools else model
-    history = list(messages)
-    result = LoopResult(messages=history)
-    for _ in range(max(1, max_iterations)):
+
+    def call_model(state: _LoopState) -> dict[str, Any]:
+        history = list(state.get("messages") or [])
         msgs = normalize_messages(history) if settings.normalize_messages else history
         msgs = fit_transcript(model, msgs, settings, tools)
         try:
             reply = bound.invoke(msgs)
         except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
-            result.error = model_failure(exc, model, settings)
-            return result
+            return {"error": model_failure(exc, model, settings), "final": False}
         if not isinstance(reply, AIMessage):
             reply = AIMessage(content=text_of(reply))
-        history.append(reply)
+        update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False}
         calls = list(reply.tool_calls or [])
-        if max_tool_calls is not None and result.tool_calls + len(calls) > max_tool_calls:
-            calls = calls[: max(0, max_tool_calls - result.tool_calls)]
-            if not calls:
-                _answer_unanswered(history, reply)
-                result.text = text_of(reply)
-                return result
-        if not calls:
-            result.text = text_of(reply)
-            return result
-        for call in calls:
-            result.tool_calls += 1
-            result.tool_names.append(call["name"])
-            try:
-                history.append(gate.run(call))
-            except ToolRaised as exc:
-                result.error = str(exc)
-                return result
-        if max_tool_calls is not None and result.tool_calls >= max_tool_calls:
-            _answer_unanswered(history, reply)
-            result.text = text_of(reply)
-            return result
-    result.error = result.error or f"no final answer after {max_iterations} model turns"
-    return result
+        used = len(state.get("tool_names") or [])
+        if max_tool_calls is not None and used + len(calls) >= max_tool_calls and calls:
+            # The budget ends the loop after these calls: the calls past it are dropped from the reply (the
+            # transcript is not sent to the model again) and the reply's text is the answer.
+            kept = calls[: max(0, max_tool_calls - used)]
+            reply = reply.model_copy(update={"tool_calls": kept})
+            update["final"] = True
+            calls = kept
+        elif not calls:
+            update["final"] = True
+        update["messages"] = [reply]
+        update["tool_names"] = [c["name"] for c in calls]
+        return update
+
+    return call_model
 
 
-def _answer_unanswered(history: list[BaseMessage], reply: AIMessage) -> None:
-    """Answer tool calls cut by the budget, so the transcript stays valid for the next model call."""
-    answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
-    for call in reply.tool_calls or []:
-        if call.get("id") not in answered:
-            history.append(ToolMessage(content="skipped: tool call budget used up",
-                                       tool_call_id=call.get("id") or "", name=call["name"]))
+def _without_tools(
+    call_model: Callable[[Any], dict[str, Any]], messages: Sequence[BaseMessage], max_iterations: int
+) -> dict[str, Any]:
+    """The loop when there are no tools, run directly: the same turns, and a call the model makes anyway gets the
+    `ToolNode`'s unknown-tool error, as in the graph."""
+    state: dict[str, Any] = {"messages": list(messages), "turns": 0, "tool_names": [], "error": None, "final": False}
+    while True:
+        update = call_model(state)
+        state["messages"] += update.pop("messages", [])
+        state["tool_names"] += update.pop("tool_names", [])
+        state.update(update)
+        last = state["messages"][-1]
+        if state["error"] or not (isinstance(last, AIMessage) and last.tool_calls):
+            return state
+        state["messages"] += [
+            ToolMessage(content=INVALID_TOOL_NAME_ERROR_TEMPLATE.format(requested_tool=c["name"], available_tools=""),
+                        tool_call_id=c.get("id") or "", name=c["name"], status="error")
+            for c in last.tool_calls
+        ]
+        if state["final"]:
+            return state
+        if state["turns"] >= max_iterations:
+            state["error"] = _bound_error(max_iterations)
+            return state
+

@@ -1,12 +1,15 @@
 """Plan mode as a tool for a parent tool-calling agent.
 
-    from langgraph.prebuilt import create_react_agent      # or langchain's create_agent
+    from langgraph.prebuilt import create_react_agent
     from planmode import as_tool, guard_tools
     from planmode.persistence import sqlite_checkpointer
 
     plan_mode = as_tool(model, tools=[...])                 # the tools planmode explores with and executes
     agent = create_react_agent(parent_model, guard_tools([plan_mode, *parent_tools]),
                                checkpointer=sqlite_checkpointer("runs.sqlite"))
+
+With langchain's ``create_agent`` use `planmode.PlanModeMiddleware` (``planmode.middleware``), which adds this
+tool and the same gate: ``create_agent(parent_model, parent_tools, middleware=[PlanModeMiddleware(model)], ...)``.
 
 **One tool, not an enter/exit pair.** The parent's model gets one tool, ``plan_mode(task)``. Calling it hands
 the task to planmode, which runs as a nested graph *inside the tool call*: planmode is compiled without a
@@ -29,17 +32,22 @@ approved and executed is planmode's own (its ``plan`` channel, validated by its 
 in its ``approve`` node); whatever else a model puts in the call's arguments is dropped by the argument
 schema. A model cannot smuggle a plan past the human.
 
-**The parent's write tools are refused during plan mode, at dispatch.** `guard_tools` builds the parent's
-`ToolNode` with a tool-call wrapper, `PlanModeGuard`. The parent is *in plan mode* while one of its messages
-holds a ``plan_mode`` call that has no tool message answering it yet. In that time the guard answers every
-call to a tool that is not marked read-only (`planmode.tools.read_only`) with an error tool message instead
-of running it — e.g. a write the model asked for in the same turn as ``plan_mode`` — and it refuses a second
-``plan_mode`` call (one plan at a time). Once the ``plan_mode`` call is answered, every tool is available
-again, as before. The same wrapper works as ``wrap_tool_call`` of your own ``ToolNode`` or of a
-``create_agent`` middleware (both receive a ``ToolCallRequest``).
+**The parent's write tools are refused during plan mode, at dispatch.** With langchain's ``create_agent`` add
+`planmode.PlanModeMiddleware` (it brings the ``plan_mode`` tool and the gate); with LangGraph's
+``create_react_agent`` build the tool node with `guard_tools`, whose tool-call wrapper is `PlanModeGuard`. Both
+decide with `plan_mode_refusal`, from the parent's transcript and planmode's own answers, never from tool-call
+ids (they come from the model, which may reuse, repeat or leave them empty): the parent is *in plan mode* while
+the AI message being dispatched holds a plan-mode call that runs (the first one; an exact duplicate of it makes
+both refused), and also while an earlier plan-mode call has had no answer from planmode (a pending approval
+left behind when new input arrived). In that time every call to a tool that is not marked read-only
+(`planmode.tools.read_only`) is answered with an error tool message instead of running — e.g. a write asked
+for in the same turn as ``plan_mode`` — and so is every other plan-mode call (one plan at a time). Once
+planmode answers, every tool is available again.
 
 **Rejection keeps the parent in plan mode.** At the approval the human answers as with planmode on its own
-(`planmode.approval`): ``approve`` or ``edit`` runs the plan; ``reject`` with feedback sends the feedback to
+(`planmode.approval`): ``approve`` or ``edit`` runs the plan (both name the ``revision`` of the payload they
+answer, ``{"action": "edit", "revision": payload["revision"], "patch": {...}}``: a stale one is refused and
+the approval asked again); ``reject`` with feedback sends the feedback to
 planmode's planner and shows the revised plan — the parent stays in plan mode meanwhile (its ``plan_mode``
 call is still pending, its model does not run) and the feedback is listed in the tool's result at the end;
 ``cancel`` (with optional feedback) is how the human *leaves* plan mode without executing the plan: planmode
@@ -62,7 +70,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph.state import CompiledStateGraph
@@ -82,12 +90,14 @@ from planmode.tools import is_read_only
 __all__ = [
     "DEFAULT_DESCRIPTION",
     "PLAN_MODE_METADATA_KEY",
+    "REFUSAL_ARTIFACT",
     "PlanModeGuard",
     "PlanModeInput",
     "as_tool",
     "guard_tools",
+    "in_plan_mode",
     "is_plan_mode_tool",
-    "pending_plan_mode_calls",
+    "plan_mode_refusal",
 ]
 
 #: Tool metadata key marking a tool made by `as_tool` (the guard recognises plan-mode calls by it).
@@ -227,6 +237,10 @@ def _content(status: str, report: dict[str, Any], plan: Plan | None, answer: str
 
 # -- the guard ---------------------------------------------------------------------------------------------
 
+#: ``artifact`` of the error tool messages the guard answers refused calls with (how a refusal of a plan-mode
+#: call is told apart from the end of a plan-mode run; the model cannot write tool messages).
+REFUSAL_ARTIFACT: dict[str, Any] = {"planmode": "refused"}
+
 
 def _messages_of(state: Any) -> list[BaseMessage]:
     if isinstance(state, dict):
@@ -238,25 +252,78 @@ def _messages_of(state: Any) -> list[BaseMessage]:
     return [m for m in found if isinstance(m, BaseMessage)]
 
 
-def pending_plan_mode_calls(messages: Sequence[BaseMessage], plan_mode_names: Sequence[str]) -> list[str]:
-    """Ids of the plan-mode calls of the last AI message in ``messages`` that no tool message answers yet, in
-    the order the model made them. The agent is in plan mode while this is not empty.
+def _same_call(a: ToolCall, b: ToolCall) -> bool:
+    return a["name"] == b["name"] and a.get("id") == b.get("id") and a.get("args") == b.get("args")
 
-    Only the last AI message counts: its calls are the ones a tool node is running; an unanswered call in an
-    older message is a broken transcript, not a plan-mode run.
+
+def _runnable_plan_mode_call(message: AIMessage, names: set[str]) -> ToolCall | None:
+    """The plan-mode call of ``message`` that may run: its first one, unless an identical copy of it (same name,
+    id and arguments) is in the message too — two calls that cannot be told apart are both refused."""
+    first = next((c for c in message.tool_calls if c["name"] in names), None)
+    if first is None or sum(_same_call(c, first) for c in message.tool_calls) > 1:
+        return None
+    return first
+
+
+def in_plan_mode(messages: Sequence[BaseMessage], plan_mode_names: Sequence[str]) -> bool:
+    """Whether a parent agent whose transcript is ``messages`` is in plan mode while its tool node runs the calls
+    of the last AI message. Tool-call ids play no part: they come from the model.
+
+    The agent is in plan mode when the last AI message holds a plan-mode call (so every call dispatched with it
+    sees plan mode on), and also when an earlier one entered plan mode (a plan-mode call of it ran) and no tool
+    message of a plan-mode tool ended it — a run whose approval was left pending when new input arrived
+    (``create_agent`` then drops the interrupted tool call and runs the model again; the nested plan still waits
+    for its approval).
     """
-    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-    if last is None:
-        return []
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     names = set(plan_mode_names)
-    return [call.get("id") or "" for call in last.tool_calls
-            if call["name"] in names and call.get("id") not in answered]
+    ai = [(i, m) for i, m in enumerate(messages) if isinstance(m, AIMessage)]
+    if not ai:
+        return False
+    last, current = ai[-1]
+    if any(c["name"] in names for c in current.tool_calls):
+        return True  # even when no plan-mode call of it runs (exact duplicates): the model asked for plan mode
+    on = False
+    for m in messages[:last]:
+        if isinstance(m, AIMessage) and _runnable_plan_mode_call(m, names) is not None:
+            on = True
+        elif isinstance(m, ToolMessage) and m.name in names and m.artifact != REFUSAL_ARTIFACT:
+            on = False  # the plan-mode call ended (its report, or the tool node's error for it)
+    return on
+
+
+def plan_mode_refusal(
+    call: ToolCall, tool: BaseTool | None, messages: Sequence[BaseMessage], plan_mode_names: Sequence[str]
+) -> str | None:
+    """Why ``call`` (a call of the last AI message in ``messages``) must not run now, or None when it may.
+
+    In plan mode (`in_plan_mode`) only the plan-mode call that runs (`_runnable_plan_mode_call`: the first of
+    the message) and read-only tools run; every other plan-mode call (one plan at a time) and every tool that is
+    not marked read-only is refused. Out of plan mode everything runs. An unknown tool is left to the tool
+    node's own error.
+    """
+    names = set(plan_mode_names)
+    if not in_plan_mode(messages, plan_mode_names):
+        return None
+    name = call["name"]
+    if name in names:
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        runnable = _runnable_plan_mode_call(last, names) if last is not None else None
+        if runnable is not None and _same_call(call, runnable):
+            return None
+        if runnable is None and last is not None and any(c["name"] in names for c in last.tool_calls):
+            return (f"refused: {name!r} was called more than once in this turn with the same id and arguments; "
+                    "call it once")
+        return "refused: plan mode is already on for another call of this turn; one plan at a time"
+    if tool is None or is_read_only(tool):
+        return None
+    return (f"refused: {name!r} changes things and the agent is in plan mode; it is available again when plan "
+            "mode ends (the human approves and the plan runs, or cancels it)")
 
 
 class PlanModeGuard:
-    """A tool-call wrapper (``ToolNode(wrap_tool_call=..., awrap_tool_call=...)``) that refuses, while a plan-mode
-    call is pending, every tool that is not marked read-only, and any second plan-mode call.
+    """A tool-call wrapper (``ToolNode(wrap_tool_call=..., awrap_tool_call=...)``) that, while the agent is in plan
+    mode (`in_plan_mode`), refuses every tool that is not marked read-only and every plan-mode call but the one
+    that runs. It reads the agent's messages, never the tool-call ids.
 
     Args:
         plan_mode_names: the names of the plan-mode tools (as made by `as_tool`).
@@ -270,20 +337,11 @@ class PlanModeGuard:
     def refusal(self, request: ToolCallRequest) -> ToolMessage | None:
         """The error tool message answering a call that must not run now, or None when it may run."""
         call = request.tool_call
-        pending = pending_plan_mode_calls(_messages_of(request.state), self.plan_mode_names)
-        if not pending:
+        reason = plan_mode_refusal(call, request.tool, _messages_of(request.state), self.plan_mode_names)
+        if reason is None:
             return None
-        name, call_id = call["name"], call.get("id") or ""
-        if name in self.plan_mode_names:
-            if call_id == pending[0]:
-                return None
-            reason = f"refused: plan mode is already on (call {pending[0]}); one plan at a time"
-        elif request.tool is None or is_read_only(request.tool):
-            return None  # read-only tools run; unknown ones get the tool node's own error
-        else:
-            reason = (f"refused: {name!r} changes things and the agent is in plan mode (call {pending[0]} is "
-                      "pending); it is available again when plan mode ends")
-        return ToolMessage(content=reason, tool_call_id=call_id, name=name, status="error")
+        return ToolMessage(content=reason, tool_call_id=call.get("id") or "", name=call["name"], status="error",
+                           artifact=dict(REFUSAL_ARTIFACT))
 
     def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
         """The synchronous wrapper."""
@@ -300,7 +358,9 @@ class PlanModeGuard:
 
 def guard_tools(tools: Sequence[BaseTool | Callable[..., Any]], **tool_node_kwargs: Any) -> ToolNode:
     """The parent agent's `ToolNode` over ``tools`` (which include the tool made by `as_tool`), with a
-    `PlanModeGuard` at dispatch. Pass it as the agent's tools: ``create_react_agent(model, guard_tools([...]))``.
+    `PlanModeGuard` at dispatch, for LangGraph's ``create_react_agent``:
+    ``create_react_agent(model, guard_tools([...]))``. For langchain's ``create_agent`` use
+    `planmode.PlanModeMiddleware` instead (``create_agent`` takes a list of tools, not a tool node).
 
     Extra keyword arguments go to `ToolNode` (e.g. ``handle_tool_errors``).
 

@@ -18,6 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, Field
 
 from planmode import prompts
@@ -91,6 +92,8 @@ def run_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcom
     """Run any executor and normalise its answer; an exception becomes a failed attempt."""
     try:
         out = executor.invoke({"step": step, "context": ctx}) if isinstance(executor, Runnable) else executor(step, ctx)
+    except GraphBubbleUp:
+        raise  # an interrupt() in a tool or in the executor pauses the run: the node runs again on resume
     except ModelUnavailableError:
         raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
     except Exception as exc:  # an executor that raises is a failed attempt, recorded with its error
@@ -132,6 +135,8 @@ def run_verifier(verifier: Verifier, step: Step, output: str, ctx: StepContext) 
             out = verifier.invoke({"step": step, "output": output, "context": ctx})
         else:
             out = verifier(step, output, ctx)
+    except GraphBubbleUp:
+        raise  # a verifier may ask a human too
     except ModelUnavailableError:
         raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
     except Exception as exc:  # a raising verifier fails the attempt; the run goes on within its bounds

@@ -51,7 +51,8 @@ def _graph(db: str, workspace: Path | None = None) -> Any:
     from planmode.persistence import open_checkpointer
     from planmode.tools import workspace_tools
 
-    tools = workspace_tools(workspace) if workspace is not None else []
+    db_file = [] if db.startswith(("postgres://", "postgresql://")) else [db]  # the agent cannot touch its history
+    tools = workspace_tools(workspace, protected=db_file) if workspace is not None else []
     return build_graph(tools=tools, checkpointer=open_checkpointer(db))
 
 

@@ -3,6 +3,12 @@ node re-runs from its start on resume.
 
 The node returns only what it changes; `route_after_approve` reads the route from state. So a human who
 edits the state during the interrupt (``update_state``, as Studio does) is asked again, not dropped.
+
+The payload's ``changes`` compare the plan with ``approval_base`` (state): the plan a human last answered
+with its revision (approve, edit), rejected, or approved. The node writes it when it returns after an
+answer; a refused answer that names a stale revision (or none) keeps the old base, since the human did not
+answer the plan shown now. An edit is written with ``expected_revision`` (the revision shown), so the plan
+reducer refuses it, should the plan have changed in between.
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, parse_resume
+from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
 from planmode.events import emit
 from planmode.nodes._deps import Deps, settings_of
+from planmode.state.diff import plan_changes, plan_snapshot
 from planmode.state.graph_state import PlanModeState
 from planmode.state.reducer import PlanUpdate
 
@@ -35,15 +42,24 @@ def make_approve(deps: Deps) -> Any:
             return {
                 "approved_revision": plan.revision, "needs_approval": False, "approval_error": None,
                 "status": "running"}
-        reason = "re-approval after a patch" if state.get("patches_applied") else "initial plan"
-        answer = interrupt(approval_payload(plan, error=state.get("approval_error"), reason=reason))
+        base = state.get("approval_base")
+        if not isinstance(base, dict) or base.get("goal") != plan.goal:  # none yet, or another run's plan
+            base = None
+        error = state.get("approval_error")
+        payload = approval_payload(plan, error=error, reason=approval_reason(plan, base, error=error),
+                                   changes=plan_changes(base, plan))
+        answer = interrupt(payload)
         decision = parse_resume(answer, plan)
         if isinstance(decision, str):
-            return {"approval_error": decision}
+            named = answer.get("revision") if isinstance(answer, dict) else None
+            # the human answered the plan shown now (by its revision): later changes are shown against it
+            return {"approval_error": decision,
+                    **({"approval_base": plan_snapshot(plan)} if named == plan.revision else {})}
         if isinstance(decision, Reject):
             emit("plan_rejected", decision.feedback, plan_version=plan.version)
             return {
-                "feedback": decision.feedback, "approval_error": None, "status": "planning"}
+                "feedback": decision.feedback, "approval_error": None, "status": "planning",
+                "approval_base": plan_snapshot(plan)}
         if isinstance(decision, Cancel):  # the human leaves plan mode: nothing more is executed
             emit("plan_cancelled", decision.feedback, plan_version=plan.version)
             return {
@@ -53,13 +69,13 @@ def make_approve(deps: Deps) -> Any:
             emit("plan_approved", "approved with edits", plan_version=decision.plan.version,
                  revision=decision.plan.revision)
             return {
-                "plan": PlanUpdate(patch=decision.patch, source="human"),
-                "approved_revision": decision.plan.revision,
+                "plan": PlanUpdate(patch=decision.patch, source="human", expected_revision=decision.revision),
+                "approved_revision": decision.plan.revision, "approval_base": plan_snapshot(decision.plan),
                 "needs_approval": False, "approval_error": None, "status": "running"}
         assert isinstance(decision, Approve)
         emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision)
         return {
             "approved_revision": decision.revision, "needs_approval": False, "approval_error": None,
-            "status": "running"}
+            "status": "running", "approval_base": plan_snapshot(plan)}
 
     return approve

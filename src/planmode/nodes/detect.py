@@ -68,6 +68,7 @@ def make_detect(deps: Deps) -> Any:
             "feedback": None,
             "approval_error": None,
             "approved_revision": None,
+            "approval_base": None,
             "needs_approval": False,
             "trouble": None,
             "reflection": None,

@@ -1,5 +1,6 @@
 """The plan model, the pure patch logic and the graph state with its plan reducer."""
 
+from planmode.state.diff import plan_changes, plan_snapshot
 from planmode.state.models import (
     Complexity,
     NewStep,
@@ -12,6 +13,7 @@ from planmode.state.models import (
     StepStatus,
     StepTransition,
     StepUpdate,
+    clean_text,
 )
 from planmode.state.parse import extract_json, parse_patch, parse_plan, parse_plan_or_patch
 from planmode.state.patch import (
@@ -44,13 +46,16 @@ __all__ = [
     "TransitionResult",
     "apply_patch",
     "apply_transitions",
+    "clean_text",
     "diff_to_patch",
     "extract_json",
     "find_cycle",
     "parse_patch",
     "parse_plan",
     "parse_plan_or_patch",
+    "plan_changes",
     "plan_reducer",
+    "plan_snapshot",
     "validate_plan",
 ]
 

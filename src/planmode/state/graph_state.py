@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from typing_extensions import TypedDict
 
 from planmode.state.channel import PlanChannel
-from planmode.state.models import Plan
+from planmode.state.models import Plan, clean_text
 
 __all__ = [
     "InputState",
@@ -41,6 +42,14 @@ class StepOutcome(BaseModel):
     tool_calls: int = 0
     output_ref: str | None = Field(default=None, description="Store key of the full output, if stored.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_text_fields(cls, data: Any) -> Any:
+        """A tool's or a model's text with a lone surrogate is made encodable (`clean_text`) on the way in."""
+        if isinstance(data, dict):
+            return {k: clean_text(v) if isinstance(v, str) else v for k, v in data.items()}
+        return data
+
 
 def latest(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any] | None:
     """The last value written (several parallel tasks may write in one super-step; ``None`` clears)."""
@@ -52,20 +61,41 @@ def merge_outcomes(
 ) -> dict[str, StepOutcome]:
     """Merge step outcomes by step id; a ``None`` value removes that step's outcome (after verification).
 
-    Pure and total: never raises (a reducer runs on replay too, and a raising one leaves a thread unreadable).
+    Pure and total: never raises, whatever ``current`` and ``update`` are (a reducer runs on replay too, and a
+    raising one leaves a thread unreadable). An update that is not a mapping (``"garbage"``, ``5``,
+    ``["a"]``, as ``update_state`` may send) changes nothing; a value that is not an outcome is kept as an
+    unreadable outcome of that step (ok=False), so verify sees a failed attempt instead of nothing; a
+    current value that is not a mapping of outcomes is read as far as it can be.
     """
-    out = dict(current or {})
-    for key, value in (update or {}).items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, StepOutcome):
-            out[key] = value
-        elif isinstance(value, dict):
-            try:
-                out[key] = StepOutcome.model_validate(value)
-            except ValueError:
-                out[key] = StepOutcome(step_id=str(key), ok=False, error="unreadable step outcome")
+    out: dict[str, StepOutcome] = {}
+    if isinstance(current, Mapping):
+        for key, value in current.items():
+            outcome = _outcome(key, value)
+            if outcome is not None:
+                out[str(key)] = outcome
+    if not isinstance(update, Mapping):
+        return out
+    for key, raw in update.items():
+        new = _outcome(key, raw)
+        if new is None:
+            out.pop(str(key), None)
+        else:
+            out[str(key)] = new
     return out
+
+
+def _outcome(key: Any, value: Any) -> StepOutcome | None:
+    """``value`` as a `StepOutcome` of step ``key`` (an unreadable one when it is not an outcome); never raises."""
+    if value is None:
+        return None
+    if isinstance(value, StepOutcome):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return StepOutcome.model_validate(dict(value))
+        except (ValueError, TypeError):
+            pass
+    return StepOutcome(step_id=clean_text(str(key)), ok=False, error="unreadable step outcome")
 
 
 class InputState(TypedDict, total=False):
@@ -114,6 +144,12 @@ class PlanModeState(InputState, total=False):
     """Why the previous resume value at the approval interrupt was refused (shown in the next payload)."""
     approved_revision: str | None
     """The revision the human approved; execution checks it when it starts."""
+    approval_base: dict[str, Any] | None
+    """The plan a human last answered at the approval (approved, edited, rejected, or answered naming its
+    revision), as `planmode.state.diff.plan_snapshot` data (revision, version, title, each step's definition
+    and status; no results). The approval payload's ``changes`` are computed against it, and its ``reason``
+    from the plan history since its version. Written by approve only after a human answer (never in
+    ``approval="auto"`` runs); None before the first answer."""
     needs_approval: bool
     """True when the plan (first version or an off_track patch) must be approved before execution goes on."""
     step_outcomes: Annotated[dict[str, StepOutcome], merge_outcomes]

@@ -18,6 +18,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StringConstraints,
     model_serializer,
+    model_validator,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "StepStatus",
     "StepTransition",
     "StepUpdate",
+    "clean_text",
 ]
 
 #: A step id: a short, safe identifier (letters, digits, ``_`` and ``-``; starts with a letter or ``_``).
@@ -67,8 +69,48 @@ class Complexity(str, Enum):
         return self.value
 
 
+def clean_text(text: str) -> str:
+    """``text`` made encodable: a lone surrogate (which UTF-8 cannot encode: a model's JSON escape such as
+    ``"\\ud800"``, or bytes decoded with ``surrogateescape``) becomes U+FFFD; a surrogate *pair* becomes the
+    character it encodes. Text that encodes already is returned as it is (the common, fast case).
+
+    Every model below applies it to its text fields where text enters the state, once: a lone surrogate in
+    a plan would otherwise make every checkpoint write and the approval payload raise, or be replaced by
+    ``"?"`` on the way to the database, so that a human approves different text from what was shown."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def _needs_cleaning(value: Any) -> bool:
+    """True when ``value`` is text (or a list holding text) that may not encode (ASCII always does: fast)."""
+    if isinstance(value, str):
+        return not value.isascii()
+    if isinstance(value, list):
+        return any(isinstance(v, str) and not v.isascii() for v in value)
+    return False
+
+
+def _clean_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list) and any(isinstance(v, str) for v in value):
+        return [clean_text(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", use_enum_values=False, validate_assignment=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_text_fields(cls, data: Any) -> Any:
+        """Text fields (and lists of text) are cleaned with `clean_text`; nested models clean their own."""
+        if isinstance(data, dict) and any(_needs_cleaning(v) for v in data.values()):
+            return {k: _clean_value(v) for k, v in data.items()}
+        return data
 
 
 class StepDefinition(_Model):

@@ -11,7 +11,9 @@ Accepted updates (objects or their JSON dicts, as Studio and the SDK send them):
 
 - a `Plan`: the first plan (validated; steps forced to ``pending``), or a whole new plan that is converted
   into a patch by diff against the current one (so it cannot touch done steps);
-- a `PlanPatch`; a `StepTransition` or a list of them; a `PlanUpdate` envelope naming its source;
+- a `PlanPatch`; a `StepTransition` or a list of them; a `PlanUpdate` envelope naming its source and,
+  optionally, the ``expected_revision`` it was made against (a stale one is refused and recorded: see
+  `planmode.edit_plan` for edits that may race);
 - a `ResetPlan` (``{"reset": true}``): clears the plan for a new task on the same thread;
 - ``None``: no change.
 
@@ -55,6 +57,11 @@ class PlanUpdate(BaseModel):
     reset: bool = False
     rejections: list[Rejection] = Field(
         default_factory=list, description="Refusals a node already decided (e.g. invalid model patches)."
+    )
+    expected_revision: str | None = Field(
+        default=None,
+        description="The revision of the plan this update was made against. When set and the plan is at another "
+        "revision, the update is refused and recorded (a stale edit: the plan changed since it was read).",
     )
 
 
@@ -142,6 +149,14 @@ def _reduce(current: Plan | None, update: Any) -> Plan | None:
     if upd.rejections and current is not None:
         kept = [*current.rejections, *upd.rejections][-MAX_REJECTIONS_KEPT:]
         current = current.model_copy(update={"rejections": kept})
+    if upd.expected_revision is not None:
+        now = current.revision if current is not None else None
+        if upd.expected_revision != now:
+            kind = "plan" if upd.plan is not None else "patch" if upd.patch is not None else "transition"
+            at = f"revision {now!r} (version {current.version})" if current is not None else "no plan"
+            return reject(current, kind, [f"stale edit: it was made against revision {upd.expected_revision!r}, "
+                                          f"but the plan is now at {at}; read the plan again and redo the edit"],
+                          source=src)
     original = current
     if upd.plan is not None:
         if current is None or current.version == 0:

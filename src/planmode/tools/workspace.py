@@ -10,6 +10,18 @@ The tools are built with ``handle_tool_error=True`` and ``handle_validation_erro
 missing file or bad arguments come back as the tool's result (a ``ToolMessage`` with ``status="error"``
 when called with a tool call) instead of an exception: an expected failure is a value the agent acts on.
 
+Hostile arguments come back as results too: a lone surrogate in a path or in text is refused (it is not
+text that can be written or shown), a search is bounded in time (`WorkspaceLimits.search_seconds`: the
+``regex`` engine's timeout stops a catastrophically backtracking pattern), and only regular files are read
+or written (a FIFO, a socket or a device is refused, checked on the opened descriptor, so nothing blocks).
+Text the tools return never contains a lone surrogate (a file name that is not valid UTF-8 is shown with
+``\\udcXX`` escapes), so a checkpoint that stores a tool's result can always be written.
+
+**Protected paths.** planmode's own folder ``<root>/.planmode/`` and every path given as ``protected`` (the
+CLI passes its database; each file is protected with its SQLite ``-wal``, ``-shm`` and ``-journal``
+companions) are refused by every tool, reads included, and are not listed or searched: the agent cannot
+read or destroy the run history it is recorded in.
+
 Limits of the guarantee: the check is made when the tool runs, so it does not defend against another
 process swapping a directory for a symlink between the check and the access (writes do refuse a symlink
 in the final component, with ``O_NOFOLLOW``); and a hard link inside the workspace to a file elsewhere is
@@ -18,13 +30,16 @@ indistinguishable from an ordinary file.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
-import re
-from collections.abc import Callable, Iterator
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import regex
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field, ValidationError
 
@@ -45,6 +60,11 @@ _SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
 """Directories that recursive listing and search show but do not descend into (they can be named directly)."""
 
 _SNIFF_BYTES = 8192
+
+PLANMODE_DIR = ".planmode"
+"""planmode's own folder in a workspace (the CLI's default database lives there): always protected."""
+
+_SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 class WorkspaceError(PlanModeError, ToolException):
@@ -70,6 +90,9 @@ class WorkspaceLimits:
     """`read_file` and `edit_file` refuse, and `search_files` skips, files larger than this."""
     max_write_bytes: int = 1_000_000
     """`write_file` and `edit_file` refuse to leave a file larger than this (UTF-8 bytes)."""
+    search_seconds: float = 2.0
+    """One `search_files` call stops after about this long (a pattern that backtracks catastrophically is cut
+    off by the regex engine's timeout) and says so in its result."""
 
 
 class ListFilesArgs(BaseModel):
@@ -109,7 +132,7 @@ class EditFileArgs(BaseModel):
 class _Workspace:
     """The confined file operations behind the tools; every public method returns the tool's text."""
 
-    def __init__(self, root: str | Path, limits: WorkspaceLimits) -> None:
+    def __init__(self, root: str | Path, limits: WorkspaceLimits, protected: Iterable[str | Path] = ()) -> None:
         resolved = Path(root).resolve()
         if not resolved.is_dir():
             raise WorkspaceError(
@@ -117,6 +140,16 @@ class _Workspace:
             )
         self.root = resolved
         self.limits = limits
+        self.protected_dirs = [resolved / PLANMODE_DIR]
+        files: list[Path] = []
+        for entry in protected:
+            target = Path(entry).expanduser().resolve()
+            files += [target, *(target.with_name(target.name + c) for c in _SQLITE_COMPANIONS)]
+        self.protected_files = frozenset(files)
+
+    def is_protected(self, resolved: Path) -> bool:
+        """Whether a resolved path is planmode's: its folder, or a protected file (the database)."""
+        return resolved in self.protected_files or any(resolved.is_relative_to(d) for d in self.protected_dirs)
 
     # -- confinement ---------------------------------------------------------------------------------
 
@@ -124,6 +157,7 @@ class _Workspace:
         """The real path of ``path`` (relative to the root), refused unless it lies inside the root."""
         if "\x00" in path:
             raise WorkspaceError(f"refused {path!r}: a path cannot contain a NUL character")
+        _require_text("path", path)
         given = Path(path)
         candidate = given if given.is_absolute() else self.root / given
         try:
@@ -136,13 +170,24 @@ class _Workspace:
                 "(paths must stay inside the workspace: no '..' out of it, no absolute paths elsewhere, "
                 "no symlinks leading out)"
             )
+        if self.is_protected(resolved):
+            raise WorkspaceError(
+                f"refused {path!r}: it is planmode's own data (its run database or its {PLANMODE_DIR}/ folder), "
+                "which the workspace tools never read or change"
+            )
         return resolved
 
-    def _inside(self, path: Path) -> bool:
+    def _hidden(self, path: Path) -> str | None:
+        """Why a listed or searched entry is not accessible (outside, or planmode's data), or None."""
         try:
-            return path.resolve().is_relative_to(self.root)
+            resolved = path.resolve()
         except (OSError, RuntimeError):
-            return False
+            return "symlink outside the workspace; not accessible"
+        if not resolved.is_relative_to(self.root):
+            return "symlink outside the workspace; not accessible"
+        if self.is_protected(resolved):
+            return "planmode's data; not accessible"
+        return None
 
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -151,18 +196,31 @@ class _Workspace:
         resolved = self.resolve(path)
         if resolved.is_dir():
             raise WorkspaceError(f"{path!r} is a directory, not a file (workspace {self.root})")
-        if not resolved.is_file():
+        if not resolved.exists():
             raise WorkspaceError(f"no such file: {path!r} (workspace {self.root})")
         return resolved
 
+    def _not_regular(self, path: str, mode: int) -> WorkspaceError:
+        return WorkspaceError(
+            f"refused {path!r}: it is {_kind(mode)}, not a regular file; only regular files can be read or written"
+        )
+
     def _read_text(self, path: str, resolved: Path) -> str:
-        size = resolved.stat().st_size
-        if size > self.limits.max_file_bytes:
-            raise WorkspaceError(
-                f"{path!r} is too large ({size} bytes, limit {self.limits.max_file_bytes}); "
-                "use search_files to find what you need in it"
-            )
-        data = resolved.read_bytes()
+        # Non-blocking and without following a symlink swapped in since `resolve`: opening a FIFO returns at
+        # once, and the descriptor's own type decides (a check on the path could be raced).
+        fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise self._not_regular(path, info.st_mode)
+            if info.st_size > self.limits.max_file_bytes:
+                raise WorkspaceError(
+                    f"{path!r} is too large ({info.st_size} bytes, limit {self.limits.max_file_bytes}); "
+                    "use search_files to find what you need in it"
+                )
+            data = handle.read(self.limits.max_file_bytes + 1)
+        if len(data) > self.limits.max_file_bytes:
+            raise WorkspaceError(f"{path!r} is too large (limit {self.limits.max_file_bytes} bytes)")
         if b"\x00" in data[:_SNIFF_BYTES]:
             raise WorkspaceError(f"{path!r} is a binary file; only text files can be read or edited")
         try:
@@ -181,7 +239,8 @@ class _Workspace:
             base = Path(dirpath)
             for name in sorted([*dirnames, *filenames]):
                 yield base / name
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
+            dirnames[:] = sorted(d for d in dirnames
+                                 if d not in _SKIPPED_DIRS and not self.is_protected(base.resolve() / d))
 
     # -- the tools -----------------------------------------------------------------------------------
 
@@ -199,8 +258,9 @@ class _Workspace:
                 lines.append(f"[truncated: showing the first {limit} entries; narrow the path or pattern]")
                 break
             shown = self._rel(entry)
-            if not self._inside(entry):
-                lines.append(f"{shown} (symlink outside the workspace; not accessible)")
+            hidden = self._hidden(entry)
+            if hidden is not None:
+                lines.append(f"{shown} ({hidden})")
             else:
                 lines.append(f"{shown}/" if entry.is_dir() else shown)
         if not lines:
@@ -247,11 +307,16 @@ class _Workspace:
         literal: bool = False,
         ignore_case: bool = False,
     ) -> str:
+        _require_text("pattern", pattern)
+        if glob is not None:
+            _require_text("glob", glob)
+        deadline = time.monotonic() + self.limits.search_seconds
         try:
-            regex = re.compile(
-                re.escape(pattern) if literal else pattern, re.IGNORECASE if ignore_case else 0
+            # The `regex` engine (V0: the syntax of the standard `re`) takes a timeout, which `re` does not.
+            compiled = regex.compile(
+                regex.escape(pattern) if literal else pattern, regex.IGNORECASE if ignore_case else 0
             )
-        except re.error as exc:
+        except (regex.error, ValueError, OverflowError, RecursionError) as exc:
             raise WorkspaceError(
                 f"invalid regex {pattern!r}: {exc} (pass literal=true for plain text)"
             ) from exc
@@ -259,18 +324,31 @@ class _Workspace:
         files = [top] if top.is_file() else (p for p in self._walk(top, recursive=True) if p.is_file())
         matches: list[str] = []
         limit = self.limits.max_matches
+
+        def out_of_time() -> str:
+            found = "\n".join(matches) + "\n" if matches else ""
+            return (f"{found}[stopped: the search took longer than {self.limits.search_seconds:g} s and was cut "
+                    f"off with {len(matches)} match(es) found; if the pattern nests repetitions such as "
+                    "'(a+)+', simplify it, or narrow the path or glob]")
+
         for file in files:
             if glob and not fnmatch.fnmatch(file.name, glob):
                 continue
-            if not self._inside(file):
+            if self._hidden(file) is not None:
                 continue
+            if time.monotonic() > deadline:
+                return out_of_time()
             try:
                 text = self._read_text(self._rel(file), file)
-            except WorkspaceError:  # binary, not UTF-8 or too large: not searched
+            except (WorkspaceError, OSError):  # binary, not UTF-8, too large, not regular, unreadable: skipped
                 continue
             for number, line in enumerate(_split_lines(text), start=1):
                 line = line.rstrip("\r\n")
-                if regex.search(line):
+                try:
+                    hit = compiled.search(line, timeout=max(0.001, deadline - time.monotonic()))
+                except TimeoutError:
+                    return out_of_time()
+                if hit:
                     if len(matches) == limit:
                         matches.append(
                             f"[truncated: stopped at {limit} matches; narrow the path, glob or pattern]"
@@ -280,17 +358,22 @@ class _Workspace:
         return "\n".join(matches) if matches else f"No matches for {pattern!r} under {path!r}"
 
     def write_file(self, path: str, content: str) -> str:
+        _require_text("content", content)
         data = content.encode("utf-8")
         self._check_size(path, len(data))
         resolved = self.resolve(path)
         if resolved.is_dir():
             raise WorkspaceError(f"{path!r} is a directory, not a file (workspace {self.root})")
         existed = resolved.exists()
+        if existed and not resolved.is_file():
+            raise self._not_regular(path, resolved.stat().st_mode)
         resolved.parent.mkdir(parents=True, exist_ok=True)
-        self._write(resolved, data)
+        self._write(path, resolved, data)
         return f"{'Overwrote' if existed else 'Created'} {self._rel(resolved)} ({len(data)} bytes)"
 
     def edit_file(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
+        _require_text("old_string", old_string)
+        _require_text("new_string", new_string)
         if not old_string:
             raise WorkspaceError("old_string is empty; use write_file to write a whole file")
         if old_string == new_string:
@@ -309,7 +392,7 @@ class _Workspace:
             )
         data = text.replace(old_string, new_string).encode("utf-8")
         self._check_size(path, len(data))
-        self._write(resolved, data)
+        self._write(path, resolved, data)
         return f"Replaced {count} occurrence{'s' if count > 1 else ''} in {self._rel(resolved)}"
 
     def _check_size(self, path: str, size: int) -> None:
@@ -318,11 +401,22 @@ class _Workspace:
                 f"refused to write {path!r}: {size} bytes is over the limit of {self.limits.max_write_bytes}"
             )
 
-    @staticmethod
-    def _write(resolved: Path, data: bytes) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(resolved, flags, 0o644)
+    def _write(self, path: str, resolved: Path, data: bytes) -> None:
+        # No O_TRUNC and non-blocking until the descriptor is known to be a regular file: a FIFO, socket or
+        # device swapped in since the checks above is neither truncated nor waited on. No symlink is followed.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(resolved, flags, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a FIFO with no reader
+                raise self._not_regular(path, stat.S_IFIFO) from exc
+            raise
         with os.fdopen(fd, "wb") as handle:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise self._not_regular(path, mode)
+            os.set_blocking(fd, True)
+            os.ftruncate(fd, 0)
             handle.write(data)
 
 
@@ -339,17 +433,46 @@ def _validation_message(exc: ValidationError | Exception) -> str:
     return f"Invalid tool arguments: {exc}"
 
 
+def _require_text(name: str, value: str) -> None:
+    """Refuse text with a lone surrogate: it cannot be encoded, written to a file, or stored in a checkpoint."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WorkspaceError(
+            f"refused: {name} contains a lone surrogate (U+{ord(value[exc.start]):04X} at position {exc.start}), "
+            "which is not valid Unicode text; send valid text"
+        ) from None
+
+
+def _clean(text: str) -> str:
+    """``text`` with any lone surrogate (a file name that is not UTF-8) written as a ``\\udcXX`` escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
 def _guarded(func: Callable[..., str], root: Path) -> Callable[..., str]:
-    """Turn an OS error (permission denied, disk full, ...) into a `WorkspaceError` the tool returns."""
+    """Turn an OS error (permission denied, disk full, ...) or text that cannot be encoded into a
+    `WorkspaceError` the tool returns; whatever comes back is clean text."""
 
     def run(*args: object, **kwargs: object) -> str:
         try:
-            return func(*args, **kwargs)
+            return _clean(func(*args, **kwargs))
+        except WorkspaceError as exc:
+            raise WorkspaceError(_clean(str(exc))) from exc
         except OSError as exc:
             where = exc.filename or kwargs.get("path", ".")
-            raise WorkspaceError(
+            raise WorkspaceError(_clean(
                 f"{func.__name__} failed on {str(where)!r} (workspace {root}): {exc.strerror or exc}"
-            ) from exc
+            )) from exc
+        except UnicodeError as exc:
+            raise WorkspaceError(f"{func.__name__} refused text that is not valid Unicode: {exc}") from exc
 
     run.__name__ = func.__name__
     return run
@@ -393,18 +516,30 @@ def _build(workspace: _Workspace, names: tuple[str, ...]) -> list[BaseTool]:
     ]
 
 
-def workspace_tools(root: str | Path, *, limits: WorkspaceLimits | None = None) -> list[BaseTool]:
+def workspace_tools(
+    root: str | Path, *, limits: WorkspaceLimits | None = None, protected: Iterable[str | Path] = ()
+) -> list[BaseTool]:
     """All five workspace tools (list_files, read_file, search_files, write_file, edit_file) for ``root``.
+
+    Args:
+        root: the workspace directory.
+        limits: bounds on what the tools read, return and write.
+        protected: files the tools refuse to read, write, list or search, such as the run database (relative
+            paths are relative to the current directory, as SQLite opens them); each is protected with its
+            ``-wal``, ``-shm`` and ``-journal`` companions. ``<root>/.planmode/`` is always protected.
 
     Raises `WorkspaceError` at once if ``root`` is not an existing directory.
     """
-    workspace = _Workspace(root, limits or WorkspaceLimits())
+    workspace = _Workspace(root, limits or WorkspaceLimits(), protected)
     return _build(workspace, _READ_ONLY_NAMES + _WRITE_NAMES)
 
 
-def read_only_workspace_tools(root: str | Path, *, limits: WorkspaceLimits | None = None) -> list[BaseTool]:
-    """The read-only workspace tools (list_files, read_file, search_files) for ``root``.
+def read_only_workspace_tools(
+    root: str | Path, *, limits: WorkspaceLimits | None = None, protected: Iterable[str | Path] = ()
+) -> list[BaseTool]:
+    """The read-only workspace tools (list_files, read_file, search_files) for ``root``; ``protected`` as in
+    `workspace_tools`.
 
     Raises `WorkspaceError` at once if ``root`` is not an existing directory.
     """
-    return _build(_Workspace(root, limits or WorkspaceLimits()), _READ_ONLY_NAMES)
+    return _build(_Workspace(root, limits or WorkspaceLimits(), protected), _READ_ONLY_NAMES)
