@@ -259,8 +259,8 @@ def test_garbage_model_output_ends_the_run_cleanly_as_failed(checkpointer: Sqlit
 
 
 def test_a_failing_model_call_is_a_clean_failure_too(checkpointer: SqliteSaver) -> None:
-    def broken(req: ScriptRequest) -> Any:
-        raise ConnectionError("the model server went away")
+    def broken(req: ScriptRequest) -> Any:  # a model that cannot be reached pauses instead: test_model_unavailable
+        raise RuntimeError("the model server went away")
 
     model = ScriptedChatModel(responder=PurposeScript(plan=broken))
     graph = build_graph(model, checkpointer=checkpointer)

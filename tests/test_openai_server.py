@@ -260,3 +260,38 @@ def test_process_mode_serves_a_script_file(tmp_path: Path) -> None:
 
     bodies = [json.loads(line) for line in record.read_text().splitlines()]
     assert [b["messages"][-1]["content"] for b in bodies] == ["hello", "again"]
+
+
+def test_a_refused_mode_is_a_500_naming_it_and_the_responder_is_not_asked() -> None:
+    """Like llama-cpp-python's server: json_schema is refused with HTTP 500 (retried by the client), while
+    json_object with a schema and plain text are served."""
+    with ScriptedOpenAIServer(queue_responder(['{"name": "a", "age": 1}']), refuse=("json_schema",)) as srv:
+        with pytest.raises(openai.InternalServerError, match="response_format"):
+            chat(srv, max_retries=1).with_structured_output(Person, method="json_schema").invoke("a person")
+        assert len(srv.requests) == 2  # the refusal was retried once, like any 500
+        extra = {"response_format": {"type": "json_object", "schema": Person.model_json_schema()}}
+        reply = chat(srv).bind(extra_body=extra).invoke("a person")
+    assert json.loads(str(reply.content)) == {"name": "a", "age": 1}
+    assert srv.requests[-1]["response_format"]["type"] == "json_object"
+    assert srv.errors == []
+
+
+def test_refusing_tools_and_an_unknown_mode() -> None:
+    with ScriptedOpenAIServer(queue_responder([]), refuse=("tools",)) as srv, pytest.raises(
+        openai.InternalServerError, match="tools"
+    ):
+        chat(srv).bind_tools([add]).invoke("add")
+    with pytest.raises(ValueError, match="refuse takes"):
+        ScriptedOpenAIServer(queue_responder([]), refuse=("json",))
+
+
+def test_the_context_size_is_reported_on_props_and_enforced() -> None:
+    import urllib.request
+
+    with ScriptedOpenAIServer(queue_responder(["short"]), context_tokens=200) as srv:
+        root = srv.base_url.removesuffix("/v1")
+        with urllib.request.urlopen(root + "/props", timeout=5) as response:
+            assert json.loads(response.read())["default_generation_settings"]["n_ctx"] == 200
+        with pytest.raises(openai.BadRequestError, match="maximum context length is 200 tokens"):
+            chat(srv, max_tokens=100).invoke("x" * 1000)
+        assert chat(srv, max_tokens=10).invoke("hi").content == "short"

@@ -44,7 +44,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from planmode.context import PlanModeContext
-from planmode.llm import normalize_messages, text_of
+from planmode.llm import fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import is_read_only
 
 __all__ = ["LoopResult", "ToolGate", "ToolRaised", "is_read_only", "run_tool_loop"]
@@ -273,10 +273,11 @@ def _model_node(
     def call_model(state: _LoopState) -> dict[str, Any]:
         history = list(state.get("messages") or [])
         msgs = normalize_messages(history) if settings.normalize_messages else history
+        msgs = fit_transcript(model, msgs, settings, tools)
         try:
             reply = bound.invoke(msgs)
-        except Exception as exc:  # the caller turns this into a failed attempt
-            return {"error": f"model call failed: {type(exc).__name__}: {exc}", "final": False}
+        except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
+            return {"error": model_failure(exc, model, settings), "final": False}
         if not isinstance(reply, AIMessage):
             reply = AIMessage(content=text_of(reply))
         update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False}

@@ -10,6 +10,7 @@ from datetime import datetime
 
 __all__ = [
     "ConfigurationError",
+    "ModelUnavailableError",
     "PlanModeError",
     "PlanParseError",
     "SnapshotNotFoundError",
@@ -47,3 +48,17 @@ class ThreadBusyError(PlanModeError):
         self.since = since
         super().__init__(f"thread {thread_id!r} is already running ({holder}, since "
                          f"{since:%Y-%m-%d %H:%M:%S} UTC); wait for it to finish, or stop that process")
+
+
+class ModelUnavailableError(PlanModeError):
+    """The model could not be reached: a refused connection, or a server error (5xx) after the client's
+    retries. Not a verdict on the work: the run pauses with status ``model_unavailable`` and resumes, at the
+    same or another endpoint, where it stopped."""
+
+    def __init__(self, reason: str, *, base_url: str | None = None, model: str | None = None) -> None:
+        self.reason = reason
+        self.base_url = base_url
+        self.model = model
+        where = f" at {base_url}" if base_url else ""
+        name = f" ({model})" if model else ""
+        super().__init__(f"the model{name} is unavailable{where}: {reason}")

@@ -8,6 +8,7 @@ Exit codes (a script can tell the outcomes apart):
 2     bad input or set-up error (one line on the terminal, no traceback)
 3     awaiting approval: the plan waits for a human (``planmode resume``)
 4     cancelled at the approval
+5     model unavailable: the run is paused, resumable (``planmode resume``, optionally at another endpoint)
 130   interrupted (Ctrl-C); the run is checkpointed and resumable
 ====  ===================================================================
 """
@@ -46,7 +47,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 DEFAULT_DB = ".planmode/planmode.sqlite"
 
 #: The process exit code of each final run status (see the module docstring).
-EXIT_CODES = {"completed": 0, "answered": 0, "failed": 1, "awaiting_approval": 3, "cancelled": 4}
+EXIT_CODES = {"completed": 0, "answered": 0, "failed": 1, "awaiting_approval": 3, "cancelled": 4,
+              "model_unavailable": 5}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -326,7 +328,7 @@ def show(thread: ThreadArg, db: DbOpt = DEFAULT_DB) -> None:
 
 
 _LS_STYLE = {"awaiting_approval": "yellow", "running": "cyan", "completed": "green", "failed": "red",
-             "cancelled": "magenta", "answered": "green", "planning": "cyan"}
+             "cancelled": "magenta", "answered": "green", "planning": "cyan", "model_unavailable": "red"}
 
 
 @app.command("ls")

@@ -283,10 +283,18 @@ def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: 
 def _drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver,
            resume_hint: str | None, watcher: Watcher) -> str:
     tid = cfg["configurable"]["thread_id"]
+    if inp is None and _model_unavailable(graph.get_state(cfg)) is not None:
+        inp = Command(resume={"action": "retry"})  # resuming a run paused for its model: try the model again
     while True:
         with Progress(graph, cfg) as progress:
             _stream(graph, inp, cfg, context, progress, watcher, resume_hint or f"planmode resume {tid}")
         state = graph.get_state(cfg)
+        paused = _model_unavailable(state)
+        if paused is not None:  # not an approval: stop, resumable
+            console.print(Text(f"Model unavailable: {paused.get('error')}", style="red"))
+            console.print(Text.assemble("The run is paused. Resume with: ",
+                                        resume_hint or f"planmode resume {tid}"), soft_wrap=True)
+            return "model_unavailable"
         if state.interrupts:
             payload = state.interrupts[0].value
             answer = approver(payload)
@@ -297,6 +305,14 @@ def _drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver:
             inp = Command(resume=answer)
             continue
         return str(state.values.get("status") or "unknown")
+
+
+def _model_unavailable(state: Any) -> dict[str, Any] | None:
+    """The payload of a pending model_unavailable interrupt (planmode.nodes.model_unavailable), if any."""
+    for item in state.interrupts:
+        if isinstance(item.value, dict) and item.value.get("type") == "planmode.model_unavailable":
+            return item.value
+    return None
 
 
 def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = None) -> None:

@@ -22,11 +22,13 @@ from planmode.state.models import Plan, StepStatus
 S = StepStatus
 
 __all__ = ["route_after_approve", "route_after_dispatch", "route_after_patch", "route_after_plan",
-           "route_after_reflect"]
+           "route_after_reflect", "route_after_respond"]
 
 
-def route_after_plan(state: PlanModeState) -> Literal["approve", "finalize"]:
-    """A valid plan goes to approval; a planner that gave up ends the run."""
+def route_after_plan(state: PlanModeState) -> Literal["approve", "finalize", "model_unavailable"]:
+    """A valid plan goes to approval; a planner that gave up ends the run; one without a model pauses."""
+    if state.get("status") == "model_unavailable":
+        return "model_unavailable"
     return "finalize" if state.get("status") == "failed" else "approve"
 
 
@@ -42,8 +44,10 @@ def route_after_approve(state: PlanModeState) -> Literal["dispatch", "plan", "ap
     return "dispatch"
 
 
-def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "finalize"]:
+def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "finalize", "model_unavailable"]:
     """A patch that needs approval goes to approve; a failed repair ends the run; otherwise execute."""
+    if state.get("status") == "model_unavailable":
+        return "model_unavailable"
     if state.get("status") == "failed":
         return "finalize"
     return "approve" if state.get("needs_approval") else "dispatch"
@@ -51,7 +55,7 @@ def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "f
 
 def route_after_dispatch(
     state: PlanModeState,
-) -> list[Send] | Literal["approve", "reflect", "finalize", "verify", "dispatch"]:
+) -> list[Send] | Literal["approve", "reflect", "finalize", "verify", "dispatch", "model_unavailable"]:
     """One ``Send`` to execute_step per running step without an outcome; otherwise where the plan says.
 
     After dispatch itself this finds exactly the batch it marked running. After an edit through
@@ -59,6 +63,8 @@ def route_after_dispatch(
     edited plan needs: the running steps again, verify for outcomes not judged yet, reflect for trouble,
     finalize when every step is finished, or dispatch again to start the steps the edit made ready.
     """
+    if state.get("unavailable"):  # a step or its verification could not reach the model: pause
+        return "model_unavailable"
     plan = state.get("plan")
     if not isinstance(plan, Plan) or plan.version == 0:
         return "finalize" if state.get("status") == "failed" else "dispatch"
@@ -79,11 +85,20 @@ def route_after_dispatch(
     return sends if sends else "dispatch"
 
 
-def route_after_reflect(state: PlanModeState) -> Literal["dispatch", "patch", "finalize"]:
-    """A run reflect ended goes to finalize; an adjustment to patch; otherwise dispatch (a retry)."""
+def route_after_reflect(state: PlanModeState) -> Literal["dispatch", "patch", "finalize", "model_unavailable"]:
+    """A run reflect ended goes to finalize; an adjustment to patch; otherwise dispatch (a retry); one whose
+    model could not be reached pauses."""
+    if state.get("status") == "model_unavailable":
+        return "model_unavailable"
     if state.get("status") in ("failed", "completed"):
         return "finalize"
     reflection: Any = state.get("reflection") or {}
     if isinstance(reflection, dict) and reflection.get("assessment") in ("needs_adjustment", "off_track"):
         return "patch"
     return "dispatch"
+
+
+def route_after_respond(state: PlanModeState) -> Literal["model_unavailable", "__end__"]:
+    """The direct answer ends the run (``"__end__"`` is LangGraph's END), unless the model could not be
+    reached (the run pauses)."""
+    return "model_unavailable" if state.get("status") == "model_unavailable" else "__end__"

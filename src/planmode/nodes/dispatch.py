@@ -64,6 +64,9 @@ def make_dispatch(deps: Deps) -> Any:
     def dispatch(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
+        lost = state.get("unavailable")
+        if lost:  # execute_step or verify could not reach the model: pause (planmode.nodes.model_unavailable)
+            return {"status": "model_unavailable", "error": lost.get("error")}
         if plan is None or plan.version == 0:
             return {"status": "failed", "error": "there is no valid plan"}
         if state.get("needs_approval"):
@@ -82,11 +85,11 @@ def make_dispatch(deps: Deps) -> Any:
         if plan.by_status(S.DONE):
             wait_until_durable()
         # A step left running without an outcome (after a crash, a rollback or an edit) is dispatched again,
-        # first, and counts one more attempt.
+        # first, as the same attempt (it never finished: a crash, a rollback, an edit or a lost model).
         outcomes = state.get("step_outcomes") or {}
         stale = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
         batch = (stale + plan.ready_steps())[: max(1, settings.max_parallel)]
-        transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=s.attempts + 1) for s in batch]
+        transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
         return {"plan": PlanUpdate(transitions=transitions, source="dispatch"), "approved_revision": None,
                 "status": "running"}
 
@@ -105,6 +108,12 @@ def dispatch_sends(state: PlanModeState, limit: int | None = None) -> list[Send]
     settings = state.get("settings") or {}
     # Each task carries only its step and its dependencies' summaries, not the whole plan.
     return [Send("execute_step", _task(plan, s, settings)) for s in running]
+
+
+def _attempt(step: Step) -> int:
+    """The attempt a dispatch starts: the next one, or the same one for a step still running without an
+    outcome (its executor lost the model, or a rollback went back to it): that attempt never finished."""
+    return step.attempts if step.status is S.RUNNING else step.attempts + 1
 
 
 def _task(plan: Plan, step: Step, settings: dict[str, Any]) -> StepTask:

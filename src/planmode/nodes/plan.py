@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -11,9 +12,9 @@ from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode._agent import is_read_only, run_tool_loop
-from planmode.context import PlanModeContext
+from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
-from planmode.llm import call_structured
+from planmode.llm import call_structured, negotiation_record
 from planmode.nodes._deps import Deps, settings_of
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, Step, StepDefinition
@@ -114,6 +115,8 @@ def make_plan(deps: Deps) -> Any:
             msg = (f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): "
                    + " | ".join(errors))
             return {"status": "failed", "error": msg}
+        record = negotiation_record(model, settings)  # a run resumed elsewhere starts from the mode auto chose
+        kept = {"settings": settings_dict(replace(settings, negotiated_output=record))} if record else {}
         source = "planner (revision)" if revising else "planner"
         version = current.version + 1 if revising and current is not None else 1
         emit("plan_created", new.title or goal, plan_version=version, steps=len(new.steps), revision=revising,
@@ -127,6 +130,7 @@ def make_plan(deps: Deps) -> Any:
             "needs_approval": True,
             "feedback": None,
             "approval_error": None,
+            **kept,
         }
 
     return plan

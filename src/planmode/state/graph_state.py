@@ -19,11 +19,13 @@ __all__ = [
     "PlanModeState",
     "RunStatus",
     "StepOutcome",
+    "latest",
     "merge_outcomes",
 ]
 
 RunStatus = Literal[
-    "new", "planning", "awaiting_approval", "running", "completed", "failed", "answered", "cancelled"
+    "new", "planning", "awaiting_approval", "running", "completed", "failed", "answered", "cancelled",
+    "model_unavailable",
 ]
 
 
@@ -47,6 +49,11 @@ class StepOutcome(BaseModel):
         if isinstance(data, dict):
             return {k: clean_text(v) if isinstance(v, str) else v for k, v in data.items()}
         return data
+
+
+def latest(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The last value written (several parallel tasks may write in one super-step; ``None`` clears)."""
+    return update
 
 
 def merge_outcomes(
@@ -157,3 +164,6 @@ class PlanModeState(InputState, total=False):
     """How many patches this run applied during execution."""
     error: str | None
     """Why the run failed, when it did."""
+    unavailable: Annotated[dict[str, Any] | None, latest]
+    """The model call that could not reach the model: the node to re-run, the status before, the error and
+    the endpoint (`planmode.nodes.model_unavailable`). Several execute_step tasks may write it at once."""
