@@ -145,15 +145,16 @@ def test_user_errors_are_one_clear_line(tmp_path: Path, args: list[str], env: di
     assert "Traceback" not in out
 
 
-def test_unreachable_base_url_fails_cleanly(tmp_path: Path) -> None:
+def test_unreachable_base_url_pauses_the_run_cleanly(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
     proc = subprocess.run([*PLANMODE, "run", "Write notes.md, then read it back", "--workspace", str(tmp_path),
                            "--db", str(tmp_path / "r.sqlite"), "--auto-approve", "--mode", "plan",
                            "--base-url", url], env=_env(OPENAI_API_KEY="test"), capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 1
+    assert proc.returncode == 5, out  # model unavailable: paused, resumable
     assert "Traceback" not in out
+    assert "Model unavailable" in out and "planmode resume" in out
     assert "Connection error" in out or "connect" in out.lower()
 
 
