@@ -27,6 +27,10 @@ class PlanModeContext:
         default_factory=lambda: os.environ.get("OPENAI_BASE_URL") or None,
         metadata={"description": "OpenAI-compatible base URL (env OPENAI_BASE_URL): Ollama, vLLM, llama.cpp."},
     )
+    workspace: str | None = field(
+        default=None,
+        metadata={"description": "Folder the CLI's file tools work in (absolute); `planmode resume` reuses it."},
+    )
     mode: Literal["auto", "plan", "direct"] = field(
         default="auto",
         metadata={"description": "auto: detect whether a plan is needed; plan / direct: force it."},

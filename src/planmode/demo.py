@@ -15,8 +15,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from planmode.cli.drive import drive, show_result
-from planmode.cli.ui import ask_approval, console, interactive, snapshot_table
+from planmode.cli.ui import approval_screen, ask_approval, console, interactive, snapshot_table
 from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict
 from planmode.state.models import Step
@@ -159,10 +161,11 @@ def run_demo(db: Path | None = None) -> int:
     workspace.mkdir()
     (workspace / ".keep").write_text("")
     db_path = db or tmp / "planmode.sqlite"
-    console.rule("[bold]planmode demo")
-    console.print("[bold yellow]This demo uses a scripted model[/] (no API key, no network): its answers are "
+    console.rule(Text("planmode demo", style="bold"))
+    console.print(Text("This demo uses a scripted model", style="bold yellow"),
+                  Text(" (no API key, no network): its answers are "
                   "pre-written.\nThe file tools, the workspace, the SQLite checkpoints, the graph, the "
-                  "verification (it runs the tests) and the rollback are real.")
+                  "verification (it runs the tests) and the rollback are real."), sep="")
     console.print(f"workspace: {workspace}\ndatabase:  {db_path}\ntask:      {DEMO_TASK}\n")
     graph = build_graph(build_demo_model(), tools=workspace_tools(workspace), verifier=make_verifier(workspace),
                         checkpointer=sqlite_checkpointer(db_path))
@@ -172,32 +175,30 @@ def run_demo(db: Path | None = None) -> int:
     def approver(payload: dict[str, Any]) -> dict[str, Any] | None:
         if interactive():
             return ask_approval(payload)
-        from planmode.cli.ui import plan_table
-        from planmode.state.models import Plan
-
-        console.print(plan_table(Plan.model_validate(payload["plan"])))
-        console.print("[dim]stdin is not a terminal: approving this revision automatically[/]")
+        console.print(approval_screen(payload))
+        console.print(Text("stdin is not a terminal: approving this revision automatically", style="dim"))
         return {"action": "approve", "revision": payload["revision"]}
 
     status = drive(graph, {"messages": [("user", DEMO_TASK)]}, cfg, context=ctx, approver=approver)
     show_result(graph, cfg)
     if status != "completed":
-        console.print(f"[red]The demo ended with status {status}.[/]")
+        console.print(Text(f"The demo ended with status {status}.", style="red"))
         return 1
-    console.rule("[bold]Snapshots")
+    console.rule(Text("Snapshots", style="bold"))
     snaps = list_snapshots(graph, cfg["configurable"]["thread_id"])
     console.print(snapshot_table(snaps[:25]))
     if len(snaps) > 25:
-        console.print(f"[dim]… and {len(snaps) - 25} older snapshots[/]")
+        console.print(Text(f"... and {len(snaps) - 25} older snapshots", style="dim"))
     patched = [s for s in reversed(snaps) if (s.plan_version or 0) >= 2]
     if not patched:
-        console.print("[red]No snapshot after the patch was found.[/]")
+        console.print(Text("No snapshot after the patch was found.", style="red"))
         return 1
     target = patched[0]
-    console.rule("[bold]Rollback")
-    console.print(f"Rolling back to [cyan]{target.checkpoint_id}[/] ({target.label}); the history is kept.\n"
-                  "[dim]Checkpoints hold the run, not your files: the workspace keeps its current contents, so "
-                  "the re-run of fix_median finds median() already fixed.[/]")
+    console.rule(Text("Rollback", style="bold"))
+    console.print(Text.assemble("Rolling back to ", (target.checkpoint_id, "cyan"), f" ({target.label}); the history "
+                                "is kept.\n", ("Checkpoints hold the run, not your files: the workspace keeps its "
+                                                "current contents, so the re-run of fix_median finds median() "
+                                                "already fixed.", "dim")))
     rollback(graph, cfg["configurable"]["thread_id"], target.checkpoint_id)
     show_result(graph, cfg)
     console.print("Continuing from the rolled-back snapshot:")

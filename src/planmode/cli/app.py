@@ -1,27 +1,64 @@
-"""``planmode``: run, resume, inspect and roll back plan-mode runs from a terminal."""
+"""``planmode``: run, resume, inspect and roll back plan-mode runs from a terminal.
+
+Exit codes (a script can tell the outcomes apart):
+
+====  ===================================================================
+0     completed (or answered directly)
+1     failed
+2     bad input or set-up error (one line on the terminal, no traceback)
+3     awaiting approval: the plan waits for a human (``planmode resume``)
+4     cancelled at the approval
+130   interrupted (Ctrl-C); the run is checkpointed and resumable
+====  ===================================================================
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import queue
+import re
+import shlex
+import sqlite3
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import click
 import typer
+from rich.table import Table
+from rich.text import Text
 
-from planmode.cli.drive import drive, require_thread, show_result
-from planmode.cli.ui import ask_approval, console, interactive
+from planmode.cli.drive import Interrupted, Watcher, drive, require_thread, show_result
+from planmode.cli.ui import approval_screen, ask_approval, console, error_text, interactive, unique_prefixes
 from planmode.errors import PlanModeError
 
-__all__ = ["app", "main"]
+__all__ = ["EXIT_CODES", "app", "main"]
 
+# rich_markup_mode=None: usage errors are click's plain "Error: ..." line, and help text is never read as markup.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Plan Mode for LangGraph.")
+                  rich_markup_mode=None, help="Plan Mode for LangGraph.")
 
-DEFAULT_DB = os.environ.get("PLANMODE_DB", ".planmode/planmode.sqlite")
-DbOpt = Annotated[str, typer.Option("--db", help="SQLite file of the runs, or a postgresql:// URL.")]
+DEFAULT_DB = ".planmode/planmode.sqlite"
+
+#: The process exit code of each final run status (see the module docstring).
+EXIT_CODES = {"completed": 0, "answered": 0, "failed": 1, "awaiting_approval": 3, "cancelled": 4}
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+DbOpt = Annotated[str, typer.Option("--db", envvar="PLANMODE_DB",
+                                    help="SQLite file of the runs, or a postgresql:// URL.")]
+ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
+
+#: The command that continues the run being driven (for the Ctrl-C message), and the database in use.
+_session: dict[str, str] = {}
+
+
+def _exit_code(status: str) -> int:
+    return EXIT_CODES.get(status, 1)
 
 
 def friendly(fn: Callable[..., None]) -> Callable[..., None]:
@@ -29,21 +66,61 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        _session.clear()
         try:
             fn(*args, **kwargs)
         except PlanModeError as exc:
-            console.print(f"[red]error:[/] {exc}")
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            console.print("\n[yellow]Interrupted. The run is checkpointed; continue it with "
-                          "`planmode resume THREAD`.[/]")
-            raise typer.Exit(130) from None
+            console.print(error_text(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+        except sqlite3.DatabaseError as exc:
+            where = _session.get("db", "the database")
+            console.print(error_text(f"cannot read {where}: {exc} (a damaged file, or not a planmode database)"))
+            raise typer.Exit(EXIT_USAGE) from None
+        except KeyboardInterrupt as exc:
+            hint = _session.get("resume")
+            msg = "Interrupted. The run is checkpointed" + (f"; continue it with: {hint}" if hint else ".")
+            console.print(Text("\n" + msg, style="yellow"))
+            if isinstance(exc, Interrupted) and exc.hard:
+                # A model call is still in flight in a worker thread: do not wait for it (the run is resumable
+                # from its last checkpoint), and do not let the interpreter join the thread pool either.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(EXIT_INTERRUPTED)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (typer.Exit, click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # the last line of defence: one line, not a 40-line traceback
+            if os.environ.get("PLANMODE_DEBUG"):
+                raise
+            console.print(error_text(f"{type(exc).__name__}: {exc}"))
+            console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
+            raise typer.Exit(1) from None
 
     return wrapper
 
 
 def _cfg(thread: str) -> Any:
     return {"configurable": {"thread_id": thread}}
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _database(db: str, *, create: bool) -> str:
+    """The database to open: a postgresql:// URL as given, or an absolute SQLite path. Read-only commands
+    (``create=False``) refuse a file that does not exist instead of creating an empty one."""
+    if db.startswith(("postgres://", "postgresql://")):
+        _session["db"] = "the PostgreSQL database"
+        return db
+    if _URL.match(db):
+        raise PlanModeError(f"unsupported database URL {db!r}: use a SQLite file path or a postgresql:// URL")
+    path = Path(db).expanduser().absolute()
+    _session["db"] = str(path)
+    if path.is_dir():
+        raise PlanModeError(f"{db}: is a directory, not a database file")
+    if not create and not path.is_file():
+        raise PlanModeError(f"{db}: no database at this path (pass --db FILE, or set PLANMODE_DB)")
+    return str(path)
 
 
 def _graph(db: str, workspace: Path | None = None) -> Any:
@@ -55,37 +132,87 @@ def _graph(db: str, workspace: Path | None = None) -> Any:
     return build_graph(tools=tools, checkpointer=open_checkpointer(db))
 
 
-def _approver(auto: bool) -> Any:
+def _resume_command(thread: str, db: str, verb: str = "resume") -> str:
+    """The complete command that continues ``thread``: with ``--db`` unless it is the default database."""
+    cmd = f"planmode {verb} {shlex.quote(thread)}"
+    default = os.environ.get("PLANMODE_DB") or DEFAULT_DB
+    same = db == default or (not _URL.match(db) and Path(db) == Path(default).expanduser().absolute())
+    return cmd if same else f"{cmd} --db {shlex.quote(db)}"
+
+
+def _approver(auto: bool, resume_hint: str) -> Any:
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
         if auto:
+            console.print(approval_screen(payload))
+            console.print(Text(f"Approved automatically (--auto-approve), revision {payload['revision']}.",
+                               style="green"))
             return {"action": "approve", "revision": payload["revision"]}
         if not interactive():
-            console.print("[red]error:[/] the plan needs approval and this is not a terminal; "
-                          "pass --auto-approve or resume from a terminal")
+            console.print(approval_screen(payload))
+            console.print(Text("The plan needs approval and this is not a terminal: approve it from a terminal "
+                               "with the command below, or pass --auto-approve.", style="yellow"))
             return None
         return ask_approval(payload)
 
     return approve
 
 
+def _positive_int(name: str, env: str, help: str) -> Any:
+    return typer.Option(name, envvar=env, help=help, min=1)
+
+
+ModelOpt = Annotated[str | None, typer.Option(envvar="PLANMODE_MODEL",
+                                              help="Model name (default: gpt-4o-mini).")]
+BaseUrlOpt = Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL",
+                                                help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp...).")]
+
+
 @app.command()
 @friendly
 def run(
     task: Annotated[str, typer.Argument(help="What to do.")],
-    workspace: Annotated[Path, typer.Option(help="Folder the file tools work in.")] = Path("."),
-    model: Annotated[str | None, typer.Option(help="Model name (default: $PLANMODE_MODEL or gpt-4o-mini).")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (Ollama, vLLM, ...).")] = None,
+    workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE",
+                                            help="Folder the file tools work in.")] = Path("."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     db: DbOpt = DEFAULT_DB,
     thread: Annotated[str | None, typer.Option(help="Thread id (default: a new one).")] = None,
-    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
-    max_parallel: Annotated[int, typer.Option(help="Steps executed at once.")] = 4,
-    plan_mode: Annotated[str, typer.Option("--mode", help="auto, plan or direct.")] = "auto",
+    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking "
+                                               "(same as --approval auto); the plan is still shown.")] = False,
+    approval: Annotated[Literal["ask", "auto"], typer.Option(envvar="PLANMODE_APPROVAL",
+                                          help="ask: a human approves the plan; auto: approve it.")] = "ask",
+    max_parallel: Annotated[int, _positive_int("--max-parallel", "PLANMODE_MAX_PARALLEL",
+                                               "Steps executed at once.")] = 4,
+    plan_mode: Annotated[Literal["auto", "plan", "direct"], typer.Option("--mode", envvar="PLANMODE_MODE",
+                                           help="auto: decide whether a plan is needed; plan / direct: force it."
+                                           )] = "auto",
+    structured_output: Annotated[Literal["auto", "json_schema", "tool_calling"], typer.Option(
+        envvar="PLANMODE_STRUCTURED_OUTPUT", help="How structured output is requested.")] = "auto",
+    normalize_messages: Annotated[bool, typer.Option(envvar="PLANMODE_NORMALIZE_MESSAGES",
+                                                     help="Merge same-role messages, one system message first "
+                                                     "(strict chat templates).")] = False,
+    max_steps: Annotated[int, _positive_int("--max-steps", "PLANMODE_MAX_STEPS", "Step cap of a plan.")] = 20,
+    max_attempts: Annotated[int, _positive_int("--max-attempts", "PLANMODE_MAX_ATTEMPTS",
+                                               "Attempts per step before it fails.")] = 2,
+    reapprove_patches: Annotated[bool, typer.Option(envvar="PLANMODE_REAPPROVE_PATCHES",
+                                                    help="Patches made during execution need approval again.")
+                                 ] = False,
+    request_timeout: Annotated[float, typer.Option(envvar="PLANMODE_REQUEST_TIMEOUT",
+                                                   min=0.001,
+                                                   help="Seconds before a model request times out.")] = 120.0,
 ) -> None:
     """Plan TASK, ask for approval, execute it with live progress."""
     from planmode.context import PlanModeContext
 
-    ctx = PlanModeContext(mode=plan_mode, approval="auto" if auto_approve else "ask",  # type: ignore[arg-type]
-                          max_parallel=max_parallel)
+    auto = auto_approve or approval == "auto"
+    ws = workspace.expanduser().resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
+    ctx = PlanModeContext(mode=plan_mode, approval="auto" if auto else "ask",
+                          max_parallel=max_parallel, structured_output=structured_output,
+                          normalize_messages=normalize_messages, max_steps=max_steps, max_attempts=max_attempts,
+                          reapprove_patches=reapprove_patches, request_timeout=request_timeout,
+                          workspace=str(ws))
     if model:
         ctx.model = model
     if base_url:
@@ -93,40 +220,83 @@ def run(
     if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
         raise PlanModeError("OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
                             "OpenAI-compatible server (try `planmode demo` to see planmode without a key)")
-    ws = workspace.resolve()
-    if not ws.is_dir():
-        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
-    graph = _graph(db, ws)
+    path = _database(db, create=True)
+    graph = _graph(path, ws)
     tid = thread or uuid.uuid4().hex[:12]
-    console.print(f"thread [bold]{tid}[/] · database {db} · workspace {ws}")
-    status = drive(graph, {"messages": [("user", task)]}, _cfg(tid), context=ctx, approver=_approver(auto_approve))
-    show_result(graph, _cfg(tid))
-    raise typer.Exit(0 if status in ("completed", "answered", "awaiting_approval") else 1)
+    hint = _session["resume"] = _resume_command(tid, path)
+    console.print(Text(f"thread {tid} · database {path} · workspace {ws}"))
+    watcher = Watcher(queue.Queue())
+    status = drive(graph, {"messages": [("user", task)]}, _cfg(tid), context=ctx, approver=_approver(auto, hint),
+                   resume_hint=hint, watcher=watcher)
+    _finish(graph, tid, status, watcher, path)
+
+
+def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
+    values = graph.get_state(_cfg(tid)).values
+    if status != "awaiting_approval":
+        show_result(graph, _cfg(tid), changed=watcher.changed)
+    settings = values.get("settings") or {}
+    if values.get("route") == "direct" and settings.get("mode") == "auto" and status == "answered":
+        console.print(Text("Answered directly: the task looked simple enough to need no plan. To plan it "
+                           "instead, run it again with --mode plan.", style="yellow"))
+    if status == "failed":
+        console.print(Text(f"The run failed. Inspect it with: {_resume_command(tid, db, 'show')}", style="red"))
+    raise typer.Exit(_exit_code(status))
 
 
 @app.command()
 @friendly
 def resume(
-    thread: Annotated[str, typer.Argument(help="Thread id.")],
+    thread: ThreadArg,
     db: DbOpt = DEFAULT_DB,
-    workspace: Annotated[Path, typer.Option(help="Folder the file tools work in.")] = Path("."),
-    auto_approve: Annotated[bool, typer.Option("--auto-approve")] = False,
+    workspace: Annotated[Path | None, typer.Option(
+        help="Folder the file tools work in (default: the run's own workspace).")] = None,
+    model: Annotated[str | None, typer.Option(help="Another model for this resume (default: the run's).")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="Another OpenAI-compatible base URL for this resume, e.g. a local server on a new port.")] = None,
+    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
 ) -> None:
-    """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval)."""
-    graph = _graph(db, workspace.resolve())
-    require_thread(graph, _cfg(thread))
-    status = drive(graph, None, _cfg(thread), context=None, approver=_approver(auto_approve))
-    show_result(graph, _cfg(thread))
-    raise typer.Exit(0 if status in ("completed", "answered", "awaiting_approval") else 1)
+    """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
+    workspace and with its own model unless told otherwise."""
+    path = _database(db, create=False)
+    graph = _graph(path, None)
+    state = require_thread(graph, _cfg(thread))
+    settings = state.values.get("settings") or {}
+    stored_ws = settings.get("workspace")
+    ws = (workspace.expanduser().resolve() if workspace is not None
+          else Path(stored_ws) if stored_ws else Path(".").resolve())
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder (pass --workspace)")
+    graph = _graph(path, ws)
+    overrides: dict[str, Any] = {}
+    if model:
+        overrides["model"] = model
+    if base_url:
+        overrides["base_url"] = base_url
+    if workspace is not None:
+        overrides["workspace"] = str(ws)
+    hint = _session["resume"] = _resume_command(thread, path)
+    console.print(Text(f"thread {thread} · database {path} · workspace {ws}"
+                       + (f" · model {model or settings.get('model')}" if model or settings.get("model") else "")
+                       + (f" at {base_url or settings.get('base_url')}" if base_url or settings.get("base_url")
+                          else "")))
+    watcher = Watcher(queue.Queue())
+    auto = auto_approve or settings.get("approval") == "auto"
+    status = drive(graph, None, _cfg(thread), context=overrides or None, approver=_approver(auto, hint),
+                   resume_hint=hint, watcher=watcher)
+    _finish(graph, thread, status, watcher, path)
 
 
 @app.command()
 @friendly
-def show(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = DEFAULT_DB) -> None:
+def show(thread: ThreadArg, db: DbOpt = DEFAULT_DB) -> None:
     """Show a run's plan, statuses and result."""
-    graph = _graph(db)
+    graph = _graph(_database(db, create=False))
     state = require_thread(graph, _cfg(thread))
-    console.print(f"status: [bold]{state.values.get('status')}[/]")
+    settings = state.values.get("settings") or {}
+    console.print(Text.assemble("status: ", (str(state.values.get("status")), "bold")))
+    if settings.get("workspace"):
+        console.print(Text(f"workspace: {settings['workspace']}"))
     show_result(graph, _cfg(thread))
 
 
@@ -140,69 +310,107 @@ def ls(
     db: DbOpt = DEFAULT_DB,
     status: Annotated[str | None, typer.Option(
         help="Only runs with this status: awaiting_approval, running, completed, failed, cancelled, ...")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many runs (0: all).")] = 50,
+    limit: Annotated[int, typer.Option(help="At most this many runs (0: all).", min=0)] = 50,
 ) -> None:
     """List the runs in the database, newest first."""
-    from rich.table import Table
-
     from planmode.persistence import open_checkpointer
     from planmode.runs import list_runs
 
-    if not db.startswith(("postgres://", "postgresql://")) and not Path(db).expanduser().is_file():
+    if not db.startswith(("postgres://", "postgresql://")) and not _URL.match(db) \
+            and not Path(db).expanduser().is_file():
         raise PlanModeError(f"no database at {db!r} (pass --db FILE, or set PLANMODE_DB)")
-    saver = open_checkpointer(db)
+    saver = open_checkpointer(_database(db, create=False))
     try:
         runs = list_runs(saver, status=status, limit=limit or None)
     except ValueError as exc:  # an unknown status: a user error, one line
         raise PlanModeError(str(exc)) from None
     finally:
         saver.conn.close()
-    table = Table(title=f"Runs in {db} (newest first)", title_justify="left")
+    table = Table(title=Text(f"Runs in {db} (newest first)"), title_justify="left")
     for name, style in (("thread", "bold"), ("status", ""), ("goal", ""), ("plan", "dim"), ("steps", ""),
                         ("updated", "dim")):
-        table.add_column(name, style=style, justify="right" if name == "plan" else "left")
+        table.add_column(name, style=style, justify="right" if name == "plan" else "left",
+                         no_wrap=name == "thread", overflow="fold")
     for r in runs:
-        thread = r.thread_id + (f"\n[dim]↳ {r.checkpoint_ns.split(':')[0]} (nested)[/]" if r.checkpoint_ns else "")
-        colour = _LS_STYLE.get(r.status, "")
-        shown = r.status.replace("_", " ")
+        thread = Text(r.thread_id)
+        if r.checkpoint_ns:
+            thread.append(f"\n↳ {r.checkpoint_ns.split(':')[0]} (nested)", style="dim")
         steps = (f"{r.steps.get('done', 0)}/{r.total_steps} done"
                  + "".join(f", {r.steps[k]} {k}" for k in ("failed", "running", "blocked") if r.steps.get(k))
                  if r.total_steps else "-")
         goal = r.goal if len(r.goal) <= 70 else r.goal[:69] + "…"
         updated = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M:%S") if r.updated_at else ""
-        table.add_row(thread, f"[{colour}]{shown}[/]" if colour else shown, goal,
-                      f"v{r.plan_version}" if r.plan_version else "-", steps, updated)
-    console.print(table if runs else "no runs" + (f" with status {status}" if status else ""))
+        table.add_row(thread, Text(r.status.replace("_", " "), style=_LS_STYLE.get(r.status, "")), Text(goal),
+                      Text(f"v{r.plan_version}" if r.plan_version else "-"), Text(steps), Text(updated))
+    console.print(table if runs else Text("no runs" + (f" with status {status}" if status else "")))
+
+
+def _checkpoint_ids(graph: Any, thread: str) -> list[str]:
+    """Every checkpoint id of the thread's root namespace, newest first."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    saver = graph.checkpointer
+    if isinstance(saver, SqliteSaver):
+        with saver.cursor(transaction=False) as cur:
+            cur.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+                        "ORDER BY checkpoint_id DESC", (thread,))
+            return [str(row[0]) for row in cur.fetchall()]
+    return [str(t.config["configurable"]["checkpoint_id"])
+            for t in saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})]
 
 
 @app.command()
 @friendly
-def history(thread: Annotated[str, typer.Argument(help="Thread id.")], db: DbOpt = DEFAULT_DB,
-            limit: Annotated[int, typer.Option(help="At most this many snapshots.")] = 50) -> None:
-    """List a run's snapshots, newest first."""
+def history(thread: ThreadArg, db: DbOpt = DEFAULT_DB,
+            limit: Annotated[int, typer.Option(help="At most this many snapshots.", min=1)] = 50) -> None:
+    """List a run's snapshots, newest first. The checkpoint column is a unique prefix `rollback` accepts."""
     from planmode.cli.ui import snapshot_table
     from planmode.snapshots import list_snapshots
 
-    graph = _graph(db)
+    graph = _graph(_database(db, create=False))
     require_thread(graph, _cfg(thread))
-    console.print(snapshot_table(list_snapshots(graph, thread, limit=limit)))
+    snaps = list_snapshots(graph, thread, limit=limit)
+    prefixes = unique_prefixes(_checkpoint_ids(graph, thread))
+    console.print(snapshot_table(snaps, prefixes))
+
+
+def resolve_snapshot(ids: list[str], given: str) -> str | int:
+    """A snapshot argument: N (snapshots back, fewer than 8 digits), else a checkpoint id or a unique prefix."""
+    if given.isdigit() and len(given) < 8:
+        return int(given)
+    if given in ids:
+        return given
+    matches = [i for i in ids if i.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise PlanModeError(f"no snapshot {given!r} in this thread (see `planmode history`)")
+    shown = ", ".join(unique_prefixes(ids)[m] for m in matches[:5])
+    raise PlanModeError(f"snapshot prefix {given!r} is ambiguous: it matches {len(matches)} snapshots ({shown}"
+                        + (", ..." if len(matches) > 5 else "") + "); give more characters")
 
 
 @app.command()
 @friendly
 def rollback(
-    thread: Annotated[str, typer.Argument(help="Thread id.")],
-    snapshot: Annotated[str, typer.Argument(help="A checkpoint id from `history`, or N (N snapshots back).")],
+    thread: ThreadArg,
+    snapshot: Annotated[str, typer.Argument(
+        help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")],
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Roll a run back to a snapshot (history is kept); `resume` continues from there."""
+    """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
+    restored."""
     from planmode.snapshots import rollback as do_rollback
 
-    graph = _graph(db)
+    path = _database(db, create=False)
+    graph = _graph(path)
     require_thread(graph, _cfg(thread))
-    target: str | int = int(snapshot) if snapshot.isdigit() else snapshot
+    target = resolve_snapshot(_checkpoint_ids(graph, thread), snapshot)
     do_rollback(graph, thread, target)
-    console.print(f"rolled back [bold]{thread}[/] to {snapshot}; continue with: planmode resume {thread}")
+    console.print(Text(f"Rolled back {thread} to {snapshot}. The history is kept."))
+    console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.",
+                       style="yellow"))
+    console.print(Text(f"Continue with: {_resume_command(thread, path)}"))
     show_result(graph, _cfg(thread))
 
 
@@ -226,6 +434,16 @@ def demo(
     raise typer.Exit(run_demo(db))
 
 
+def _tolerant_output() -> None:
+    """Never crash on a terminal that cannot show a character (``PYTHONIOENCODING=ascii``): replace it."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a closed or unusual stream: leave it as it is
+                reconfigure(errors="replace")
+
+
 def main() -> None:
     """Entry point of the ``planmode`` command."""
+    _tolerant_output()
     app()

@@ -1,19 +1,48 @@
-"""Driving a run from the terminal: stream progress events, answer approval interrupts, show the result."""
+"""Driving a run from the terminal: stream progress events, answer approval interrupts, show the result.
+
+The graph runs in a worker thread; the main thread shows what happens (a Rich live status line on a
+terminal, plain lines otherwise) and stays responsive to Ctrl-C: the first one asks the run to stop at the
+next super-step and waits a moment; if a model call is still in flight it gives up waiting (the run is
+checkpointed and resumable), and a second Ctrl-C forces at once.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
+from uuid import UUID
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
+from rich.live import Live
+from rich.text import Text
 
-from planmode.cli.ui import console, plan_table, render_event
+from planmode.cli.ui import console, error_text, plan_table, render_event, unicode_ok
 from planmode.errors import ThreadNotFoundError
+from planmode.state.models import Plan
 
-__all__ = ["drive", "require_thread", "show_result"]
+__all__ = ["Interrupted", "Watcher", "drive", "require_thread", "show_result"]
 
 Approver = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+#: Seconds the first Ctrl-C waits for the run to reach a super-step boundary before leaving it there.
+STOP_GRACE = 1.5
+
+_WRITE_TOOLS = ("write_file", "edit_file")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run; ``hard`` when the worker was still busy (a model call in flight)."""
+
+    def __init__(self, hard: bool) -> None:
+        super().__init__("interrupted")
+        self.hard = hard
 
 
 def require_thread(graph: Any, cfg: RunnableConfig) -> Any:
@@ -24,38 +53,234 @@ def require_thread(graph: Any, cfg: RunnableConfig) -> Any:
     return state
 
 
-def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver) -> str:
-    """Run until the graph finishes or a human quits at the approval prompt; return the run status."""
+class Watcher(BaseCallbackHandler):
+    """Collects what the run is doing from LangChain callbacks (model calls, tool calls), thread-safely."""
+
+    raise_error = False
+
+    def __init__(self, inbox: queue.Queue[tuple[str, Any]]) -> None:
+        self.inbox = inbox
+        self._calls: dict[UUID, tuple[str, dict[str, Any]]] = {}
+        self.changed: list[str] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID,
+                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self.inbox.put(("model", (metadata or {}).get("langgraph_node", "")))
+
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID,
+                      metadata: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None,
+                      **kwargs: Any) -> None:
+        name = str((serialized or {}).get("name") or kwargs.get("name") or "tool")
+        args = inputs if isinstance(inputs, dict) else {}
+        self._calls[run_id] = (name, args)
+        self.inbox.put(("tool", ((metadata or {}).get("langgraph_node", ""), name, args)))
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        name, args = self._calls.pop(run_id, ("", {}))
+        if name in _WRITE_TOOLS and getattr(output, "status", "success") != "error":
+            path = str(args.get("path", ""))
+            if path and path not in self.changed:
+                self.changed.append(path)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._calls.pop(run_id, None)
+
+
+def _tool_line(node: str, name: str, args: Mapping[str, Any]) -> Text:
+    where = "exploring" if node == "plan" else "tool"
+    detail = str(args.get("path") or args.get("pattern") or "")
+    text = Text(f"  {where}: ", style="dim")
+    text.append(name, style="cyan")
+    if detail:
+        text.append(" ")
+        text.append(detail)
+    return text
+
+
+_NODE_ACTIVITY = {"detect": "deciding whether the task needs a plan", "plan": "planning",
+                  "respond": "answering", "execute_step": "executing", "verify": "verifying",
+                  "reflect": "reflecting on what went wrong", "patch": "repairing the plan",
+                  "finalize": "writing the final answer"}
+
+
+class Progress:
+    """What is happening now: a live status line on a terminal, plain lines without one (or with NO_COLOR)."""
+
+    def __init__(self, graph: Any, cfg: RunnableConfig) -> None:
+        self.graph = graph
+        self.cfg = cfg
+        self.live_mode = console.is_terminal and not os.environ.get("NO_COLOR")
+        self.activity = "starting"
+        self.since = time.monotonic()
+        self.started: dict[str, float] = {}
+        self.total = 0
+        self.done = 0
+        self.live: Live | None = None
+        self._last_plain = ""
+
+    def __enter__(self) -> Progress:
+        if self.live_mode:
+            self.live = Live(self._status(), console=console, transient=True, refresh_per_second=4)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def _status(self) -> Text:
+        spin = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏" if unicode_ok() else "|/-\\"
+        elapsed = time.monotonic() - self.since
+        text = Text(f"{spin[int(elapsed * 8) % len(spin)]} ", style="cyan")
+        text.append(self.activity)
+        text.append(f"  {elapsed:.0f}s", style="dim")
+        return text
+
+    def tick(self) -> None:
+        if self.live is not None:
+            self.live.update(self._status())
+
+    def set(self, activity: str) -> None:
+        if activity == self.activity:
+            return
+        self.activity = activity
+        self.since = time.monotonic()
+        if self.live is not None:
+            self.live.update(self._status())
+        elif activity != self._last_plain and not activity.startswith(("executing", "exploring")):
+            # plain lines: the events and tool lines already say what executes; only the silent phases are named
+            self._last_plain = activity
+            console.print(Text(f"... {activity}", style="dim"))
+
+    def print(self, line: Text) -> None:
+        console.print(line)  # rich's Live keeps its status line below printed lines
+
+    def _refresh_total(self) -> None:
+        plan = self.graph.get_state(self.cfg).values.get("plan")
+        if isinstance(plan, Plan):
+            self.total = len(plan.steps)
+            self.done = sum(1 for s in plan.steps if s.status.value in ("done", "skipped"))
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        self.print(render_event(event))
+        if kind in ("plan_created", "plan_patched", "plan_approved"):
+            self._refresh_total()
+        step = str(event.get("step_id") or "")
+        if kind == "step_started":
+            self.started[step] = time.monotonic()
+            running = ", ".join(self.started)
+            self.set(f"executing step {min(self.done + 1, max(self.total, 1))}/{self.total or '?'}: {running}")
+        elif kind in ("step_completed", "step_failed"):
+            self.started.pop(step, None)
+            if kind == "step_completed":
+                self.done += 1
+            running = ", ".join(self.started)
+            self.set(f"executing ({self.done}/{self.total or '?'} done)" + (f": {running}" if running else ""))
+
+    def model(self, node: str) -> None:
+        if node == "execute_step" and self.started:
+            return  # "executing step k/n" already says it
+        if node in _NODE_ACTIVITY:
+            self.set(_NODE_ACTIVITY[node])
+
+    def tool(self, node: str, name: str, args: Mapping[str, Any]) -> None:
+        self.print(_tool_line(node, name, args))
+        if node == "plan":
+            self.set(f"exploring with {name}")
+
+
+def _stream(graph: Any, inp: Any, cfg: RunnableConfig, context: Any, progress: Progress, watcher: Watcher) -> None:
+    inbox = watcher.inbox
+    stop = threading.Event()
+    run_cfg: RunnableConfig = {**cfg, "callbacks": [watcher]}
+
+    def work() -> None:
+        try:
+            for mode, chunk in graph.stream(inp, run_cfg, context=context, stream_mode=["custom", "updates"]):
+                if mode == "custom" and isinstance(chunk, dict) and chunk.get("source") == "planmode":
+                    inbox.put(("event", chunk))
+                if stop.is_set():
+                    break
+        except BaseException as exc:  # handed to the main thread, which raises it
+            inbox.put(("error", exc))
+        finally:
+            inbox.put(("done", None))
+
+    worker = threading.Thread(target=work, name="planmode-run", daemon=True)
+    worker.start()
+    try:
+        while True:
+            try:
+                kind, item = inbox.get(timeout=0.25)
+            except queue.Empty:
+                progress.tick()
+                continue
+            if kind == "event":
+                progress.event(item)
+            elif kind == "tool":
+                progress.tool(*item)
+            elif kind == "model":
+                progress.model(item)
+            elif kind == "error":
+                raise item
+            elif kind == "done":
+                return
+    except KeyboardInterrupt:
+        stop.set()
+        progress.__exit__()
+        console.print(Text("\nStopping... (press Ctrl-C again to stop at once)", style="yellow"))
+        with contextlib.suppress(KeyboardInterrupt):
+            worker.join(STOP_GRACE)
+        raise Interrupted(hard=worker.is_alive()) from None
+
+
+def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver,
+          resume_hint: str | None = None, watcher: Watcher | None = None) -> str:
+    """Run until the graph finishes or a human quits at the approval prompt; return the run status.
+
+    ``resume_hint`` is the complete command that continues the run (printed when it is left for later).
+    ``watcher`` collects the files the tools changed.
+    """
+    watcher = watcher or Watcher(queue.Queue())
+    tid = cfg["configurable"]["thread_id"]
     while True:
-        for mode, chunk in graph.stream(inp, cfg, context=context, stream_mode=["custom", "updates"]):
-            if mode == "custom" and isinstance(chunk, dict) and chunk.get("source") == "planmode":
-                console.print(render_event(chunk))
+        with Progress(graph, cfg) as progress:
+            _stream(graph, inp, cfg, context, progress, watcher)
         state = graph.get_state(cfg)
         if state.interrupts:
             payload = state.interrupts[0].value
             answer = approver(payload)
             if answer is None:
-                tid = cfg["configurable"]["thread_id"]
-                console.print(f"[yellow]Left for later. Resume with:[/] planmode resume {tid}")
+                console.print(Text.assemble(("Left for later. Resume with: ", "yellow"),
+                                            resume_hint or f"planmode resume {tid}"))
                 return "awaiting_approval"
             inp = Command(resume=answer)
             continue
         return str(state.values.get("status") or "unknown")
 
 
-def show_result(graph: Any, cfg: RunnableConfig) -> None:
-    """Print the final plan, answer and report of a thread."""
+def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = None) -> None:
+    """Print the final plan, answer, report and changed files of a thread."""
     values = graph.get_state(cfg).values
     plan = values.get("plan")
-    if plan is not None and plan.version > 0:
+    if isinstance(plan, Plan) and plan.version > 0:
         console.print(plan_table(plan))
     messages = values.get("messages") or []
-    if messages and values.get("status") in ("completed", "answered", "failed"):
-        console.print(f"\n[bold]Answer[/]\n{messages[-1].content}")
+    status = values.get("status")
+    if values.get("error") and status == "failed":
+        console.print(error_text(values["error"], label="failed:"))
+    if messages and status in ("completed", "answered", "failed", "cancelled"):
+        console.print(Text("\nAnswer", style="bold"))
+        content = messages[-1].content
+        console.print(Text(content if isinstance(content, str) else str(content)))
     report = values.get("report")
     if report:
-        console.print(
-            f"\n[bold]Report[/]: status={report.get('status')} done={len(report.get('done', []))} "
+        console.print(Text(
+            f"\nReport: status={report.get('status')} done={len(report.get('done', []))} "
             f"failed={len(report.get('failed', []))} skipped={len(report.get('skipped', []))} "
             f"patches={len(report.get('patches', []))} reflections={report.get('reflections')}"
-        )
+        ))
+    if changed:
+        console.print(Text("Files changed: ", style="bold") + Text(", ".join(changed)))

@@ -1,4 +1,9 @@
-"""Terminal rendering with rich: the plan as a table, progress events as lines, the approval prompt."""
+"""Terminal rendering with rich: the plan as a table, progress events as lines, the approval screen.
+
+Every text that comes from a model, a tool, a human or an exception is data: it reaches the terminal as a
+rich `Text` (never parsed as markup, emoji codes or highlighting). The console itself has markup, emoji and
+highlighting off, so even a plain string printed by mistake is shown literally.
+"""
 
 from __future__ import annotations
 
@@ -8,134 +13,353 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.panel import Panel
+from rich.console import Console, Group, RenderableType
 from rich.prompt import Prompt
 from rich.table import Table
+from rich.text import Text
 
 from planmode.state.models import Plan
 
-__all__ = ["ask_approval", "console", "interactive", "plan_table", "render_event", "snapshot_table"]
+__all__ = [
+    "ask_approval",
+    "changes_view",
+    "console",
+    "error_text",
+    "interactive",
+    "plan_changes",
+    "plan_table",
+    "render_event",
+    "snapshot_table",
+    "unique_prefixes",
+]
 
-console = Console(highlight=False)
+console = Console(highlight=False, markup=False, emoji=False)
 
 _STYLE = {"pending": "white", "running": "yellow", "done": "green", "failed": "red", "blocked": "magenta",
           "skipped": "dim"}
-_ICON = {"plan_created": "📝", "plan_approved": "✅", "plan_rejected": "↩", "step_started": "▶",
-         "step_completed": "✔", "step_failed": "✖", "reflection": "🤔", "plan_patched": "🩹",
-         "patch_rejected": "⛔", "run_finished": "🏁", "direct_answer": "💬"}
+_ICON = {"plan_created": "📝", "plan_approved": "✅", "plan_rejected": "↩", "plan_cancelled": "⏹",
+         "step_started": "▶", "step_completed": "✔", "step_failed": "✖", "reflection": "🤔",
+         "plan_patched": "🩹", "patch_rejected": "⛔", "run_finished": "🏁", "direct_answer": "💬"}
+_ASCII_ICON = {"plan_created": "*", "plan_approved": "+", "plan_rejected": "<", "plan_cancelled": "x",
+               "step_started": ">", "step_completed": "+", "step_failed": "x", "reflection": "?",
+               "plan_patched": "~", "patch_rejected": "!", "run_finished": "=", "direct_answer": ">"}
 
 
-def plan_table(plan: Plan) -> Table:
-    """The plan as a rich table: id, status, description, dependencies, acceptance."""
-    table = Table(title=f"{plan.title or 'Plan'}  (v{plan.version}, revision {plan.revision})", show_lines=False,
-                  title_justify="left")
+def unicode_ok() -> bool:
+    """True when the terminal's encoding can show non-ASCII symbols (icons, arrows)."""
+    return console.encoding.lower().replace("-", "").startswith("utf")
+
+
+def arrow() -> str:
+    """The arrow between an old and a new value."""
+    return "→" if unicode_ok() else "->"
+
+
+def error_text(message: object, *, label: str = "error:") -> Text:
+    """``error: <message>`` with the message literal."""
+    return Text.assemble((label, "bold red"), " ", str(message))
+
+
+def plan_table(plan: Plan, *, marks: Mapping[str, str] | None = None) -> Table:
+    """The plan as a rich table: id, status, description, dependencies, acceptance.
+
+    ``marks`` maps a step id to a one-character change mark (``+`` added, ``~`` updated) shown in a column.
+    """
+    title = Text(plan.title or "Plan")
+    title.append(f"  (v{plan.version}, revision {plan.revision})", style="dim")
+    table = Table(title=title, show_lines=False, title_justify="left")
     table.add_column("#", justify="right", style="dim")
-    table.add_column("id", style="bold")
-    table.add_column("status")
-    table.add_column("description")
-    table.add_column("after", style="cyan")
-    table.add_column("acceptance", style="dim")
+    if marks is not None:
+        table.add_column(" ", no_wrap=True)
+    table.add_column("id", style="bold", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("description", overflow="fold")
+    table.add_column("after", style="cyan", overflow="fold")
+    table.add_column("acceptance", style="dim", overflow="fold")
     for n, s in enumerate(plan.steps, 1):
         st = s.status.value
-        table.add_row(str(n), s.id, f"[{_STYLE[st]}]{st}[/]", s.description, ", ".join(s.dependencies),
-                      s.acceptance)
+        cells: list[RenderableType] = [Text(str(n))]
+        if marks is not None:
+            mark = marks.get(s.id, "")
+            cells.append(Text(mark, style="green" if mark == "+" else "yellow"))
+        cells += [Text(s.id), Text(st, style=_STYLE.get(st, "")), Text(s.description),
+                  Text(", ".join(s.dependencies)), Text(s.acceptance)]
+        table.add_row(*cells)
     return table
 
 
-def snapshot_table(snapshots: list[Any]) -> Table:
-    """A thread's snapshots (newest first) as a table."""
+def unique_prefixes(ids: Sequence[str], minimum: int = 8) -> dict[str, str]:
+    """The shortest prefix (at least ``minimum`` characters) of each id that no other id shares, git-style."""
+    out: dict[str, str] = {}
+    for cid in ids:
+        n = min(minimum, len(cid))
+        while n < len(cid) and any(o != cid and o.startswith(cid[:n]) for o in ids):
+            n += 1
+        out[cid] = cid[:n]
+    return out
+
+
+def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None = None) -> Table:
+    """A thread's snapshots (newest first) as a table; checkpoint ids are shown as unique prefixes that are
+    never cut (``rollback`` accepts them)."""
+    shown = prefixes or unique_prefixes([s.checkpoint_id for s in snapshots])
     table = Table(title="Snapshots (newest first)", title_justify="left")
-    table.add_column("back", justify="right", style="dim")
-    table.add_column("checkpoint id", style="cyan")
-    table.add_column("time", style="dim")
-    table.add_column("plan", justify="right")
-    table.add_column("steps")
-    table.add_column("what happened")
+    table.add_column("back", justify="right", style="dim", no_wrap=True)
+    table.add_column("checkpoint", style="cyan", no_wrap=True, min_width=8)
+    table.add_column("time", style="dim", no_wrap=True)
+    table.add_column("plan", justify="right", no_wrap=True)
+    table.add_column("steps", overflow="fold")
+    table.add_column("what happened", overflow="fold")
     for n, snap in enumerate(snapshots):
         counts = snap.counts or {}
         steps = " ".join(f"{k}:{v}" for k, v in counts.items() if v)
         created = str(snap.created_at or "")[11:19]
-        table.add_row(str(n), snap.checkpoint_id, created, f"v{snap.plan_version}" if snap.plan_version else "-",
-                      steps, snap.label)
+        table.add_row(Text(str(n)), Text(shown.get(snap.checkpoint_id, snap.checkpoint_id)), Text(created),
+                      Text(f"v{snap.plan_version}" if snap.plan_version else "-"), Text(steps), Text(snap.label))
     return table
 
 
-def render_event(event: dict[str, Any]) -> str:
-    """One progress event as a line of text (rich markup)."""
+def render_event(event: Mapping[str, Any]) -> Text:
+    """One progress event as a line (a `Text`: its content is never read as markup)."""
     kind = str(event.get("type", ""))
-    icon = _ICON.get(kind, "•")
-    step = f"[bold]{event['step_id']}[/] " if event.get("step_id") else ""
+    icon = (_ICON if unicode_ok() else _ASCII_ICON).get(kind, "*")
     data = event.get("data") or {}
     msg = str(event.get("message") or "")
     if kind == "reflection":
         msg = f"{data.get('assessment')}: {msg}"
     if kind == "plan_patched":
-        parts = [f"{k}: {', '.join(v)}" for k in ("added", "updated", "removed") if (v := data.get(k))]
-        msg = f"v{event.get('plan_version')} — {msg} ({'; '.join(parts)})"
-    if kind == "step_started" and data.get("attempt", 1) > 1:
+        parts = [f"{k}: {', '.join(map(str, v))}" for k in ("added", "updated", "removed") if (v := data.get(k))]
+        msg = f"v{event.get('plan_version')} - {msg} ({'; '.join(parts)})"
+    if kind == "step_started" and isinstance(data.get("attempt"), int) and data["attempt"] > 1:
         msg = f"(attempt {data['attempt']}) {msg}"
     if kind == "run_finished":
         msg = f"{data.get('status')}"
     if len(msg) > 160:
-        msg = msg[:157] + "…"
+        msg = msg[:157] + "..."
     color = "red" if kind in ("step_failed", "patch_rejected") else "green" if kind == "step_completed" else ""
-    text = f"{icon} {kind.replace('_', ' ')}: {step}{msg}"
-    return f"[{color}]{text}[/]" if color else text
+    text = Text(f"{icon} {kind.replace('_', ' ')}: ", style=color)
+    if event.get("step_id"):
+        text.append(str(event["step_id"]), style="bold")
+        text.append(" ")
+    text.append(msg, style=color)
+    return text
 
 
-def _edit_in_editor(plan: Plan) -> dict[str, Any] | None:
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+# -- what changed between two revisions ----------------------------------------------------------------------
+
+_FIELDS = ("description", "dependencies", "tools", "complexity", "acceptance", "status")
+
+
+def plan_changes(old: Plan, new: Plan, *, since_revision: str | None = None) -> dict[str, Any]:
+    """The change data of two plans, in the approval payload's ``changes`` shape:
+    ``{"since_revision", "added", "removed", "updated": {id: {field: [old, new]}}, "reordered"}``."""
+    before = {s.id: s for s in old.steps}
+    after = {s.id: s for s in new.steps}
+    updated: dict[str, dict[str, list[Any]]] = {}
+    for sid, step in after.items():
+        if sid not in before:
+            continue
+        a, b = before[sid].model_dump(mode="json"), step.model_dump(mode="json")
+        fields = {f: [a.get(f), b.get(f)] for f in _FIELDS if a.get(f) != b.get(f)}
+        if fields:
+            updated[sid] = fields
+    kept_old = [s for s in before if s in after]
+    kept_new = [s for s in after if s in before]
+    return {
+        "since_revision": since_revision if since_revision is not None else old.revision,
+        "added": [s for s in after if s not in before],
+        "removed": [s for s in before if s not in after],
+        "updated": updated,
+        "reordered": kept_old != kept_new,
+        **({"title": [old.title, new.title]} if old.title != new.title else {}),
+    }
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(map(str, v)) + "]"
+    return "(none)" if v in (None, "") else str(v)
+
+
+def changes_view(changes: Mapping[str, Any] | None, plan: Plan | None = None) -> Text | None:
+    """The changes since the last shown revision, one line each; None when there is nothing to show."""
+    if not isinstance(changes, Mapping):
+        return None
+    added = [str(x) for x in changes.get("added") or []]
+    removed = [str(x) for x in changes.get("removed") or []]
+    updated = changes.get("updated") or {}
+    updated = updated if isinstance(updated, Mapping) else {}
+    reordered = bool(changes.get("reordered"))
+    title = changes.get("title")
+    if not (added or removed or updated or reordered or title):
+        return None
+    descriptions = {s.id: s.description for s in plan.steps} if plan is not None else {}
+    since = changes.get("since_revision")
+    text = Text("Changes since revision ", style="bold")
+    text.append(str(since) if since else "the last one shown", style="bold")
+    text.append(":")
+    if isinstance(title, list | tuple) and len(title) == 2:
+        text.append("\n  ~ title: ", style="yellow")
+        text.append(f"{_value(title[0])} {arrow()} {_value(title[1])}")
+    for sid in added:
+        text.append("\n  + added ", style="green")
+        text.append(sid, style="bold")
+        if sid in descriptions:
+            text.append(f": {descriptions[sid]}")
+    for sid, fields in updated.items():
+        text.append("\n  ~ updated ", style="yellow")
+        text.append(str(sid), style="bold")
+        if not isinstance(fields, Mapping):
+            continue
+        for name, pair in fields.items():
+            text.append(f"\n      {name}: ")
+            if isinstance(pair, list | tuple) and len(pair) == 2:
+                text.append(_value(pair[0]), style="red")
+                text.append(f" {arrow()} ")
+                text.append(_value(pair[1]), style="green")
+            else:
+                text.append(_value(pair))
+    for sid in removed:
+        text.append("\n  - removed ", style="red")
+        text.append(sid, style="bold")
+    if reordered:
+        text.append("\n  ~ steps reordered", style="yellow")
+    return text
+
+
+def _marks(changes: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if not isinstance(changes, Mapping):
+        return None
+    marks = {str(s): "~" for s in (changes.get("updated") or {})}
+    marks.update({str(s): "+" for s in changes.get("added") or []})
+    return marks or None
+
+
+def approval_screen(payload: Mapping[str, Any]) -> Group:
+    """What a human reads before answering: the plan, why it is asked (again), what changed, a refusal."""
+    plan = Plan.model_validate(payload["plan"])
+    changes = payload.get("changes")
+    parts: list[RenderableType] = [plan_table(plan, marks=_marks(changes))]
+    reason = payload.get("reason")
+    if reason and str(reason) != "initial plan":
+        parts.append(Text.assemble(("Asked again: ", "bold yellow"), str(reason)))
+    view = changes_view(changes, plan)
+    if view is not None:
+        parts.append(view)
+    if payload.get("error"):
+        parts.append(error_text(payload["error"], label="previous answer refused:"))
+    return Group(*parts)
+
+
+# -- the approval prompt ------------------------------------------------------------------------------------
+
+_EDIT_HELP = [
+    "Edit the plan below (JSON). Save and close the editor to continue.",
+    "Lines starting with '#' are ignored. An empty file cancels the edit.",
+]
+
+
+def _editable(plan: Plan) -> str:
     body = plan.model_dump(mode="json", include={"title", "steps"})
     for step in body["steps"]:
         for key in ("attempts", "result", "error", "output_ref"):
             step.pop(key, None)
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+
+
+def _strip_comments(text: str) -> str:
+    # JSON strings cannot hold a raw newline, so a line that starts with '#' is never inside a JSON value.
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def _run_editor(text: str) -> str:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False, encoding="utf-8") as fh:
-        json.dump(body, fh, indent=2)
+        fh.write(text)
         path = fh.name
     try:
         subprocess.run([*shlex.split(editor), path], check=False)
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
     finally:
         os.unlink(path)
-    try:
-        edited = json.loads(text)
-    except json.JSONDecodeError as exc:
-        console.print(f"[red]The edited plan is not valid JSON: {exc.msg} (line {exc.lineno}).[/]")
-        return None
-    return edited if isinstance(edited, dict) else None
+
+
+def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
+    """Open $EDITOR on the plan until it holds a valid edit (a JSON or validation error reopens the editor
+    with the error at the top, as ``git commit`` does); then show the edited plan with its diff and ask for
+    approval. The edit answer to send, or None when the human gives up on the edit."""
+    from planmode.approval import Edit, parse_resume
+
+    body = _editable(plan)
+    error: str | None = None
+    while True:
+        header = [f"# {line}" for line in ([f"ERROR: {error}", ""] if error else []) + _EDIT_HELP]
+        text = _strip_comments(_run_editor("\n".join(header) + "\n" + body)).strip()
+        if not text:
+            console.print(Text("Edit cancelled (the file was empty).", style="yellow"))
+            return None
+        body = text + "\n"
+        try:
+            edited = json.loads(text)
+        except json.JSONDecodeError as exc:
+            error = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            continue
+        if not isinstance(edited, dict):
+            error = "the plan must be a JSON object with 'title' and 'steps'"
+            continue
+        answer = {"action": "edit", "plan": edited, "revision": revision}
+        checked = parse_resume(answer, plan)
+        if not isinstance(checked, Edit):
+            error = str(checked)
+            continue
+        console.print(plan_table(checked.plan, marks=_marks(plan_changes(plan, checked.plan))))
+        view = changes_view(plan_changes(plan, checked.plan), checked.plan)
+        if view is not None:
+            console.print(view)
+        choice = Prompt.ask(Text("Approve the edited plan? approve / edit again / discard the edit"),
+                            choices=["a", "e", "d"], default="a", console=console)
+        if choice == "a":
+            return answer
+        if choice == "d":
+            return None
+        error = None
 
 
 def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
     """Show the plan and ask approve / edit / reject / cancel / quit. None means quit (the run stays resumable);
     cancel ends the run without executing anything."""
     plan = Plan.model_validate(payload["plan"])
-    console.print(plan_table(plan))
-    if payload.get("error"):
-        console.print(Panel(str(payload["error"]), title="previous answer refused", style="red"))
+    console.print(approval_screen(payload))
     while True:
-        choice = Prompt.ask("[bold]Approve this plan?[/] [a]pprove / [e]dit / [r]eject / [c]ancel / [q]uit",
+        choice = Prompt.ask(Text.assemble(("Approve this plan?", "bold"), " approve / edit / reject / cancel / quit"),
                             choices=["a", "e", "r", "c", "q"], default="a", console=console)
         if choice == "a":
             return {"action": "approve", "revision": payload["revision"]}
         if choice == "q":
             return None
         if choice == "c":
-            return {"action": "cancel", "feedback": Prompt.ask("Why (optional)?", default="", console=console)}
+            return {"action": "cancel", "feedback": Prompt.ask(Text("Why (optional)?"), default="", console=console)}
         if choice == "r":
-            feedback = Prompt.ask("What should change?", console=console).strip()
+            feedback = Prompt.ask(Text("What should change?"), console=console).strip()
             if feedback:
                 return {"action": "reject", "feedback": feedback}
-            console.print("[yellow]Feedback is needed to reject a plan.[/]")
+            console.print(Text("Feedback is needed to reject a plan.", style="yellow"))
             continue
-        edited = _edit_in_editor(plan)
+        edited = edit_plan(plan, str(payload["revision"]))
         if edited is not None:
-            return {"action": "edit", "plan": edited, "revision": payload["revision"]}
+            return edited
+        console.print(approval_screen(payload))
 
 
 def interactive() -> bool:
     """True when both stdin and stdout are terminals."""
     return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def lines(items: Iterable[str], *, style: str = "") -> Text:
+    """Several literal lines as one `Text`."""
+    return Text("\n".join(items), style=style)
