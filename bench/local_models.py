@@ -142,7 +142,8 @@ class RecordingProxy:
             payload = response.read()
             status, content_type = response.status, response.getheader("Content-Type", "application/json")
         except OSError as exc:  # the server went away: answer as a gateway would
-            payload, status, content_type = json.dumps({"error": {"message": str(exc)}}).encode(), 502, "application/json"
+            payload = json.dumps({"error": {"message": str(exc)}}).encode()
+            status, content_type = 502, "application/json"
         finally:
             conn.close()
         if handler.command == "POST" and handler.path.rstrip("/").endswith("/chat/completions"):

@@ -23,12 +23,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 
-__all__ = ["INSTALL_HINT", "LocalServer", "llama_server", "missing_server_modules"]
+__all__ = ["INSTALL_HINT", "LocalServer", "llama_server", "missing_server_modules", "settings_for"]
 
 INSTALL_HINT = "pip install 'planmode[local]'"
 DEFAULT_N_CTX = 8192
@@ -60,9 +61,24 @@ class LocalServer:
     pid: int
 
 
+def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeContext:
+    """``settings`` pointed at ``server``, with what a llama.cpp server needs: messages normalised for strict
+    chat templates, and JSON-object structured output unless a mode was chosen (it refuses ``json_schema``)."""
+    mode = "json_object" if settings.structured_output == "auto" else settings.structured_output
+    return replace(settings, base_url=server.base_url, model=server.model, normalize_messages=True,
+                   structured_output=mode)
+
+
 def missing_server_modules() -> list[str]:
     """The modules llama-cpp-python's server needs that are not importable here (empty when it can run)."""
-    return [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
+    return [name for name in _SERVER_MODULES if not _importable(name)]
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules (blocked)
+        return False
 
 
 @contextlib.contextmanager

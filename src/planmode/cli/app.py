@@ -170,6 +170,7 @@ BaseUrlOpt = Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL",
 @app.command()
 @friendly
 def run(
+    command: typer.Context,
     task: Annotated[str, typer.Argument(help="What to do.")],
     workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE",
                                             help="Folder the file tools work in.")] = Path("."),
@@ -200,6 +201,8 @@ def run(
     request_timeout: Annotated[float, typer.Option(envvar="PLANMODE_REQUEST_TIMEOUT",
                                                    min=0.001,
                                                    help="Seconds before a model request times out.")] = 120.0,
+    gguf: Annotated[Path | None, typer.Option(help="Run this GGUF model offline: a llama.cpp server on 127.0.0.1 "
+                                              "for the run (pip install 'planmode[local]').")] = None,
 ) -> None:
     """Plan TASK, ask for approval, execute it with live progress."""
     from planmode.context import PlanModeContext
@@ -217,6 +220,11 @@ def run(
         ctx.model = model
     if base_url:
         ctx.base_url = base_url
+    if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
+        from planmode.local_server import llama_server, settings_for
+
+        console.print(Text(f"starting a llama.cpp server for {gguf} ..."))
+        ctx = settings_for(command.with_resource(llama_server(gguf)), ctx)
     if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
         raise PlanModeError("OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
                             "OpenAI-compatible server (try `planmode demo` to see planmode without a key)")
