@@ -110,12 +110,25 @@ def test_429_and_500_are_retried_within_bounds(tmp_path: Path) -> None:
 
 
 def test_errors_past_the_retry_bound_end_the_run_cleanly(tmp_path: Path) -> None:
-    script = Script({"plan": [Fault(status=500)] * 20})
+    """A 4xx that names neither a mode nor the context is a plain failed call: bounded, then a failed run."""
+    script = Script({"plan": [Fault(status=400)] * 20})
     graph, values = run(tmp_path, script, max_retries=1, max_plan_attempts=2)
     assert values["status"] == "failed"
     assert "model call failed" in values["error"]
-    assert len(script.of("plan")) == 4  # 2 planner attempts x (1 try + 1 retry): bounded
+    assert len(script.of("plan")) == 2  # 2 planner attempts; a 400 is not retried
     assert graph.get_state({"configurable": {"thread_id": "t"}}).values["status"] == "failed"
+
+
+def test_5xx_past_the_retry_bound_pauses_the_run_instead_of_failing_it(tmp_path: Path) -> None:
+    """A server that keeps answering 500 is unavailable, not a verdict: the run pauses resumably."""
+    script = Script({"plan": [Fault(status=500)] * 20})
+    graph, values = run(tmp_path, script, max_retries=1, max_plan_attempts=2)
+    assert values["status"] == "model_unavailable"
+    assert "unavailable" in values["error"] and "500" in values["error"]
+    assert len(script.of("plan")) == 2  # one planner call (1 try + 1 retry), then the pause: bounded
+    state = graph.get_state({"configurable": {"thread_id": "t"}})
+    assert state.next == ("model_unavailable",)
+    assert state.interrupts[0].value["type"] == "planmode.model_unavailable"
 
 
 def test_a_timeout_is_a_clear_error_and_the_thread_stays_readable(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from langchain_core.messages.tool import ToolCall
 from langchain_core.tools import BaseTool
 
 from planmode.context import PlanModeContext
-from planmode.llm import normalize_messages, text_of
+from planmode.llm import fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import is_read_only
 
 __all__ = ["LoopResult", "ToolGate", "is_read_only", "run_tool_loop"]
@@ -83,10 +83,11 @@ def run_tool_loop(
     result = LoopResult(messages=history)
     for _ in range(max(1, max_iterations)):
         msgs = normalize_messages(history) if settings.normalize_messages else history
+        msgs = fit_transcript(model, msgs, settings, tools)
         try:
             reply = bound.invoke(msgs)
-        except Exception as exc:  # the caller turns this into a failed attempt
-            result.error = f"model call failed: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
+            result.error = model_failure(exc, model, settings)
             return result
         if not isinstance(reply, AIMessage):
             reply = AIMessage(content=text_of(reply))

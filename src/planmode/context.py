@@ -11,8 +11,26 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
-__all__ = ["PlanModeContext", "resolve_settings"]
+__all__ = ["DEFAULT_CONTEXT_TOKENS", "PlanModeContext", "resolve_settings"]
 
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a whole number") from None
+
+
+def _env_choice(name: str, choices: tuple[str, ...], default: str) -> Any:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise ValueError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
+    return raw
 
 
 @dataclass(kw_only=True)
@@ -53,9 +71,32 @@ class PlanModeContext:
     max_executor_iterations: int = field(
         default=6, metadata={"description": "Model turns of the default executor per step."}
     )
-    structured_output: Literal["auto", "json_schema", "tool_calling"] = field(
-        default="auto",
-        metadata={"description": "How structured output is requested: auto picks JSON schema for OpenAI models."},
+    structured_output: Literal["auto", "json_schema", "json_object", "tool_calling"] = field(
+        default_factory=lambda: _env_choice(
+            "PLANMODE_STRUCTURED_OUTPUT", ("auto", "json_schema", "json_object", "tool_calling"), "auto"
+        ),
+        metadata={"description": (
+            "How structured output is requested (env PLANMODE_STRUCTURED_OUTPUT). json_schema: response_format "
+            "json_schema (OpenAI, vLLM); json_object: response_format json_object with the schema attached "
+            "(llama.cpp's server and llama-cpp-python constrain decoding to it); tool_calling: a forced tool "
+            "call. auto: for an OpenAI-compatible model, try them in that order and keep the first one the "
+            "server accepts for the rest of the run; tool calling for other chat models."
+        )},
+    )
+    max_output_tokens: int = field(
+        default_factory=lambda: _env_int("PLANMODE_MAX_OUTPUT_TOKENS", 2048),
+        metadata={"description": (
+            "Cap on the tokens one model call may generate (env PLANMODE_MAX_OUTPUT_TOKENS), sent as max_tokens "
+            "to the OpenAI-compatible model planmode builds; 0 for no cap."
+        )},
+    )
+    context_tokens: int = field(
+        default_factory=lambda: _env_int("PLANMODE_CONTEXT_TOKENS", 0),
+        metadata={"description": (
+            "Context budget in tokens (env PLANMODE_CONTEXT_TOKENS): prompt plus max_output_tokens must fit; "
+            "old tool results in the exploration and execution transcripts are trimmed to stay within it. 0: "
+            "the context size the server reports (llama.cpp /props, vLLM /v1/models), else 8192."
+        )},
     )
     normalize_messages: bool = field(
         default=False,
@@ -71,6 +112,9 @@ class PlanModeContext:
 
 
 _FIELD_NAMES = {f.name for f in fields(PlanModeContext)}
+
+#: The context budget when neither the setting nor the server gives one.
+DEFAULT_CONTEXT_TOKENS = 8192
 
 
 def resolve_settings(context: Any, stored: dict[str, Any] | None) -> PlanModeContext:

@@ -26,6 +26,7 @@ EventType = Literal[
     "patch_rejected",
     "run_finished",
     "direct_answer",
+    "model_unavailable",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]  # Literal exposes __args__
 

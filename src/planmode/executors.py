@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from planmode import prompts
 from planmode._agent import run_tool_loop
 from planmode.context import PlanModeContext
+from planmode.errors import ModelUnavailableError
 from planmode.llm import call_structured
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Step
@@ -90,6 +91,8 @@ def run_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcom
     """Run any executor and normalise its answer; an exception becomes a failed attempt."""
     try:
         out = executor.invoke({"step": step, "context": ctx}) if isinstance(executor, Runnable) else executor(step, ctx)
+    except ModelUnavailableError:
+        raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
     except Exception as exc:  # an executor that raises is a failed attempt, recorded with its error
         return StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}")
     if isinstance(out, StepOutcome):
@@ -129,6 +132,8 @@ def run_verifier(verifier: Verifier, step: Step, output: str, ctx: StepContext) 
             out = verifier.invoke({"step": step, "output": output, "context": ctx})
         else:
             out = verifier(step, output, ctx)
+    except ModelUnavailableError:
+        raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
     except Exception as exc:  # a raising verifier fails the attempt; the run goes on within its bounds
         return Verdict(passed=False, reason=f"verifier raised {type(exc).__name__}: {exc}")
     if isinstance(out, Verdict):

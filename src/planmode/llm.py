@@ -8,19 +8,36 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import threading
+import urllib.request
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from planmode.context import PlanModeContext
-from planmode.errors import ConfigurationError, PlanParseError
+from planmode._budget import CHARS_PER_TOKEN, fit_messages
+from planmode.context import DEFAULT_CONTEXT_TOKENS, PlanModeContext
+from planmode.errors import ConfigurationError, ModelUnavailableError, PlanParseError
 from planmode.state.parse import extract_json
 
-__all__ = ["ModelProvider", "call_structured", "normalize_messages", "text_of"]
+__all__ = [
+    "AUTO_ORDER",
+    "ModelProvider",
+    "call_structured",
+    "context_budget",
+    "discover_context_tokens",
+    "failure_kind",
+    "fit_transcript",
+    "grammar_safe_schema",
+    "model_failure",
+    "negotiated_mode",
+    "normalize_messages",
+    "text_of",
+]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -30,7 +47,7 @@ class ModelProvider:
 
     def __init__(self, model: BaseChatModel | None = None) -> None:
         self._model = model
-        self._cache: dict[tuple[str, str | None, float, int], BaseChatModel] = {}
+        self._cache: dict[tuple[Any, ...], BaseChatModel] = {}
 
     @property
     def explicit(self) -> bool:
@@ -41,7 +58,8 @@ class ModelProvider:
         """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made."""
         if self._model is not None:
             return self._model
-        key = (settings.model, settings.base_url, settings.request_timeout, settings.max_retries)
+        key = (settings.model, settings.base_url, settings.request_timeout, settings.max_retries,
+               settings.max_output_tokens)
         if key not in self._cache:
             self._cache[key] = _openai_model(settings)
         return self._cache[key]
@@ -56,12 +74,18 @@ def _openai_model(settings: PlanModeContext) -> BaseChatModel:
             "OPENAI_API_KEY is not set. Export it, set OPENAI_BASE_URL (or the base_url setting) for a local "
             "OpenAI-compatible server, or pass a chat model: build_graph(model=...)."
         )
+    cap = settings.max_output_tokens if settings.max_output_tokens > 0 else None
+    # ChatOpenAI sends its cap as max_completion_tokens, which llama-cpp-python's server (0.3.x) ignores: a
+    # local server also gets the older max_tokens, which every OpenAI-compatible server reads.
+    extra_body = {"max_tokens": cap} if cap and settings.base_url else None
     return ChatOpenAI(
         model=settings.model,
         base_url=settings.base_url,
         api_key=api_key or "not-needed",  # local servers ignore the key
         max_retries=settings.max_retries,
         timeout=settings.request_timeout,
+        max_tokens=cap,
+        extra_body=extra_body,
     )
 
 
@@ -102,17 +126,6 @@ def text_of(message: BaseMessage) -> str:
     return "".join(parts)
 
 
-def _method(model: BaseChatModel, settings: PlanModeContext) -> str:
-    if settings.structured_output == "tool_calling":
-        return "function_calling"
-    if settings.structured_output == "json_schema":
-        return "json_schema"
-    # Only a ChatOpenAI model can be one; checking sys.modules avoids a ~1 s import for other models.
-    module = sys.modules.get("langchain_openai")
-    chat_openai = getattr(module, "ChatOpenAI", None) if module is not None else None
-    return "json_schema" if chat_openai is not None and isinstance(model, chat_openai) else "function_calling"
-
-
 def _from_raw(raw: AIMessage | None, schema: type[T]) -> T:
     """Read a schema value from a raw message: its tool call arguments, or JSON in its text."""
     if raw is None:
@@ -125,7 +138,7 @@ def _from_raw(raw: AIMessage | None, schema: type[T]) -> T:
     return schema.model_validate(extract_json(text_of(raw)))
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         parts = []
         for err in exc.errors()[:6]:
@@ -142,27 +155,144 @@ def call_structured(
     messages: Sequence[BaseMessage],
     settings: PlanModeContext,
 ) -> tuple[T | None, str | None, AIMessage | None]:
-    """Ask for one ``schema`` value. Returns ``(value, None, raw)`` or ``(None, error, raw)``; never raises
-    for bad output or a failed model call (those are errors to feed back), only for configuration errors."""
+    """Ask for one ``schema`` value. Returns ``(value, None, raw)`` or ``(None, error, raw)``.
+
+    Never raises for bad output or a failed model call (those are errors to feed back); raises
+    `ConfigurationError` for a model that cannot do structured output, and `ModelUnavailableError` when the
+    model cannot be reached (the run pauses; see `planmode.nodes.model_unavailable`).
+
+    The mode follows ``settings.structured_output``. In ``auto``, an OpenAI-compatible model tries
+    json_schema, json_object (with the schema) and tool calling in turn: a server that refuses a mode (an HTTP
+    error naming response_format, json_schema or tools) gets the next one, and the first one accepted is
+    kept for that server and model for the rest of the process (`negotiated_mode`).
+    """
     msgs = normalize_messages(messages) if settings.normalize_messages else list(messages)
-    method = _method(model, settings)
-    raw: AIMessage | None = None
-    try:
-        kwargs: dict[str, Any] = {"include_raw": True}
+    msgs = fit_messages(msgs, context_budget(model, settings), reserve=settings.max_output_tokens)
+    modes, forced = _modes(model, settings)
+    refusals: list[str] = []
+    for mode in modes:
         try:
-            runnable = model.with_structured_output(schema, method=method, **kwargs)
-        except TypeError:  # models whose with_structured_output has no `method`
-            runnable = model.with_structured_output(schema, **kwargs)
-        out = runnable.invoke(msgs)
-    except ConfigurationError:
-        raise
-    except NotImplementedError as exc:
-        raise ConfigurationError(
-            f"{type(model).__name__} supports neither tool calling nor structured output; use a chat model "
-            "that implements bind_tools"
-        ) from exc
-    except Exception as exc:  # a failed model call is an error value for the node's retry loop
-        return None, f"model call failed: {_describe(exc)}", None
+            out = _ask(model, schema, msgs, mode)
+        except ConfigurationError:
+            raise
+        except NotImplementedError as exc:
+            raise ConfigurationError(
+                f"{type(model).__name__} supports neither tool calling nor structured output; use a chat model "
+                "that implements bind_tools"
+            ) from exc
+        except Exception as exc:  # a failed model call is an error value for the node's retry loop
+            if failure_kind(exc) == "refused":
+                refusals.append(f"{mode}: {_describe(exc)[:200]}")
+                continue
+            return None, model_failure(exc, model, settings), None
+        if not forced:
+            _remember_mode(model, mode)
+        return _read(out, schema)
+    tried = "; ".join(refusals)
+    if forced:
+        msg = (f"the server refused structured_output={modes[0]!r} ({tried}); set the structured_output setting "
+               "to 'auto' to negotiate, or to another of json_schema, json_object, tool_calling")
+    else:
+        msg = (f"the server refused every structured-output mode it was offered ({tried}); set the "
+               "structured_output setting to json_schema, json_object or tool_calling to force one")
+    return None, msg, None
+
+
+Mode = Literal["json_schema", "json_object", "tool_calling"]
+#: The order "auto" tries structured-output modes in, for an OpenAI-compatible model.
+AUTO_ORDER: tuple[Mode, ...] = ("json_schema", "json_object", "tool_calling")
+_NEGOTIATED: dict[tuple[str | None, str | None], Mode] = {}
+_CONTEXT_SIZES: dict[str, int] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _is_openai(model: Any) -> bool:
+    # Only a ChatOpenAI model can be one; checking sys.modules avoids a ~1 s import for other models.
+    module = sys.modules.get("langchain_openai")
+    chat_openai = getattr(module, "ChatOpenAI", None) if module is not None else None
+    return chat_openai is not None and isinstance(model, chat_openai)
+
+
+def _endpoint(model: Any) -> tuple[str | None, str | None]:
+    base = getattr(model, "openai_api_base", None)
+    name = getattr(model, "model_name", None)
+    return (str(base).rstrip("/") if base else None, str(name) if name else None)
+
+
+def negotiated_mode(model: BaseChatModel) -> Mode | None:
+    """The structured-output mode ``auto`` settled on for this model's server and name, if any yet."""
+    with _REGISTRY_LOCK:
+        return _NEGOTIATED.get(_endpoint(model))
+
+
+def _remember_mode(model: BaseChatModel, mode: Mode) -> None:
+    if _is_openai(model):
+        with _REGISTRY_LOCK:
+            _NEGOTIATED[_endpoint(model)] = mode
+
+
+def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode], bool]:
+    """The modes to try, in order, and whether the setting forces them."""
+    chosen = settings.structured_output
+    if chosen != "auto":
+        return [chosen], True
+    if not _is_openai(model):
+        return ["tool_calling"], False
+    known = negotiated_mode(model)
+    start = AUTO_ORDER.index(known) if known is not None else 0
+    return list(AUTO_ORDER[start:]), False
+
+
+def _ask(model: BaseChatModel, schema: type[BaseModel], msgs: list[BaseMessage], mode: Mode) -> Any:
+    if mode == "json_object":
+        spec = grammar_safe_schema(schema.model_json_schema())
+        response_format = {"type": "json_object", "schema": spec}
+        if _is_openai(model):
+            # Through extra_body: langchain-openai would turn a response_format into its parse() path, and
+            # LangChain's json_mode sends the type alone, which leaves the model free to write any JSON.
+            extra = {**(getattr(model, "extra_body", None) or {}), "response_format": response_format}
+            bound: Any = model.bind(extra_body=extra)
+        else:
+            bound = model.bind(response_format=response_format)
+        raw = bound.invoke(_with_schema_hint(msgs, spec))
+        return {"raw": raw, "parsed": None}
+    method = "json_schema" if mode == "json_schema" else "function_calling"
+    try:
+        runnable = model.with_structured_output(schema, method=method, include_raw=True)
+    except TypeError:  # models whose with_structured_output has no `method`
+        runnable = model.with_structured_output(schema, include_raw=True)
+    return runnable.invoke(msgs)
+
+
+_GRAMMAR_UNSAFE = frozenset({"pattern", "format", "minLength", "maxLength"})
+
+
+def grammar_safe_schema(spec: Any) -> Any:
+    """The JSON schema without string patterns, formats and lengths.
+
+    llama.cpp turns the schema of a json_object request into a grammar; a regex pattern such as
+    ``^[A-Za-z_][A-Za-z0-9_-]{0,63}$`` became a grammar it failed to parse, and llama-cpp-python 0.3.16's
+    server process died. Pydantic still checks those constraints on the answer."""
+    if isinstance(spec, dict):
+        return {k: grammar_safe_schema(v) for k, v in spec.items() if k not in _GRAMMAR_UNSAFE}
+    if isinstance(spec, list):
+        return [grammar_safe_schema(v) for v in spec]
+    return spec
+
+
+def _with_schema_hint(msgs: list[BaseMessage], spec: dict[str, Any]) -> list[BaseMessage]:
+    """The messages with the JSON schema stated in the (first) system message."""
+    hint = "Answer with one JSON object, and nothing else, that matches this JSON schema:\n" + json.dumps(spec)
+    out = list(msgs)
+    for i, m in enumerate(out):
+        if isinstance(m, SystemMessage):
+            out[i] = SystemMessage(content=text_of(m) + "\n\n" + hint)
+            return out
+    return [SystemMessage(content=hint), *out]
+
+
+def _read(out: Any, schema: type[T]) -> tuple[T | None, str | None, AIMessage | None]:
+    raw: AIMessage | None = None
     if isinstance(out, dict):
         raw_msg = out.get("raw")
         raw = raw_msg if isinstance(raw_msg, AIMessage) else None
@@ -177,7 +307,148 @@ def call_structured(
         try:
             return _from_raw(raw, schema), None, raw
         except (ValidationError, PlanParseError, json.JSONDecodeError, TypeError) as exc:
-            return None, _describe(exc), raw
+            return None, _describe(exc) + _cut_off(raw), raw
     if isinstance(out, schema):
         return out, None, None
     return None, f"unexpected structured output of type {type(out).__name__}", None
+
+
+def _cut_off(raw: AIMessage | None) -> str:
+    reason = (raw.response_metadata or {}).get("finish_reason") if raw is not None else None
+    if reason == "length":
+        return " (the answer was cut off at the max_output_tokens cap: raise the setting if answers need more)"
+    return ""
+
+
+# -- model failures ----------------------------------------------------------------------------------------
+
+FailureKind = Literal["unavailable", "refused", "overflow", "other"]
+
+_OVERFLOW_MARKERS = (
+    "maximum context length", "context length exceeded", "context_length_exceeded", "exceeds the available context",
+    "context window", "n_ctx", "prompt is too long", "input tokens exceed",
+)
+_MODE_MARKERS = ("response_format", "json_schema", "json_object", "tool_choice", "tools", "tool call",
+                 "function call")
+_CONTEXT_SIZE = re.compile(r"(?:maximum context length is|n_ctx[^0-9]{0,12}|context size[^0-9]{0,12})(\d{3,7})",
+                           re.I)
+
+
+def _error_text(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    parts = [str(exc)]
+    if body is not None and not isinstance(body, str):
+        parts.append(json.dumps(body, default=str))
+    elif isinstance(body, str):
+        parts.append(body)
+    return " ".join(parts)
+
+
+def failure_kind(exc: BaseException) -> FailureKind:
+    """What a failed model call means: the model is unavailable (connection refused, 5xx or 429 after the
+    client's retries), the server refused a structured-output mode, the context overflowed, or another error.
+    A timeout is another error: a server that answers too slowly is not down."""
+    text = _error_text(exc).lower()
+    status = getattr(exc, "status_code", None)
+    if any(m in text for m in _OVERFLOW_MARKERS):
+        return "overflow"
+    if isinstance(status, int):
+        if status >= 400 and any(m in text for m in _MODE_MARKERS):
+            return "refused"
+        return "unavailable" if status >= 500 or status == 429 else "other"
+    openai_mod = sys.modules.get("openai")
+    if openai_mod is not None:
+        if isinstance(exc, openai_mod.APITimeoutError):
+            return "other"
+        if isinstance(exc, openai_mod.APIConnectionError):
+            return "unavailable"
+    if isinstance(exc, ConnectionError):
+        return "unavailable"
+    return "other"
+
+
+def model_failure(exc: BaseException, model: BaseChatModel, settings: PlanModeContext) -> str:
+    """The error text of a failed model call, naming the setting that fixes it; raises
+    `ModelUnavailableError` when the model cannot be reached (that pauses the run instead)."""
+    kind = failure_kind(exc)
+    base_url, name = _endpoint(model)
+    if kind == "unavailable":
+        raise ModelUnavailableError(_describe(exc), base_url=base_url or settings.base_url,
+                                    model=name or settings.model) from exc
+    if kind == "overflow":
+        match = _CONTEXT_SIZE.search(_error_text(exc))
+        if match and base_url:
+            with _REGISTRY_LOCK:  # later calls trim to the size the server named
+                _CONTEXT_SIZES[base_url] = int(match.group(1))
+        return (f"context overflow: {_describe(exc)} The prompt plus max_output_tokens "
+                f"({settings.max_output_tokens}) must fit the model's context: set the context_tokens setting "
+                f"to the server's context size (the budget was {context_budget(model, settings)} tokens) so "
+                "old tool results are trimmed to fit, lower max_output_tokens, or give the server a larger "
+                "context (llama.cpp: --n_ctx / -c)")
+    return f"model call failed: {_describe(exc)}"
+
+
+# -- the context budget ------------------------------------------------------------------------------------
+
+def context_budget(model: BaseChatModel, settings: PlanModeContext) -> int:
+    """Tokens a call's prompt and answer may use: the context_tokens setting, else what the server reports
+    (or named in an overflow error), else `DEFAULT_CONTEXT_TOKENS`."""
+    if settings.context_tokens > 0:
+        return settings.context_tokens
+    base_url, _ = _endpoint(model)
+    if not base_url or not _is_openai(model):
+        return DEFAULT_CONTEXT_TOKENS
+    with _REGISTRY_LOCK:
+        known = _CONTEXT_SIZES.get(base_url)
+    if known is None:
+        known = discover_context_tokens(base_url) or 0
+        with _REGISTRY_LOCK:
+            known = _CONTEXT_SIZES.setdefault(base_url, known)
+    return known or DEFAULT_CONTEXT_TOKENS
+
+
+def fit_transcript(
+    model: BaseChatModel, messages: Sequence[BaseMessage], settings: PlanModeContext, tools: Sequence[Any] = ()
+) -> list[BaseMessage]:
+    """A tool loop's messages trimmed to the context budget, leaving room for the answer and the tools'
+    schemas (see `planmode._budget`)."""
+    reserve = max(0, settings.max_output_tokens)
+    if tools:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        try:
+            specs = json.dumps([convert_to_openai_tool(t) for t in tools], default=str)
+        except Exception:  # a tool whose schema cannot be rendered: count a generous fixed amount instead
+            specs = "x" * 2000 * len(tools)
+        reserve += len(specs) // CHARS_PER_TOKEN
+    return fit_messages(messages, context_budget(model, settings), reserve=reserve)
+
+
+def discover_context_tokens(base_url: str, *, timeout: float = 2.0) -> int | None:
+    """The context size an OpenAI-compatible server reports: llama.cpp's ``/props`` (``n_ctx``) or vLLM's
+    ``/v1/models`` (``max_model_len``). None when it reports none (llama-cpp-python, Ollama) or cannot be
+    asked. One short request each, no retries."""
+    root = base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    props = _get_json(root + "/props", timeout)
+    if isinstance(props, dict):
+        for holder in (props, props.get("default_generation_settings")):
+            if isinstance(holder, dict) and isinstance(holder.get("n_ctx"), int) and holder["n_ctx"] > 0:
+                return int(holder["n_ctx"])
+    models = _get_json(base_url.rstrip("/") + "/models", timeout)
+    data = models.get("data") if isinstance(models, dict) else None
+    for item in data if isinstance(data, list) else []:
+        size = item.get("max_model_len") if isinstance(item, dict) else None
+        if isinstance(size, int) and size > 0:
+            return size
+    return None
+
+
+def _get_json(url: str, timeout: float) -> Any:
+    if not url.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s) only, checked above
+            return json.loads(response.read(1_000_000))
+    except (OSError, ValueError):
+        return None

@@ -21,7 +21,7 @@ from langgraph.types import RetryPolicy
 
 from planmode.context import PlanModeContext
 from planmode.executors import Executor, Verifier
-from planmode.graph.routing import route_after_approve, route_after_patch, route_after_plan
+from planmode.graph.routing import route_after_approve, route_after_patch, route_after_plan, route_after_respond
 from planmode.llm import ModelProvider
 from planmode.nodes import (
     Deps,
@@ -36,13 +36,14 @@ from planmode.nodes import (
     make_respond,
     make_verify,
 )
+from planmode.nodes.model_unavailable import make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
 
 NODE_NAMES = ("detect", "respond", "plan", "approve", "dispatch", "execute_step", "verify", "reflect", "patch",
-              "finalize")
+              "finalize", "model_unavailable")
 
 
 def build_state_graph(
@@ -59,17 +60,19 @@ def build_state_graph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
     g.add_node("detect", make_detect(deps))
-    g.add_node("respond", make_respond(deps))
-    g.add_node("plan", make_plan(deps))
+    # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
+    g.add_node("respond", pausable("respond", make_respond(deps)))
+    g.add_node("plan", pausable("plan", make_plan(deps)))
     g.add_node("approve", make_approve(deps))
     g.add_node("dispatch", make_dispatch(deps))
-    g.add_node("execute_step", make_execute_step(deps))
-    g.add_node("verify", make_verify(deps))
-    g.add_node("reflect", make_reflect(deps))
-    g.add_node("patch", make_patch(deps))
+    g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)))
+    g.add_node("verify", pausable("verify", make_verify(deps)))
+    g.add_node("reflect", pausable("reflect", make_reflect(deps)))
+    g.add_node("patch", pausable("patch", make_patch(deps)))
     g.add_node("finalize", make_finalize(deps))
+    g.add_node("model_unavailable", make_model_unavailable(deps))
     g.add_edge(START, "detect")
-    g.add_edge("respond", END)
+    g.add_conditional_edges("respond", route_after_respond)
     g.add_edge("execute_step", "verify")
     g.add_edge("verify", "dispatch")
     g.add_edge("finalize", END)

@@ -12,11 +12,13 @@ from typing import Literal
 
 from planmode.state.graph_state import PlanModeState
 
-__all__ = ["route_after_approve", "route_after_patch", "route_after_plan"]
+__all__ = ["route_after_approve", "route_after_patch", "route_after_plan", "route_after_respond"]
 
 
-def route_after_plan(state: PlanModeState) -> Literal["approve", "finalize"]:
-    """A valid plan goes to approval; a planner that gave up ends the run."""
+def route_after_plan(state: PlanModeState) -> Literal["approve", "finalize", "model_unavailable"]:
+    """A valid plan goes to approval; a planner that gave up ends the run; one without a model pauses."""
+    if state.get("status") == "model_unavailable":
+        return "model_unavailable"
     return "finalize" if state.get("status") == "failed" else "approve"
 
 
@@ -32,8 +34,16 @@ def route_after_approve(state: PlanModeState) -> Literal["dispatch", "plan", "ap
     return "dispatch"
 
 
-def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "finalize"]:
+def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "finalize", "model_unavailable"]:
     """A patch that needs approval goes to approve; a failed repair ends the run; otherwise execute."""
+    if state.get("status") == "model_unavailable":
+        return "model_unavailable"
     if state.get("status") == "failed":
         return "finalize"
     return "approve" if state.get("needs_approval") else "dispatch"
+
+
+def route_after_respond(state: PlanModeState) -> Literal["model_unavailable", "__end__"]:
+    """The direct answer ends the run (``"__end__"`` is LangGraph's END), unless the model could not be
+    reached (the run pauses)."""
+    return "model_unavailable" if state.get("status") == "model_unavailable" else "__end__"

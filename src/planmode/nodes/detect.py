@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode.context import settings_dict
+from planmode.errors import ModelUnavailableError
 from planmode.llm import call_structured
 from planmode.nodes._deps import Deps, settings_of, task_of
 from planmode.state.graph_state import PlanModeState
@@ -99,7 +100,10 @@ def _classify(deps: Deps, task: str, settings: Any) -> bool:
             return deps.detect_cache[key]
     model = deps.models.get(settings)
     messages = [SystemMessage(content=prompts.DETECT_SYSTEM), HumanMessage(content=task)]
-    decision, _err, _raw = call_structured(model, DetectDecision, messages, settings)
+    try:
+        decision, _err, _raw = call_structured(model, DetectDecision, messages, settings)
+    except ModelUnavailableError:  # plan: the planner pauses the run until the model is back
+        return True
     # An unreadable classifier answer falls back to planning: the plan is shown before anything runs.
     needs_plan = decision.needs_plan if decision is not None else True
     with deps.lock:

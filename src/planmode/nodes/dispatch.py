@@ -56,9 +56,12 @@ def make_dispatch(deps: Deps) -> Any:
 
     def dispatch(
         state: PlanModeState, runtime: Runtime[Any]
-    ) -> Command[Literal["execute_step", "reflect", "finalize", "approve"]]:
+    ) -> Command[Literal["execute_step", "reflect", "finalize", "approve", "model_unavailable"]]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
+        lost = state.get("unavailable")
+        if lost:  # execute_step or verify could not reach the model: pause (planmode.nodes.model_unavailable)
+            return Command(goto="model_unavailable", update={"status": "model_unavailable", "error": lost.get("error")})
         if plan is None or plan.version == 0:
             return Command(goto="finalize", update={"status": "failed", "error": "there is no valid plan"})
         if state.get("needs_approval"):
@@ -77,7 +80,7 @@ def make_dispatch(deps: Deps) -> Any:
         ready = plan.ready_steps() + [s for s in plan.by_status(S.RUNNING) if s.id not in
                                       (state.get("step_outcomes") or {})]
         batch = ready[: max(1, settings.max_parallel)]
-        transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=s.attempts + 1) for s in batch]
+        transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
         update = {"plan": PlanUpdate(transitions=transitions, source="dispatch"), "approved_revision": None,
                   "status": "running"}
         # Each task carries only its step and its dependencies' summaries, not the whole plan.
@@ -87,11 +90,17 @@ def make_dispatch(deps: Deps) -> Any:
     return dispatch
 
 
+def _attempt(step: Step) -> int:
+    """The attempt a dispatch starts: the next one, or the same one for a step still running without an
+    outcome (its executor lost the model, or a rollback went back to it): that attempt never finished."""
+    return step.attempts if step.status is S.RUNNING else step.attempts + 1
+
+
 def _task(plan: Plan, step: Step, settings: dict[str, Any]) -> StepTask:
     deps: dict[str, dict[str, str | None]] = {}
     for d in step.dependencies:
         dep = plan.get(d)
         if dep is not None:
             deps[d] = {"result": dep.result, "output_ref": dep.output_ref}
-    running = step.model_copy(update={"status": S.RUNNING, "attempts": step.attempts + 1})
+    running = step.model_copy(update={"status": S.RUNNING, "attempts": _attempt(step)})
     return StepTask(step=running, goal=plan.goal, plan_version=plan.version, dependencies=deps, settings=settings)

@@ -18,11 +18,13 @@ __all__ = [
     "PlanModeState",
     "RunStatus",
     "StepOutcome",
+    "latest",
     "merge_outcomes",
 ]
 
 RunStatus = Literal[
-    "new", "planning", "awaiting_approval", "running", "completed", "failed", "answered", "cancelled"
+    "new", "planning", "awaiting_approval", "running", "completed", "failed", "answered", "cancelled",
+    "model_unavailable",
 ]
 
 
@@ -38,6 +40,11 @@ class StepOutcome(BaseModel):
     )
     tool_calls: int = 0
     output_ref: str | None = Field(default=None, description="Store key of the full output, if stored.")
+
+
+def latest(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The last value written (several parallel tasks may write in one super-step; ``None`` clears)."""
+    return update
 
 
 def merge_outcomes(
@@ -121,3 +128,6 @@ class PlanModeState(InputState, total=False):
     """How many patches this run applied during execution."""
     error: str | None
     """Why the run failed, when it did."""
+    unavailable: Annotated[dict[str, Any] | None, latest]
+    """The model call that could not reach the model: the node to re-run, the status before, the error and
+    the endpoint (`planmode.nodes.model_unavailable`). Several execute_step tasks may write it at once."""

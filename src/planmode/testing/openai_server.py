@@ -18,9 +18,19 @@ A responder receives the decoded request body and returns a :data:`Reply`:
 If the responder raises, the request is answered with HTTP 500 whose message carries the exception, and the
 exception is kept in ``srv.errors``.
 
+Like a local server, it can refuse structured-output modes and report a context size:
+
+- ``refuse=("json_schema",)`` answers a request that uses a refused mode (``json_schema`` or ``json_object``
+  response formats, ``tools``) with HTTP 500 and a body naming it, as llama-cpp-python's server does for
+  ``json_schema`` ("Input should be 'text' or 'json_object'"); the responder is not asked.
+- ``context_tokens=N`` reports ``n_ctx`` on ``GET /props`` (as llama.cpp's server does) and answers a request
+  whose prompt (about four characters a token) plus ``max_tokens`` exceeds N with llama-cpp-python's HTTP
+  400 ``context_length_exceeded``.
+
 Run as a process (for ``langgraph dev`` subprocess tests)::
 
-    python -m planmode.testing.openai_server --port 0 --script replies.json [--record requests.jsonl]
+    python -m planmode.testing.openai_server --port 0 --script replies.json [--record requests.jsonl] \
+        [--refuse json_schema,tools] [--context-tokens 8192]
 
 The script is a JSON list of replies served in order (``{"fault": {...}}`` for a :class:`Fault`); the first
 line printed on stdout is the base URL. ``--record`` appends each request body to a JSON-lines file.
@@ -45,7 +55,16 @@ from typing import Any, Self, TypeAlias
 
 from planmode.errors import PlanModeError
 
-__all__ = ["Fault", "Reply", "Responder", "ScriptExhaustedError", "ScriptedOpenAIServer", "queue_responder"]
+__all__ = [
+    "MODES",
+    "Fault",
+    "Reply",
+    "Responder",
+    "ScriptExhaustedError",
+    "ScriptedOpenAIServer",
+    "prompt_tokens",
+    "queue_responder",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,10 +130,23 @@ class ScriptedOpenAIServer:
     raised.
     """
 
-    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        refuse: Iterable[str] = (),
+        context_tokens: int | None = None,
+    ) -> None:
         self.responder = responder
         self.host = host
         self.port = port
+        self.refuse = frozenset(refuse)
+        unknown = self.refuse - set(MODES)
+        if unknown:
+            raise ValueError(f"refuse takes {', '.join(MODES)}, not {', '.join(sorted(unknown))}")
+        self.context_tokens = context_tokens
         self.requests: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
         self.on_request: Callable[[dict[str, Any]], None] | None = None
@@ -166,8 +198,31 @@ class ScriptedOpenAIServer:
             if self.on_request is not None:
                 self.on_request(body)
 
+    def _refusal(self, body: dict[str, Any]) -> Fault | None:
+        """The error a local server gives for a refused mode or an overflowing prompt, if any."""
+        kind = (body.get("response_format") or {}).get("type")
+        used = [m for m in MODES if m == kind or (m == "tools" and body.get("tools"))]
+        for mode in used:
+            if mode in self.refuse:
+                # No x-should-retry: like llama.cpp's, the refusal is a plain 500 that the client retries.
+                return Fault(status=500, body=_error_body(_REFUSALS[mode], "internal_server_error"))
+        if self.context_tokens is not None:
+            prompt = prompt_tokens(body)
+            completion = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+            if prompt + completion > self.context_tokens:
+                message = (f"This model's maximum context length is {self.context_tokens} tokens. However, you "
+                           f"requested {prompt + completion} tokens ({prompt} in the messages, {completion} in "
+                           "the completion). Please reduce the length of the messages or completion.")
+                error = _error_body(message, "invalid_request_error")
+                error["error"]["code"] = "context_length_exceeded"
+                return Fault(status=400, body=error)
+        return None
+
     def _answer(self, body: dict[str, Any]) -> tuple[Fault | None, dict[str, Any], str]:
         """The responder's fault (if any) and the assistant message with its finish reason."""
+        refusal = self._refusal(body)
+        if refusal is not None:
+            return refusal, {}, "stop"
         try:
             reply = self.responder(body)
             if isinstance(reply, Fault):
@@ -207,8 +262,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: tests read ``srv.requests`` instead."""
 
     def do_GET(self) -> None:
+        n_ctx = self.server.owner.context_tokens
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+        elif self.path.rstrip("/") == "/props" and n_ctx is not None:
+            self._send_json(200, {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1})
         else:
             self._send_json(404, _error_body(f"no route for GET {self.path}", "invalid_request_error"))
 
@@ -289,6 +347,21 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+#: The modes ``refuse`` takes: response_format types and tool calling.
+MODES = ("json_schema", "json_object", "tools")
+_REFUSALS = {
+    "json_schema": ("1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"),
+    "json_object": "response_format type 'json_object' is not supported by this server",
+    "tools": "tools are not supported by this server (tool_choice / tools given)",
+}
+
+
+def prompt_tokens(request: Mapping[str, Any]) -> int:
+    """A rough count of a request's prompt tokens: four characters a token."""
+    return max(1, len(json.dumps(request.get("messages", []))) // 4)
+
+
 def _error_body(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
 
@@ -327,7 +400,7 @@ def _message(reply: str | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
 
 def _usage(request: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, int]:
     """A rough token count: four characters a token."""
-    prompt = max(1, len(json.dumps(request.get("messages", []))) // 4)
+    prompt = prompt_tokens(request)
     completion = max(1, len(json.dumps([message.get("content"), message.get("tool_calls")])) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
@@ -397,13 +470,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", required=True, help="JSON list of replies, served in order")
     parser.add_argument("--record", help="append each request body to this JSON-lines file")
+    parser.add_argument("--refuse", default="", help=f"comma-separated modes to refuse: {', '.join(MODES)}")
+    parser.add_argument("--context-tokens", type=int, default=None, help="report and enforce this n_ctx")
     args = parser.parse_args(argv)
     with open(args.script, encoding="utf-8") as f:
         items = json.load(f)
     if not isinstance(items, list):
         parser.error(f"{args.script}: expected a JSON list of replies")
     server = ScriptedOpenAIServer(
-        queue_responder(_reply_from_json(i) for i in items), host=args.host, port=args.port
+        queue_responder(_reply_from_json(i) for i in items), host=args.host, port=args.port,
+        refuse=[m for m in args.refuse.split(",") if m], context_tokens=args.context_tokens,
     )
     record: str | None = args.record
     if record is not None:

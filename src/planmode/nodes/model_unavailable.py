@@ -1,0 +1,140 @@
+"""model_unavailable: a run whose model cannot be reached pauses here, resumably, instead of failing.
+
+A refused connection, or a server error after the client's retries, is not a verdict on the step. A node
+whose model call raises `ModelUnavailableError` (see `planmode.llm.model_failure`) is wrapped by `pausable`:
+it records what to re-run in ``state["unavailable"]`` and the run comes here (plan, patch, respond through
+their routers, reflect by its ``Command``, execute_step and verify through dispatch). The run's status is
+``model_unavailable``; done steps stay done; a step whose executor lost the model stays ``running`` without an
+outcome, and dispatch runs it again (without counting another attempt).
+
+This node interrupts with ``{"type": "planmode.model_unavailable", ...}``. Resume it with:
+
+- ``Command(resume={"base_url": ..., "model": ...})`` (any run setting may be named): the run continues
+  there, and the new settings are kept in state for the rest of the run;
+- ``Command(resume={})`` (or ``None``): try the same endpoint again;
+- or with a runtime context that names another ``base_url`` or ``model``
+  (``graph.invoke(None, cfg, context={"base_url": ...})``, ``planmode resume --base-url``): the node sees
+  the changed endpoint and goes on without asking.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import fields, replace
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command, interrupt
+
+from planmode.context import PlanModeContext, resolve_settings, settings_dict
+from planmode.errors import ModelUnavailableError
+from planmode.events import emit
+from planmode.nodes._deps import Deps
+from planmode.state.graph_state import PlanModeState
+
+__all__ = ["INTERRUPT_TYPE", "ResumeNode", "make_model_unavailable", "pausable", "unavailable_update"]
+
+#: The ``type`` of this node's interrupt payload.
+INTERRUPT_TYPE = "planmode.model_unavailable"
+
+ResumeNode = Literal["respond", "plan", "dispatch", "verify", "reflect", "patch"]
+_SETTING_NAMES = {f.name for f in fields(PlanModeContext)}
+
+
+def _info(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
+    stored = state.get("settings") if isinstance(state, dict) else None
+    stored = stored if isinstance(stored, dict) else {}
+    is_step = node == "execute_step"
+    return {
+        "node": "dispatch" if is_step else node,
+        "failed_node": node,
+        "status": "running" if is_step else (state.get("status") or "running"),
+        "error": str(exc),
+        "base_url": stored.get("base_url"),
+        "model": stored.get("model"),
+        "step_id": state["step"].id if is_step and "step" in state else None,
+    }
+
+
+def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
+    """The state update of a node whose model could not be reached (execute_step and verify leave the
+    status to dispatch: parallel tasks cannot all write it)."""
+    info = _info(node, state, exc)
+    emit("model_unavailable", str(exc), step_id=info["step_id"], node=node)
+    if node in ("execute_step", "verify"):
+        return {"unavailable": info}
+    return {"unavailable": info, "status": "model_unavailable", "error": str(exc)}
+
+
+def pausable(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
+    """``node`` with a model that cannot be reached turned into a pause (see the module docstring)."""
+
+    @functools.wraps(node)
+    def wrapped(state: Any, runtime: Runtime[Any]) -> Any:
+        try:
+            return node(state, runtime)
+        except ModelUnavailableError as exc:
+            update = unavailable_update(name, state, exc)
+            if name == "reflect":  # reflect routes by Command; the others by their routers or dispatch
+                return Command(goto="model_unavailable", update=update)
+            return update
+
+    return wrapped
+
+
+def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:
+    """The settings after a resume answer; `ValueError` for an answer this pause cannot take."""
+    if answer is None or answer is True or answer == "retry":
+        return settings
+    if not isinstance(answer, dict):
+        raise ValueError(f"expected a dict of settings such as {{'base_url': ..., 'model': ...}}, got "
+                         f"{type(answer).__name__}")
+    values = dict(answer)
+    action = values.pop("action", "retry")
+    if action != "retry":
+        raise ValueError(f"this pause waits for a model endpoint, not an approval (action {action!r}): resume "
+                         "with {'base_url': ..., 'model': ...}, or {} to try the same endpoint again")
+    unknown = sorted(set(values) - _SETTING_NAMES)
+    if unknown:
+        raise ValueError(f"unknown settings {', '.join(map(repr, unknown))}; settings are: "
+                         f"{', '.join(sorted(_SETTING_NAMES))}")
+    for key in ("base_url", "model"):
+        if key in values and values[key] is not None and not isinstance(values[key], str):
+            raise ValueError(f"{key} must be a string")
+    return replace(settings, **values)
+
+
+def make_model_unavailable(deps: Deps) -> Any:
+    """Build the model_unavailable node."""
+    del deps  # no model here: this node only waits for one
+
+    def model_unavailable(state: PlanModeState, runtime: Runtime[Any]) -> Command[ResumeNode]:
+        info = dict(state.get("unavailable") or {})
+        settings = resolve_settings(runtime.context, state.get("settings"))
+        moved = (settings.base_url, settings.model) != (info.get("base_url"), info.get("model"))
+        if not info or not moved:
+            problem: str | None = None
+            while True:  # a resume this node cannot take asks again, with the reason
+                answer = interrupt({
+                    "type": INTERRUPT_TYPE,
+                    "error": info.get("error") or "the model could not be reached",
+                    "node": info.get("failed_node"),
+                    "step_id": info.get("step_id"),
+                    "base_url": settings.base_url,
+                    "model": settings.model,
+                    "resume": "{'base_url': ..., 'model': ...} for another endpoint or model, {} to try again",
+                    "answer_error": problem,
+                })
+                try:
+                    settings = _apply(settings, answer)
+                    break
+                except ValueError as exc:
+                    problem = str(exc)
+        target: ResumeNode = info.get("node") or "dispatch"
+        return Command(goto=target, update={
+            "settings": settings_dict(settings), "status": info.get("status") or "running",
+            "unavailable": None, "error": None,
+        })
+
+    return model_unavailable
