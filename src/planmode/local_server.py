@@ -63,10 +63,12 @@ class LocalServer:
 
 def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeContext:
     """``settings`` pointed at ``server``, with what a llama.cpp server needs: messages normalised for strict
-    chat templates, and JSON-object structured output unless a mode was chosen (it refuses ``json_schema``)."""
+    chat templates, JSON-object structured output unless a mode was chosen (it refuses ``json_schema``), and
+    the server's context size as the context budget unless one was set."""
     mode = "json_object" if settings.structured_output == "auto" else settings.structured_output
+    budget = settings.context_tokens or server.n_ctx  # llama-cpp-python does not report its context size
     return replace(settings, base_url=server.base_url, model=server.model, normalize_messages=True,
-                   structured_output=mode)
+                   structured_output=mode, context_tokens=budget)
 
 
 def missing_server_modules() -> list[str]:

@@ -187,7 +187,7 @@ def run(
     plan_mode: Annotated[Literal["auto", "plan", "direct"], typer.Option("--mode", envvar="PLANMODE_MODE",
                                            help="auto: decide whether a plan is needed; plan / direct: force it."
                                            )] = "auto",
-    structured_output: Annotated[Literal["auto", "json_schema", "tool_calling"], typer.Option(
+    structured_output: Annotated[Literal["auto", "json_schema", "json_object", "tool_calling"], typer.Option(
         envvar="PLANMODE_STRUCTURED_OUTPUT", help="How structured output is requested.")] = "auto",
     normalize_messages: Annotated[bool, typer.Option(envvar="PLANMODE_NORMALIZE_MESSAGES",
                                                      help="Merge same-role messages, one system message first "
