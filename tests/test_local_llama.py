@@ -45,7 +45,10 @@ from bench.local_models import (  # noqa: E402
 pytestmark = pytest.mark.integration
 
 CAP = 160  # max_output_tokens of these runs: small, so a run costs seconds, not minutes
-TIME_LIMIT = 150.0  # seconds a run may take before it counts as a hang
+# Seconds a run may take before it counts as a hang. A run is bounded by its calls (a few) times
+# request_timeout; on 2 idle cores a run takes 10-40 s, on a machine shared with other jobs many times that.
+TIME_LIMIT = 900.0
+REQUEST_TIMEOUT = 120
 N_CTX = 4096
 
 _missing = missing_server_modules()
@@ -101,7 +104,8 @@ def test_missing_model_file_is_named(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LocalServer]:
-    with llama_server(gemma_gguf(), n_ctx=N_CTX, alias="gemma", startup_timeout=180) as srv:
+    threads = ["--n_threads", str(os.cpu_count() or 1)]  # llama-cpp-python's default is half the cores
+    with llama_server(gemma_gguf(), n_ctx=N_CTX, alias="gemma", startup_timeout=180, extra_args=threads) as srv:
         yield srv
 
 
@@ -151,7 +155,8 @@ def check_run(r: RunResult, mode: str) -> None:
 @needs_local
 @pytest.mark.parametrize("mode", MODES)
 def test_python_api_run_ends_cleanly(mode: str, proxy: RecordingProxy, tmp_path: Path) -> None:
-    r = run_api(proxy.base_url, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT, max_output_tokens=CAP)
+    r = run_api(proxy.base_url, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT, max_output_tokens=CAP,
+                request_timeout=REQUEST_TIMEOUT)
     check_run(r, mode)
 
 
@@ -159,7 +164,8 @@ def test_python_api_run_ends_cleanly(mode: str, proxy: RecordingProxy, tmp_path:
 @pytest.mark.parametrize("mode", MODES)
 def test_cli_run_ends_cleanly(mode: str, proxy: RecordingProxy, tmp_path: Path) -> None:
     args = ["--base-url", proxy.base_url, "--model", "gemma", "--structured-output", mode, "--normalize-messages",
-            "--max-steps", str(SMALL_RUN["max_steps"]), "--max-attempts", "1", "--request-timeout", "90"]
+            "--max-steps", str(SMALL_RUN["max_steps"]), "--max-attempts", "1",
+            "--request-timeout", str(REQUEST_TIMEOUT)]
     r = run_cli(args, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT,
                 env={"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)})
     check_run(r, mode)
@@ -172,7 +178,8 @@ def test_cli_run_ends_cleanly(mode: str, proxy: RecordingProxy, tmp_path: Path) 
 def test_gguf_option_serves_the_run_and_stops_the_server(tmp_path: Path) -> None:
     """``planmode run --gguf FILE``: one command, a server for the run only."""
     before = _llama_pids()
-    r = run_cli(["--gguf", str(gemma_gguf()), "--max-steps", "2", "--max-attempts", "1", "--request-timeout", "90"],
+    r = run_cli(["--gguf", str(gemma_gguf()), "--max-steps", "2", "--max-attempts", "1",
+                 "--request-timeout", str(REQUEST_TIMEOUT)],
                 "gguf", tmp_path, time_limit=TIME_LIMIT, env={"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)})
     assert r.status in ("completed", "failed") and r.clean, (r.status, r.reason, r.output_tail)
     assert r.readable and r.listed
