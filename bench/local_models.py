@@ -318,22 +318,29 @@ def planmode_command() -> list[str]:
 
 
 def run_cli(args: Sequence[str], mode: str, workdir: Path, *, proxy: RecordingProxy | None = None,
-            time_limit: float = 600.0, env: Mapping[str, str] | None = None) -> RunResult:
-    """One ``planmode run TASK --auto-approve --mode plan ARGS`` in a subprocess, in a fresh workspace."""
+            time_limit: float = 600.0, env: Mapping[str, str] | None = None, approve: bool = True,
+            thread: str | None = None, command: str = "run") -> RunResult:
+    """One ``planmode run TASK --auto-approve --mode plan ARGS`` in a subprocess, in a fresh workspace (or,
+    with ``command="resume"``, ``planmode resume THREAD ARGS`` of a run in ``workdir``)."""
     ws = workdir / "ws"
     ws.mkdir(parents=True, exist_ok=True)
     db = workdir / "runs.sqlite"
-    thread = uuid.uuid4().hex[:12]
+    thread = thread or uuid.uuid4().hex[:12]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
     full_env.update({"OPENAI_API_KEY": "dummy", "COLUMNS": "160", "NO_COLOR": "1", "LANGSMITH_TRACING": "false",
                      **(env or {})})
-    command = [*planmode_command(), "run", TASK, "--auto-approve", "--mode", "plan", "--db", str(db),
-               "--workspace", str(ws), "--thread", thread, *args]
+    if command == "run":
+        argv = [*planmode_command(), "run", TASK, "--mode", "plan", "--db", str(db), "--workspace", str(ws),
+                "--thread", thread, *args]
+    else:
+        argv = [*planmode_command(), command, thread, "--db", str(db), *args]
+    if approve:
+        argv.append("--auto-approve")
     if proxy is not None:
         proxy.take()
     started = time.perf_counter()
     try:
-        proc = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=time_limit,
+        proc = subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=time_limit,
                               stdin=subprocess.DEVNULL)
         output, code = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
@@ -346,7 +353,7 @@ def run_cli(args: Sequence[str], mode: str, workdir: Path, *, proxy: RecordingPr
     if code is None:
         return RunResult("cli", mode, "timeout", "no exit within the time bound", round(seconds, 2), False, readable,
                          listed, calls, None, tail)
-    clean = _clean(status, reason) and "Traceback" not in output and code in (0, 1)
+    clean = (_clean(status, reason) or status == "awaiting_approval") and "Traceback" not in output
     return RunResult("cli", mode, status or "unknown", reason, round(seconds, 2), clean, readable, listed, calls,
                      code, tail)
 

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
-from planmode.local_server import LocalServer, llama_server, missing_server_modules
+from planmode.local_server import LocalServer, llama_server, missing_server_modules, settings_for
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is a folder of the repository, not an installed package
@@ -97,6 +98,24 @@ def test_missing_model_file_is_named(tmp_path: Path) -> None:
         pytest.skip(f"needs the local extra (missing: {', '.join(_missing)})")
     with pytest.raises(ConfigurationError, match="no GGUF model file"), llama_server(tmp_path / "nope.gguf"):
         pass
+
+
+def test_settings_for_a_llama_cpp_server() -> None:
+    server = LocalServer(base_url="http://127.0.0.1:1/v1", model="m", n_ctx=4096, pid=0)
+    ctx = settings_for(server, PlanModeContext(max_steps=3))
+    assert (ctx.base_url, ctx.model, ctx.normalize_messages) == ("http://127.0.0.1:1/v1", "m", True)
+    assert ctx.structured_output == "json_object" and ctx.context_tokens == 4096 and ctx.max_steps == 3
+    chosen = settings_for(server, PlanModeContext(structured_output="tool_calling", context_tokens=2048))
+    assert chosen.structured_output == "tool_calling" and chosen.context_tokens == 2048  # what was set stays
+
+
+def test_server_flags_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from planmode import local_server
+
+    assert local_server._flag_value(["--n_threads", "4", "--n_ctx", "16384"], "--n_ctx") == 16384
+    assert local_server._flag_value(["--n_ctx=2048"], "--n_ctx") == 2048
+    assert local_server._flag_value(["--n_ctx"], "--n_ctx") is None
+    assert local_server._without_flag(["--n_ctx", "1", "--a", "b", "--n_ctx=3"], "--n_ctx") == ["--a", "b"]
 
 
 # -- the real server ---------------------------------------------------------------------------------------------
@@ -175,16 +194,38 @@ def test_cli_run_ends_cleanly(mode: str, proxy: RecordingProxy, tmp_path: Path) 
 
 
 @needs_local
-def test_gguf_option_serves_the_run_and_stops_the_server(tmp_path: Path) -> None:
-    """``planmode run --gguf FILE``: one command, a server for the run only."""
+def test_gguf_option_serves_the_run_and_its_resume(tmp_path: Path) -> None:
+    """``planmode run --gguf FILE``: one command, a server for the command only. Without --auto-approve and a
+    terminal the run stops at the approval; ``planmode resume THREAD --gguf FILE --auto-approve`` goes on."""
     before = _llama_pids()
-    r = run_cli(["--gguf", str(gemma_gguf()), "--max-steps", "2", "--max-attempts", "1",
-                 "--request-timeout", str(REQUEST_TIMEOUT)],
-                "gguf", tmp_path, time_limit=TIME_LIMIT, env={"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)})
-    assert r.status in ("completed", "failed") and r.clean, (r.status, r.reason, r.output_tail)
-    assert r.readable and r.listed
-    assert "starting a llama.cpp server" in r.output_tail or r.exit_code is not None
+    flags = ["--gguf", str(gemma_gguf()), "--max-steps", "2", "--max-attempts", "1",
+             "--request-timeout", str(REQUEST_TIMEOUT)]
+    env = {"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)}
+    first = run_cli(flags, "gguf", tmp_path, time_limit=TIME_LIMIT, env=env, approve=False)
+    assert first.status in ("awaiting_approval", "failed") and first.clean, (first.status, first.output_tail)
+    assert first.exit_code == (3 if first.status == "awaiting_approval" else 1), first.output_tail
+    assert first.readable and first.listed
+    assert "starting a llama.cpp server" in first.output_tail
     assert _llama_pids() <= before, "the --gguf server outlived the run"
+    if first.status == "awaiting_approval":  # the model made a plan: approve it from a resume
+        thread = _thread_of(tmp_path)
+        second = run_cli(["--gguf", str(gemma_gguf())], "gguf", tmp_path, time_limit=TIME_LIMIT, env=env,
+                         thread=thread, command="resume")
+        assert second.status in ("completed", "failed") and second.clean, (second.status, second.output_tail)
+        assert second.exit_code == (0 if second.status == "completed" else 1)
+        assert _llama_pids() <= before, "the --gguf server outlived the resume"
+
+
+def _thread_of(workdir: Path) -> str:
+    from planmode.persistence import sqlite_checkpointer
+    from planmode.runs import list_runs
+
+    saver = sqlite_checkpointer(workdir / "runs.sqlite")
+    try:
+        (run,) = list_runs(saver, limit=None)
+        return run.thread_id
+    finally:
+        saver.conn.close()
 
 
 @needs_local

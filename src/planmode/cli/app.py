@@ -255,6 +255,7 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
 @app.command()
 @friendly
 def resume(
+    command: typer.Context,
     thread: ThreadArg,
     db: DbOpt = DEFAULT_DB,
     workspace: Annotated[Path | None, typer.Option(
@@ -263,6 +264,8 @@ def resume(
     base_url: Annotated[str | None, typer.Option(
         help="Another OpenAI-compatible base URL for this resume, e.g. a local server on a new port.")] = None,
     auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
+    gguf: Annotated[Path | None, typer.Option(help="Serve this GGUF model for the resume, as `run --gguf` does.")
+                    ] = None,
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
@@ -276,6 +279,11 @@ def resume(
     if not ws.is_dir():
         raise PlanModeError(f"workspace {str(ws)!r} is not a folder (pass --workspace)")
     graph = _graph(path, ws)
+    if gguf is not None:  # a local llama.cpp server for this resume, stopped when the command ends
+        from planmode.local_server import llama_server
+
+        server = command.with_resource(llama_server(gguf))
+        base_url, model = server.base_url, server.model
     overrides: dict[str, Any] = {}
     if model:
         overrides["model"] = model
