@@ -459,7 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scripted", type=int, default=20, help="runs per mode on the scripted server (0: skip)")
     parser.add_argument("--modes", nargs="*", default=list(MODES))
     parser.add_argument("--max-output-tokens", type=int, default=160, help="per-call output cap of the runs")
+    parser.add_argument("--max-explore-calls", type=int, default=0,
+                        help="read-only tool calls while planning (0: no exploration call, which saves a slow call)")
     parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--commit", help="the commit measured (default: git rev-parse HEAD)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep the other server's results already in --out")
     parser.add_argument("--table", action="store_true", help="print the table of --out as markdown and stop")
@@ -468,10 +471,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table(json.loads(args.out.read_text(encoding="utf-8"))))
         return 0
     os.environ.setdefault("OPENAI_API_KEY", "dummy")
-    settings = {"max_output_tokens": args.max_output_tokens, "request_timeout": 120.0}
+    settings = {"max_output_tokens": args.max_output_tokens, "request_timeout": 120.0,
+                "max_explore_calls": args.max_explore_calls}
     keep = json.loads(args.out.read_text(encoding="utf-8")) if args.keep and args.out.exists() else {}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                           cwd=Path(__file__).parent).stdout.strip()
     data: dict[str, Any] = {**keep, "task": TASK, "settings": {**SMALL_RUN, **settings}, "machine": {
         "python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
