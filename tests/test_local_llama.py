@@ -121,11 +121,24 @@ def test_server_flags_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
 # -- the real server ---------------------------------------------------------------------------------------------
 
 
+SERVER_LOG: list[Path] = []
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     threads = ["--n_threads", str(os.cpu_count() or 1)]  # llama-cpp-python's default is half the cores
-    with llama_server(gemma_gguf(), n_ctx=N_CTX, alias="gemma", startup_timeout=180, extra_args=threads) as srv:
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    SERVER_LOG[:] = [log]
+    with llama_server(gemma_gguf(), n_ctx=N_CTX, alias="gemma", startup_timeout=180, extra_args=threads,
+                      log_path=log) as srv:
         yield srv
+
+
+def server_alive(server: LocalServer) -> None:
+    """A crashed server fails the run that crashed it, with the end of its log (not every later test)."""
+    if not _alive(server.pid):
+        tail = SERVER_LOG[0].read_text(errors="replace").splitlines()[-8:] if SERVER_LOG else []
+        pytest.fail("the llama.cpp server died during this run:\n" + "\n".join(tail))
 
 
 @pytest.fixture(scope="module")
@@ -173,24 +186,27 @@ def check_run(r: RunResult, mode: str) -> None:
 
 @needs_local
 @pytest.mark.parametrize("mode", MODES)
-def test_python_api_run_ends_cleanly(mode: str, proxy: RecordingProxy, tmp_path: Path) -> None:
+def test_python_api_run_ends_cleanly(mode: str, server: LocalServer, proxy: RecordingProxy, tmp_path: Path) -> None:
     r = run_api(proxy.base_url, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT, max_output_tokens=CAP,
                 request_timeout=REQUEST_TIMEOUT)
+    server_alive(server)
     check_run(r, mode)
 
 
 @needs_local
 @pytest.mark.parametrize("mode", MODES)
-def test_cli_run_ends_cleanly(mode: str, proxy: RecordingProxy, tmp_path: Path) -> None:
+def test_cli_run_ends_cleanly(mode: str, server: LocalServer, proxy: RecordingProxy, tmp_path: Path) -> None:
     args = ["--base-url", proxy.base_url, "--model", "gemma", "--structured-output", mode, "--normalize-messages",
             "--max-steps", str(SMALL_RUN["max_steps"]), "--max-attempts", "1",
             "--request-timeout", str(REQUEST_TIMEOUT)]
     r = run_cli(args, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT,
                 env={"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)})
+    server_alive(server)
     check_run(r, mode)
     assert r.exit_code == (0 if r.status == "completed" else 1), r.output_tail
     if r.status == "failed":
-        assert (r.reason or "")[:40] in r.output_tail.replace("\n", ""), r.output_tail  # the reason is shown
+        shown = "".join(r.output_tail.split())  # the reason is on screen (wrapped at any width)
+        assert "".join((r.reason or "").split())[:40] in shown, r.output_tail
 
 
 @needs_local
