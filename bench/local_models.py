@@ -349,7 +349,7 @@ def run_cli(args: Sequence[str], mode: str, workdir: Path, *, proxy: RecordingPr
     seconds = time.perf_counter() - started
     readable, listed, status, reason = _thread_state(db, thread)
     calls = proxy.take() if proxy is not None else []
-    tail = output[-1500:]
+    tail = output[-6000:]
     if code is None:
         return RunResult("cli", mode, "timeout", "no exit within the time bound", round(seconds, 2), False, readable,
                          listed, calls, None, tail)

@@ -178,10 +178,12 @@ def check_run(r: RunResult, mode: str) -> None:
         assert structured and all(c.forced_tool and not c.response_format for c in structured), where
     if mode == "json_schema":  # llama-cpp-python refuses it: the run fails and says why
         assert r.status == "failed" and "json_schema" in (r.reason or ""), where
-    if mode == "auto":  # negotiated once: the refused json_schema is not asked again in the run
+    if mode == "auto":  # negotiated once: after the first accepted mode, json_schema is not asked again
+        accepted = [i for i, c in enumerate(r.calls) if c in structured and c.status == 200]
+        assert accepted, where
+        assert not any(c.response_format == "json_schema" for c in r.calls[accepted[0]:]), where
         refused = [c for c in r.calls if c.response_format == "json_schema" and c.status != 200]
-        assert len(refused) <= 1, where
-        assert any(c.status == 200 for c in structured), where
+        assert 1 <= len(refused) <= 3, where  # one refusal, retried by the client (max_retries, 2 by default)
 
 
 @needs_local
@@ -206,7 +208,7 @@ def test_cli_run_ends_cleanly(mode: str, server: LocalServer, proxy: RecordingPr
     assert r.exit_code == (0 if r.status == "completed" else 1), r.output_tail
     if r.status == "failed":
         shown = "".join(r.output_tail.split())  # the reason is on screen (wrapped at any width)
-        assert "".join((r.reason or "").split())[:40] in shown, r.output_tail
+        assert "".join((r.reason or "").split())[-60:] in shown, r.output_tail
 
 
 @needs_local
