@@ -174,6 +174,7 @@ BaseUrlOpt = Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL",
 @app.command()
 @friendly
 def run(
+    command: typer.Context,
     task: Annotated[str, typer.Argument(help="What to do.")],
     workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE",
                                             help="Folder the file tools work in.")] = Path("."),
@@ -190,7 +191,7 @@ def run(
     plan_mode: Annotated[Literal["auto", "plan", "direct"], typer.Option("--mode", envvar="PLANMODE_MODE",
                                            help="auto: decide whether a plan is needed; plan / direct: force it."
                                            )] = "auto",
-    structured_output: Annotated[Literal["auto", "json_schema", "tool_calling"], typer.Option(
+    structured_output: Annotated[Literal["auto", "json_schema", "json_object", "tool_calling"], typer.Option(
         envvar="PLANMODE_STRUCTURED_OUTPUT", help="How structured output is requested.")] = "auto",
     normalize_messages: Annotated[bool, typer.Option(envvar="PLANMODE_NORMALIZE_MESSAGES",
                                                      help="Merge same-role messages, one system message first "
@@ -204,6 +205,14 @@ def run(
     request_timeout: Annotated[float, typer.Option(envvar="PLANMODE_REQUEST_TIMEOUT",
                                                    min=0.001,
                                                    help="Seconds before a model request times out.")] = 120.0,
+    max_output_tokens: Annotated[int, typer.Option(envvar="PLANMODE_MAX_OUTPUT_TOKENS", min=0,
+                                                   help="Cap on the tokens one model call may generate (0: no cap)."
+                                                   )] = 2048,
+    context_tokens: Annotated[int, typer.Option(envvar="PLANMODE_CONTEXT_TOKENS", min=0,
+                                                help="Context budget of one call in tokens (0: what the server "
+                                                "reports, else 8192).")] = 0,
+    gguf: Annotated[Path | None, typer.Option(help="Run this GGUF model offline: a llama.cpp server on 127.0.0.1 "
+                                              "for the run (pip install 'planmode[local]').")] = None,
 ) -> None:
     """Plan TASK, ask for approval, execute it with live progress."""
     from planmode.context import PlanModeContext
@@ -216,11 +225,16 @@ def run(
                           max_parallel=max_parallel, structured_output=structured_output,
                           normalize_messages=normalize_messages, max_steps=max_steps, max_attempts=max_attempts,
                           reapprove_patches=reapprove_patches, request_timeout=request_timeout,
-                          workspace=str(ws))
+                          workspace=str(ws), max_output_tokens=max_output_tokens, context_tokens=context_tokens)
     if model:
         ctx.model = model
     if base_url:
         ctx.base_url = base_url
+    if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
+        from planmode.local_server import llama_server, settings_for
+
+        console.print(Text(f"starting a llama.cpp server for {gguf} ..."))
+        ctx = settings_for(command.with_resource(llama_server(gguf)), ctx)
     if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
         raise PlanModeError("OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
                             "OpenAI-compatible server (try `planmode demo` to see planmode without a key)")
@@ -268,6 +282,7 @@ def _remembered(metadata: Any) -> dict[str, str]:
 @app.command()
 @friendly
 def resume(
+    command: typer.Context,
     thread: ThreadArg,
     db: DbOpt = DEFAULT_DB,
     workspace: Annotated[Path | None, typer.Option(
@@ -276,6 +291,8 @@ def resume(
     base_url: Annotated[str | None, typer.Option(
         help="Another OpenAI-compatible base URL for this resume, e.g. a local server on a new port.")] = None,
     auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
+    gguf: Annotated[Path | None, typer.Option(help="Serve this GGUF model for the resume, as `run --gguf` does.")
+                    ] = None,
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
@@ -287,6 +304,11 @@ def resume(
     settings = state.values.get("settings") or {}
     remembered = _remembered(state.metadata)
     overrides: dict[str, Any] = dict(remembered)
+    if gguf is not None:  # a local llama.cpp server for this resume, stopped when the command ends
+        from planmode.local_server import llama_server
+
+        server = command.with_resource(llama_server(gguf))
+        base_url, model = server.base_url, server.model
     if model:
         overrides["model"] = model
     if base_url:

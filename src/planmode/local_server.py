@@ -1,0 +1,226 @@
+"""A llama.cpp server for the length of a run: ``planmode run --gguf FILE`` runs fully offline.
+
+    with llama_server("model.gguf") as server:
+        ctx = PlanModeContext(base_url=server.base_url, model=server.model, structured_output="json_object",
+                              normalize_messages=True)
+
+The server is llama-cpp-python's OpenAI-compatible one (``python -m llama_cpp.server``, from the ``local``
+extra) on 127.0.0.1 and a free port. It is stopped when the block ends, also on an error or Ctrl-C, and it
+exits on its own when this process dies (it watches its stdin, a pipe from this process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from planmode.context import PlanModeContext
+from planmode.errors import ConfigurationError
+
+__all__ = ["INSTALL_HINT", "LocalServer", "llama_server", "missing_server_modules", "settings_for"]
+
+INSTALL_HINT = "pip install 'planmode[local]'"
+DEFAULT_N_CTX = 8192
+"""Context size of the server: room for a plan and a few tool results without the memory of a 128k context."""
+
+# llama_cpp.server imports these (the `server` extra of llama-cpp-python).
+_SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+
+# The child: a watchdog thread ends the server when its stdin (a pipe from the parent) closes, so a parent
+# killed with SIGKILL leaves no server behind; then llama_cpp.server runs with the remaining arguments.
+_CHILD = """\
+import os, runpy, sys, threading
+def _watch():
+    sys.stdin.buffer.read()
+    os._exit(0)
+threading.Thread(target=_watch, daemon=True).start()
+sys.argv = ["llama_cpp.server", *sys.argv[1:]]
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """A running server: what to pass as ``base_url`` and ``model``, and its context size in tokens."""
+
+    base_url: str
+    model: str
+    n_ctx: int
+    pid: int
+
+
+def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeContext:
+    """``settings`` pointed at ``server``, with what a llama.cpp server needs: messages normalised for strict
+    chat templates, JSON-object structured output unless a mode was chosen (it refuses ``json_schema``), and
+    the server's context size as the context budget unless one was set."""
+    mode = "json_object" if settings.structured_output == "auto" else settings.structured_output
+    budget = settings.context_tokens or server.n_ctx  # llama-cpp-python does not report its context size
+    return replace(settings, base_url=server.base_url, model=server.model, normalize_messages=True,
+                   structured_output=mode, context_tokens=budget)
+
+
+def missing_server_modules() -> list[str]:
+    """The modules llama-cpp-python's server needs that are not importable here (empty when it can run)."""
+    return [name for name in _SERVER_MODULES if not _importable(name)]
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules (blocked)
+        return False
+
+
+@contextlib.contextmanager
+def llama_server(
+    model_path: str | os.PathLike[str],
+    *,
+    n_ctx: int | None = None,
+    alias: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    extra_args: Sequence[str] | None = None,
+    startup_timeout: float = 300.0,
+    log_path: str | os.PathLike[str] | None = None,
+) -> Iterator[LocalServer]:
+    """Serve the GGUF file at ``model_path`` on ``host`` for the block; stop the server when it ends.
+
+    Args:
+        n_ctx: context size in tokens (default: ``--n_ctx`` in ``extra_args``, else 8192).
+        alias: the model name the server answers to (default: the file name without ``.gguf``). A
+            llama.cpp server with one model serves it whatever name a request gives.
+        port: 0 picks a free port.
+        extra_args: more ``llama_cpp.server`` flags, e.g. ``["--n_threads", "4"]`` (default: the
+            ``PLANMODE_LLAMA_ARGS`` environment variable, split like a shell).
+        startup_timeout: seconds to wait for the model to load and ``/v1/models`` to answer.
+        log_path: keep the server's output in this file (default: a temporary file, removed afterwards).
+
+    Raises:
+        ConfigurationError: llama-cpp-python is not installed, the file is missing, or the server did not
+            start (the message quotes the end of its log).
+    """
+    missing = missing_server_modules()
+    if missing:
+        raise ConfigurationError(
+            f"running a GGUF model needs llama-cpp-python with its server (missing: {', '.join(missing)}): "
+            f"{INSTALL_HINT}"
+        )
+    path = Path(model_path).expanduser()
+    if not path.is_file():
+        raise ConfigurationError(f"no GGUF model file at {str(path)!r}")
+    extra = list(extra_args) if extra_args is not None else shlex.split(os.environ.get("PLANMODE_LLAMA_ARGS", ""))
+    size = n_ctx if n_ctx is not None else _flag_value(extra, "--n_ctx") or DEFAULT_N_CTX
+    name = alias or path.name.removesuffix(".gguf")
+    with contextlib.ExitStack() as stack:
+        if log_path is None:
+            log_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planmode-llama-"))) / "server.log"
+        attempts = 3 if port == 0 else 1  # a free port can be taken between the probe and the bind: retry
+        for attempt in range(attempts):
+            chosen = port or _free_port(host)
+            args = ["--model", str(path), "--model_alias", name, "--host", host, "--port", str(chosen),
+                    "--n_ctx", str(size), *_without_flag(extra, "--n_ctx")]
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _CHILD, *args],
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,  # Ctrl-C reaches planmode, which stops the server after saving
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )
+            stack.callback(_stop, proc)
+            base_url = f"http://{host}:{chosen}/v1"
+            try:
+                _wait_ready(proc, base_url, startup_timeout, Path(log_path))
+            except _PortTaken:
+                if attempt + 1 < attempts:
+                    continue
+                raise ConfigurationError(f"the llama.cpp server could not bind {host}:{chosen}") from None
+            yield LocalServer(base_url=base_url, model=name, n_ctx=size, pid=proc.pid)
+            return
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], base_url: str, timeout: float, log_path: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            tail = _log_tail(log_path)
+            if "address already in use" in tail.lower():
+                raise _PortTaken
+            raise ConfigurationError(f"the llama.cpp server exited with code {proc.returncode} while starting: {tail}")
+        try:
+            with urllib.request.urlopen(base_url + "/models", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise ConfigurationError(
+                f"the llama.cpp server did not answer within {timeout:.0f} s: {_log_tail(log_path) or 'no output'}"
+            )
+        time.sleep(0.25)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate the server (its own process group), kill it if it lingers, and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _flag_value(args: Sequence[str], flag: str) -> int | None:
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args) and args[i + 1].isdigit():
+            return int(args[i + 1])
+        if arg.startswith(flag + "=") and arg.split("=", 1)[1].isdigit():
+            return int(arg.split("=", 1)[1])
+    return None
+
+
+def _without_flag(args: Sequence[str], flag: str) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == flag:
+            skip = True
+        elif not arg.startswith(flag + "="):
+            out.append(arg)
+    return out
+
+
+def _log_tail(path: Path, lines: int = 3) -> str:
+    """The last non-empty lines of the server log, joined into one line."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept)[:600]
