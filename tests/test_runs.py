@@ -224,7 +224,7 @@ def test_postgres_lists_the_same_runs_as_sqlite_and_as_its_generic_path(
     assert [r.thread_id for r in list_runs(pg_saver, status=["awaiting_approval", "cancelled"], limit=2)] == [
         "t-reused", "t-cancelled"]
     assert list_runs(pg_saver, limit=3) == runs[:3]
-    monkeypatch.setattr(planmode.runs, "_is_postgres", lambda saver: False)  # force the generic path
+    monkeypatch.setattr(planmode.runs, "is_postgres", lambda saver: False)  # force the generic path
     assert list_runs(pg_saver, limit=None) == runs
 
 

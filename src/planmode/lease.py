@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from planmode._savers import is_postgres, pg_connection
 from planmode.errors import ConfigurationError, ThreadBusyError
 
 __all__ = ["LEASE_TABLE", "LEASE_TTL", "ThreadLease", "run", "stream", "thread_lease"]
@@ -230,7 +231,7 @@ class _SqlStore(_Store):
     def _transaction(self) -> Iterator[Any]:
         """``execute(sql, params) -> cursor`` inside one write transaction."""
         if self.postgres:
-            conn_cm = _pg_connection(self.saver)
+            conn_cm = pg_connection(self.saver)
             with conn_cm as conn, conn.transaction(), conn.cursor() as cur:
 
                 def execute_pg(sql: str, params: tuple[Any, ...] = ()) -> Any:
@@ -332,7 +333,7 @@ _stores_lock = threading.Lock()
 
 
 def _store_for(saver: Any) -> _Store:
-    if isinstance(saver, SqliteSaver) or _is_postgres(saver):
+    if isinstance(saver, SqliteSaver) or is_postgres(saver):
         with _stores_lock:  # the table is created once per saver object
             store = _stores.get(saver)
             if store is None:
@@ -341,21 +342,3 @@ def _store_for(saver: Any) -> _Store:
     return _LocalStore(saver)
 
 
-def _is_postgres(saver: Any) -> bool:
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError:  # the postgres extra is not installed, so this cannot be one
-        return False
-    return isinstance(saver, PostgresSaver)
-
-
-@contextmanager
-def _pg_connection(saver: Any) -> Iterator[Any]:
-    """A connection of a ``PostgresSaver``: from its pool, or its one connection under its lock."""
-    conn = saver.conn
-    if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool
-        with conn.connection() as c:
-            yield c
-    else:
-        with saver.lock:
-            yield conn

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from planmode._savers import is_postgres, pg_connection
 from planmode.errors import ConfigurationError
 from planmode.lease import thread_lease
 
@@ -227,8 +228,8 @@ def _checkpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
             cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                         key)
             return cur.fetchone() is not None
-    if _is_postgres(saver):
-        with _pg_connection(saver) as conn, conn.cursor() as cur:
+    if is_postgres(saver):
+        with pg_connection(saver) as conn, conn.cursor() as cur:
             cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
                         "AND checkpoint_id = %s", key)
             return cur.fetchone() is not None
@@ -240,21 +241,3 @@ def _checkpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
     return found is not None
 
 
-def _is_postgres(saver: Any) -> bool:
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError:  # the postgres extra is not installed, so this cannot be one
-        return False
-    return isinstance(saver, PostgresSaver)
-
-
-@contextmanager
-def _pg_connection(saver: Any) -> Iterator[Any]:
-    """A connection of a ``PostgresSaver``: from its pool, or its one connection under its lock."""
-    conn = saver.conn
-    if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool
-        with conn.connection() as c:
-            yield c
-    else:
-        with saver.lock:
-            yield conn

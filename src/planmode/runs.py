@@ -57,6 +57,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from planmode._savers import is_postgres, pg_connection
 from planmode.errors import ConfigurationError
 from planmode.persistence import with_planmode_types
 from planmode.state.graph_state import RunStatus
@@ -135,7 +136,7 @@ def list_runs(
         return []
     if isinstance(saver, SqliteSaver):
         heads = _sqlite_heads(saver, nested, wanted)
-    elif _is_postgres(saver):
+    elif is_postgres(saver):
         heads = _postgres_heads(saver, nested, wanted)
     else:
         heads = _generic_heads(saver, nested)
@@ -216,26 +217,13 @@ def _sqlite_heads(saver: SqliteSaver, nested: bool, wanted: frozenset[str] | Non
             yield thread_id, ns, checkpoint_id, saver.serde.loads_typed((type_, blob))
 
 
-def _is_postgres(saver: BaseCheckpointSaver[Any]) -> bool:
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError:  # the postgres extra is not installed, so this cannot be one
-        return False
-    return isinstance(saver, PostgresSaver)
-
-
 @contextmanager
 def _pg_cursor(saver: Any) -> Iterator[Any]:
     """A plain (tuple-row) cursor on the saver's pool or connection."""
     from psycopg.rows import tuple_row
 
-    conn = saver.conn
-    if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool
-        with conn.connection() as c, c.cursor(row_factory=tuple_row) as cur:
-            yield cur
-    else:  # one connection, shared with the saver: take its lock as the saver does
-        with saver.lock, conn.cursor(row_factory=tuple_row) as cur:
-            yield cur
+    with pg_connection(saver) as conn, conn.cursor(row_factory=tuple_row) as cur:
+        yield cur
 
 
 def _postgres_heads(saver: Any, nested: bool, wanted: frozenset[str] | None) -> Iterator[Head]:

@@ -1,0 +1,30 @@
+"""What planmode's own SQL (leases, durability checks, run queries) needs to know about a stock saver."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["is_postgres", "pg_connection"]
+
+
+def is_postgres(saver: Any) -> bool:
+    """True for a ``PostgresSaver`` (False when the postgres extra is not installed)."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:  # the postgres extra is not installed, so this cannot be one
+        return False
+    return isinstance(saver, PostgresSaver)
+
+
+@contextmanager
+def pg_connection(saver: Any) -> Iterator[Any]:
+    """A connection of a ``PostgresSaver``: from its pool, or its one connection under its lock."""
+    conn = saver.conn
+    if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool
+        with conn.connection() as c:
+            yield c
+    else:  # one connection, shared with the saver: take its lock as the saver does
+        with saver.lock:
+            yield conn
