@@ -1,10 +1,11 @@
-"""``python -m bench.mutation [--max-children N] [--timeout S]``: mutation testing of the plan invariants.
+"""``python -m bench.mutation [--max-children N] [--timeout S]``: mutation testing of the plan invariants
+and the approval protocol.
 
 Runs mutmut (the ``mutation`` extra: ``pip install -e '.[mutation]'``) with the configuration in
-pyproject.toml's ``[tool.mutmut]`` — the files it mutates (state/patch.py and state/reducer.py) and the tests it
-runs against each mutant (the state tests only, so a run takes minutes, not hours) — then prints the score per
-file and the surviving mutants, and writes them to ``mutants/score.json``. mutmut keeps its results in
-``mutants/``: a second run only re-tests what changed. See docs/mutation.md for the last score and why each
+pyproject.toml's ``[tool.mutmut]`` — the files it mutates (state/patch.py, state/reducer.py and approval.py) and the
+tests it runs against each mutant (the state and approval tests only, so a run takes minutes, not hours) — then
+prints the score per file and the surviving mutants, and writes them to ``mutants/score.json``. mutmut keeps its
+results in ``mutants/``: a second run only re-tests what changed. See docs/mutation.md for the last score and why each
 surviving mutant survives.
 """
 

@@ -366,3 +366,32 @@ def test_sources_are_recorded_on_first_plans_whole_plans_and_refusals() -> None:
     bad_move = plan_reducer(p, PlanUpdate(transitions=[StepTransition(id="a", status=S.DONE)], source="executor"))
     assert bad_move is not None and bad_move.rejections[-1].source == "executor"
     assert bad_move.rejections[-1].kind == "transition"
+
+
+# -- a stale expected_revision (PlanUpdate.expected_revision, used by edit_plan and the approval) --------------
+
+
+def test_a_stale_expected_revision_is_refused_naming_its_kind_the_revisions_and_the_source() -> None:
+    p = first(step("a"), step("b"))
+    updates = {
+        "plan": PlanUpdate(plan=plan(step("a")), expected_revision="old", source="human"),
+        "patch": PlanUpdate(patch=PlanPatch(remove_steps=["b"]), expected_revision="old", source="human"),
+        "transition": PlanUpdate(transitions=[StepTransition(id="a", status=S.RUNNING)], expected_revision="old",
+                                 source="human"),
+    }
+    why = (f"stale edit: it was made against revision 'old', but the plan is now at revision {p.revision!r} "
+           f"(version {p.version}); read the plan again and redo the edit")
+    for kind, upd in updates.items():
+        out = plan_reducer(p, upd)
+        assert out is not None and out.ids() == ["a", "b"] and out.version == p.version
+        assert out.rejections == [Rejection(version=p.version, kind=kind, source="human", reasons=[why])]
+    fresh = plan_reducer(p, PlanUpdate(patch=PlanPatch(remove_steps=["b"]), expected_revision=p.revision))
+    assert fresh is not None and fresh.ids() == ["a"] and not fresh.rejections
+
+
+def test_an_expected_revision_with_no_plan_is_refused_as_stale() -> None:
+    out = plan_reducer(None, PlanUpdate(patch=PlanPatch(remove_steps=["b"]), expected_revision="old", source="cli"))
+    assert out is not None and out.version == 0 and out.steps == []
+    assert out.rejections == [Rejection(version=0, kind="patch", source="cli", reasons=[
+        "stale edit: it was made against revision 'old', but the plan is now at no plan; read the plan again "
+        "and redo the edit"])]
