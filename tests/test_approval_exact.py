@@ -104,8 +104,11 @@ def test_without_a_usable_base_version_the_planners_latest_plan_is_the_base() ->
 
 
 def test_a_revision_after_feedback_names_the_last_feedback() -> None:
-    history = [rec(1, "planner"), rec(2, "planner (revision)", "human feedback: shorter"),
-               rec(3, "planner (revision)", "human feedback: no tests")]
+    history = [
+        rec(1, "planner"),
+        rec(2, "planner (revision)", "human feedback: shorter"),
+        rec(3, "planner (revision)", "human feedback: no tests"),
+    ]
     plan = make_plan(version=3, history=history)
     assert approval_reason(plan, {"version": 1}) == "revised after your feedback: no tests"
     assert approval_reason(plan, {"version": 2}) == "revised after your feedback: no tests"
@@ -116,31 +119,41 @@ def test_a_revision_after_feedback_names_the_last_feedback() -> None:
 def test_a_repair_lists_every_patch_reason() -> None:
     history = [rec(1, "planner"), rec(2, "patch", "off track"), rec(3, "diff", ""), rec(4, "patch", "again")]
     plan = make_plan(version=4, history=history)
-    assert approval_reason(plan, {"version": 1}) == (
-        "re-approval after a patch: off track; no reason given; again")
+    assert approval_reason(plan, {"version": 1}) == ("re-approval after a patch: off track; no reason given; again")
     assert approval_reason(plan, None) == "re-approval after a patch: off track; no reason given; again"
 
 
 def test_an_outside_edit_is_summarised_field_by_field() -> None:
-    history = [rec(1, "planner"),
-               rec(2, "human", added=["c", "d"], updated=["a"], removed=["b"], reordered=True, retitled=True),
-               rec(3, "studio", reordered=True), rec(4, "studio", retitled=True), rec(5, "api")]
+    history = [
+        rec(1, "planner"),
+        rec(2, "human", added=["c", "d"], updated=["a"], removed=["b"], reordered=True, retitled=True),
+        rec(3, "studio", reordered=True),
+        rec(4, "studio", retitled=True),
+        rec(5, "api"),
+    ]
     plan = make_plan(version=5, history=history)
     assert approval_reason(plan, {"version": 1}) == (
         "the plan was edited (by human: added c, d, updated a, removed b, reordered, retitled; "
-        "by studio: reordered; by studio: retitled; by api)")
+        "by studio: reordered; by studio: retitled; by api)"
+    )
 
 
 def test_every_part_is_joined_in_order_and_an_error_asks_again() -> None:
-    history = [rec(1, "planner"), rec(2, "planner (revision)", "human feedback: fb"), rec(3, "patch", "fix"),
-               rec(4, "human", removed=["x"])]
+    history = [
+        rec(1, "planner"),
+        rec(2, "planner (revision)", "human feedback: fb"),
+        rec(3, "patch", "fix"),
+        rec(4, "human", removed=["x"]),
+    ]
     plan = make_plan(version=4, history=history)
     assert approval_reason(plan, {"version": 1}, error="stale") == (
         "revised after your feedback: fb; re-approval after a patch: fix; the plan was edited (by human: "
-        "removed x); asked again (see error)")
+        "removed x); asked again (see error)"
+    )
     assert approval_reason(plan, {"version": 4}, error="stale") == "asked again (see error)"
     assert approval_reason(plan, None, error="stale") == (
-        "re-approval after a patch: fix; the plan was edited (by human: removed x); asked again (see error)")
+        "re-approval after a patch: fix; the plan was edited (by human: removed x); asked again (see error)"
+    )
     assert approval_reason(plan, {"version": 4}, error="") == "asked again"
     assert approval_reason(plan, {"version": 4}, error=None) == "asked again"
 
@@ -153,10 +166,10 @@ def test_an_unreadable_string_is_refused_with_an_example_naming_the_revision() -
     example = f'{{"action": "approve", "revision": "{plan.revision}"}}'
     assert parse_resume("yes", plan) == f"unreadable answer 'yes': resume with a JSON object such as {example}"
     assert parse_resume("y" * 100, plan) == (
-        f"unreadable answer '{'y' * 80}': resume with a JSON object such as {example}")
+        f"unreadable answer '{'y' * 80}': resume with a JSON object such as {example}"
+    )
     deep = "[" * 100_000
-    assert parse_resume(deep, plan) == (
-        f"unreadable answer '{'[' * 80}': resume with a JSON object such as {example}")
+    assert parse_resume(deep, plan) == (f"unreadable answer '{'[' * 80}': resume with a JSON object such as {example}")
 
 
 def test_a_json_string_is_decoded() -> None:
@@ -170,8 +183,10 @@ def test_a_value_that_is_not_an_object_is_refused(value: Any, kind: str) -> None
     assert parse_resume(value, make_plan()) == f"the answer must be a JSON object with an 'action', got {kind}"
 
 
-@pytest.mark.parametrize(("value", "shown"), [({}, "None"), ({"action": "go"}, "'go'"),
-                                             ({"action": "APPROVE"}, "'APPROVE'"), ({"action": 1}, "1")])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [({}, "None"), ({"action": "go"}, "'go'"), ({"action": "APPROVE"}, "'APPROVE'"), ({"action": 1}, "1")],
+)
 def test_an_unknown_action_is_refused_with_the_actions(value: Any, shown: str) -> None:
     assert parse_resume(value, make_plan()) == f"unknown action {shown}; use one of approve, edit, reject, cancel"
 
@@ -217,14 +232,16 @@ def test_approve_without_a_revision_is_refused_with_an_example(revision: str | N
     plan = make_plan()
     value: dict[str, Any] = {"action": "approve"} if revision is None else {"action": "approve", "revision": ""}
     assert parse_resume(value, plan) == (
-        f'approve must name the revision shown: {{"action": "approve", "revision": "{plan.revision}"}}')
+        f'approve must name the revision shown: {{"action": "approve", "revision": "{plan.revision}"}}'
+    )
 
 
 def test_edit_without_a_revision_is_refused_with_an_example_with_a_patch() -> None:
     plan = make_plan()
     assert parse_resume({"action": "edit", "patch": {"remove_steps": ["b"]}}, plan) == (
         f'edit must name the revision shown: {{"action": "edit", "revision": "{plan.revision}", '
-        f'"patch": {{"...": "..."}}}}')
+        f'"patch": {{"...": "..."}}}}'
+    )
 
 
 @pytest.mark.parametrize("action", ["approve", "edit"])
@@ -232,12 +249,15 @@ def test_a_stale_revision_is_refused_with_the_current_one(action: str) -> None:
     plan = make_plan()
     value = {"action": action, "revision": "0123abcd", "patch": {"remove_steps": ["b"]}}
     assert parse_resume(value, plan) == (
-        f"stale revision '0123abcd': the plan changed since; the plan shown now has revision '{plan.revision}'")
+        f"stale revision '0123abcd': the plan changed since; the plan shown now has revision '{plan.revision}'"
+    )
     long = "r" * 100 + "\ud800"
     assert parse_resume({**value, "revision": long}, plan) == (
-        f"stale revision '{'r' * 80}': the plan changed since; the plan shown now has revision '{plan.revision}'")
+        f"stale revision '{'r' * 80}': the plan changed since; the plan shown now has revision '{plan.revision}'"
+    )
     assert parse_resume({**value, "revision": "\ud800"}, plan) == (
-        f"stale revision '\ufffd': the plan changed since; the plan shown now has revision '{plan.revision}'")
+        f"stale revision '\ufffd': the plan changed since; the plan shown now has revision '{plan.revision}'"
+    )
 
 
 def test_approve_with_the_revision_shown_is_an_approval_of_it() -> None:
@@ -267,7 +287,8 @@ def test_an_edit_needs_exactly_one_of_plan_or_patch() -> None:
 def test_an_edit_body_as_a_string_must_be_a_json_object(field: str) -> None:
     plan = make_plan()
     assert edit(plan, **{field: "{nope"}) == (
-        f"the edited {field} is not valid JSON: Expecting property name enclosed in double quotes")
+        f"the edited {field} is not valid JSON: Expecting property name enclosed in double quotes"
+    )
     assert edit(plan, **{field: "[" * 100_000}) == f"the edited {field} is JSON nested too deeply"
     assert edit(plan, **{field: "[1]"}) == f"the edited {field} must be a JSON object"
     assert edit(plan, **{field: [1]}) == f"the edited {field} must be a JSON object"
@@ -296,14 +317,14 @@ def test_a_validation_error_without_a_location_is_named_root() -> None:
     # unreachable through parse_resume (the body is checked to be an object first), kept as a defence
     with pytest.raises(ValidationError) as info:
         PlanPatch.model_validate(3)
-    assert _validation_reasons(info.value) == (
-        "(root): Input should be a valid dictionary or instance of PlanPatch")
+    assert _validation_reasons(info.value) == ("(root): Input should be a valid dictionary or instance of PlanPatch")
 
 
 def test_an_invalid_full_plan_names_its_first_problem() -> None:
     plan = make_plan()
     assert edit(plan, plan={"steps": [{"id": "a"}]}) == (
-        "invalid edit: invalid plan: steps.0.description: Field required")
+        "invalid edit: invalid plan: steps.0.description: Field required"
+    )
 
 
 def test_a_full_plan_that_is_really_a_patch_is_refused() -> None:
@@ -313,26 +334,32 @@ def test_a_full_plan_that_is_really_a_patch_is_refused() -> None:
 
 def test_a_patch_may_not_set_a_new_steps_status() -> None:
     plan = make_plan()
-    new = [{"id": "c", "description": "do c", "status": "done"}, {"id": "d", "description": "do d",
-                                                                    "status": "skipped"}]
+    new = [
+        {"id": "c", "description": "do c", "status": "done"},
+        {"id": "d", "description": "do d", "status": "skipped"},
+    ]
     assert edit(plan, patch={"add_steps": new}) == (
         "the edit is refused: new step 'c': a new step starts pending, its status cannot be set (done); "
-        "new step 'd': a new step starts pending, its status cannot be set (skipped)")
+        "new step 'd': a new step starts pending, its status cannot be set (skipped)"
+    )
     out = edit(plan, patch={"add_steps": [{"id": "c", "description": "do c", "status": "pending"}]})
     assert isinstance(out, Edit) and out.plan.ids() == ["a", "b", "c"]
 
 
 def test_a_full_plan_edit_may_not_change_a_status() -> None:
     plan = make_plan(step("a", status=S.DONE), step("b", "a"))
-    steps = [{"id": "a", "description": "do a", "status": "done"},
-             {"id": "b", "description": "do b", "dependencies": ["a"], "status": "skipped"},
-             {"id": "c", "description": "do c", "status": "done"},
-             {"id": "d", "description": "do d", "status": "pending"}]
+    steps = [
+        {"id": "a", "description": "do a", "status": "done"},
+        {"id": "b", "description": "do b", "dependencies": ["a"], "status": "skipped"},
+        {"id": "c", "description": "do c", "status": "done"},
+        {"id": "d", "description": "do d", "status": "pending"},
+    ]
     hint = 'to skip a step, send a patch: {"update_steps": [{"id": "...", "status": "skipped"}]}'
     assert edit(plan, plan={"steps": steps}) == (
         "the edit is refused: step 'b': its status cannot be edited (pending -> skipped); statuses change only "
         "when steps run; new step 'c': its status cannot be edited (pending -> done); statuses change only "
-        f"when steps run; {hint}")
+        f"when steps run; {hint}"
+    )
     steps[1]["status"] = "pending"
     steps[2]["status"] = "pending"
     out = edit(plan, plan={"steps": steps})
@@ -378,8 +405,9 @@ def test_a_valid_patch_edit_is_the_approval_of_the_patched_plan() -> None:
     plan = make_plan()
     out = edit(plan, patch={"update_steps": [{"id": "b", "description": "do b well"}], "reason": "r"})
     assert isinstance(out, Edit)
-    assert out.patch == PlanPatch.model_validate({"update_steps": [{"id": "b", "description": "do b well"}],
-                                                  "reason": "r"})
+    assert out.patch == PlanPatch.model_validate(
+        {"update_steps": [{"id": "b", "description": "do b well"}], "reason": "r"}
+    )
     assert out.revision == plan.revision != out.plan.revision
     assert out.plan.get("b").description == "do b well"  # type: ignore[union-attr]
     assert out.plan.version == plan.version + 1

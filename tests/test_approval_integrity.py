@@ -91,11 +91,11 @@ def test_an_edit_made_while_the_plan_changed_does_not_approve_the_change(
     assert state.values["plan"].get("a").description == "collect the numbers"  # the edit was not applied
     assert state.values.get("approved_revision") is None
     # The human now sees evil (marked as added since the plan answered) and removes it: evil never runs.
-    assert again["reason"] == ("the plan was edited (by unknown: added evil); "
-                               "asked again (see error)")
+    assert again["reason"] == ("the plan was edited (by unknown: added evil); asked again (see error)")
     assert again["changes"]["since_revision"] is None  # no answer was accepted before: nothing to compare
-    graph.invoke(Command(resume={"action": "edit", "revision": again["revision"],
-                                 "patch": {"remove_steps": ["evil"]}}), cfg())
+    graph.invoke(
+        Command(resume={"action": "edit", "revision": again["revision"], "patch": {"remove_steps": ["evil"]}}), cfg()
+    )
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed"
     assert sorted(runs.runs) == ["a", "b", "c"]
@@ -116,22 +116,34 @@ def test_the_payload_shows_what_an_update_state_edit_changed_and_why_it_asks_aga
     runs = Recorder()
     graph, shown = started(checkpointer, runs)
     assert shown["reason"] == "initial plan"
-    assert shown["changes"] == {"since_revision": None, "added": [], "removed": [], "updated": {},
-                                "reordered": False}
+    assert shown["changes"] == {"since_revision": None, "added": [], "removed": [], "updated": {}, "reordered": False}
     # The human answers (an invalid edit naming the revision shown): that plan is the base of later changes.
-    graph.invoke(Command(resume={"action": "edit", "revision": shown["revision"],
-                                 "patch": {"remove_steps": ["ghost"]}}), cfg())
+    graph.invoke(
+        Command(resume={"action": "edit", "revision": shown["revision"], "patch": {"remove_steps": ["ghost"]}}), cfg()
+    )
     assert "ghost" in interrupt_of(graph)["error"]
-    graph.update_state(cfg(), {"plan": {**EVIL, "update_steps": [
-        {"id": "c", "description": "write the report as PDF", "dependencies": ["b", "evil"]}]}})
+    graph.update_state(
+        cfg(),
+        {
+            "plan": {
+                **EVIL,
+                "update_steps": [{"id": "c", "description": "write the report as PDF", "dependencies": ["b", "evil"]}],
+            }
+        },
+    )
     graph.invoke(None, cfg())
     payload = interrupt_of(graph)
-    assert payload["reason"] == ("the plan was edited (by unknown: added evil, "
-                                 "updated c); asked again (see error)")
+    assert payload["reason"] == ("the plan was edited (by unknown: added evil, updated c); asked again (see error)")
     assert payload["changes"] == {
-        "since_revision": shown["revision"], "added": ["evil"], "removed": [],
-        "updated": {"c": {"description": ["write the report", "write the report as PDF"],
-                          "dependencies": [["b"], ["b", "evil"]]}},
+        "since_revision": shown["revision"],
+        "added": ["evil"],
+        "removed": [],
+        "updated": {
+            "c": {
+                "description": ["write the report", "write the report as PDF"],
+                "dependencies": [["b"], ["b", "evil"]],
+            }
+        },
         "reordered": False,
     }
     json.dumps(payload)  # the payload is JSON
@@ -139,11 +151,14 @@ def test_the_payload_shows_what_an_update_state_edit_changed_and_why_it_asks_aga
 
 
 def test_after_a_reject_the_payload_says_why_and_marks_the_changes(checkpointer: SqliteSaver) -> None:
-    revised = {"title": "Numbers", "steps": [
-        {"id": "b", "description": "check the numbers"},
-        {"id": "a", "description": "collect the numbers", "dependencies": ["b"]},
-        {"id": "d", "description": "publish", "dependencies": ["a"]},
-    ]}
+    revised = {
+        "title": "Numbers",
+        "steps": [
+            {"id": "b", "description": "check the numbers"},
+            {"id": "a", "description": "collect the numbers", "dependencies": ["b"]},
+            {"id": "d", "description": "publish", "dependencies": ["a"]},
+        ],
+    }
     runs = Recorder()
     graph, shown = started(checkpointer, runs, plan=[PLAN, revised])
     graph.invoke(Command(resume={"action": "reject", "feedback": "check first, publish instead of c"}), cfg())
@@ -181,8 +196,9 @@ def test_a_step_edited_in_after_the_approval_cannot_run_unapproved(checkpointer:
     graph = build_graph(model, executor=runs, checkpointer=checkpointer)
     graph.invoke({"messages": [("user", TASK)]}, cfg(), context=ASK)
     shown = interrupt_of(graph)
-    graph.invoke(Command(resume={"action": "approve", "revision": shown["revision"]}), cfg(),
-                 interrupt_before=["dispatch"])  # a breakpoint right after the approval
+    graph.invoke(
+        Command(resume={"action": "approve", "revision": shown["revision"]}), cfg(), interrupt_before=["dispatch"]
+    )  # a breakpoint right after the approval
     state = graph.get_state(cfg())
     assert state.next == ("dispatch",) and state.values["approved_revision"] == shown["revision"]
     graph.update_state(cfg(), {"plan": EVIL})
@@ -193,12 +209,12 @@ def test_a_step_edited_in_after_the_approval_cannot_run_unapproved(checkpointer:
     assert runs.runs == []
     payload = interrupt_of(graph)
     assert payload["error"] == "the plan changed after it was approved; review it again"
-    assert payload["reason"] == ("the plan was edited (by unknown: added evil); "
-                                 "asked again (see error)")
+    assert payload["reason"] == ("the plan was edited (by unknown: added evil); asked again (see error)")
     assert "evil" in [s["id"] for s in payload["plan"]["steps"]]
     assert payload["changes"]["added"] == ["evil"]
-    graph.invoke(Command(resume={"action": "edit", "revision": payload["revision"],
-                                 "patch": {"remove_steps": ["evil"]}}), cfg())
+    graph.invoke(
+        Command(resume={"action": "edit", "revision": payload["revision"], "patch": {"remove_steps": ["evil"]}}), cfg()
+    )
     assert graph.get_state(cfg()).values["status"] == "completed"
     assert "evil" not in runs.runs and sorted(runs.runs) == ["a", "b", "c"]
 
@@ -210,10 +226,13 @@ CLEAN = "Numbers \ufffd report"
 
 
 def _plan_with_surrogates() -> dict[str, Any]:
-    return {"title": BAD, "steps": [
-        {"id": "a", "description": f"collect {BAD}", "acceptance": "ok \udfff", "tools": ["t\ud83d"]},
-        {"id": "b", "description": "pair \ud83d\ude00 kept", "dependencies": ["a"]},
-    ]}
+    return {
+        "title": BAD,
+        "steps": [
+            {"id": "a", "description": f"collect {BAD}", "acceptance": "ok \udfff", "tools": ["t\ud83d"]},
+            {"id": "b", "description": "pair \ud83d\ude00 kept", "dependencies": ["a"]},
+        ],
+    }
 
 
 @pytest.mark.parametrize("shape", ["tool-call", "json-text"])
@@ -246,8 +265,16 @@ def test_a_lone_surrogate_from_the_planner_is_cleaned_once_and_shown_as_it_runs(
     assert again.values["plan"].title == CLEAN
     assert again.values["plan"].revision == payload["revision"]
     # A human edit with a lone surrogate is cleaned the same way, then approved and run.
-    graph.invoke(Command(resume={"action": "edit", "revision": payload["revision"],
-                                 "patch": {"reason": "why \ud800", "title": "T \udbff"}}), cfg())
+    graph.invoke(
+        Command(
+            resume={
+                "action": "edit",
+                "revision": payload["revision"],
+                "patch": {"reason": "why \ud800", "title": "T \udbff"},
+            }
+        ),
+        cfg(),
+    )
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed", values.get("error")
     assert values["plan"].title == "T \ufffd"
@@ -292,8 +319,11 @@ def test_a_lone_surrogate_in_tool_call_arguments_over_http_is_cleaned(
     with ScriptedOpenAIServer(respond) as srv:
         saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
         graph = build_graph(checkpointer=saver, executor=lambda step, ctx: "ok")
-        graph.invoke({"messages": [("user", TASK)]}, cfg(), context={
-            **ASK, "base_url": srv.base_url, "model": "scripted", "structured_output": mode})
+        graph.invoke(
+            {"messages": [("user", TASK)]},
+            cfg(),
+            context={**ASK, "base_url": srv.base_url, "model": "scripted", "structured_output": mode},
+        )
         payload = interrupt_of(graph)
         assert payload["plan"]["title"] == CLEAN
         assert payload["plan"]["steps"][1]["description"] == "pair \U0001f600 kept"
@@ -302,12 +332,20 @@ def test_a_lone_surrogate_in_tool_call_arguments_over_http_is_cleaned(
     assert reopened.get_state(cfg()).values["plan"].revision == payload["revision"]
 
 
-@pytest.mark.parametrize(("patch", "error"), [
-    ({"update_steps": [{"id": "a", "status": "done"}]},
-     "invalid edit: update_steps.0.status: Input should be 'pending' or 'skipped'"),
-    ({"add_steps": [{"id": "d", "description": "new", "status": "done"}]},
-     "new step 'd': a new step starts pending, its status cannot be set (done)"),
-], ids=["update-to-done", "new-step-done"])
+@pytest.mark.parametrize(
+    ("patch", "error"),
+    [
+        (
+            {"update_steps": [{"id": "a", "status": "done"}]},
+            "invalid edit: update_steps.0.status: Input should be 'pending' or 'skipped'",
+        ),
+        (
+            {"add_steps": [{"id": "d", "description": "new", "status": "done"}]},
+            "new step 'd': a new step starts pending, its status cannot be set (done)",
+        ),
+    ],
+    ids=["update-to-done", "new-step-done"],
+)
 def test_a_patch_edit_that_marks_a_step_done_is_refused_with_a_reason(
     checkpointer: SqliteSaver, patch: dict[str, Any], error: str
 ) -> None:

@@ -144,18 +144,31 @@ def savers() -> Iterator[list[SqliteSaver]]:
         saver.conn.close()
 
 
-def build_parent(db: Path, savers: list[SqliteSaver], parent: Parent, world: World, *plans: dict[str, Any],
-                 settings: PlanModeContext | None = None, kind: str = "create_react_agent", **script: Any) -> Any:
+def build_parent(
+    db: Path,
+    savers: list[SqliteSaver],
+    parent: Parent,
+    world: World,
+    *plans: dict[str, Any],
+    settings: PlanModeContext | None = None,
+    kind: str = "create_react_agent",
+    **script: Any,
+) -> Any:
     """The parent agent on the SQLite file ``db``; each call is a fresh connection (a new process)."""
     planner = ScriptedChatModel(responder=PurposeScript(plan=list(plans or [PLAN]), **script))
     plan_mode = _counting(as_tool(planner, executor=world.execute, settings=settings), world)
     saver = sqlite_checkpointer(db)
     savers.append(saver)
     if kind == "create_agent":
-        return create_agent(ScriptedChatModel(responder=parent), world.parent_tools(), checkpointer=saver,
-                            middleware=[PlanModeMiddleware(tool=plan_mode)])
-    return create_react_agent(ScriptedChatModel(responder=parent), guard_tools([plan_mode, *world.parent_tools()]),
-                              checkpointer=saver)
+        return create_agent(
+            ScriptedChatModel(responder=parent),
+            world.parent_tools(),
+            checkpointer=saver,
+            middleware=[PlanModeMiddleware(tool=plan_mode)],
+        )
+    return create_react_agent(
+        ScriptedChatModel(responder=parent), guard_tools([plan_mode, *world.parent_tools()]), checkpointer=saver
+    )
 
 
 def _counting(plan_mode: BaseTool, world: World) -> BaseTool:
@@ -238,9 +251,14 @@ def test_edit_through_the_parent_executes_the_edited_plan(db: Path, savers: list
     agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
     payload = the_interrupt(agent)
 
-    edit = {"action": "edit", "revision": payload["revision"], "patch": {
-        "reason": "tell people", "add_steps": [
-            {"id": "announce", "description": "Announce the release", "dependencies": ["notes"]}]}}
+    edit = {
+        "action": "edit",
+        "revision": payload["revision"],
+        "patch": {
+            "reason": "tell people",
+            "add_steps": [{"id": "announce", "description": "Announce the release", "dependencies": ["notes"]}],
+        },
+    }
     out = agent.invoke(Command(resume=edit), cfg())
 
     (report,) = tool_messages(out, "plan_mode")
@@ -318,12 +336,16 @@ def test_cancel_leaves_plan_mode_with_the_feedback_and_writes_work_again(
 
 def test_resuming_a_re_approval_after_a_patch_does_not_rerun_done_steps(db: Path, savers: list[SqliteSaver]) -> None:
     world = World()
-    flawed = {"title": "Release", "steps": [
-        PLAN["steps"][0], {**PLAN["steps"][1], "description": "Write the release notes, flawed"}]}
+    flawed = {
+        "title": "Release",
+        "steps": [PLAN["steps"][0], {**PLAN["steps"][1], "description": "Write the release notes, flawed"}],
+    }
     script = {
         "reflect": {"assessment": "off_track", "reasoning": "the notes step is wrong", "guidance": "rewrite it"},
-        "patch": {"reason": "rewrite the notes step",
-                  "update_steps": [{"id": "notes", "description": "Write the release notes"}]},
+        "patch": {
+            "reason": "rewrite the notes step",
+            "update_steps": [{"id": "notes", "description": "Write the release notes"}],
+        },
     }
     settings = PlanModeContext(mode="plan", max_attempts=1)
     parent = Parent([tool_call("plan_mode", task=TASK)])
@@ -336,8 +358,9 @@ def test_resuming_a_re_approval_after_a_patch_does_not_rerun_done_steps(db: Path
     # changelog is done, notes failed, the off-track patch needs approval again: a second interrupt.
     (surfaced,) = out["__interrupt__"]
     assert surfaced.value["reason"] == "re-approval after a patch: rewrite the notes step"
-    assert surfaced.value["changes"]["updated"] == {"notes": {
-        "description": ["Write the release notes, flawed", "Write the release notes"]}}
+    assert surfaced.value["changes"]["updated"] == {
+        "notes": {"description": ["Write the release notes, flawed", "Write the release notes"]}
+    }
     assert world.executions == {"changelog": 1, "notes": 1}
     steps = {s["id"]: s["status"] for s in surfaced.value["plan"]["steps"]}
     assert steps == {"changelog": "done", "notes": "pending"}
@@ -360,21 +383,27 @@ def test_the_guard_decides_from_the_transcript_not_from_tool_call_ids() -> None:
     by_name = {"plan_mode": plan_mode, "write_note": write_note, "read_notes": read_notes}
 
     def turn(*calls: tuple[str, str, dict[str, Any]]) -> AIMessage:
-        return AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"}
-                                                 for n, i, a in calls])
+        return AIMessage(
+            content="", tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, i, a in calls]
+        )
 
     def refused(messages: list[Any]) -> list[bool]:
         last = messages[-1] if isinstance(messages[-1], AIMessage) else AIMessage(content="")
         out = []
         for call in last.tool_calls:
-            request = ToolCallRequest(tool_call=call, tool=by_name[call["name"]], state={"messages": messages},
-                                      runtime=None)  # type: ignore[arg-type]  # the guard reads no runtime
+            request = ToolCallRequest(
+                tool_call=call, tool=by_name[call["name"]], state={"messages": messages}, runtime=None
+            )  # type: ignore[arg-type]  # the guard reads no runtime
             out.append(guard.refusal(request) is not None)
         return out
 
     go = HumanMessage("go")
-    same_turn = turn(("plan_mode", "p", {"task": "a"}), ("plan_mode", "p", {"task": "b"}), ("write_note", "p", {}),
-                     ("read_notes", "p", {}))
+    same_turn = turn(
+        ("plan_mode", "p", {"task": "a"}),
+        ("plan_mode", "p", {"task": "b"}),
+        ("write_note", "p", {}),
+        ("read_notes", "p", {}),
+    )
     assert in_plan_mode([go, same_turn], ["plan_mode"])
     assert refused([go, same_turn]) == [False, True, True, False]  # the first plan runs; read-only tools run
 
@@ -407,8 +436,10 @@ def _resume_approved(agent: Any) -> dict[str, Any]:
 
 def test_a_reused_tool_call_id_does_not_let_a_write_through(db: Path, savers: list[SqliteSaver], kind: str) -> None:
     world = World()
-    parent = Parent([call_with_id("plan_mode", "x", task=TASK)],
-                    [call_with_id("plan_mode", "x", task=TASK), call_with_id("write_note", "x", text="during")])
+    parent = Parent(
+        [call_with_id("plan_mode", "x", task=TASK)],
+        [call_with_id("plan_mode", "x", task=TASK), call_with_id("write_note", "x", text="during")],
+    )
     agent = build_parent(db, savers, parent, world, kind=kind)
     agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
     out = _resume_approved(agent)  # the first plan mode ends; the model enters it again, reusing the id
@@ -424,8 +455,10 @@ def test_a_reused_tool_call_id_does_not_let_a_write_through(db: Path, savers: li
 
 def test_empty_tool_call_ids_do_not_let_a_write_through(db: Path, savers: list[SqliteSaver], kind: str) -> None:
     world = World()
-    parent = Parent([call_with_id("read_notes", "")],
-                    [call_with_id("plan_mode", "", task=TASK), call_with_id("write_note", "", text="during")])
+    parent = Parent(
+        [call_with_id("read_notes", "")],
+        [call_with_id("plan_mode", "", task=TASK), call_with_id("write_note", "", text="during")],
+    )
     agent = build_parent(db, savers, parent, world, kind=kind)
     out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
 
@@ -438,8 +471,13 @@ def test_empty_tool_call_ids_do_not_let_a_write_through(db: Path, savers: list[S
 
 def test_duplicate_ids_in_one_turn_run_one_plan_and_no_write(db: Path, savers: list[SqliteSaver], kind: str) -> None:
     world = World()
-    parent = Parent([call_with_id("plan_mode", "d", task=TASK), call_with_id("plan_mode", "d", task="Something else"),
-                     call_with_id("write_note", "d", text="during")])
+    parent = Parent(
+        [
+            call_with_id("plan_mode", "d", task=TASK),
+            call_with_id("plan_mode", "d", task="Something else"),
+            call_with_id("write_note", "d", text="during"),
+        ]
+    )
     agent = build_parent(db, savers, parent, world, kind=kind)
     out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
 
@@ -455,8 +493,14 @@ def test_duplicate_ids_in_one_turn_run_one_plan_and_no_write(db: Path, savers: l
 
 def test_two_identical_plan_mode_calls_are_both_refused(db: Path, savers: list[SqliteSaver], kind: str) -> None:
     world = World()
-    parent = Parent([call_with_id("plan_mode", "", task=TASK), call_with_id("plan_mode", "", task=TASK),
-                     call_with_id("write_note", "", text="during")], [tool_call("write_note", text="after")])
+    parent = Parent(
+        [
+            call_with_id("plan_mode", "", task=TASK),
+            call_with_id("plan_mode", "", task=TASK),
+            call_with_id("write_note", "", text="during"),
+        ],
+        [tool_call("write_note", text="after")],
+    )
     agent = build_parent(db, savers, parent, world, kind=kind)
     out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
 
@@ -471,8 +515,12 @@ def test_new_input_while_the_approval_is_pending_keeps_writes_refused(
     db: Path, savers: list[SqliteSaver], kind: str
 ) -> None:
     world = World()
-    parent = Parent([tool_call("plan_mode", task=TASK)], [tool_call("write_note", text="meanwhile")],
-                    [tool_call("plan_mode", task=TASK)], [tool_call("write_note", text="after")])
+    parent = Parent(
+        [tool_call("plan_mode", task=TASK)],
+        [tool_call("write_note", text="meanwhile")],
+        [tool_call("plan_mode", task=TASK)],
+        [tool_call("write_note", text="after")],
+    )
     agent = build_parent(db, savers, parent, world, kind=kind)
     agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
     the_interrupt(agent)
@@ -522,8 +570,9 @@ def test_the_async_path_interrupts_and_resumes_through_the_parent(tmp_path: Path
             plan_mode = as_tool(planner, executor=world.execute)
             model = ScriptedChatModel(responder=parent)
             if kind == "create_agent":
-                agent: Any = create_agent(model, world.parent_tools(), checkpointer=saver,
-                                          middleware=[PlanModeMiddleware(tool=plan_mode)])
+                agent: Any = create_agent(
+                    model, world.parent_tools(), checkpointer=saver, middleware=[PlanModeMiddleware(tool=plan_mode)]
+                )
             else:
                 agent = create_react_agent(model, guard_tools([plan_mode, *world.parent_tools()]), checkpointer=saver)
             out = await agent.ainvoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
@@ -550,11 +599,19 @@ def test_cancel_ends_a_plain_run_cancelled_with_its_feedback(tmp_path: Path) -> 
 
     world = World()
     saver = sqlite_checkpointer(tmp_path / "plain.sqlite")
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=world.execute,
-                        checkpointer=saver)
+    graph = build_graph(
+        ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=world.execute, checkpointer=saver
+    )
     graph.invoke({"task": TASK}, cfg("plain"), context=PlanModeContext(mode="plan"))
-    events = [e for mode, e in graph.stream(Command(resume={"action": "cancel", "feedback": "Not this week"}),
-                                            cfg("plain"), stream_mode=["custom", "updates"]) if mode == "custom"]
+    events = [
+        e
+        for mode, e in graph.stream(
+            Command(resume={"action": "cancel", "feedback": "Not this week"}),
+            cfg("plain"),
+            stream_mode=["custom", "updates"],
+        )
+        if mode == "custom"
+    ]
 
     values = graph.get_state(cfg("plain")).values
     assert values["status"] == "cancelled" and values["error"] is None
@@ -601,13 +658,20 @@ def test_a_tool_of_the_plan_that_asks_the_human_pauses_the_parent_and_resumes(tm
             return {"tool_calls": [tool_call("ask_human", question="Which colour?")]}
         return f"painted {done[-1].content}"
 
-    planner = ScriptedChatModel(responder=PurposeScript(
-        plan={"title": "Paint", "steps": [{"id": "paint", "description": "Paint the wall"}]}, execute=execute))
+    planner = ScriptedChatModel(
+        responder=PurposeScript(
+            plan={"title": "Paint", "steps": [{"id": "paint", "description": "Paint the wall"}]}, execute=execute
+        )
+    )
     parent = Parent([tool_call("plan_mode", task="Paint the wall")])
     saver = sqlite_checkpointer(tmp_path / "parent.sqlite")
     try:
-        agent = create_agent(ScriptedChatModel(responder=parent), [], checkpointer=saver,
-                             middleware=[PlanModeMiddleware(planner, tools=[bump, ask_human])])
+        agent = create_agent(
+            ScriptedChatModel(responder=parent),
+            [],
+            checkpointer=saver,
+            middleware=[PlanModeMiddleware(planner, tools=[bump, ask_human])],
+        )
         agent.invoke({"messages": [HumanMessage("Paint the wall")]}, cfg())
         out = _resume_approved(agent)
         (question,) = out["__interrupt__"]

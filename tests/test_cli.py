@@ -21,14 +21,20 @@ from planmode.testing.openai_server import ScriptedOpenAIServer
 pytestmark = pytest.mark.integration
 
 PLANMODE = [sys.executable, "-m", "planmode.cli"]
-PLAN_V1 = {"title": "Notes", "steps": [
-    {"id": "draft", "description": "Write notes.md with a heading", "tools": ["write_file"]},
-    {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
-]}
-PLAN_V2 = {"title": "Notes, revised", "steps": [
-    {"id": "draft", "description": "Write notes.md with a heading and a date", "tools": ["write_file"]},
-    {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
-]}
+PLAN_V1 = {
+    "title": "Notes",
+    "steps": [
+        {"id": "draft", "description": "Write notes.md with a heading", "tools": ["write_file"]},
+        {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
+    ],
+}
+PLAN_V2 = {
+    "title": "Notes, revised",
+    "steps": [
+        {"id": "draft", "description": "Write notes.md with a heading and a date", "tools": ["write_file"]},
+        {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
+    ],
+}
 
 
 def _purpose(body: dict[str, Any]) -> str:
@@ -47,8 +53,9 @@ def _responder(seen: dict[str, int]) -> Any:
         if purpose == "execute":
             text = json.dumps(body["messages"])
             if "Step `draft`" in text and not any(m["role"] == "tool" for m in body["messages"]):
-                return {"tool_calls": [{"name": "write_file",
-                                        "arguments": {"path": "notes.md", "content": "# Notes\n"}}]}
+                return {
+                    "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "# Notes\n"}}]
+                }
             return "done"
         if purpose == "verify":
             return json.dumps({"passed": True, "reason": ""})
@@ -72,10 +79,28 @@ def test_interactive_reject_then_approve_in_a_real_pty(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     with ScriptedOpenAIServer(_responder(seen)) as srv:
         child = pexpect.spawn(
-            PLANMODE[0], [*PLANMODE[1:], "run", "Write notes.md with a heading, then read it back",
-                          "--workspace", str(ws), "--db", str(db), "--thread", "t1", "--mode", "plan",
-                          "--base-url", srv.base_url, "--model", "scripted"],
-            env=_env(OPENAI_API_KEY="test"), encoding="utf-8", timeout=60, dimensions=(50, 160),
+            PLANMODE[0],
+            [
+                *PLANMODE[1:],
+                "run",
+                "Write notes.md with a heading, then read it back",
+                "--workspace",
+                str(ws),
+                "--db",
+                str(db),
+                "--thread",
+                "t1",
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "scripted",
+            ],
+            env=_env(OPENAI_API_KEY="test"),
+            encoding="utf-8",
+            timeout=60,
+            dimensions=(50, 160),
         )
         child.expect("Approve this plan")
         assert "Notes" in (child.before or "")
@@ -103,10 +128,29 @@ def test_show_and_history_of_the_run(tmp_path: Path) -> None:
     seen: dict[str, int] = {}
     db = tmp_path / "runs.sqlite"
     with ScriptedOpenAIServer(_responder(seen)) as srv:
-        proc = subprocess.run([*PLANMODE, "run", "Write notes.md, then read it back", "--workspace", str(tmp_path),
-                               "--db", str(db), "--thread", "t2", "--auto-approve", "--mode", "plan",
-                               "--base-url", srv.base_url], env=_env(OPENAI_API_KEY="test"),
-                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [
+                *PLANMODE,
+                "run",
+                "Write notes.md, then read it back",
+                "--workspace",
+                str(tmp_path),
+                "--db",
+                str(db),
+                "--thread",
+                "t2",
+                "--auto-approve",
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+            ],
+            env=_env(OPENAI_API_KEY="test"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     show = subprocess.run([*PLANMODE, "show", "t2", "--db", str(db)], env=_env(), capture_output=True, text=True)
     assert show.returncode == 0 and "completed" in show.stdout and "draft" in show.stdout
@@ -137,8 +181,9 @@ def test_user_errors_are_one_clear_line(tmp_path: Path, args: list[str], env: di
 
         sqlite_checkpointer(tmp_path / "runs.sqlite").conn.close()  # an existing, empty planmode database
         args = [*args, "--db", str(tmp_path / "runs.sqlite")]
-    proc = subprocess.run([*PLANMODE, *args], env=_env(**env), capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [*PLANMODE, *args], env=_env(**env), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert expected in out
@@ -147,10 +192,27 @@ def test_user_errors_are_one_clear_line(tmp_path: Path, args: list[str], env: di
 
 def test_unreachable_base_url_pauses_the_run_cleanly(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    proc = subprocess.run([*PLANMODE, "run", "Write notes.md, then read it back", "--workspace", str(tmp_path),
-                           "--db", str(tmp_path / "r.sqlite"), "--auto-approve", "--mode", "plan",
-                           "--base-url", url], env=_env(OPENAI_API_KEY="test"), capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [
+            *PLANMODE,
+            "run",
+            "Write notes.md, then read it back",
+            "--workspace",
+            str(tmp_path),
+            "--db",
+            str(tmp_path / "r.sqlite"),
+            "--auto-approve",
+            "--mode",
+            "plan",
+            "--base-url",
+            url,
+        ],
+        env=_env(OPENAI_API_KEY="test"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 5, out  # model unavailable: paused, resumable
     assert "Traceback" not in out
@@ -190,9 +252,27 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
     with ScriptedOpenAIServer(slow) as srv:
         env = _env(OPENAI_API_KEY="test", EDITOR=f"{sys.executable} {editor}")
         child = pexpect.spawn(
-            PLANMODE[0], [*PLANMODE[1:], "run", "Write notes.md with a heading, then read it back",
-                          "--workspace", str(ws), "--db", str(db), "--thread", "t3", "--mode", "plan",
-                          "--base-url", srv.base_url], env=env, encoding="utf-8", timeout=60, dimensions=(50, 160))
+            PLANMODE[0],
+            [
+                *PLANMODE[1:],
+                "run",
+                "Write notes.md with a heading, then read it back",
+                "--workspace",
+                str(ws),
+                "--db",
+                str(db),
+                "--thread",
+                "t3",
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+            ],
+            env=env,
+            encoding="utf-8",
+            timeout=60,
+            dimensions=(50, 160),
+        )
         child.expect("Approve this plan")
         child.sendline("e")
         child.expect("Approve the edited plan")  # the edit is shown with its diff before anything runs
@@ -209,9 +289,14 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
         assert child.exitstatus == 130, out
         assert waited < 10, f"Ctrl-C took {waited:.1f} s"  # not the 30 s the model call takes
         assert f"planmode resume t3 --db {db}" in out.replace("\r\n", "").replace("\n", "")
-        proc = subprocess.run([*PLANMODE, "resume", "t3", "--db", str(db), "--workspace", str(ws)],
-                              env=_env(OPENAI_API_KEY="test"), capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [*PLANMODE, "resume", "t3", "--db", str(db), "--workspace", str(ws)],
+            env=_env(OPENAI_API_KEY="test"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "completed" in proc.stdout and "wrap_up" in proc.stdout
     assert executed.count("draft") == 1  # done before Ctrl-C: not executed again on resume

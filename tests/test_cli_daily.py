@@ -21,12 +21,23 @@ pytestmark = pytest.mark.integration
 
 PLANMODE = [sys.executable, "-m", "planmode.cli"]
 HOSTILE = ["dict[str, list[int]]", "[/b]", "[bold]", "pip install 'planmode[postgres]'"]
-PLAN = {"title": "Notes [bold]", "steps": [
-    {"id": "draft", "description": "Write notes.md: annotate as dict[str, list[int]]", "tools": ["write_file"],
-     "acceptance": "[/b] is kept"},
-    {"id": "check", "description": "Read notes.md back; pip install 'planmode[postgres]'",
-     "dependencies": ["draft"], "tools": ["read_file"]},
-]}
+PLAN = {
+    "title": "Notes [bold]",
+    "steps": [
+        {
+            "id": "draft",
+            "description": "Write notes.md: annotate as dict[str, list[int]]",
+            "tools": ["write_file"],
+            "acceptance": "[/b] is kept",
+        },
+        {
+            "id": "check",
+            "description": "Read notes.md back; pip install 'planmode[postgres]'",
+            "dependencies": ["draft"],
+            "tools": ["read_file"],
+        },
+    ],
+}
 FINAL = "Done: dict[str, list[int]] [/b] [bold] pip install 'planmode[postgres]'"
 
 
@@ -36,8 +47,9 @@ def _purpose(body: dict[str, Any]) -> str:
     return text.split("\n", 1)[0].removeprefix("planmode:") if text.startswith("planmode:") else "unknown"
 
 
-def responder(seen: dict[str, int] | None = None, *, plan: dict[str, Any] = PLAN,
-              respond: str = "Four.") -> Callable[[dict[str, Any]], Any]:
+def responder(
+    seen: dict[str, int] | None = None, *, plan: dict[str, Any] = PLAN, respond: str = "Four."
+) -> Callable[[dict[str, Any]], Any]:
     seen = {} if seen is None else seen
 
     def respond_(body: dict[str, Any]) -> Any:
@@ -48,8 +60,9 @@ def responder(seen: dict[str, int] | None = None, *, plan: dict[str, Any] = PLAN
         if purpose == "execute":
             text = json.dumps(body["messages"])
             if "Step `draft`" in text and not any(m["role"] == "tool" for m in body["messages"]):
-                return {"tool_calls": [{"name": "write_file",
-                                        "arguments": {"path": "notes.md", "content": "# Notes\n"}}]}
+                return {
+                    "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "# Notes\n"}}]
+                }
             return "step result [/b] dict[str, list[int]]"
         if purpose == "verify":
             return json.dumps({"passed": True, "reason": ""})
@@ -71,13 +84,21 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PLANMODE, *args], env=env(**extra), capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, cwd=cwd)
+    return subprocess.run(
+        [*PLANMODE, *args],
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
 
 
 def spawn(args: list[str], **extra: str) -> pexpect.spawn:
-    return pexpect.spawn(PLANMODE[0], [*PLANMODE[1:], *args], env=env(**extra), encoding="utf-8", timeout=60,
-                         dimensions=(60, 200))
+    return pexpect.spawn(
+        PLANMODE[0], [*PLANMODE[1:], *args], env=env(**extra), encoding="utf-8", timeout=60, dimensions=(60, 200)
+    )
 
 
 def flat(text: str) -> str:
@@ -96,8 +117,18 @@ def test_markup_like_text_is_literal_on_run_approval_show_history_resume_and_err
     with ScriptedOpenAIServer(responder()) as srv:
         common = ["--db", str(db), "--base-url", srv.base_url, "--model", "scripted"]
         # a headless run that stops for approval: the plan is printed, then the message; exit 3
-        first = cli("run", "Write notes [/b]", "--workspace", str(ws), "--thread", "t1", "--mode", "plan", *common,
-                    OPENAI_API_KEY="test")
+        first = cli(
+            "run",
+            "Write notes [/b]",
+            "--workspace",
+            str(ws),
+            "--thread",
+            "t1",
+            "--mode",
+            "plan",
+            *common,
+            OPENAI_API_KEY="test",
+        )
         out = first.stdout
         assert first.returncode == 3, out + first.stderr
         assert "error:" not in out
@@ -137,13 +168,35 @@ def test_resume_uses_the_runs_workspace_from_anywhere_and_a_new_base_url(tmp_pat
     ws.mkdir()
     elsewhere.mkdir()
     with ScriptedOpenAIServer(responder()) as srv:
-        first = cli("run", "Write notes.md, then read it back", "--workspace", str(ws), "--db", str(db),
-                    "--thread", "t1", "--mode", "plan", "--base-url", srv.base_url, OPENAI_API_KEY="test")
+        first = cli(
+            "run",
+            "Write notes.md, then read it back",
+            "--workspace",
+            str(ws),
+            "--db",
+            str(db),
+            "--thread",
+            "t1",
+            "--mode",
+            "plan",
+            "--base-url",
+            srv.base_url,
+            OPENAI_API_KEY="test",
+        )
     assert first.returncode == 3, first.stdout + first.stderr
     # the first server is gone; a new one on another port, and resume from another folder
     with ScriptedOpenAIServer(responder()) as srv2:
-        proc = cli("resume", "t1", "--db", str(db), "--base-url", srv2.base_url, "--auto-approve", cwd=elsewhere,
-                   OPENAI_API_KEY="test")
+        proc = cli(
+            "resume",
+            "t1",
+            "--db",
+            str(db),
+            "--base-url",
+            srv2.base_url,
+            "--auto-approve",
+            cwd=elsewhere,
+            OPENAI_API_KEY="test",
+        )
         assert srv2.requests, "the resume did not use the new base URL"
         url2 = srv2.base_url
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -165,11 +218,31 @@ def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> N
     db = tmp_path / "runs.sqlite"
     with ScriptedOpenAIServer(responder()) as srv:
         url = srv.base_url
-        proc = cli("run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db", str(db),
-                   "--thread", "t1", "--mode", "plan", "--base-url", url, "--max-steps", "7",
-                   "--structured-output", "tool_calling", "--normalize-messages", "--reapprove-patches",
-                   "--request-timeout", "33", OPENAI_API_KEY="test", PLANMODE_MAX_ATTEMPTS="5",
-                   PLANMODE_APPROVAL="auto")
+        proc = cli(
+            "run",
+            "Write notes.md, then read it back",
+            "--workspace",
+            str(tmp_path),
+            "--db",
+            str(db),
+            "--thread",
+            "t1",
+            "--mode",
+            "plan",
+            "--base-url",
+            url,
+            "--max-steps",
+            "7",
+            "--structured-output",
+            "tool_calling",
+            "--normalize-messages",
+            "--reapprove-patches",
+            "--request-timeout",
+            "33",
+            OPENAI_API_KEY="test",
+            PLANMODE_MAX_ATTEMPTS="5",
+            PLANMODE_APPROVAL="auto",
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     graph = build_graph(checkpointer=sqlite_checkpointer(db))
     settings = graph.get_state({"configurable": {"thread_id": "t1"}}).values["settings"]
@@ -178,8 +251,11 @@ def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> N
     assert settings["reapprove_patches"] is True and settings["request_timeout"] == 33.0
     assert settings["workspace"] == str(tmp_path.resolve()) and settings["base_url"] == url
     # 11.8: --approval auto (like --auto-approve) shows the plan before running it
-    assert proc.stdout.index("Notes [bold]") < proc.stdout.index("approved automatically") \
+    assert (
+        proc.stdout.index("Notes [bold]")
+        < proc.stdout.index("approved automatically")
         < proc.stdout.index("step started")
+    )
 
 
 # -- 11.2 / 11.3: read-only commands create nothing; bad input is one line and a non-zero exit -----------------
@@ -201,9 +277,22 @@ def _damaged_db(tmp_path: Path) -> Path:
     """A real planmode database with a finished run, then pages overwritten in the middle of the file."""
     db = tmp_path / "runs.sqlite"
     with ScriptedOpenAIServer(responder()) as srv:
-        proc = cli("run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db", str(db),
-                   "--thread", "t1", "--mode", "plan", "--auto-approve", "--base-url", srv.base_url,
-                   OPENAI_API_KEY="test")
+        proc = cli(
+            "run",
+            "Write notes.md, then read it back",
+            "--workspace",
+            str(tmp_path),
+            "--db",
+            str(db),
+            "--thread",
+            "t1",
+            "--mode",
+            "plan",
+            "--auto-approve",
+            "--base-url",
+            srv.base_url,
+            OPENAI_API_KEY="test",
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -211,7 +300,7 @@ def _damaged_db(tmp_path: Path) -> Path:
     data = bytearray(db.read_bytes())
     page = 4096
     for start in range(page * 2, len(data) - page, page * 2):
-        data[start:start + 64] = b"\xff" * 64
+        data[start : start + 64] = b"\xff" * 64
     db.write_bytes(bytes(data))
     return db
 
@@ -226,11 +315,19 @@ def test_a_damaged_database_is_one_line_for_every_command(tmp_path: Path) -> Non
         assert out.strip().startswith("error:") and len(out.strip().splitlines()) <= 2, (command, out)
 
 
-@pytest.mark.parametrize("args", [
-    ["history", "t", "--limit", "0"], ["history", "t", "--limit", "-1"], ["run", "x", "--mode", "foo"],
-    ["run", "x", "--max-parallel", "0"], ["run", "x", "--max-parallel", "-3"], ["run", "x", "--max-steps", "0"],
-    ["run", "x", "--request-timeout", "0"], ["run", "x", "--structured-output", "xml"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["history", "t", "--limit", "0"],
+        ["history", "t", "--limit", "-1"],
+        ["run", "x", "--mode", "foo"],
+        ["run", "x", "--max-parallel", "0"],
+        ["run", "x", "--max-parallel", "-3"],
+        ["run", "x", "--max-steps", "0"],
+        ["run", "x", "--request-timeout", "0"],
+        ["run", "x", "--structured-output", "xml"],
+    ],
+)
 def test_bad_values_are_refused_with_one_error_line(tmp_path: Path, args: list[str]) -> None:
     proc = cli(*args, "--db", str(tmp_path / "r.sqlite"), OPENAI_API_KEY="k")
     out = proc.stdout + proc.stderr
@@ -259,8 +356,17 @@ def test_the_demo_runs_on_an_ascii_terminal(tmp_path: Path) -> None:
 def test_a_direct_answer_says_so_and_names_mode_plan(tmp_path: Path) -> None:
     seen: dict[str, int] = {}
     with ScriptedOpenAIServer(responder(seen, respond="Four [bold].")) as srv:
-        proc = cli("run", "What is 2+2?", "--workspace", str(tmp_path), "--db", str(tmp_path / "r.sqlite"),
-                   "--base-url", srv.base_url, OPENAI_API_KEY="test")
+        proc = cli(
+            "run",
+            "What is 2+2?",
+            "--workspace",
+            str(tmp_path),
+            "--db",
+            str(tmp_path / "r.sqlite"),
+            "--base-url",
+            srv.base_url,
+            OPENAI_API_KEY="test",
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Four [bold]." in proc.stdout
     assert "Answered directly" in proc.stdout and "--mode plan" in proc.stdout
@@ -269,9 +375,21 @@ def test_a_direct_answer_says_so_and_names_mode_plan(tmp_path: Path) -> None:
 
 def test_cancel_at_the_approval_exits_4(tmp_path: Path) -> None:
     with ScriptedOpenAIServer(responder()) as srv:
-        child = spawn(["run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db",
-                       str(tmp_path / "r.sqlite"), "--mode", "plan", "--base-url", srv.base_url],
-                      OPENAI_API_KEY="test")
+        child = spawn(
+            [
+                "run",
+                "Write notes.md, then read it back",
+                "--workspace",
+                str(tmp_path),
+                "--db",
+                str(tmp_path / "r.sqlite"),
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+            ],
+            OPENAI_API_KEY="test",
+        )
         child.expect("Approve this plan")
         child.sendline("c")
         child.expect("Why")
@@ -308,9 +426,22 @@ def test_a_json_typo_reopens_the_editor_with_the_error_on_top(tmp_path: Path) ->
     ws.mkdir()
     seen: dict[str, int] = {}
     with ScriptedOpenAIServer(responder(seen)) as srv:
-        child = spawn(["run", "Write notes.md, then read it back", "--workspace", str(ws), "--db",
-                       str(tmp_path / "r.sqlite"), "--mode", "plan", "--base-url", srv.base_url],
-                      OPENAI_API_KEY="test", EDITOR=f"{sys.executable} {editor}")
+        child = spawn(
+            [
+                "run",
+                "Write notes.md, then read it back",
+                "--workspace",
+                str(ws),
+                "--db",
+                str(tmp_path / "r.sqlite"),
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+            ],
+            OPENAI_API_KEY="test",
+            EDITOR=f"{sys.executable} {editor}",
+        )
         child.expect("Approve this plan")
         child.sendline("e")
         child.expect("Approve the edited plan")
@@ -324,7 +455,7 @@ def test_a_json_typo_reopens_the_editor_with_the_error_on_top(tmp_path: Path) ->
     assert child.exitstatus == 0, out
     second = log.read_text().split("CALL\n")[2]
     assert second.startswith("# ERROR: not valid JSON")  # the error is on top of the reopened file
-    assert '{\ntitle' in second or 'title":' not in second.split("\n{", 1)[1][:20]  # the typo is kept to fix
+    assert "{\ntitle" in second or 'title":' not in second.split("\n{", 1)[1][:20]  # the typo is kept to fix
     assert "Write notes.md with a date" in out
 
 
@@ -339,15 +470,30 @@ def test_history_at_80_columns_prints_prefixes_rollback_accepts(tmp_path: Path) 
 
     db = tmp_path / "runs.sqlite"
     with ScriptedOpenAIServer(responder()) as srv:
-        proc = cli("run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db", str(db),
-                   "--thread", "t1", "--mode", "plan", "--auto-approve", "--base-url", srv.base_url,
-                   OPENAI_API_KEY="test")
+        proc = cli(
+            "run",
+            "Write notes.md, then read it back",
+            "--workspace",
+            str(tmp_path),
+            "--db",
+            str(db),
+            "--thread",
+            "t1",
+            "--mode",
+            "plan",
+            "--auto-approve",
+            "--base-url",
+            srv.base_url,
+            OPENAI_API_KEY="test",
+        )
     assert proc.returncode == 0, proc.stdout
     hist = cli("history", "t1", "--db", str(db), COLUMNS="80")
     assert hist.returncode == 0
     graph = build_graph(checkpointer=sqlite_checkpointer(db))
-    ids = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history({"configurable":
-                                                                                       {"thread_id": "t1"}})]
+    ids = [
+        s.config["configurable"]["checkpoint_id"]
+        for s in graph.get_state_history({"configurable": {"thread_id": "t1"}})
+    ]
     shown = re.findall(r"[│|]\s+\d+\s+[│|]\s+([0-9a-f-]{8,})\s+[│|]", hist.stdout)
     assert len(shown) == len(ids), hist.stdout
     for prefix in shown:
@@ -373,9 +519,23 @@ def test_a_slow_planner_shows_what_is_happening(tmp_path: Path, no_color: bool) 
 
     extra = {"NO_COLOR": "1"} if no_color else {}
     with ScriptedOpenAIServer(slow_plan) as srv:
-        child = spawn(["run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db",
-                       str(tmp_path / "r.sqlite"), "--mode", "plan", "--auto-approve", "--base-url", srv.base_url],
-                      OPENAI_API_KEY="test", **extra)
+        child = spawn(
+            [
+                "run",
+                "Write notes.md, then read it back",
+                "--workspace",
+                str(tmp_path),
+                "--db",
+                str(tmp_path / "r.sqlite"),
+                "--mode",
+                "plan",
+                "--auto-approve",
+                "--base-url",
+                srv.base_url,
+            ],
+            OPENAI_API_KEY="test",
+            **extra,
+        )
         if no_color:
             child.expect(r"\.\.\. planning")  # a plain line, once
         else:
@@ -403,9 +563,24 @@ def test_a_second_ctrl_c_stops_at_once_and_the_run_stays_resumable(tmp_path: Pat
 
     db = tmp_path / "r.sqlite"
     with ScriptedOpenAIServer(slow_execute) as srv:
-        child = spawn(["run", "Write notes.md, then read it back", "--workspace", str(tmp_path), "--db", str(db),
-                       "--thread", "t9", "--mode", "plan", "--auto-approve", "--base-url", srv.base_url],
-                      OPENAI_API_KEY="test")
+        child = spawn(
+            [
+                "run",
+                "Write notes.md, then read it back",
+                "--workspace",
+                str(tmp_path),
+                "--db",
+                str(db),
+                "--thread",
+                "t9",
+                "--mode",
+                "plan",
+                "--auto-approve",
+                "--base-url",
+                srv.base_url,
+            ],
+            OPENAI_API_KEY="test",
+        )
         child.expect(r"step started: .{0,16}draft")
         time.sleep(0.5)
         pressed = time.monotonic()

@@ -19,10 +19,13 @@ from planmode.testing.openai_server import Fault, ScriptedOpenAIServer
 pytestmark = pytest.mark.integration
 
 PLANMODE = [sys.executable, "-m", "planmode.cli"]
-PLAN = {"title": "Two steps", "steps": [
-    {"id": "first", "description": "say one"},
-    {"id": "second", "description": "say two", "dependencies": ["first"]},
-]}
+PLAN = {
+    "title": "Two steps",
+    "steps": [
+        {"id": "first", "description": "say one"},
+        {"id": "second", "description": "say two", "dependencies": ["first"]},
+    ],
+}
 
 
 def purpose(body: dict[str, Any]) -> str:
@@ -69,9 +72,28 @@ def test_cli_run_pauses_when_the_server_dies_and_resume_finishes(tmp_path: Path)
     port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
     try:
         proc = subprocess.run(
-            [*PLANMODE, "run", "say one, then say two", "--db", str(db), "--workspace", str(tmp_path),
-             "--auto-approve", "--mode", "plan", "--base-url", url, "--thread", "t1"],
-            env=env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+            [
+                *PLANMODE,
+                "run",
+                "say one, then say two",
+                "--db",
+                str(db),
+                "--workspace",
+                str(tmp_path),
+                "--auto-approve",
+                "--mode",
+                "plan",
+                "--base-url",
+                url,
+                "--thread",
+                "t1",
+            ],
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     finally:
         srv.stop()
     out = proc.stdout + proc.stderr
@@ -80,15 +102,21 @@ def test_cli_run_pauses_when_the_server_dies_and_resume_finishes(tmp_path: Path)
     assert "Model unavailable" in out and "planmode resume t1" in out
     assert first.executed == ["first", "second"]
 
-    show = subprocess.run([*PLANMODE, "show", "t1", "--db", str(db)], env=env(), capture_output=True, text=True,
-                          timeout=60)
+    show = subprocess.run(
+        [*PLANMODE, "show", "t1", "--db", str(db)], env=env(), capture_output=True, text=True, timeout=60
+    )
     assert "model_unavailable" in show.stdout
 
     second = Script()
     with ScriptedOpenAIServer(second, port=port) as again:  # the server is back, on the same port
-        proc = subprocess.run([*PLANMODE, "resume", "t1", "--db", str(db), "--workspace", str(tmp_path),
-                               "--auto-approve"], env=env(), capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [*PLANMODE, "resume", "t1", "--db", str(db), "--workspace", str(tmp_path), "--auto-approve"],
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         assert again.base_url == url
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

@@ -38,10 +38,14 @@ def _responder(targets: list[str], tool_results: list[str]) -> Any:
             if not results:
                 calls = []
                 for target in targets:
-                    calls += [{"name": "write_file", "arguments": {"path": target, "content": "gone"}},
-                              {"name": "read_file", "arguments": {"path": target}},
-                              {"name": "edit_file", "arguments": {"path": target, "old_string": "SQLite",
-                                                                  "new_string": "gone"}}]
+                    calls += [
+                        {"name": "write_file", "arguments": {"path": target, "content": "gone"}},
+                        {"name": "read_file", "arguments": {"path": target}},
+                        {
+                            "name": "edit_file",
+                            "arguments": {"path": target, "old_string": "SQLite", "new_string": "gone"},
+                        },
+                    ]
                 calls.append({"name": "list_files", "arguments": {"path": ".", "recursive": True}})
                 return {"tool_calls": calls}
             tool_results.extend(results)
@@ -66,29 +70,57 @@ def test_the_agent_cannot_touch_the_run_database_through_the_cli(tmp_path: Path,
     ws = tmp_path / "ws"
     ws.mkdir()
     db = ws / (db_option or ".planmode/planmode.sqlite")
-    names = [str(db.relative_to(ws)), f"{db.relative_to(ws)}-wal", f"{db.relative_to(ws)}-shm",
-             ".planmode/planmode.sqlite", ".planmode/other.txt"]
+    names = [
+        str(db.relative_to(ws)),
+        f"{db.relative_to(ws)}-wal",
+        f"{db.relative_to(ws)}-shm",
+        ".planmode/planmode.sqlite",
+        ".planmode/other.txt",
+    ]
     tool_results: list[str] = []
     db_args = ["--db", db_option] if db_option else []
     with ScriptedOpenAIServer(_responder(names, tool_results)) as srv:
-        proc = subprocess.run([*PLANMODE, "run", "Wipe the history", "--workspace", ".", *db_args, "--thread", "t",
-                               "--auto-approve", "--mode", "plan", "--base-url", srv.base_url],
-                              cwd=ws, env=_env(), capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [
+                *PLANMODE,
+                "run",
+                "Wipe the history",
+                "--workspace",
+                ".",
+                *db_args,
+                "--thread",
+                "t",
+                "--auto-approve",
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+            ],
+            cwd=ws,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     # Every access to the database, its companions or .planmode/ came back refused; nothing was written.
     *accesses, listing = tool_results  # in the order of the calls; the recursive listing last
     assert len(accesses) == 3 * len(names)
     assert all(r.startswith("refused") and "planmode's own data" in r for r in accesses), accesses
-    assert all(line.endswith("(planmode's data; not accessible)") for line in listing.splitlines()
-               if db.name in line or ".planmode" in line), listing
+    assert all(
+        line.endswith("(planmode's data; not accessible)")
+        for line in listing.splitlines()
+        if db.name in line or ".planmode" in line
+    ), listing
     assert not (ws / ".planmode" / "other.txt").exists()
 
     # The history is intact: a valid SQLite file holding the run, and the CLI reads it back.
     with sqlite3.connect(db) as conn:
         (count,) = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 't'").fetchone()
     assert count > 3
-    show = subprocess.run([*PLANMODE, "show", "t", *db_args], cwd=ws, env=_env(), capture_output=True, text=True,
-                          timeout=60)
+    show = subprocess.run(
+        [*PLANMODE, "show", "t", *db_args], cwd=ws, env=_env(), capture_output=True, text=True, timeout=60
+    )
     assert show.returncode == 0 and "completed" in show.stdout, show.stdout + show.stderr

@@ -72,6 +72,8 @@ def dependents(plan: str) -> dict[str, set[str]]:
 def with_dependencies(plan: str) -> frozenset[str]:
     """The steps that start only once another step is done."""
     return frozenset(s["id"] for s in PLANS[plan]["steps"] if s.get("dependencies"))
+
+
 #: A kill "at a random moment" waits this long at most after the process started its run (a full run in a
 #: forked child takes about 0.35 s here: two layers of steps that work 0.05-0.15 s each, plus checkpoints).
 RANDOM_WINDOW = 0.3
@@ -134,15 +136,22 @@ class ForkServer:
     """``crash_worker.py serve``: one interpreter that forks a child per run."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), "serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         assert self.proc.stdout is not None
         self.reader = LineReader(self.proc.stdout)
 
     def launch(self, job: Job) -> ForkedChild:
-        request = {"db": str(job.db), "thread": THREAD, "counter": str(job.counter), "log": str(job.log),
-                   "resume_with_context": job.resume_with_context, "durability": job.durability,
-                   "plan": job.plan}
+        request = {
+            "db": str(job.db),
+            "thread": THREAD,
+            "counter": str(job.counter),
+            "log": str(job.log),
+            "resume_with_context": job.resume_with_context,
+            "durability": job.durability,
+            "plan": job.plan,
+        }
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
@@ -266,8 +275,11 @@ class Trial:
 def started_steps(counter: Path, pid: int, only: frozenset[str] | None = None) -> int:
     if not counter.exists():
         return 0
-    return sum(1 for line in counter.read_text().splitlines() if line.startswith("start ") and
-               line.split()[3] == str(pid) and (only is None or line.split()[1] in only))
+    return sum(
+        1
+        for line in counter.read_text().splitlines()
+        if line.startswith("start ") and line.split()[3] == str(pid) and (only is None or line.split()[1] in only)
+    )
 
 
 def run_and_kill(child: Child, job: Job, rng: random.Random) -> int:
@@ -312,13 +324,26 @@ def kill_after_dependent(child: Child, job: Job, rng: random.Random) -> int:
     return code
 
 
-def run_trial(launch: Launcher, folder: Path, index: int, rng: random.Random, durability: str | None,
-              db_for: Callable[[int], Path | str] | None = None, kill_after: str = "mixed",
-              plan: str = "layers") -> Trial:
+def run_trial(
+    launch: Launcher,
+    folder: Path,
+    index: int,
+    rng: random.Random,
+    durability: str | None,
+    db_for: Callable[[int], Path | str] | None = None,
+    kill_after: str = "mixed",
+    plan: str = "layers",
+) -> Trial:
     db = db_for(index) if db_for is not None else folder / f"trial{index}.db"
-    job = Job(db=db, counter=folder / f"trial{index}.counter",
-              log=folder / f"trial{index}.log", resume_with_context=index % 2 == 0, durability=durability,
-              kill_after=kill_after, plan=plan)
+    job = Job(
+        db=db,
+        counter=folder / f"trial{index}.counter",
+        log=folder / f"trial{index}.log",
+        resume_with_context=index % 2 == 0,
+        durability=durability,
+        kill_after=kill_after,
+        plan=plan,
+    )
     trial = Trial(index)
     kills_wanted = 1 if kill_after == "dependent" else rng.randint(1, MAX_KILLS_PER_TRIAL)
     while True:
@@ -357,8 +382,11 @@ def check_trial(job: Job, trial: Trial) -> None:
         plan = state.values.get("plan")
         if state.values.get("status") != "completed" or state.next:
             trial.problems.append(f"status {state.values.get('status')!r}, next {state.next}")
-        if not isinstance(plan, Plan) or any(s.status is not StepStatus.DONE for s in plan.steps) \
-                or {s.id for s in plan.steps} != set(step_ids(job.plan)):
+        if (
+            not isinstance(plan, Plan)
+            or any(s.status is not StepStatus.DONE for s in plan.steps)
+            or {s.id for s in plan.steps} != set(step_ids(job.plan))
+        ):
             trial.problems.append(f"plan not done: {plan}")
         history = list(graph.get_state_history(config))
         trial.checkpoints = len(history)
@@ -388,11 +416,11 @@ def check_trial(job: Job, trial: Trial) -> None:
                 if (e.step, e.attempt, e.pid) == (step, int(attempt), int(pid)):
                     e.finished = True
     trial.executions = len(executions)
-    trial.kills_during_step = sum(1 for pid in trial.killed if any(e.pid == pid and not e.finished
-                                                                    for e in executions))
+    trial.kills_during_step = sum(1 for pid in trial.killed if any(e.pid == pid and not e.finished for e in executions))
     later = with_dependencies(job.plan)
-    trial.kills_after_dependent = sum(1 for pid in trial.killed if any(e.pid == pid and e.step in later
-                                                                       for e in executions))
+    trial.kills_after_dependent = sum(
+        1 for pid in trial.killed if any(e.pid == pid and e.step in later for e in executions)
+    )
     needed_by = dependents(job.plan)
     for step in step_ids(job.plan):
         runs = sorted((e for e in executions if e.step == step), key=lambda e: e.ns)
@@ -401,8 +429,9 @@ def check_trial(job: Job, trial: Trial) -> None:
         for e in runs:
             if any(ns < e.ns and pid != e.pid for pid, ns in done_by.items()):
                 trial.re_runs_of_done_steps += 1
-                trial.problems.append(f"done step {step} ran again (pid {e.pid}) after a process had started a "
-                                      "step that depends on it")
+                trial.problems.append(
+                    f"done step {step} ran again (pid {e.pid}) after a process had started a step that depends on it"
+                )
         if not runs:
             trial.problems.append(f"step {step} never executed")
             continue
@@ -411,33 +440,51 @@ def check_trial(job: Job, trial: Trial) -> None:
             trial.problems.append(f"step {step} executed {len(runs)} times with {len(trial.killed)} kill(s)")
         for e in runs:
             if step in done_at and e.ns >= done_at[step]:
-                trial.problems.append(f"step {step} executed again (pid {e.pid}) after the checkpoint that "
-                                      "recorded it done")
+                trial.problems.append(
+                    f"step {step} executed again (pid {e.pid}) after the checkpoint that recorded it done"
+                )
         for previous, again in itertools.pairwise(runs):
             trial.re_executions_after_finish += previous.finished
             if previous.pid not in trial.killed:
-                trial.problems.append(f"step {step} re-executed by pid {again.pid} although pid {previous.pid}, "
-                                      "which executed it before, was not killed")
+                trial.problems.append(
+                    f"step {step} re-executed by pid {again.pid} although pid {previous.pid}, "
+                    "which executed it before, was not killed"
+                )
 
 
 def run_trials(
-    launch: Launcher, folder: Path, trials: int, seed: int, durability: str | None = None,
-    db_for: Callable[[int], Path | str] | None = None, kill_after: str = "mixed", plan: str = "layers",
+    launch: Launcher,
+    folder: Path,
+    trials: int,
+    seed: int,
+    durability: str | None = None,
+    db_for: Callable[[int], Path | str] | None = None,
+    kill_after: str = "mixed",
+    plan: str = "layers",
 ) -> list[Trial]:
     """``db_for(i)`` names trial i's database (default: a SQLite file in ``folder``)."""
     rng = random.Random(seed)
     results = [run_trial(launch, folder, i, rng, durability, db_for, kill_after, plan) for i in range(trials)]
     totals = Counter[str]()
     for t in results:
-        totals.update({"launches": t.launches, "kills": len(t.killed), "kills during a step": t.kills_during_step,
-                       "executions": t.executions, "re-executions": t.re_executions,
-                       "re-executions of a finished execution": t.re_executions_after_finish,
-                       "re-runs of done steps": t.re_runs_of_done_steps,
-                       "kills after a dependent started": t.kills_after_dependent,
-                       "problems": len(t.problems)})
+        totals.update(
+            {
+                "launches": t.launches,
+                "kills": len(t.killed),
+                "kills during a step": t.kills_during_step,
+                "executions": t.executions,
+                "re-executions": t.re_executions,
+                "re-executions of a finished execution": t.re_executions_after_finish,
+                "re-runs of done steps": t.re_runs_of_done_steps,
+                "kills after a dependent started": t.kills_after_dependent,
+                "problems": len(t.problems),
+            }
+        )
     if os.environ.get("PLANMODE_CRASH_REPORT"):
-        print(f"\ncrash-resume ({plan}, kill {kill_after}, {durability or 'default'} durability): {trials} trials, "
-              + ", ".join(f"{k} {v}" for k, v in totals.items()))
+        print(
+            f"\ncrash-resume ({plan}, kill {kill_after}, {durability or 'default'} durability): {trials} trials, "
+            + ", ".join(f"{k} {v}" for k, v in totals.items())
+        )
     problems = [f"trial {t.index}: {p}" for t in results for p in t.problems]
     assert not problems, "\n".join(problems)
     assert totals["re-runs of done steps"] == 0, totals
@@ -460,9 +507,7 @@ def test_killed_runs_resume_to_completion_without_re_executing_done_steps(
     assert all(t.checkpoints > 0 for t in results)
 
 
-def test_killed_just_after_a_dependent_started_no_done_step_runs_again(
-    fork_server: ForkServer, tmp_path: Path
-) -> None:
+def test_killed_just_after_a_dependent_started_no_done_step_runs_again(fork_server: ForkServer, tmp_path: Path) -> None:
     """LangGraph's default durability ("async", what ``graph.invoke`` uses when given none): 30 runs of the
     chain a -> b -> c, each killed 0-100 ms after b (or c) began, then resumed. Before the fix LangGraph
     saved the checkpoint recording a done tens of milliseconds after b began, and runs re-ran a."""
@@ -473,8 +518,9 @@ def test_killed_just_after_a_dependent_started_no_done_step_runs_again(
 @pytest.mark.slow
 @pytest.mark.parametrize("durability", ["async", "sync"])
 def test_many_kills_after_a_dependent_started(fork_server: ForkServer, tmp_path: Path, durability: str) -> None:
-    run_trials(fork_server.launch, tmp_path, trials=100, seed=40, durability=durability, kill_after="dependent",
-               plan="chain")
+    run_trials(
+        fork_server.launch, tmp_path, trials=100, seed=40, durability=durability, kill_after="dependent", plan="chain"
+    )
 
 
 @pytest.mark.slow

@@ -182,8 +182,15 @@ def test_editing_the_state_during_the_interrupt_asks_again_with_the_edited_plan(
     cfg = thread()
     graph.invoke({"messages": [("user", TASK)]}, cfg, context={"mode": "plan"})
     first = payload(graph)
-    graph.update_state(cfg, {"plan": {"reason": "one more step", "add_steps": [
-        {"id": "verify_new", "description": "check the new config loads"}]}})
+    graph.update_state(
+        cfg,
+        {
+            "plan": {
+                "reason": "one more step",
+                "add_steps": [{"id": "verify_new", "description": "check the new config loads"}],
+            }
+        },
+    )
     state = graph.get_state(cfg)
     assert state.next == ("approve",)
     graph.invoke(None, cfg)  # the approval node runs again and interrupts with the edited plan

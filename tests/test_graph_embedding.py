@@ -74,8 +74,17 @@ def test_a_parent_that_copies_the_output_schema_keeps_the_finished_plan(tmp_path
     (a PlanChannel there would treat it as a first plan and reset every step to pending)."""
     from planmode.state.graph_state import OutputState
 
-    model = ScriptedChatModel(responder=PurposeScript(plan={"title": "t", "steps": [
-        {"id": "a", "description": "first"}, {"id": "b", "description": "second", "dependencies": ["a"]}]}))
+    model = ScriptedChatModel(
+        responder=PurposeScript(
+            plan={
+                "title": "t",
+                "steps": [
+                    {"id": "a", "description": "first"},
+                    {"id": "b", "description": "second", "dependencies": ["a"]},
+                ],
+            }
+        )
+    )
     parent = StateGraph(OutputState)
     parent.add_node("planmode", build_graph(model, executor=lambda s, c: "ok", verifier=lambda s, o, c: True))
     parent.add_edge(START, "planmode")

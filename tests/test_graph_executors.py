@@ -13,8 +13,10 @@ from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
-PLAN = {"title": "t", "steps": [{"id": "a", "description": "first"},
-                                {"id": "b", "description": "second", "dependencies": ["a"]}]}
+PLAN = {
+    "title": "t",
+    "steps": [{"id": "a", "description": "first"}, {"id": "b", "description": "second", "dependencies": ["a"]}],
+}
 HEADLESS = {"mode": "plan", "approval": "auto", "max_attempts": 1}
 
 
@@ -31,6 +33,7 @@ def _run(tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
 
 def test_runnable_executor_and_verifier(tmp_path: Path) -> None:
     seen: list[tuple[str, str]] = []
+
     def execute(x: dict[str, Any]) -> dict[str, str]:
         return {"output": f"{x['step'].id} by a runnable, after {sorted(x['context'].dependencies)}"}
 

@@ -16,13 +16,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_graph_repair import HEADLESS, NEEDS_ADJUSTMENT, PLAN, TASK, Counting, thread
 
 # what the model answers when asked for a whole plan: every step (done ones included, without statuses)
-FULL_PLAN = {"title": "Service, repaired", "steps": [
-    {"id": "a", "description": "write the config"},
-    {"id": "c", "description": "write the docs"},
-    {"id": "fix_b", "description": "install the toolchain", "dependencies": ["a"]},
-    {"id": "b", "description": "build the service", "dependencies": ["a", "fix_b"]},
-    {"id": "d", "description": "deploy the service", "dependencies": ["b"]},
-]}
+FULL_PLAN = {
+    "title": "Service, repaired",
+    "steps": [
+        {"id": "a", "description": "write the config"},
+        {"id": "c", "description": "write the docs"},
+        {"id": "fix_b", "description": "install the toolchain", "dependencies": ["a"]},
+        {"id": "b", "description": "build the service", "dependencies": ["a", "fix_b"]},
+        {"id": "d", "description": "deploy the service", "dependencies": ["b"]},
+    ],
+}
 # patches the node must refuse: one edits a done step, one is not a patch at all, one depends on nothing known
 BAD_PATCHES = [
     {"reason": "redo a", "update_steps": [{"id": "a", "description": "write the config again"}]},
@@ -33,8 +36,9 @@ BAD_PATCHES = [
 
 def test_refused_patches_fall_back_to_a_whole_plan_converted_by_diff(tmp_path: Path) -> None:
     counting = Counting()
-    model = ScriptedChatModel(responder=PurposeScript(plan=[PLAN, FULL_PLAN], patch=BAD_PATCHES,
-                                                      reflect=NEEDS_ADJUSTMENT))
+    model = ScriptedChatModel(
+        responder=PurposeScript(plan=[PLAN, FULL_PLAN], patch=BAD_PATCHES, reflect=NEEDS_ADJUSTMENT)
+    )
     saver = sqlite_checkpointer(tmp_path / "db.sqlite")
     g = build_graph(model, checkpointer=saver, executor=counting.execute, verifier=counting.verify)
     cfg = thread()
@@ -53,10 +57,15 @@ def test_refused_patches_fall_back_to_a_whole_plan_converted_by_diff(tmp_path: P
 
 
 def test_a_whole_plan_that_changes_a_done_step_is_refused_and_the_run_fails_cleanly(tmp_path: Path) -> None:
-    changed = {"title": "t", "steps": [{**s, "description": s["description"] + " (changed)"} if s["id"] == "a" else s
-                                       for s in FULL_PLAN["steps"]]}
-    model = ScriptedChatModel(responder=PurposeScript(plan=[PLAN, changed], patch=BAD_PATCHES,
-                                                      reflect=NEEDS_ADJUSTMENT))
+    changed = {
+        "title": "t",
+        "steps": [
+            {**s, "description": s["description"] + " (changed)"} if s["id"] == "a" else s for s in FULL_PLAN["steps"]
+        ],
+    }
+    model = ScriptedChatModel(
+        responder=PurposeScript(plan=[PLAN, changed], patch=BAD_PATCHES, reflect=NEEDS_ADJUSTMENT)
+    )
     counting = Counting()
     saver = sqlite_checkpointer(tmp_path / "db.sqlite")
     g = build_graph(model, checkpointer=saver, executor=counting.execute, verifier=counting.verify)

@@ -322,8 +322,13 @@ def test_a_deadlock_is_detected_and_reported_to_reflect(checkpointer: SqliteSave
     # The human skips a; b still depends on it, so b can never become ready.
     events = list(
         graph.stream(
-            Command(resume={"action": "edit", "revision": shown["revision"],
-                            "patch": {"update_steps": [{"id": "a", "status": "skipped"}]}}),
+            Command(
+                resume={
+                    "action": "edit",
+                    "revision": shown["revision"],
+                    "patch": {"update_steps": [{"id": "a", "status": "skipped"}]},
+                }
+            ),
             thread(),
             stream_mode="custom",
         )

@@ -81,12 +81,20 @@ def test_cli_without_the_extra_says_what_to_install(tmp_path: Path) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     # llama_cpp blocked in sys.modules: the interpreter behaves as one without the extra
-    code = ("import sys; sys.modules['llama_cpp'] = None; from planmode.cli import main; "
-            f"sys.argv = ['planmode', 'run', 'x', '--gguf', {str(model)!r}, '--db', {str(tmp_path / 'r.sqlite')!r},"
-            f" '--workspace', {str(tmp_path)!r}, '--auto-approve']; main()")
+    code = (
+        "import sys; sys.modules['llama_cpp'] = None; from planmode.cli import main; "
+        f"sys.argv = ['planmode', 'run', 'x', '--gguf', {str(model)!r}, '--db', {str(tmp_path / 'r.sqlite')!r},"
+        f" '--workspace', {str(tmp_path)!r}, '--auto-approve']; main()"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**env, "COLUMNS": "200"}, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "COLUMNS": "200"},
+        stdin=subprocess.DEVNULL,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output
     assert "pip install 'planmode[local]'" in output
@@ -129,8 +137,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     threads = ["--n_threads", str(os.cpu_count() or 1)]  # llama-cpp-python's default is half the cores
     log = tmp_path_factory.mktemp("llama") / "server.log"
     SERVER_LOG[:] = [log]
-    with llama_server(gemma_gguf(), n_ctx=N_CTX, alias="gemma", startup_timeout=180, extra_args=threads,
-                      log_path=log) as srv:
+    with llama_server(
+        gemma_gguf(), n_ctx=N_CTX, alias="gemma", startup_timeout=180, extra_args=threads, log_path=log
+    ) as srv:
         yield srv
 
 
@@ -181,7 +190,7 @@ def check_run(r: RunResult, mode: str) -> None:
     if mode == "auto":  # negotiated once: after the first accepted mode, json_schema is not asked again
         accepted = [i for i, c in enumerate(r.calls) if c in structured and c.status == 200]
         assert accepted, where
-        assert not any(c.response_format == "json_schema" for c in r.calls[accepted[0]:]), where
+        assert not any(c.response_format == "json_schema" for c in r.calls[accepted[0] :]), where
         refused = [c for c in r.calls if c.response_format == "json_schema" and c.status != 200]
         assert 1 <= len(refused) <= 3, where  # one refusal, retried by the client (max_retries, 2 by default)
 
@@ -189,8 +198,15 @@ def check_run(r: RunResult, mode: str) -> None:
 @needs_local
 @pytest.mark.parametrize("mode", MODES)
 def test_python_api_run_ends_cleanly(mode: str, server: LocalServer, proxy: RecordingProxy, tmp_path: Path) -> None:
-    r = run_api(proxy.base_url, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT, max_output_tokens=CAP,
-                request_timeout=REQUEST_TIMEOUT)
+    r = run_api(
+        proxy.base_url,
+        mode,
+        tmp_path,
+        proxy=proxy,
+        time_limit=TIME_LIMIT,
+        max_output_tokens=CAP,
+        request_timeout=REQUEST_TIMEOUT,
+    )
     server_alive(server)
     check_run(r, mode)
 
@@ -198,11 +214,22 @@ def test_python_api_run_ends_cleanly(mode: str, server: LocalServer, proxy: Reco
 @needs_local
 @pytest.mark.parametrize("mode", MODES)
 def test_cli_run_ends_cleanly(mode: str, server: LocalServer, proxy: RecordingProxy, tmp_path: Path) -> None:
-    args = ["--base-url", proxy.base_url, "--model", "gemma", "--structured-output", mode, "--normalize-messages",
-            "--max-steps", str(SMALL_RUN["max_steps"]), "--max-attempts", "1",
-            "--request-timeout", str(REQUEST_TIMEOUT)]
-    r = run_cli(args, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT,
-                env={"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)})
+    args = [
+        "--base-url",
+        proxy.base_url,
+        "--model",
+        "gemma",
+        "--structured-output",
+        mode,
+        "--normalize-messages",
+        "--max-steps",
+        str(SMALL_RUN["max_steps"]),
+        "--max-attempts",
+        "1",
+        "--request-timeout",
+        str(REQUEST_TIMEOUT),
+    ]
+    r = run_cli(args, mode, tmp_path, proxy=proxy, time_limit=TIME_LIMIT, env={"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)})
     server_alive(server)
     check_run(r, mode)
     assert r.exit_code == (0 if r.status == "completed" else 1), r.output_tail
@@ -216,8 +243,16 @@ def test_gguf_option_serves_the_run_and_its_resume(tmp_path: Path) -> None:
     """``planmode run --gguf FILE``: one command, a server for the command only. Without --auto-approve and a
     terminal the run stops at the approval; ``planmode resume THREAD --gguf FILE --auto-approve`` goes on."""
     before = _llama_pids()
-    flags = ["--gguf", str(gemma_gguf()), "--max-steps", "2", "--max-attempts", "1",
-             "--request-timeout", str(REQUEST_TIMEOUT)]
+    flags = [
+        "--gguf",
+        str(gemma_gguf()),
+        "--max-steps",
+        "2",
+        "--max-attempts",
+        "1",
+        "--request-timeout",
+        str(REQUEST_TIMEOUT),
+    ]
     env = {"PLANMODE_MAX_OUTPUT_TOKENS": str(CAP)}
     first = run_cli(flags, "gguf", tmp_path, time_limit=TIME_LIMIT, env=env, approve=False)
     assert first.status in ("awaiting_approval", "failed") and first.clean, (first.status, first.output_tail)
@@ -227,8 +262,15 @@ def test_gguf_option_serves_the_run_and_its_resume(tmp_path: Path) -> None:
     assert _llama_pids() <= before, "the --gguf server outlived the run"
     if first.status == "awaiting_approval":  # the model made a plan: approve it from a resume
         thread = _thread_of(tmp_path)
-        second = run_cli(["--gguf", str(gemma_gguf())], "gguf", tmp_path, time_limit=TIME_LIMIT, env=env,
-                         thread=thread, command="resume")
+        second = run_cli(
+            ["--gguf", str(gemma_gguf())],
+            "gguf",
+            tmp_path,
+            time_limit=TIME_LIMIT,
+            env=env,
+            thread=thread,
+            command="resume",
+        )
         assert second.status in ("completed", "failed") and second.clean, (second.status, second.output_tail)
         assert second.exit_code == (0 if second.status == "completed" else 1)
         assert _llama_pids() <= before, "the --gguf server outlived the resume"
@@ -254,9 +296,11 @@ def test_server_stops_on_error_and_when_its_parent_is_killed(tmp_path: Path) -> 
         raise RuntimeError("the run failed")
     assert not _alive(pid)
     # A parent killed with SIGKILL runs no cleanup: the server notices its stdin close and exits.
-    code = ("import sys, time; from planmode.local_server import llama_server\n"
-            f"with llama_server({str(gemma_gguf())!r}, n_ctx=512) as s:\n"
-            "    print(s.pid, flush=True); time.sleep(600)\n")
+    code = (
+        "import sys, time; from planmode.local_server import llama_server\n"
+        f"with llama_server({str(gemma_gguf())!r}, n_ctx=512) as s:\n"
+        "    print(s.pid, flush=True); time.sleep(600)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
@@ -295,4 +339,3 @@ def _llama_pids() -> set[int]:
             if b"llama_cpp.server" in cmd and b"--port" in cmd and str(os.getpid()).encode() not in cmd:
                 pids.add(int(entry.name))
     return pids
-

@@ -22,10 +22,13 @@ from planmode.testing.openai_server import ScriptedOpenAIServer, prompt_tokens
 
 pytestmark = pytest.mark.integration
 
-PLAN = {"title": "Two steps", "steps": [
-    {"id": "collect", "description": "collect the numbers", "acceptance": "numbers collected"},
-    {"id": "report", "description": "report the sum", "dependencies": ["collect"], "acceptance": "a sum"},
-]}
+PLAN = {
+    "title": "Two steps",
+    "steps": [
+        {"id": "collect", "description": "collect the numbers", "acceptance": "numbers collected"},
+        {"id": "report", "description": "report the sum", "dependencies": ["collect"], "acceptance": "a sum"},
+    ],
+}
 CFG: Any = {"configurable": {"thread_id": "t"}}
 
 
@@ -72,19 +75,33 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def run(tmp_path: Path, script: Script, *, refuse: tuple[str, ...] = (), n_ctx: int | None = None,
-        tools: tuple[Any, ...] = (), **settings: Any) -> tuple[ScriptedOpenAIServer, dict[str, Any]]:
+def run(
+    tmp_path: Path,
+    script: Script,
+    *,
+    refuse: tuple[str, ...] = (),
+    n_ctx: int | None = None,
+    tools: tuple[Any, ...] = (),
+    **settings: Any,
+) -> tuple[ScriptedOpenAIServer, dict[str, Any]]:
     """Run the graph against a scripted server that refuses ``refuse`` and has a context of ``n_ctx``."""
     srv = ScriptedOpenAIServer(script, refuse=refuse, context_tokens=n_ctx)
     with srv:
         graph = build_graph(tools=tools, checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
-        context = {"base_url": srv.base_url, "model": "scripted", "mode": "plan", "approval": "auto",
-                   "max_retries": 0, **settings}
+        context = {
+            "base_url": srv.base_url,
+            "model": "scripted",
+            "mode": "plan",
+            "approval": "auto",
+            "max_retries": 0,
+            **settings,
+        }
         graph.invoke({"messages": [("user", "collect the numbers, then report the sum")]}, CFG, context=context)
         return srv, graph.get_state(CFG).values
 
 
 # -- structured-output modes ---------------------------------------------------------------------------------
+
 
 def test_auto_falls_back_to_json_object_with_the_schema_when_json_schema_is_refused(tmp_path: Path) -> None:
     """llama-cpp-python's server answers json_schema with HTTP 500: auto moves on to json_object, with the
@@ -125,8 +142,7 @@ def test_when_every_mode_is_refused_the_error_names_what_was_tried_and_the_setti
 
 
 def test_a_forced_mode_that_the_server_refuses_names_the_setting(tmp_path: Path) -> None:
-    srv, values = run(tmp_path, Script(), refuse=("json_schema",), structured_output="json_schema",
-                      max_plan_attempts=1)
+    srv, values = run(tmp_path, Script(), refuse=("json_schema",), structured_output="json_schema", max_plan_attempts=1)
     assert values["status"] == "failed"
     assert "structured_output='json_schema'" in values["error"] and "'auto'" in values["error"]
     assert "Input should be 'text' or 'json_object'" in values["error"]  # the cause, not just its first line
@@ -144,6 +160,7 @@ def test_each_forced_mode_completes_a_run(tmp_path: Path, mode: str) -> None:
 
 # -- the output cap ------------------------------------------------------------------------------------------
 
+
 def test_every_call_carries_the_output_cap_as_max_tokens(tmp_path: Path) -> None:
     srv, values = run(tmp_path, Script(), max_output_tokens=321)
     assert values["status"] == "completed", values.get("error")
@@ -153,6 +170,7 @@ def test_every_call_carries_the_output_cap_as_max_tokens(tmp_path: Path) -> None
 
 
 # -- the context budget --------------------------------------------------------------------------------------
+
 
 @tool
 def big(n: int) -> str:
@@ -176,7 +194,8 @@ def test_execution_transcripts_are_trimmed_to_the_context_the_server_reports(tmp
     assert "left out to fit the context budget" in tool_results[0]
     assert tool_results[0].startswith("block 0:")  # the head survives
     assert [m.get("tool_call_id") for m in last if m["role"] == "tool"] == [
-        c["tool_calls"][0]["id"] for c in last if c["role"] == "assistant" and c.get("tool_calls")]
+        c["tool_calls"][0]["id"] for c in last if c["role"] == "assistant" and c.get("tool_calls")
+    ]
 
 
 def test_a_server_that_does_not_report_its_context_teaches_it_by_the_first_overflow(tmp_path: Path) -> None:
@@ -186,8 +205,15 @@ def test_a_server_that_does_not_report_its_context_teaches_it_by_the_first_overf
     srv = ScriptedOpenAIServer(script, context_tokens=3000, report_context=False)
     with srv:
         graph = build_graph(tools=(big,), checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
-        context = {"base_url": srv.base_url, "model": "scripted", "mode": "plan", "approval": "auto",
-                   "max_retries": 0, "max_output_tokens": 512, "max_attempts": 2}
+        context = {
+            "base_url": srv.base_url,
+            "model": "scripted",
+            "mode": "plan",
+            "approval": "auto",
+            "max_retries": 0,
+            "max_output_tokens": 512,
+            "max_attempts": 2,
+        }
         graph.invoke({"messages": [("user", "collect the numbers, then report the sum")]}, CFG, context=context)
     values = graph.get_state(CFG).values
     assert values["status"] == "completed", values.get("error")
@@ -224,6 +250,7 @@ def test_context_discovery_reads_llama_cpp_props() -> None:
 
 
 # -- units -----------------------------------------------------------------------------------------------------
+
 
 def transcript(results: int, size: int) -> list[Any]:
     msgs: list[Any] = [SystemMessage(content="system"), HumanMessage(content="do the thing")]

@@ -19,11 +19,14 @@ from planmode.testing.openai_server import Fault, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
 
-PLAN = {"title": "Three steps", "steps": [
-    {"id": "collect", "description": "collect the numbers", "acceptance": "numbers collected"},
-    {"id": "add", "description": "add them up", "dependencies": ["collect"], "acceptance": "a sum"},
-    {"id": "report", "description": "report the sum", "dependencies": ["add"]},
-]}
+PLAN = {
+    "title": "Three steps",
+    "steps": [
+        {"id": "collect", "description": "collect the numbers", "acceptance": "numbers collected"},
+        {"id": "add", "description": "add them up", "dependencies": ["collect"], "acceptance": "a sum"},
+        {"id": "report", "description": "report the sum", "dependencies": ["add"]},
+    ],
+}
 CFG: Any = {"configurable": {"thread_id": "t"}}
 
 
@@ -79,11 +82,18 @@ def start_and_kill(tmp_path: Path, **settings: Any) -> tuple[Any, Script, str]:
     srv.start()
     dead_url = srv.base_url
     graph = build_graph(checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
-    context = {"base_url": dead_url, "model": "scripted", "mode": "plan", "approval": "auto", "max_retries": 1,
-               **settings}
+    context = {
+        "base_url": dead_url,
+        "model": "scripted",
+        "mode": "plan",
+        "approval": "auto",
+        "max_retries": 1,
+        **settings,
+    }
     try:
-        graph.invoke({"messages": [("user", "collect the numbers, add them up, then report the sum")]}, CFG,
-                     context=context)
+        graph.invoke(
+            {"messages": [("user", "collect the numbers, add them up, then report the sum")]}, CFG, context=context
+        )
     finally:
         srv.stop()
     return graph, first, dead_url
@@ -205,9 +215,14 @@ def test_any_chat_model_raising_connection_error_pauses_the_run_and_a_retry_resu
 
     down = threading.Event()
     down.set()
-    plan = {"title": "Parallel", "steps": [{"id": "left", "description": "left"},
-                                           {"id": "right", "description": "right"},
-                                           {"id": "join", "description": "join", "dependencies": ["left", "right"]}]}
+    plan = {
+        "title": "Parallel",
+        "steps": [
+            {"id": "left", "description": "left"},
+            {"id": "right", "description": "right"},
+            {"id": "join", "description": "join", "dependencies": ["left", "right"]},
+        ],
+    }
 
     def execute(req: ScriptRequest) -> Any:
         if req.step_id == "right" and down.is_set():
@@ -216,8 +231,9 @@ def test_any_chat_model_raising_connection_error_pauses_the_run_and_a_retry_resu
 
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute))
     graph = build_graph(model, checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
-    graph.invoke({"messages": [("user", "do left and right, then join them")]}, CFG,
-                 context={"mode": "plan", "approval": "auto"})
+    graph.invoke(
+        {"messages": [("user", "do left and right, then join them")]}, CFG, context={"mode": "plan", "approval": "auto"}
+    )
     state = graph.get_state(CFG)
     assert state.values["status"] == "model_unavailable"
     assert "Connection refused" in state.values["error"]
@@ -228,7 +244,10 @@ def test_any_chat_model_raising_connection_error_pauses_the_run_and_a_retry_resu
     values = graph.get_state(CFG).values
     assert values["status"] == "completed", values.get("error")
     assert (model.calls("execute", "left"), model.calls("execute", "right"), model.calls("execute", "join")) == (
-        1, 2, 1)  # the done sibling did not run again
+        1,
+        2,
+        1,
+    )  # the done sibling did not run again
 
 
 def test_reflect_losing_the_model_pauses_and_resumes_at_reflect(tmp_path: Path) -> None:
@@ -243,11 +262,13 @@ def test_reflect_losing_the_model_pauses_and_resumes_at_reflect(tmp_path: Path) 
             raise ConnectionResetError("connection reset by peer")
         return {"assessment": "complete", "reasoning": "good enough"}
 
-    model = ScriptedChatModel(responder=PurposeScript(
-        plan=plan, verify={"passed": False, "reason": "not well"}, reflect=reflect))
+    model = ScriptedChatModel(
+        responder=PurposeScript(plan=plan, verify={"passed": False, "reason": "not well"}, reflect=reflect)
+    )
     graph = build_graph(model, checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
-    graph.invoke({"messages": [("user", "do it well")]}, CFG,
-                 context={"mode": "plan", "approval": "auto", "max_attempts": 1})
+    graph.invoke(
+        {"messages": [("user", "do it well")]}, CFG, context={"mode": "plan", "approval": "auto", "max_attempts": 1}
+    )
     state = graph.get_state(CFG)
     assert state.values["status"] == "model_unavailable"
     assert state.interrupts[0].value["node"] == "reflect"
@@ -276,8 +297,11 @@ def test_parallel_steps_losing_the_model_at_once_pause_once_and_both_run_on_resu
 
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute))
     graph = build_graph(model, checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"))
-    graph.invoke({"messages": [("user", "do the three parts")]}, CFG,
-                 context={"mode": "plan", "approval": "auto", "max_parallel": 3, "max_attempts": 1})
+    graph.invoke(
+        {"messages": [("user", "do the three parts")]},
+        CFG,
+        context={"mode": "plan", "approval": "auto", "max_parallel": 3, "max_attempts": 1},
+    )
     state = graph.get_state(CFG)
     assert state.values["status"] == "model_unavailable"
     assert len(state.interrupts) == 1

@@ -20,10 +20,13 @@ from planmode.testing.openai_server import Fault, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
 
-PLAN = {"title": "Two steps", "steps": [
-    {"id": "collect", "description": "collect the numbers", "acceptance": "numbers collected"},
-    {"id": "report", "description": "report the sum", "dependencies": ["collect"]},
-]}
+PLAN = {
+    "title": "Two steps",
+    "steps": [
+        {"id": "collect", "description": "collect the numbers", "acceptance": "numbers collected"},
+        {"id": "report", "description": "report the sum", "dependencies": ["collect"]},
+    ],
+}
 ANSWERS: dict[str, Any] = {
     "plan": PLAN,
     "verify": {"passed": True, "reason": ""},

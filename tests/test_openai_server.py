@@ -68,9 +68,7 @@ def test_invoke_returns_the_scripted_text_and_records_the_request() -> None:
 
 
 def test_bind_tools_returns_parsed_tool_calls_with_generated_ids() -> None:
-    script = {
-        "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}, {"name": "add", "arguments": "{}"}]
-    }
+    script = {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}, {"name": "add", "arguments": "{}"}]}
     with serve(script) as srv:
         reply = chat(srv).bind_tools([add]).invoke("add 1 and 2")
 
@@ -277,8 +275,9 @@ def test_a_refused_mode_is_a_500_naming_it_and_the_responder_is_not_asked() -> N
 
 
 def test_refusing_tools_and_an_unknown_mode() -> None:
-    with ScriptedOpenAIServer(queue_responder([]), refuse=("tools",)) as srv, pytest.raises(
-        openai.InternalServerError, match="tools"
+    with (
+        ScriptedOpenAIServer(queue_responder([]), refuse=("tools",)) as srv,
+        pytest.raises(openai.InternalServerError, match="tools"),
     ):
         chat(srv).bind_tools([add]).invoke("add")
     with pytest.raises(ValueError, match="refuse takes"):

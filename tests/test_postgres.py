@@ -20,11 +20,14 @@ from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
 pytestmark = pytest.mark.integration
 
-PLAN = {"title": "Three steps", "steps": [
-    {"id": "a", "description": "first"},
-    {"id": "b", "description": "second", "dependencies": ["a"]},
-    {"id": "c", "description": "third", "dependencies": ["a"]},
-]}
+PLAN = {
+    "title": "Three steps",
+    "steps": [
+        {"id": "a", "description": "first"},
+        {"id": "b", "description": "second", "dependencies": ["a"]},
+        {"id": "c", "description": "third", "dependencies": ["a"]},
+    ],
+}
 
 
 def _graph(url: str, executed: list[str] | None = None) -> tuple[Any, Any]:
@@ -97,8 +100,13 @@ def test_cli_on_a_postgres_url(pg_url: str) -> None:
     g, saver = _graph(pg_url)
     g.invoke({"messages": [("user", "do a, then b and c")]}, cfg, context={"mode": "plan", "approval": "auto"})
     saver.conn.close()
-    proc = subprocess.run([sys.executable, "-m", "planmode.cli", "show", tid, "--db", pg_url], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "planmode.cli", "show", tid, "--db", pg_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "completed" in proc.stdout
 
@@ -150,8 +158,15 @@ def test_killed_just_after_a_dependent_started_on_postgres(pg_url: str, tmp_path
 
     server = ForkServer()
     try:
-        results = run_trials(server.launch, tmp_path, trials=30, seed=15, db_for=_database_per_trial(pg_url),
-                             kill_after="dependent", plan="chain")
+        results = run_trials(
+            server.launch,
+            tmp_path,
+            trials=30,
+            seed=15,
+            db_for=_database_per_trial(pg_url),
+            kill_after="dependent",
+            plan="chain",
+        )
     finally:
         server.close()
     assert sum(t.re_runs_of_done_steps for t in results) == 0

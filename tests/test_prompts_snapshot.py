@@ -20,13 +20,18 @@ from planmode.tools import read_only
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.txt"
 
-PLAN = {"title": "Greeting", "steps": [
-    {"id": "draft", "description": "Draft the greeting", "acceptance": "a greeting exists", "tools": ["lookup"]},
-    {"id": "polish", "description": "Polish the greeting", "dependencies": ["draft"], "acceptance": "it is polite"},
-]}
-PATCH = {"reason": "polish needs the name first", "add_steps": [
-    {"id": "name", "description": "Look up the name", "after": "draft", "dependencies": ["draft"]}],
-    "update_steps": [{"id": "polish", "dependencies": ["draft", "name"]}]}
+PLAN = {
+    "title": "Greeting",
+    "steps": [
+        {"id": "draft", "description": "Draft the greeting", "acceptance": "a greeting exists", "tools": ["lookup"]},
+        {"id": "polish", "description": "Polish the greeting", "dependencies": ["draft"], "acceptance": "it is polite"},
+    ],
+}
+PATCH = {
+    "reason": "polish needs the name first",
+    "add_steps": [{"id": "name", "description": "Look up the name", "after": "draft", "dependencies": ["draft"]}],
+    "update_steps": [{"id": "polish", "dependencies": ["draft", "name"]}],
+}
 
 
 @tool
@@ -47,8 +52,11 @@ def _verify(req: ScriptRequest) -> Any:
 
 
 def _execute(req: ScriptRequest) -> Any:
-    return f"{req.step_id} done" + (" with the name" if req.step_id == "polish" and "Step `name`" not in
-                                     req.text() and "- name:" in req.text() else "")
+    return f"{req.step_id} done" + (
+        " with the name"
+        if req.step_id == "polish" and "Step `name`" not in req.text() and "- name:" in req.text()
+        else ""
+    )
 
 
 def render(requests: list[ScriptRequest]) -> str:
@@ -57,8 +65,11 @@ def render(requests: list[ScriptRequest]) -> str:
     out = []
     shown: set[str] = set()
     for n, req in enumerate(requests, 1):
-        out.append(f"=== {n}. {req.purpose}" + (f" · step {req.step_id}" if req.step_id else "")
-                   + (f" · schema {req.schema}" if req.schema else ""))
+        out.append(
+            f"=== {n}. {req.purpose}"
+            + (f" · step {req.step_id}" if req.step_id else "")
+            + (f" · schema {req.schema}" if req.schema else "")
+        )
         if req.schema and req.schema not in shown and req.tools:
             shown.add(req.schema)
             out.append(f"--- schema\n{json.dumps(req.tools[0]['function'], sort_keys=True)}")
@@ -70,13 +81,22 @@ def render(requests: list[ScriptRequest]) -> str:
 
 
 def test_the_prompts_sent_match_the_snapshot() -> None:
-    model = ScriptedChatModel(responder=PurposeScript(
-        plan=PLAN, patch=PATCH, explore=_explore, verify=_verify, execute=_execute,
-        reflect={"assessment": "needs_adjustment", "reasoning": "polish lacks the name", "guidance": "add a step"},
-        final="Hello, Ada!"))
+    model = ScriptedChatModel(
+        responder=PurposeScript(
+            plan=PLAN,
+            patch=PATCH,
+            explore=_explore,
+            verify=_verify,
+            execute=_execute,
+            reflect={"assessment": "needs_adjustment", "reasoning": "polish lacks the name", "guidance": "add a step"},
+            final="Hello, Ada!",
+        )
+    )
     graph = build_graph(model, tools=[read_only(lookup)])
-    graph.invoke({"messages": [("user", "Write a polite greeting for our new colleague, then polish it")]},
-                 context={"mode": "plan", "approval": "auto", "max_parallel": 1, "max_attempts": 1})
+    graph.invoke(
+        {"messages": [("user", "Write a polite greeting for our new colleague, then polish it")]},
+        context={"mode": "plan", "approval": "auto", "max_parallel": 1, "max_attempts": 1},
+    )
     text = render(model.requests)
     if os.environ.get("PLANMODE_UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(text, encoding="utf-8")

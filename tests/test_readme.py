@@ -66,10 +66,12 @@ def test_the_readme_has_python_blocks() -> None:
     assert len(_python_blocks()) >= 2
 
 
-@pytest.mark.parametrize(("heading", "line", "code", "reason"), _python_blocks(),
-                         ids=[f"{h}:{n}" for h, n, _, _ in _python_blocks()])
-def test_every_python_block_of_the_readme_runs(heading: str, line: int, code: str, reason: str | None,
-                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("heading", "line", "code", "reason"), _python_blocks(), ids=[f"{h}:{n}" for h, n, _, _ in _python_blocks()]
+)
+def test_every_python_block_of_the_readme_runs(
+    heading: str, line: int, code: str, reason: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if reason is not None:
         pytest.skip(f"README.md line {line} is marked not runnable: {reason}")
     if heading == "Plan mode as a tool" and importlib.util.find_spec("langchain") is None:
@@ -92,11 +94,19 @@ def test_the_try_without_a_key_block_runs_as_written(tmp_path: Path) -> None:
     port = _free_port()
     script = script.replace("8765", str(port))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
-    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", LANGSMITH_TRACING="false",
-               COLUMNS="120")
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", LANGSMITH_TRACING="false", COLUMNS="120"
+    )
     # the server needs a moment to listen before `planmode run` connects: the block's `&` then a retrying client
-    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=180, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert (tmp_path / "hello.py").read_text() == "print('hello')\n"

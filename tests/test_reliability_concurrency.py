@@ -51,15 +51,22 @@ def run_workers(db: Path, workers: int, runs: int) -> dict[str, list[str]]:
         saver = None
         try:
             saver = sqlite_checkpointer(db)
-            graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=work,
-                                checkpointer=saver)
+            graph = build_graph(
+                ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=work, checkpointer=saver
+            )
             barrier.wait(timeout=60)
             for run in range(runs):
                 tid = f"w{index}-r{run}"
                 config = {"configurable": {"thread_id": tid}}
-                ids = [chunk["config"]["configurable"]["checkpoint_id"] for chunk in graph.stream(
-                    {"messages": [("user", "Do a and b, then c, then d")]}, config, context=AUTO,
-                    stream_mode="checkpoints")]
+                ids = [
+                    chunk["config"]["configurable"]["checkpoint_id"]
+                    for chunk in graph.stream(
+                        {"messages": [("user", "Do a and b, then c, then d")]},
+                        config,
+                        context=AUTO,
+                        stream_mode="checkpoints",
+                    )
+                ]
                 with lock:
                     seen[tid] = ids
         except BaseException:  # collected and reported by the test; a worker must not die silently

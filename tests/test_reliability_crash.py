@@ -58,7 +58,8 @@ def test_durability_kills_just_after_a_dependent_started(
                 conn.execute(f'CREATE DATABASE "{prefix}_{i}"')
             return f"{base}/{prefix}_{i}"
 
-    results = crash.run_trials(fork_server.launch, tmp_path, trials=TRIALS, seed=31, db_for=db_for,
-                               kill_after="dependent", plan="chain")
+    results = crash.run_trials(
+        fork_server.launch, tmp_path, trials=TRIALS, seed=31, db_for=db_for, kill_after="dependent", plan="chain"
+    )
     assert sum(t.kills_after_dependent for t in results) >= TRIALS * 0.9
     assert sum(t.re_runs_of_done_steps for t in results) == 0

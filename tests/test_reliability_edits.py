@@ -26,10 +26,13 @@ from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
 pytestmark = pytest.mark.integration
 
-PLAN = {"title": "Numbers", "steps": [
-    {"id": "a", "description": "collect the numbers"},
-    {"id": "b", "description": "report", "dependencies": ["a"]},
-]}
+PLAN = {
+    "title": "Numbers",
+    "steps": [
+        {"id": "a", "description": "collect the numbers"},
+        {"id": "b", "description": "report", "dependencies": ["a"]},
+    ],
+}
 CFG: Any = {"configurable": {"thread_id": "shared"}}
 ROUNDS = 20
 
@@ -42,8 +45,11 @@ def _graph(db: Path | str) -> Any:
 
 def _waiting(db: Path | str, cfg: Any = CFG) -> Any:
     graph = _graph(db)
-    graph.invoke({"messages": [("user", "collect the numbers, then report")]}, cfg,
-                 context={"mode": "plan", "approval": "ask", "max_steps": 100})
+    graph.invoke(
+        {"messages": [("user", "collect the numbers, then report")]},
+        cfg,
+        context={"mode": "plan", "approval": "ask", "max_steps": 100},
+    )
     assert graph.get_state(cfg).next == ("approve",)
     return graph
 
@@ -67,8 +73,9 @@ def _assert_none_vanished(plan: Plan, attempts: dict[str, EditResult]) -> None:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_two_threads_editing_at_once_never_lose_an_edit(tmp_path: Path, backend: str,
-                                                        request: pytest.FixtureRequest) -> None:
+def test_two_threads_editing_at_once_never_lose_an_edit(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     db: Path | str = tmp_path / "edits.sqlite" if backend == "sqlite" else request.getfixturevalue("pg_url")
     cfg: Any = {"configurable": {"thread_id": f"shared-{uuid.uuid4().hex}"}}
     graph = _waiting(db, cfg)
@@ -82,8 +89,10 @@ def test_two_threads_editing_at_once_never_lose_an_edit(tmp_path: Path, backend:
             b.wait()
             attempts[name] = edit_plan(g, cfg, _add(name), expected_revision=rev, source=name)
 
-        workers = [threading.Thread(target=edit, args=(graph, f"x{i}")),
-                   threading.Thread(target=edit, args=(other, f"y{i}"))]
+        workers = [
+            threading.Thread(target=edit, args=(graph, f"x{i}")),
+            threading.Thread(target=edit, args=(other, f"y{i}")),
+        ]
         for w in workers:
             w.start()
         for w in workers:
@@ -133,8 +142,15 @@ WORKER = textwrap.dedent("""
 def test_two_processes_editing_at_once_never_lose_an_edit(tmp_path: Path) -> None:
     db = tmp_path / "edits.sqlite"
     graph = _waiting(db)
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(db), me, str(ROUNDS)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for me in ("p", "q")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(db), me, str(ROUNDS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for me in ("p", "q")
+    ]
     time.sleep(0.5)
     (tmp_path / "go").touch()
     attempts: dict[str, EditResult] = {}

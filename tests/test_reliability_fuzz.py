@@ -38,12 +38,46 @@ SERDE = planmode_serializer()
 # -- strategies ------------------------------------------------------------------------------------------------
 
 junk = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 10**12) | st.floats() | st.text(max_size=6)
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 10**12)
+    | st.floats()
+    | st.text(max_size=6)
     | st.sampled_from([*IDS, "done", "pending", "running", "skipped", "", " ", "../x", "a b"]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
-        ["id", "status", "steps", "goal", "add_steps", "update_steps", "remove_steps", "reorder", "after",
-         "position", "dependencies", "description", "title", "kind", "source", "reset", "version", "attempts",
-         "result", "clear", "__overwrite__", "type", "value"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "status",
+                    "steps",
+                    "goal",
+                    "add_steps",
+                    "update_steps",
+                    "remove_steps",
+                    "reorder",
+                    "after",
+                    "position",
+                    "dependencies",
+                    "description",
+                    "title",
+                    "kind",
+                    "source",
+                    "reset",
+                    "version",
+                    "attempts",
+                    "result",
+                    "clear",
+                    "__overwrite__",
+                    "type",
+                    "value",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
     max_leaves=12,
 )
 
@@ -55,12 +89,22 @@ def plans(draw: st.DrawFn) -> Plan:
     steps, done = [], set()
     for i, sid in enumerate(ids):
         deps = draw(st.lists(st.sampled_from(ids[:i]), unique=True, max_size=2)) if i else []
-        status = S.DONE if set(deps) <= done and draw(st.booleans()) else draw(st.sampled_from(
-            [S.PENDING, S.RUNNING, S.FAILED, S.BLOCKED, S.SKIPPED]))
+        status = (
+            S.DONE
+            if set(deps) <= done and draw(st.booleans())
+            else draw(st.sampled_from([S.PENDING, S.RUNNING, S.FAILED, S.BLOCKED, S.SKIPPED]))
+        )
         if status is S.DONE:
             done.add(sid)
-        steps.append(Step(id=sid, description=f"do {sid}", dependencies=deps, status=status,
-                          result="ok" if status is S.DONE else None))
+        steps.append(
+            Step(
+                id=sid,
+                description=f"do {sid}",
+                dependencies=deps,
+                status=status,
+                result="ok" if status is S.DONE else None,
+            )
+        )
     return Plan(goal="fuzz", steps=steps, version=draw(st.integers(1, 5)), max_steps=draw(st.sampled_from([None, 10])))
 
 
@@ -85,8 +129,22 @@ def mutated_patches(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
     """A valid patch with one field replaced, removed or duplicated (or left as it is)."""
     plan = draw(plans())
     patch = _valid_patch(plan, draw)
-    mutation = draw(st.sampled_from(["none", "junk_value", "drop_key", "dup_add", "dep_cycle", "edit_done",
-                                     "remove_done", "unknown_dep", "bad_after", "reorder_junk"]))
+    mutation = draw(
+        st.sampled_from(
+            [
+                "none",
+                "junk_value",
+                "drop_key",
+                "dup_add",
+                "dep_cycle",
+                "edit_done",
+                "remove_done",
+                "unknown_dep",
+                "bad_after",
+                "reorder_junk",
+            ]
+        )
+    )
     done = [s.id for s in plan.steps if s.status is S.DONE]
     if mutation == "junk_value":
         key = draw(st.sampled_from(sorted(patch)))
@@ -114,23 +172,48 @@ def mutated_patches(draw: st.DrawFn) -> tuple[Plan, dict[str, Any]]:
 def writes(plan: Plan) -> st.SearchStrategy[Any]:
     """One write to the plan channel, as nodes, humans, Studio or a broken client send it."""
     ids = plan.ids() or ["s0"]
-    transition = st.fixed_dictionaries({"id": st.sampled_from([*ids, "zz"]), "status": st.sampled_from(
-        ["pending", "running", "done", "failed", "blocked", "skipped", "weird"])}, optional={
-        "result": st.text(max_size=5), "attempts": st.integers(-1, 3), "clear": st.booleans()})
-    patchish = st.builds(lambda p: p, st.fixed_dictionaries({}, optional={
-        "add_steps": st.lists(st.fixed_dictionaries({"id": st.sampled_from(IDS), "description": st.just("x")},
-                                                    optional={"dependencies": st.lists(st.sampled_from(IDS),
-                                                                                       max_size=2)}), max_size=2),
-        "update_steps": st.lists(st.fixed_dictionaries({"id": st.sampled_from(ids)}, optional={
-            "description": st.just("y"), "status": st.sampled_from(["pending", "skipped", "done"]),
-            "dependencies": st.lists(st.sampled_from(IDS), max_size=2)}), max_size=2),
-        "remove_steps": st.lists(st.sampled_from(ids), max_size=2, unique=True),
-        "reorder": st.permutations(ids).map(list)}))
-    whole = st.builds(lambda keep: {"goal": "fuzz", "steps": [{"id": s, "description": f"d {s}"}
-                                                              for s in keep]},
-                      st.lists(st.sampled_from(IDS), min_size=0, max_size=6, unique=True))
-    plain = st.one_of(transition, st.lists(transition, max_size=3), patchish, whole, junk,
-                      st.just({"reset": True}), st.none())
+    transition = st.fixed_dictionaries(
+        {
+            "id": st.sampled_from([*ids, "zz"]),
+            "status": st.sampled_from(["pending", "running", "done", "failed", "blocked", "skipped", "weird"]),
+        },
+        optional={"result": st.text(max_size=5), "attempts": st.integers(-1, 3), "clear": st.booleans()},
+    )
+    patchish = st.builds(
+        lambda p: p,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "add_steps": st.lists(
+                    st.fixed_dictionaries(
+                        {"id": st.sampled_from(IDS), "description": st.just("x")},
+                        optional={"dependencies": st.lists(st.sampled_from(IDS), max_size=2)},
+                    ),
+                    max_size=2,
+                ),
+                "update_steps": st.lists(
+                    st.fixed_dictionaries(
+                        {"id": st.sampled_from(ids)},
+                        optional={
+                            "description": st.just("y"),
+                            "status": st.sampled_from(["pending", "skipped", "done"]),
+                            "dependencies": st.lists(st.sampled_from(IDS), max_size=2),
+                        },
+                    ),
+                    max_size=2,
+                ),
+                "remove_steps": st.lists(st.sampled_from(ids), max_size=2, unique=True),
+                "reorder": st.permutations(ids).map(list),
+            },
+        ),
+    )
+    whole = st.builds(
+        lambda keep: {"goal": "fuzz", "steps": [{"id": s, "description": f"d {s}"} for s in keep]},
+        st.lists(st.sampled_from(IDS), min_size=0, max_size=6, unique=True),
+    )
+    plain = st.one_of(
+        transition, st.lists(transition, max_size=3), patchish, whole, junk, st.just({"reset": True}), st.none()
+    )
     return st.one_of(plain, plain.map(Overwrite), plain.map(lambda v: {"__overwrite__": v}))
 
 
@@ -237,7 +320,5 @@ def test_write_sequences_through_the_channel_keep_the_thread_readable(first: Pla
 @pytest.mark.slow
 @LONG
 @given(plans(), st.data())
-def test_write_sequences_through_the_channel_keep_the_thread_readable_long(
-    first: Plan, data: st.DataObject
-) -> None:
+def test_write_sequences_through_the_channel_keep_the_thread_readable_long(first: Plan, data: st.DataObject) -> None:
     check_write_sequence(first, data)

@@ -43,9 +43,12 @@ class Worker:
     """``crash_worker.py run DB THREAD COUNTER --lease``: a fresh interpreter running the six-step plan."""
 
     def __init__(self, db: str, counter: Path, *extra: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease",
-                                      "--work=0.3", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease", "--work=0.3", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
 
     def expect(self, prefix: str, timeout: float = 120) -> str:
@@ -167,8 +170,10 @@ def test_a_second_holder_is_refused_with_holder_and_time(saver: Any) -> None:
 def _foreign_lease(saver: Any, expires_in: float) -> None:
     now = time.time()
     with saver.cursor() as cur:
-        cur.execute(f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    ("t", "elsewhere:123", "elsewhere", 123, None, "tok", now - 5, now - 5, now + expires_in))
+        cur.execute(
+            f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ("t", "elsewhere:123", "elsewhere", 123, None, "tok", now - 5, now - 5, now + expires_in),
+        )
 
 
 def test_a_lease_from_another_host_is_taken_over_only_once_expired(saver: Any) -> None:
@@ -194,10 +199,14 @@ def test_a_dead_local_pid_is_taken_over_and_a_live_one_is_not(saver: Any) -> Non
     try:
         now = time.time()
         with saver.cursor() as cur:
-            cur.execute(f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        ("dead", f"{host}:{gone.pid}", host, gone.pid, None, "x", now, now, now + 600))
-            cur.execute(f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        ("live", f"{host}:{alive.pid}", host, alive.pid, None, "y", now, now, now + 600))
+            cur.execute(
+                f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ("dead", f"{host}:{gone.pid}", host, gone.pid, None, "x", now, now, now + 600),
+            )
+            cur.execute(
+                f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ("live", f"{host}:{alive.pid}", host, alive.pid, None, "y", now, now, now + 600),
+            )
         with thread_lease(saver, "dead") as lease:
             assert lease.taken_over == f"{host}:{gone.pid}"
         with pytest.raises(ThreadBusyError), thread_lease(saver, "live"):
@@ -229,11 +238,14 @@ def test_planmode_run_holds_the_lease_around_invoke(saver: Any) -> None:
         return "ok"
 
     plan = {"title": "One", "steps": [{"id": "a", "description": "the only step"}]}
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=plan)), executor=executor,
-                        checkpointer=saver)
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=plan)), executor=executor, checkpointer=saver)
     config = {"configurable": {"thread_id": "run"}}
-    out = planmode.run(graph, {"messages": [("user", "do the one step and then report")]}, config,
-                       context={"mode": "plan", "approval": "auto"})
+    out = planmode.run(
+        graph,
+        {"messages": [("user", "do the one step and then report")]},
+        config,
+        context={"mode": "plan", "approval": "auto"},
+    )
     assert out["status"] == "completed"
     assert len(refused) == 1 and "already running" in refused[0]
     with thread_lease(saver, "run"):  # released afterwards
@@ -277,9 +289,13 @@ def test_leases_on_one_thread_from_many_threads_admit_one(saver: Any, tmp_path: 
 
 # -- the CLI ---------------------------------------------------------------------------------------------
 
-PLAN_CLI = {"title": "Slow", "steps": [{"id": "one", "description": "the first slow step"},
-                                       {"id": "two", "description": "the second slow step",
-                                        "dependencies": ["one"]}]}
+PLAN_CLI = {
+    "title": "Slow",
+    "steps": [
+        {"id": "one", "description": "the first slow step"},
+        {"id": "two", "description": "the second slow step", "dependencies": ["one"]},
+    ],
+}
 
 
 def test_two_planmode_resume_processes_on_one_thread_run_the_plan_once(tmp_path: Path) -> None:
@@ -306,15 +322,40 @@ def test_two_planmode_resume_processes_on_one_thread_run_the_plan_once(tmp_path:
     env.update(LANGSMITH_TRACING="false", COLUMNS="200", OPENAI_API_KEY="test")
     cli = [sys.executable, "-m", "planmode.cli"]
     with ScriptedOpenAIServer(respond) as srv:
-        first = subprocess.run([*cli, "run", "Do the first slow step, then the second", "--db", str(db),
-                                "--thread", "T", "--mode", "plan", "--base-url", srv.base_url,
-                                "--workspace", str(tmp_path)],
-                               env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        first = subprocess.run(
+            [
+                *cli,
+                "run",
+                "Do the first slow step, then the second",
+                "--db",
+                str(db),
+                "--thread",
+                "T",
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+                "--workspace",
+                str(tmp_path),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         assert "planmode resume T" in first.stdout, first.stdout + first.stderr  # left at the approval
-        resumes = [subprocess.Popen([*cli, "resume", "T", "--db", str(db), "--auto-approve",
-                                     "--workspace", str(tmp_path)], env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
-                   for _ in range(2)]
+        resumes = [
+            subprocess.Popen(
+                [*cli, "resume", "T", "--db", str(db), "--auto-approve", "--workspace", str(tmp_path)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
+            for _ in range(2)
+        ]
         outputs = [p.communicate(timeout=120)[0] for p in resumes]
     codes = sorted(p.returncode for p in resumes)
     assert codes == [0, 2], outputs
@@ -355,9 +396,25 @@ def test_concurrent_resumes_of_one_thread_run_it_once(
         counter = tmp_path / f"counter{r}"
         thread = f"race{r}"
         go = tmp_path / f"go{r}"
-        procs = [subprocess.Popen([sys.executable, str(WORKER), "run", db, thread, str(counter), "--lease",
-                                   "--work=1", f"--barrier={go}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for _ in range(RACERS)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(WORKER),
+                    "run",
+                    db,
+                    thread,
+                    str(counter),
+                    "--lease",
+                    "--work=1",
+                    f"--barrier={go}",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(RACERS)
+        ]
         for p in procs:  # every process has started up: then they all begin at once
             assert p.stdout is not None
             assert p.stdout.readline().strip() == "started"

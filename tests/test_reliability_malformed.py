@@ -69,8 +69,12 @@ def call(args: Any, name: str | None = None) -> Callable[[ScriptRequest], AIMess
     """A reply with one tool call named after the requested schema (or ``name``)."""
 
     def reply(req: ScriptRequest) -> AIMessage:
-        return AIMessage(content="", tool_calls=[{"name": name or req.schema or "answer", "args": args,
-                                                  "id": f"call_{next(_ids)}", "type": "tool_call"}])
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {"name": name or req.schema or "answer", "args": args, "id": f"call_{next(_ids)}", "type": "tool_call"}
+            ],
+        )
 
     return reply
 
@@ -79,9 +83,18 @@ def invalid_call(raw_args: str) -> Callable[[ScriptRequest], AIMessage]:
     """A reply whose tool call arguments are not a JSON object (a provider's ``invalid_tool_calls``)."""
 
     def reply(req: ScriptRequest) -> AIMessage:
-        return AIMessage(content="", invalid_tool_calls=[{"name": req.schema or "answer", "args": raw_args,
-                                                          "id": f"call_{next(_ids)}", "error": "bad json",
-                                                          "type": "invalid_tool_call"}])
+        return AIMessage(
+            content="",
+            invalid_tool_calls=[
+                {
+                    "name": req.schema or "answer",
+                    "args": raw_args,
+                    "id": f"call_{next(_ids)}",
+                    "error": "bad json",
+                    "type": "invalid_tool_call",
+                }
+            ],
+        )
 
     return reply
 
@@ -90,8 +103,16 @@ def raises(req: ScriptRequest) -> Any:
     raise RuntimeError("upstream error 500: the model server fell over")
 
 
-WRONG_TYPES = {"needs_plan": "perhaps", "steps": "a, then b", "passed": {"no": 1}, "assessment": 7,
-               "add_steps": "one more", "update_steps": 3, "remove_steps": {"a": 1}, "reorder": "c,b,a"}
+WRONG_TYPES = {
+    "needs_plan": "perhaps",
+    "steps": "a, then b",
+    "passed": {"no": 1},
+    "assessment": 7,
+    "add_steps": "one more",
+    "update_steps": 3,
+    "remove_steps": {"a": 1},
+    "reorder": "c,b,a",
+}
 
 #: Kinds that can be served at any structured step.
 GENERIC: dict[str, Any] = {
@@ -123,8 +144,12 @@ GENERIC: dict[str, Any] = {
 SPECIFIC: dict[str, dict[str, Any]] = {
     "plan": {
         "empty_plan": {"title": "nothing", "steps": []},
-        "cycle": {"steps": [{"id": "a", "description": "x", "dependencies": ["b"]},
-                            {"id": "b", "description": "y", "dependencies": ["a"]}]},
+        "cycle": {
+            "steps": [
+                {"id": "a", "description": "x", "dependencies": ["b"]},
+                {"id": "b", "description": "y", "dependencies": ["a"]},
+            ]
+        },
         "unknown_dependency": {"steps": [{"id": "a", "description": "x", "dependencies": ["ghost"]}]},
         "duplicate_ids": {"steps": [{"id": "a", "description": "x"}, {"id": "a", "description": "y"}]},
         "self_dependency": {"steps": [{"id": "a", "description": "x", "dependencies": ["a"]}]},
@@ -138,8 +163,10 @@ SPECIFIC: dict[str, dict[str, Any]] = {
         "remove_done_step": {"reason": "drop", "remove_steps": ["a"]},
         "reorder_done_steps": {"reason": "swap", "reorder": ["b", "a"]},
         "patch_cycle": {"reason": "loop", "update_steps": [{"id": "b", "dependencies": ["c"]}]},
-        "patch_unknown_dependency": {"reason": "x", "add_steps": [{"id": "n", "description": "n",
-                                                                   "dependencies": ["ghost"]}]},
+        "patch_unknown_dependency": {
+            "reason": "x",
+            "add_steps": [{"id": "n", "description": "n", "dependencies": ["ghost"]}],
+        },
         "empty_patch": {"reason": "nothing to change"},
         "duplicate_new_id": {"reason": "x", "add_steps": [{"id": "a", "description": "again"}]},
         "mark_done_by_patch": {"reason": "x", "update_steps": [{"id": "b", "status": "done"}]},
@@ -156,12 +183,15 @@ CASES = [(step, kind) for step in STEPS for kind in GENERIC] + [
 ]
 #: The normal suite serves every kind at one step (generic kinds in turn at each step); ``-m slow`` runs all.
 QUICK = {(STEPS[i % len(STEPS)], kind) for i, kind in enumerate(GENERIC)} | {
-    (step, kind) for step, kinds in SPECIFIC.items() for kind in kinds}
+    (step, kind) for step, kinds in SPECIFIC.items() for kind in kinds
+}
 
 
 def params(cases: list[tuple[str, str]]) -> list[Any]:
-    return [pytest.param(step, kind, id=f"{step}-{kind}", marks=() if (step, kind) in QUICK else pytest.mark.slow)
-            for step, kind in cases]
+    return [
+        pytest.param(step, kind, id=f"{step}-{kind}", marks=() if (step, kind) in QUICK else pytest.mark.slow)
+        for step, kind in cases
+    ]
 
 
 def bad_answer(step: str, kind: str) -> Any:

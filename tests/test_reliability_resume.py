@@ -61,19 +61,34 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("edit_without_plan_or_patch", {"action": "edit", "revision": "REV"}),
     ("edit_with_plan_and_patch", {"action": "edit", "revision": "REV", "plan": PLAN, "patch": {"title": "x"}}),
     ("edit_patch_broken_json", {"action": "edit", "revision": "REV", "patch": '{"add_steps": [}'}),
-    ("edit_patch_nested_too_deeply",
-     {"action": "edit", "revision": "REV", "patch": "[" * 50_000 + "]" * 50_000}),
+    ("edit_patch_nested_too_deeply", {"action": "edit", "revision": "REV", "patch": "[" * 50_000 + "]" * 50_000}),
     ("edit_patch_not_an_object", {"action": "edit", "revision": "REV", "patch": [1, 2]}),
-    ("edit_unknown_dependency", {"action": "edit", "revision": "REV", "patch": {"add_steps": [
-        {"id": "n", "description": "new", "dependencies": ["ghost"]}]}}),
-    ("edit_cycle",
-     {"action": "edit", "revision": "REV", "patch": {"update_steps": [{"id": "a", "dependencies": ["c"]}]}}),
+    (
+        "edit_unknown_dependency",
+        {
+            "action": "edit",
+            "revision": "REV",
+            "patch": {"add_steps": [{"id": "n", "description": "new", "dependencies": ["ghost"]}]},
+        },
+    ),
+    (
+        "edit_cycle",
+        {"action": "edit", "revision": "REV", "patch": {"update_steps": [{"id": "a", "dependencies": ["c"]}]}},
+    ),
     ("edit_empty_plan", {"action": "edit", "revision": "REV", "plan": {"steps": []}}),
-    ("edit_invalid_step_id",
-     {"action": "edit", "revision": "REV", "patch": {"add_steps": [{"id": "no spaces", "description": "x"}]}}),
+    (
+        "edit_invalid_step_id",
+        {"action": "edit", "revision": "REV", "patch": {"add_steps": [{"id": "no spaces", "description": "x"}]}},
+    ),
     ("edit_changes_nothing", {"action": "edit", "revision": "REV", "patch": {"reason": "looks good"}}),
-    ("edit_same_plan_with_statuses", {"action": "edit", "revision": "REV", "plan": {**PLAN, "steps": [
-        {**s, "status": "done"} for s in PLAN["steps"]]}}),
+    (
+        "edit_same_plan_with_statuses",
+        {
+            "action": "edit",
+            "revision": "REV",
+            "plan": {**PLAN, "steps": [{**s, "status": "done"} for s in PLAN["steps"]]},
+        },
+    ),
     ("edit_without_revision", {"action": "edit", "patch": {"title": "New title"}}),
     ("edit_revision_not_a_string", {"action": "edit", "revision": 7, "patch": {"title": "New title"}}),
     ("edit_stale_revision", {"action": "edit", "revision": STALE, "patch": {"title": "New title"}}),
@@ -110,8 +125,7 @@ def _with_revision(value: Any, revision: str) -> Any:
 @pytest.mark.parametrize(("name", "value"), BAD_VALUES, ids=[n for n, _ in BAD_VALUES])
 def test_a_bad_resume_value_is_answered_by_asking_again(saver: SqliteSaver, name: str, value: Any) -> None:
     executor = Recorder()
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor,
-                        checkpointer=saver)
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor, checkpointer=saver)
     config = {"configurable": {"thread_id": f"resume-{name}"}}
     graph.invoke({"messages": [("user", TASK)]}, config, context=ASK)
     before = graph.get_state(config)
@@ -141,8 +155,7 @@ def test_a_bad_resume_value_is_answered_by_asking_again(saver: SqliteSaver, name
 
 def test_many_bad_values_in_a_row_then_an_approval(saver: SqliteSaver) -> None:
     executor = Recorder()
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor,
-                        checkpointer=saver)
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor, checkpointer=saver)
     config = {"configurable": {"thread_id": "resume-in-a-row"}}
     graph.invoke({"messages": [("user", TASK)]}, config, context=ASK)
     revision = graph.get_state(config).interrupts[0].value["revision"]
@@ -162,8 +175,7 @@ def test_an_empty_object_is_read_by_langgraph_as_an_empty_resume_map(saver: Sqli
     """``Command(resume={})`` never reaches planmode: LangGraph reads a dict as a map from interrupt ids to
     values, and an empty one resumes nothing. The run stays at the same question and nothing runs."""
     executor = Recorder()
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor,
-                        checkpointer=saver)
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor, checkpointer=saver)
     config = {"configurable": {"thread_id": "resume-empty-map"}}
     graph.invoke({"messages": [("user", TASK)]}, config, context=ASK)
     shown = graph.get_state(config).interrupts[0].value
@@ -177,8 +189,7 @@ def test_a_none_resume_leaves_the_thread_at_the_approval(saver: SqliteSaver) -> 
     """``Command(resume=None)`` fails inside LangGraph 1.2 itself (UnboundLocalError before any node runs);
     whatever LangGraph does with it, the thread must stay at the approval and take a real answer."""
     executor = Recorder()
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor,
-                        checkpointer=saver)
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=executor, checkpointer=saver)
     config = {"configurable": {"thread_id": "resume-none"}}
     graph.invoke({"messages": [("user", TASK)]}, config, context=ASK)
     revision = graph.get_state(config).interrupts[0].value["revision"]

@@ -47,8 +47,13 @@ def test_full_outputs_stay_in_the_store_and_out_of_the_checkpoints(tmp_path: Pat
     saver = sqlite_checkpointer(db)
     store = InMemoryStore()
     big = Big()
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLAN)), executor=big.execute,
-                        verifier=big.verify, checkpointer=saver, store=store)
+    graph = build_graph(
+        ScriptedChatModel(responder=PurposeScript(plan=PLAN)),
+        executor=big.execute,
+        verifier=big.verify,
+        checkpointer=saver,
+        store=store,
+    )
     config: dict[str, Any] = {"configurable": {"thread_id": "t"}}
     settings = PlanModeContext(mode="plan", approval="auto", result_chars=300)
     graph.invoke({"messages": [("user", "Produce a, then use it in b")]}, config, context=settings)

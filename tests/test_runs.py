@@ -80,8 +80,11 @@ def make_runs(checkpointer: Any) -> Any:
     graph.invoke({"task": "Plan the next release"}, cfg("t-awaiting"), context=PLAN_MODE)
     graph.invoke({"task": "Plan the cancelled release"}, cfg("t-cancelled"), context=PLAN_MODE)
     graph.invoke(Command(resume={"action": "cancel", "feedback": "not now"}), cfg("t-cancelled"))
-    graph.invoke({"task": "Ship the broken release"}, cfg("t-failed"),
-                 context=PlanModeContext(mode="plan", approval="auto", max_attempts=1))
+    graph.invoke(
+        {"task": "Ship the broken release"},
+        cfg("t-failed"),
+        context=PlanModeContext(mode="plan", approval="auto", max_attempts=1),
+    )
     graph.invoke({"task": "What is a release?"}, cfg("t-answered"), context=PlanModeContext(mode="direct"))
     with pytest.raises(Crash):
         graph.invoke({"task": "Ship the crash release"}, cfg("t-running"), context=AUTO)
@@ -101,8 +104,14 @@ def test_lists_every_run_newest_first_with_its_goal_status_plan_and_steps(saver:
     assert [r.thread_id for r in runs] == ORDER
     by_id = {r.thread_id: r for r in runs}
     assert {t: r.status for t, r in by_id.items()} == {
-        "t-reused": "awaiting_approval", "t-running": "running", "t-answered": "answered", "t-failed": "failed",
-        "t-cancelled": "cancelled", "t-awaiting": "awaiting_approval", "t-completed": "completed"}
+        "t-reused": "awaiting_approval",
+        "t-running": "running",
+        "t-answered": "answered",
+        "t-failed": "failed",
+        "t-cancelled": "cancelled",
+        "t-awaiting": "awaiting_approval",
+        "t-completed": "completed",
+    }
     done = by_id["t-completed"]
     assert done.goal == "Ship the release" and done.title == "Release" and done.plan_version == 1
     assert done.steps["done"] == 3 and done.total_steps == 3 and done.checkpoint_ns == ""
@@ -222,7 +231,9 @@ def test_postgres_lists_the_same_runs_as_sqlite_and_as_its_generic_path(
     assert [r.thread_id for r in runs] == ORDER
     assert [_comparable(r) for r in runs] == [_comparable(r) for r in list_runs(saver, limit=None)]
     assert [r.thread_id for r in list_runs(pg_saver, status=["awaiting_approval", "cancelled"], limit=2)] == [
-        "t-reused", "t-cancelled"]
+        "t-reused",
+        "t-cancelled",
+    ]
     assert list_runs(pg_saver, limit=3) == runs[:3]
     monkeypatch.setattr(planmode.runs, "is_postgres", lambda saver: False)  # force the generic path
     assert list_runs(pg_saver, limit=None) == runs
@@ -237,8 +248,10 @@ def copy_threads(db: Path, n: int) -> int:
             for table in ("checkpoints", "writes"):
                 cols = [c[1] for c in conn.execute(f"PRAGMA table_info({table})")]
                 select = ", ".join(f"thread_id || '-copy{k}'" if c == "thread_id" else c for c in cols)
-                conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table} "
-                             "WHERE thread_id NOT LIKE '%-copy%'")
+                conn.execute(
+                    f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table} "
+                    "WHERE thread_id NOT LIKE '%-copy%'"
+                )
         return int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
 
 
@@ -285,9 +298,11 @@ def test_many_threads_read_only_the_latest_checkpoint_of_each(
     elapsed_generic = time.perf_counter() - start
     assert generic == everything
     with capsys.disabled():
-        print(f"\nlist_runs over {threads} threads ({rows} checkpoints): all {elapsed_all * 1000:.0f} ms, "
-              f"newest 20 {elapsed_page * 1000:.1f} ms, awaiting approval {elapsed_filtered * 1000:.0f} ms; "
-              f"generic list() path {elapsed_generic * 1000:.0f} ms")
+        print(
+            f"\nlist_runs over {threads} threads ({rows} checkpoints): all {elapsed_all * 1000:.0f} ms, "
+            f"newest 20 {elapsed_page * 1000:.1f} ms, awaiting approval {elapsed_filtered * 1000:.0f} ms; "
+            f"generic list() path {elapsed_generic * 1000:.0f} ms"
+        )
     saver.conn.close()
 
 

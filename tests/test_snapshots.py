@@ -130,8 +130,10 @@ def test_labels_are_readable_and_newest_first(db: Path) -> None:
         "finished: completed",
     ]
     assert [s.step for s in snaps] == list(range(len(snaps) - 2, -2, -1))
-    assert all(x.created_at is not None and y.created_at is not None and x.created_at >= y.created_at
-               for x, y in itertools.pairwise(snaps))
+    assert all(
+        x.created_at is not None and y.created_at is not None and x.created_at >= y.created_at
+        for x, y in itertools.pairwise(snaps)
+    )
     assert len({s.checkpoint_id for s in snaps}) == len(snaps)
     assert [s.parent_id for s in snaps[:-1]] == [s.checkpoint_id for s in snaps[1:]]
     assert snaps[-1].parent_id is None
@@ -154,8 +156,9 @@ def test_limit_and_a_second_connection_see_the_same_snapshots(db: Path) -> None:
     run_to_end(graph, "t")
     everything = list_snapshots(graph, "t")
     other = make_graph(db, Recorder())  # a new process would open the file like this
-    assert [(s.checkpoint_id, s.label) for s in list_snapshots(other, "t")] == \
-        [(s.checkpoint_id, s.label) for s in everything]
+    assert [(s.checkpoint_id, s.label) for s in list_snapshots(other, "t")] == [
+        (s.checkpoint_id, s.label) for s in everything
+    ]
     first3 = list_snapshots(other, "t", limit=3)
     assert [(s.checkpoint_id, s.label) for s in first3] == [(s.checkpoint_id, s.label) for s in everything[:3]]
     with pytest.raises(ValueError, match="limit"):
@@ -163,15 +166,29 @@ def test_limit_and_a_second_connection_see_the_same_snapshots(db: Path) -> None:
 
 
 def test_labels_of_a_failure_a_reflection_and_a_patch(db: Path) -> None:
-    patch = {"reason": "b cannot work; replace it", "remove_steps": ["b"],
-             "add_steps": [{"id": "b2", "description": "Do b another way", "dependencies": ["a"]}]}
+    patch = {
+        "reason": "b cannot work; replace it",
+        "remove_steps": ["b"],
+        "add_steps": [{"id": "b2", "description": "Do b another way", "dependencies": ["a"]}],
+    }
     model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, patch=patch))
-    graph = build_graph(model, executor=Recorder(), verifier=lambda step, output, ctx: (step.id != "b", "wrong"),
-                        checkpointer=sqlite_checkpointer(db))
+    graph = build_graph(
+        model,
+        executor=Recorder(),
+        verifier=lambda step, output, ctx: (step.id != "b", "wrong"),
+        checkpointer=sqlite_checkpointer(db),
+    )
     graph.invoke({"messages": [("user", TASK)]}, cfg("t"), context={"mode": "plan", "approval": "auto"})
     labels = [s.label for s in reversed(list_snapshots(graph, "t"))]
-    for expected in ("plan v1 created (3 steps)", "step b to retry", "step b failed",
-                     "reflection: needs_adjustment", "patched to v2", "step b2 done", "finished: completed"):
+    for expected in (
+        "plan v1 created (3 steps)",
+        "step b to retry",
+        "step b failed",
+        "reflection: needs_adjustment",
+        "patched to v2",
+        "step b2 done",
+        "finished: completed",
+    ):
         assert expected in labels
     assert any(label.startswith("trouble: \"step 'b' failed after 2 attempt(s)") for label in labels)
 

@@ -22,8 +22,7 @@ S = StepStatus
 
 ANY_VALUE = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5) | st.integers(), inner,
-                                                                max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=4),
     max_leaves=12,
 )
 OUTCOME = st.builds(StepOutcome, step_id=st.text(max_size=5), ok=st.booleans(), output=st.text(max_size=10))
@@ -32,8 +31,10 @@ OUTCOME = st.builds(StepOutcome, step_id=st.text(max_size=5), ok=st.booleans(), 
 # -- merge_outcomes: total ------------------------------------------------------------------------------------
 
 
-@given(current=st.none() | st.dictionaries(st.text(max_size=5), OUTCOME, max_size=3) | ANY_VALUE,
-       update=ANY_VALUE | st.dictionaries(st.text(max_size=5), st.none() | OUTCOME | ANY_VALUE, max_size=4))
+@given(
+    current=st.none() | st.dictionaries(st.text(max_size=5), OUTCOME, max_size=3) | ANY_VALUE,
+    update=ANY_VALUE | st.dictionaries(st.text(max_size=5), st.none() | OUTCOME | ANY_VALUE, max_size=4),
+)
 def test_merge_outcomes_never_raises_and_returns_outcomes_by_id(current: Any, update: Any) -> None:
     out = merge_outcomes(current, update)
     assert isinstance(out, dict)
@@ -57,8 +58,11 @@ def test_merge_outcomes_ignores_updates_that_are_not_mappings() -> None:
 
 def test_update_state_with_garbage_outcomes_leaves_the_thread_readable(checkpointer: SqliteSaver) -> None:
     plan = {"title": "t", "steps": [{"id": "a", "description": "do a"}]}
-    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=plan)),
-                        executor=lambda step, ctx: "ok", checkpointer=checkpointer)
+    graph = build_graph(
+        ScriptedChatModel(responder=PurposeScript(plan=plan)),
+        executor=lambda step, ctx: "ok",
+        checkpointer=checkpointer,
+    )
     cfg: Any = {"configurable": {"thread_id": "g"}}
     graph.invoke({"messages": [("user", "do a then b then c")]}, cfg, context={"mode": "plan"})
     for garbage in ("garbage", 5, ["a"], {"a": 7}):
@@ -89,8 +93,12 @@ def test_plan_changes_reports_added_removed_updated_and_reordered() -> None:
     new = _plan(C, {**A, "complexity": "high", "tools": ["x"]}, {"id": "d", "description": "new"})
     changes = plan_changes(old, new)
     assert changes == {
-        "since_revision": old.revision, "added": ["d"], "removed": ["b"],
-        "updated": {"a": {"tools": [[], ["x"]], "complexity": ["medium", "high"]}}, "reordered": True}
+        "since_revision": old.revision,
+        "added": ["d"],
+        "removed": ["b"],
+        "updated": {"a": {"tools": [[], ["x"]], "complexity": ["medium", "high"]}},
+        "reordered": True,
+    }
     assert json.loads(json.dumps(changes)) == changes
     assert plan_changes(plan_snapshot(old), new) == changes  # the snapshot kept in state gives the same
     assert plan_changes(old, old)["updated"] == {} and not plan_changes(old, old)["reordered"]
@@ -98,8 +106,15 @@ def test_plan_changes_reports_added_removed_updated_and_reordered() -> None:
 
 def test_plan_changes_shows_skips_but_not_execution_progress() -> None:
     old = _plan(A, B, C)
-    done = old.model_copy(update={"steps": [old.steps[0].model_copy(update={"status": S.DONE}),
-                                            old.steps[1].model_copy(update={"status": S.SKIPPED}), old.steps[2]]})
+    done = old.model_copy(
+        update={
+            "steps": [
+                old.steps[0].model_copy(update={"status": S.DONE}),
+                old.steps[1].model_copy(update={"status": S.SKIPPED}),
+                old.steps[2],
+            ]
+        }
+    )
     assert plan_changes(old, done)["updated"] == {"b": {"status": ["pending", "skipped"]}}
 
 
@@ -119,8 +134,11 @@ def test_a_stale_update_is_refused_and_recorded_never_raised() -> None:
     patch = PlanPatch(add_steps=[NewStep(id="c", description="c")])
     fresh = plan_reducer(plan, PlanUpdate(patch=patch, expected_revision=plan.revision, source="human"))
     assert fresh is not None and fresh.version == 2 and fresh.ids() == ["a", "b", "c"]
-    stale = PlanUpdate(patch=PlanPatch(update_steps=[StepUpdate(id="a", description="x")]),
-                       expected_revision=plan.revision, source="alice")
+    stale = PlanUpdate(
+        patch=PlanPatch(update_steps=[StepUpdate(id="a", description="x")]),
+        expected_revision=plan.revision,
+        source="alice",
+    )
     out = plan_reducer(fresh, stale)
     assert out is not None and out.version == 2 and out.get("a").description == "do a"  # type: ignore[union-attr]
     assert out.rejections[-1].source == "alice" and out.rejections[-1].kind == "patch"
@@ -130,8 +148,9 @@ def test_a_stale_update_is_refused_and_recorded_never_raised() -> None:
     assert plan_reducer(fresh, as_json).rejections[-1].reasons == out.rejections[-1].reasons  # type: ignore[union-attr]
     none = plan_reducer(None, as_json)
     assert none is not None and none.version == 0 and "stale edit" in none.rejections[-1].reasons[0]
-    moved = plan_reducer(fresh, PlanUpdate(transitions=[StepTransition(id="a", status=S.RUNNING)],
-                                           expected_revision="0" * 16))
+    moved = plan_reducer(
+        fresh, PlanUpdate(transitions=[StepTransition(id="a", status=S.RUNNING)], expected_revision="0" * 16)
+    )
     assert moved is not None and moved.get("a").status is S.PENDING  # type: ignore[union-attr]
 
 
@@ -152,12 +171,23 @@ def test_clean_text_keeps_encodable_text_and_makes_any_text_encodable(text: str)
 
 def test_every_text_field_is_cleaned_where_it_enters() -> None:
     bad = "x\ud800y"
-    plan = Plan.model_validate({"goal": bad, "title": bad, "steps": [
-        {"id": "a", "description": bad, "tools": [bad], "acceptance": bad, "result": bad, "error": bad}]})
+    plan = Plan.model_validate(
+        {
+            "goal": bad,
+            "title": bad,
+            "steps": [{"id": "a", "description": bad, "tools": [bad], "acceptance": bad, "result": bad, "error": bad}],
+        }
+    )
     dumped = plan.model_dump_json()
     assert "\\ud800" not in dumped and plan.title == "x\ufffdy"
-    patch = PlanPatch.model_validate({"reason": bad, "title": bad, "add_steps": [{"id": "n", "description": bad}],
-                                      "update_steps": [{"id": "a", "description": bad, "tools": [bad]}]})
+    patch = PlanPatch.model_validate(
+        {
+            "reason": bad,
+            "title": bad,
+            "add_steps": [{"id": "n", "description": bad}],
+            "update_steps": [{"id": "a", "description": bad, "tools": [bad]}],
+        }
+    )
     patch.model_dump_json()
     StepTransition(id="a", status=S.DONE, result=bad, error=bad).model_dump_json()
     Rejection(version=1, kind=bad, reasons=[bad]).model_dump_json()
@@ -167,8 +197,13 @@ def test_every_text_field_is_cleaned_where_it_enters() -> None:
 # -- the approval protocol is total --------------------------------------------------------------------------
 
 IDS = st.sampled_from(["a", "b", "c", "d", "e"])
-STEP = st.fixed_dictionaries({"id": IDS, "description": st.sampled_from(["x", "y", "z \ud800"]),
-                              "complexity": st.sampled_from(["low", "medium", "high"])})
+STEP = st.fixed_dictionaries(
+    {
+        "id": IDS,
+        "description": st.sampled_from(["x", "y", "z \ud800"]),
+        "complexity": st.sampled_from(["low", "medium", "high"]),
+    }
+)
 
 
 def _plan_of(steps: list[dict[str, Any]]) -> Plan:
@@ -187,18 +222,30 @@ def test_plan_changes_accounts_for_every_step(old: list[dict[str, Any]], new: li
     old_steps = {s["id"]: s for s in plan_snapshot(before)["steps"]}
     new_steps = {s["id"]: s for s in plan_snapshot(after)["steps"]}
     for sid in set(old_steps) & set(new_steps):
-        differ = {k: [old_steps[sid][k], new_steps[sid][k]] for k in ("description", "complexity")
-                  if old_steps[sid][k] != new_steps[sid][k]}
+        differ = {
+            k: [old_steps[sid][k], new_steps[sid][k]]
+            for k in ("description", "complexity")
+            if old_steps[sid][k] != new_steps[sid][k]
+        }
         assert changes["updated"].get(sid, {}) == differ
     common = [i for i in before.ids() if i in new_steps]
     assert changes["reordered"] == (common != [i for i in after.ids() if i in old_steps])
     json.dumps(changes)
 
 
-@given(value=ANY_VALUE | st.fixed_dictionaries(
-    {"action": st.sampled_from(["approve", "edit", "reject", "cancel"])},
-    optional={"revision": ANY_VALUE | st.just("REV"), "patch": ANY_VALUE, "plan": ANY_VALUE,
-              "feedback": ANY_VALUE, "reason": ANY_VALUE}))
+@given(
+    value=ANY_VALUE
+    | st.fixed_dictionaries(
+        {"action": st.sampled_from(["approve", "edit", "reject", "cancel"])},
+        optional={
+            "revision": ANY_VALUE | st.just("REV"),
+            "patch": ANY_VALUE,
+            "plan": ANY_VALUE,
+            "feedback": ANY_VALUE,
+            "reason": ANY_VALUE,
+        },
+    )
+)
 def test_parse_resume_never_raises(value: Any) -> None:
     from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
 

@@ -323,9 +323,7 @@ def test_parse_errors_are_recorded_as_they_are_and_validation_errors_with_a_pref
 def test_refusals_a_node_decided_are_kept_with_the_update_it_carries() -> None:
     p = first(step("a"), step("b"))
     decided = Rejection(version=1, kind="patch", source="patch", reasons=["model patch was bad"])
-    out = plan_reducer(
-        p, PlanUpdate(patch=PlanPatch(remove_steps=["b"]), rejections=[decided], source="patch")
-    )
+    out = plan_reducer(p, PlanUpdate(patch=PlanPatch(remove_steps=["b"]), rejections=[decided], source="patch"))
     assert out is not None
     assert out.ids() == ["a"] and out.version == 2
     assert out.rejections == [decided]
@@ -376,11 +374,14 @@ def test_a_stale_expected_revision_is_refused_naming_its_kind_the_revisions_and_
     updates = {
         "plan": PlanUpdate(plan=plan(step("a")), expected_revision="old", source="human"),
         "patch": PlanUpdate(patch=PlanPatch(remove_steps=["b"]), expected_revision="old", source="human"),
-        "transition": PlanUpdate(transitions=[StepTransition(id="a", status=S.RUNNING)], expected_revision="old",
-                                 source="human"),
+        "transition": PlanUpdate(
+            transitions=[StepTransition(id="a", status=S.RUNNING)], expected_revision="old", source="human"
+        ),
     }
-    why = (f"stale edit: it was made against revision 'old', but the plan is now at revision {p.revision!r} "
-           f"(version {p.version}); read the plan again and redo the edit")
+    why = (
+        f"stale edit: it was made against revision 'old', but the plan is now at revision {p.revision!r} "
+        f"(version {p.version}); read the plan again and redo the edit"
+    )
     for kind, upd in updates.items():
         out = plan_reducer(p, upd)
         assert out is not None and out.ids() == ["a", "b"] and out.version == p.version
@@ -392,6 +393,14 @@ def test_a_stale_expected_revision_is_refused_naming_its_kind_the_revisions_and_
 def test_an_expected_revision_with_no_plan_is_refused_as_stale() -> None:
     out = plan_reducer(None, PlanUpdate(patch=PlanPatch(remove_steps=["b"]), expected_revision="old", source="cli"))
     assert out is not None and out.version == 0 and out.steps == []
-    assert out.rejections == [Rejection(version=0, kind="patch", source="cli", reasons=[
-        "stale edit: it was made against revision 'old', but the plan is now at no plan; read the plan again "
-        "and redo the edit"])]
+    assert out.rejections == [
+        Rejection(
+            version=0,
+            kind="patch",
+            source="cli",
+            reasons=[
+                "stale edit: it was made against revision 'old', but the plan is now at no plan; read the plan again "
+                "and redo the edit"
+            ],
+        )
+    ]

@@ -240,8 +240,9 @@ async def _scenario(client: Any, responder: Responder) -> dict[str, Any]:
     assert state["interrupts"][0]["value"]["revision"] == payload["revision"]
 
     # 2. Resume with an edit that adds a step; run to completion.
-    events, interrupts, errors = await _stream(client, tid, command={"resume": {
-        "action": "edit", "revision": payload["revision"], "patch": EDIT}})
+    events, interrupts, errors = await _stream(
+        client, tid, command={"resume": {"action": "edit", "revision": payload["revision"], "patch": EDIT}}
+    )
     assert not errors and not interrupts
     kinds = [e["type"] for e in events]
     assert kinds[0] == "plan_approved" and kinds[-1] == "run_finished", kinds

@@ -22,11 +22,14 @@ from planmode.tools import read_only
 
 pytestmark = pytest.mark.integration
 
-PLAN = {"title": "colours", "steps": [
-    {"id": "a", "description": "count things"},
-    {"id": "c", "description": "ask for a colour"},
-    {"id": "b", "description": "paint", "dependencies": ["a", "c"]},
-]}
+PLAN = {
+    "title": "colours",
+    "steps": [
+        {"id": "a", "description": "count things"},
+        {"id": "c", "description": "ask for a colour"},
+        {"id": "b", "description": "paint", "dependencies": ["a", "c"]},
+    ],
+}
 AUTO = {"mode": "plan", "approval": "auto", "max_attempts": 1}
 
 
@@ -160,8 +163,13 @@ def test_tool_errors_behave_as_in_a_tool_node(saver: SqliteSaver) -> None:
             return "recovered"
         return {"tool_calls": [tool_call("explode")]}
 
-    plan = {"title": "two", "steps": [{"id": "a", "description": "bad arguments"},
-                                      {"id": "b", "description": "raise", "dependencies": ["a"]}]}
+    plan = {
+        "title": "two",
+        "steps": [
+            {"id": "a", "description": "bad arguments"},
+            {"id": "b", "description": "raise", "dependencies": ["a"]},
+        ],
+    }
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute, reflect={"assessment": "failed"}))
     out = build_graph(model, tools=world.tools(), checkpointer=saver).invoke({"task": "x"}, cfg(), context=AUTO)
 
@@ -189,8 +197,9 @@ def test_writes_are_refused_before_approval_whatever_the_tool_call_ids(saver: Sq
     def explore(req: ScriptRequest) -> Any:
         if not req.tool_results():
             names = [("look", {}), ("write", {"text": "too early"}), ("record", {"text": "too early"})]
-            calls = [{"name": n, "args": a, "id": i, "type": "tool_call"}
-                     for (n, a), i in zip(names, call_ids, strict=True)]
+            calls = [
+                {"name": n, "args": a, "id": i, "type": "tool_call"} for (n, a), i in zip(names, call_ids, strict=True)
+            ]
             return AIMessage(content="", tool_calls=calls)
         return "explored: " + " | ".join(str(m.content) for m in req.tool_results())
 

@@ -94,9 +94,7 @@ def test_unmarked_tool_is_not_read_only_and_read_only_marks_it() -> None:
 
 
 def test_only_true_counts_as_read_only() -> None:
-    tool = StructuredTool.from_function(
-        _echo, name="echo", description="echo", metadata={"planmode_read_only": "yes"}
-    )
+    tool = StructuredTool.from_function(_echo, name="echo", description="echo", metadata={"planmode_read_only": "yes"})
     assert is_read_only(tool) is False
 
 
@@ -130,9 +128,7 @@ def test_list_files_recursive_skips_git(ws: Path) -> None:
 
 def test_read_file_whole_and_range(ws: Path) -> None:
     assert call(ws, "read_file", path="README.md") == "# Title\nhello world\n"
-    assert (
-        call(ws, "read_file", path="src/pkg/mod.py", start_line=5, end_line=6) == "def g():\n    return 2\n"
-    )
+    assert call(ws, "read_file", path="src/pkg/mod.py", start_line=5, end_line=6) == "def g():\n    return 2\n"
     assert call(ws, "read_file", path="src/pkg/mod.py", start_line=6) == "    return 2\n"
 
 
@@ -179,9 +175,7 @@ def test_edit_file_replaces_one_occurrence(ws: Path) -> None:
 
 
 def test_edit_file_replace_all(ws: Path) -> None:
-    out = call(
-        ws, "edit_file", path="src/pkg/mod.py", old_string="return", new_string="yield", replace_all=True
-    )
+    out = call(ws, "edit_file", path="src/pkg/mod.py", old_string="return", new_string="yield", replace_all=True)
     assert out == "Replaced 2 occurrences in src/pkg/mod.py"
     assert "return" not in (ws / "src" / "pkg" / "mod.py").read_text()
 
@@ -210,9 +204,7 @@ def test_edit_file_multiple_matches_without_replace_all(ws: Path) -> None:
 
 
 def test_edit_file_missing_file_and_empty_old_string(ws: Path) -> None:
-    assert "no such file: 'gone.txt'" in call(
-        ws, "edit_file", path="gone.txt", old_string="a", new_string="b"
-    )
+    assert "no such file: 'gone.txt'" in call(ws, "edit_file", path="gone.txt", old_string="a", new_string="b")
     assert "old_string is empty" in call(ws, "edit_file", path="README.md", old_string="", new_string="b")
 
 
@@ -567,10 +559,20 @@ def test_the_database_in_use_and_its_companions_are_refused(
         protected = db
     (ws / "db-link").symlink_to(db)
     tools = {t.name: t for t in workspace_tools(ws, protected=[protected])}
-    for path in ["runs.sqlite", "runs.sqlite-wal", "runs.sqlite-shm", "runs.sqlite-journal", "db-link",
-                 str(db), str(db) + "-wal"]:
-        for name, args in [("read_file", {"path": path}), ("write_file", {"path": path, "content": "gone"}),
-                           ("edit_file", {"path": path, "old_string": "history", "new_string": "x"})]:
+    for path in [
+        "runs.sqlite",
+        "runs.sqlite-wal",
+        "runs.sqlite-shm",
+        "runs.sqlite-journal",
+        "db-link",
+        str(db),
+        str(db) + "-wal",
+    ]:
+        for name, args in [
+            ("read_file", {"path": path}),
+            ("write_file", {"path": path, "content": "gone"}),
+            ("edit_file", {"path": path, "old_string": "history", "new_string": "x"}),
+        ]:
             out = tools[name].invoke(args)
             if where == "outside" and not path.startswith(str(db)) and path != "db-link":
                 assert "planmode's own data" not in out  # a same-named file in the workspace is a plain file
@@ -583,9 +585,39 @@ def test_the_database_in_use_and_its_companions_are_refused(
 
 _hostile_text = st.one_of(
     st.text(max_size=40),
-    st.lists(st.sampled_from(["a", "(", ")", "+", "*", "|", "?", "\\", "[", "]", "{", "}", ".", "$", "^", "/", "..",
-                              "\x00", "\ud83d", "\udcff", "\u202e", "~", "-", ".planmode", "README.md", "src"]),
-             max_size=30).map("".join),
+    st.lists(
+        st.sampled_from(
+            [
+                "a",
+                "(",
+                ")",
+                "+",
+                "*",
+                "|",
+                "?",
+                "\\",
+                "[",
+                "]",
+                "{",
+                "}",
+                ".",
+                "$",
+                "^",
+                "/",
+                "..",
+                "\x00",
+                "\ud83d",
+                "\udcff",
+                "\u202e",
+                "~",
+                "-",
+                ".planmode",
+                "README.md",
+                "src",
+            ]
+        ),
+        max_size=30,
+    ).map("".join),
     st.just("x" * 5000),
 )
 

@@ -71,7 +71,9 @@ class ToolGate:
         name = request.tool_call["name"]
         return ToolMessage(
             content=f"refused: {name!r} changes the world and may only run in an approved plan",
-            tool_call_id=request.tool_call.get("id") or "", name=name, status="error",
+            tool_call_id=request.tool_call.get("id") or "",
+            name=name,
+            status="error",
         )
 
     def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
@@ -151,15 +153,19 @@ def run_tool_loop(
     result = LoopResult(messages=list(messages))
     if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
         return _finish(result, _without_tools(_model_node(model, (), settings, max_tool_calls), messages, turns))
-    loop = _loop_for(model, tools, settings, allow_writes=allow_writes, max_iterations=turns,
-                     max_tool_calls=max_tool_calls)
+    loop = _loop_for(
+        model, tools, settings, allow_writes=allow_writes, max_iterations=turns, max_tool_calls=max_tool_calls
+    )
     try:
         # Two super-steps per turn, plus the entry: never the recursion limit of the graph around the loop.
         # Durability "exit": the loop's checkpoint is written when it stops (an interrupt, or its end), not at
         # every turn — what resuming an interrupt needs, at the cost of one write per loop. A crash in the middle
         # re-runs the attempt's loop from its start, as a crash re-runs any unfinished step.
-        out = loop.invoke({"messages": list(messages)}, {"recursion_limit": 2 * turns + 4},
-                          durability="exit" if _has_checkpointer() else None)
+        out = loop.invoke(
+            {"messages": list(messages)},
+            {"recursion_limit": 2 * turns + 4},
+            durability="exit" if _has_checkpointer() else None,
+        )
     except ToolRaised as exc:
         result.error = str(exc)
         return result
@@ -197,14 +203,21 @@ def _loop_for(
     """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
     a step's framework overhead). Keyed by object identity; the cache holds the objects, so an id is not reused
     while its entry lives, and keeps the newest `_LOOPS_MAX` loops."""
-    key = (id(model), tuple(id(t) for t in tools), settings.normalize_messages, allow_writes, max_iterations,
-           max_tool_calls)
+    key = (
+        id(model),
+        tuple(id(t) for t in tools),
+        settings.normalize_messages,
+        allow_writes,
+        max_iterations,
+        max_tool_calls,
+    )
     with _LOOPS_LOCK:
         hit = _LOOPS.get(key)
     if hit is not None:
         return hit[-1]
-    loop = _build_loop(model, tools, settings, allow_writes=allow_writes, max_iterations=max_iterations,
-                       max_tool_calls=max_tool_calls)
+    loop = _build_loop(
+        model, tools, settings, allow_writes=allow_writes, max_iterations=max_iterations, max_tool_calls=max_tool_calls
+    )
     with _LOOPS_LOCK:
         while len(_LOOPS) >= _LOOPS_MAX:
             del _LOOPS[next(iter(_LOOPS))]
@@ -314,8 +327,12 @@ def _without_tools(
         if state["error"] or not (isinstance(last, AIMessage) and last.tool_calls):
             return state
         state["messages"] += [
-            ToolMessage(content=INVALID_TOOL_NAME_ERROR_TEMPLATE.format(requested_tool=c["name"], available_tools=""),
-                        tool_call_id=c.get("id") or "", name=c["name"], status="error")
+            ToolMessage(
+                content=INVALID_TOOL_NAME_ERROR_TEMPLATE.format(requested_tool=c["name"], available_tools=""),
+                tool_call_id=c.get("id") or "",
+                name=c["name"],
+                status="error",
+            )
             for c in last.tool_calls
         ]
         if state["final"]:
@@ -323,4 +340,3 @@ def _without_tools(
         if state["turns"] >= max_iterations:
             state["error"] = _bound_error(max_iterations)
             return state
-

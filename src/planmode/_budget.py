@@ -57,9 +57,11 @@ def _cut(message: BaseMessage, keep: int, what: str) -> BaseMessage:
     if len(text) <= keep + 80:
         return message
     head = text[: keep // 2 if what == "message" else keep]
-    tail = text[-(keep // 2):] if what == "message" and keep >= 2 else ""
-    note = (f"\n[... {len(text) - len(head) - len(tail)} characters of this {what} left out to fit the "
-            "context budget (the context_tokens setting) ...]\n")
+    tail = text[-(keep // 2) :] if what == "message" and keep >= 2 else ""
+    note = (
+        f"\n[... {len(text) - len(head) - len(tail)} characters of this {what} left out to fit the "
+        "context budget (the context_tokens setting) ...]\n"
+    )
     return message.model_copy(update={"content": head + note + tail})
 
 

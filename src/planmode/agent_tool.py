@@ -207,11 +207,13 @@ def _content(status: str, report: dict[str, Any], plan: Plan | None, answer: str
     lines: list[str] = []
     if status == "cancelled":
         feedback = report.get("feedback")
-        lines.append("Plan mode ended: the human cancelled the plan"
-                     + (f" with this feedback: {feedback}" if feedback else " (no feedback given)") + ".")
+        lines.append(
+            "Plan mode ended: the human cancelled the plan"
+            + (f" with this feedback: {feedback}" if feedback else " (no feedback given)")
+            + "."
+        )
         done = report.get("done") or []
-        lines.append(f"Steps already done before the cancel: {', '.join(done)}." if done
-                     else "Nothing was executed.")
+        lines.append(f"Steps already done before the cancel: {', '.join(done)}." if done else "Nothing was executed.")
         lines.append("Plan mode is off: your tools are available again.")
     else:
         lines.append(f"Plan mode finished: {status}.")
@@ -220,16 +222,20 @@ def _content(status: str, report: dict[str, Any], plan: Plan | None, answer: str
     if plan is not None and plan.version > 0:
         counts = plan.counts()
         done_n = counts.get(StepStatus.DONE.value, 0)
-        lines.append(f"Plan {plan.title or plan.goal!r} (version {plan.version}): {done_n} of {len(plan.steps)} "
-                     "step(s) done.")
+        lines.append(
+            f"Plan {plan.title or plan.goal!r} (version {plan.version}): {done_n} of {len(plan.steps)} step(s) done."
+        )
         for s in plan.steps:
             detail = s.result or s.error or ""
             lines.append(f"- {s.id} [{s.status.value}]: {s.description}" + (f" — {detail}" if detail else ""))
-        revisions = [r.reason.removeprefix("human feedback: ") for r in plan.history
-                     if r.reason.startswith("human feedback: ")]
+        revisions = [
+            r.reason.removeprefix("human feedback: ") for r in plan.history if r.reason.startswith("human feedback: ")
+        ]
         if revisions:
-            lines.append("The human rejected earlier versions of the plan with this feedback: "
-                         + "; ".join(repr(f) for f in revisions))
+            lines.append(
+                "The human rejected earlier versions of the plan with this feedback: "
+                + "; ".join(repr(f) for f in revisions)
+            )
     if answer and status != "cancelled":
         lines.append(f"Answer: {answer}")
     return "\n".join(lines)
@@ -311,13 +317,16 @@ def plan_mode_refusal(
         if runnable is not None and _same_call(call, runnable):
             return None
         if runnable is None and last is not None and any(c["name"] in names for c in last.tool_calls):
-            return (f"refused: {name!r} was called more than once in this turn with the same id and arguments; "
-                    "call it once")
+            return (
+                f"refused: {name!r} was called more than once in this turn with the same id and arguments; call it once"
+            )
         return "refused: plan mode is already on for another call of this turn; one plan at a time"
     if tool is None or is_read_only(tool):
         return None
-    return (f"refused: {name!r} changes things and the agent is in plan mode; it is available again when plan "
-            "mode ends (the human approves and the plan runs, or cancels it)")
+    return (
+        f"refused: {name!r} changes things and the agent is in plan mode; it is available again when plan "
+        "mode ends (the human approves and the plan runs, or cancels it)"
+    )
 
 
 class PlanModeGuard:
@@ -340,8 +349,13 @@ class PlanModeGuard:
         reason = plan_mode_refusal(call, request.tool, _messages_of(request.state), self.plan_mode_names)
         if reason is None:
             return None
-        return ToolMessage(content=reason, tool_call_id=call.get("id") or "", name=call["name"], status="error",
-                           artifact=dict(REFUSAL_ARTIFACT))
+        return ToolMessage(
+            content=reason,
+            tool_call_id=call.get("id") or "",
+            name=call["name"],
+            status="error",
+            artifact=dict(REFUSAL_ARTIFACT),
+        )
 
     def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
         """The synchronous wrapper."""

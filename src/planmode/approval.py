@@ -162,8 +162,10 @@ def parse_resume(value: Any, plan: Plan) -> Approve | Edit | Reject | Cancel | s
         try:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):  # RecursionError: JSON nested too deeply
-            return (f"unreadable answer {value[:80]!r}: resume with a JSON object such as "
-                    f'{{"action": "approve", "revision": "{plan.revision}"}}')
+            return (
+                f"unreadable answer {value[:80]!r}: resume with a JSON object such as "
+                f'{{"action": "approve", "revision": "{plan.revision}"}}'
+            )
     if not isinstance(value, dict):
         return f"the answer must be a JSON object with an 'action', got {type(value).__name__}"
     action = value.get("action")
@@ -189,8 +191,10 @@ def parse_resume(value: Any, plan: Plan) -> Approve | Edit | Reject | Cancel | s
             example["patch"] = {"...": "..."}
         return f"{action} must name the revision shown: {json.dumps(example)}"
     if revision != plan.revision:
-        return (f"stale revision {clean_text(revision)[:80]!r}: the plan changed since; the plan shown now has "
-                f"revision {plan.revision!r}")
+        return (
+            f"stale revision {clean_text(revision)[:80]!r}: the plan changed since; the plan shown now has "
+            f"revision {plan.revision!r}"
+        )
     if action == "approve":
         return Approve(revision=revision)
     return _edit(value, plan)
@@ -213,8 +217,10 @@ def _status_changes(plan: Plan, edited: Plan) -> list[str]:
         was = old.status if old is not None else StepStatus.PENDING
         if step.status is not was:
             what = f"step {step.id!r}" if old is not None else f"new step {step.id!r}"
-            reasons.append(f"{what}: its status cannot be edited ({was.value} -> {step.status.value}); "
-                           "statuses change only when steps run")
+            reasons.append(
+                f"{what}: its status cannot be edited ({was.value} -> {step.status.value}); "
+                "statuses change only when steps run"
+            )
     if reasons:
         reasons.append('to skip a step, send a patch: {"update_steps": [{"id": "...", "status": "skipped"}]}')
     return reasons
@@ -241,8 +247,11 @@ def _edit(value: dict[str, Any], plan: Plan) -> Edit | str:
     except PlanParseError as exc:
         return clean_text(f"invalid edit: {str(exc).splitlines()[0]}")
     if isinstance(edited, PlanPatch):
-        given = [f"new step {n.id!r}: a new step starts pending, its status cannot be set ({n.status.value})"
-                 for n in edited.add_steps if n.status is not None and n.status is not StepStatus.PENDING]
+        given = [
+            f"new step {n.id!r}: a new step starts pending, its status cannot be set ({n.status.value})"
+            for n in edited.add_steps
+            if n.status is not None and n.status is not StepStatus.PENDING
+        ]
         if given:
             return "the edit is refused: " + "; ".join(given)
     if isinstance(edited, Plan):
@@ -250,8 +259,9 @@ def _edit(value: dict[str, Any], plan: Plan) -> Edit | str:
         if refused:
             return "the edit is refused: " + "; ".join(refused)
         reason = value.get("reason")
-        patch = diff_to_patch(plan, edited, reason=clean_text(reason) if isinstance(reason, str) and reason
-                              else "edited by a human")
+        patch = diff_to_patch(
+            plan, edited, reason=clean_text(reason) if isinstance(reason, str) and reason else "edited by a human"
+        )
     elif has_plan:
         return "the edited plan looks like a patch; send it as 'patch'"
     else:

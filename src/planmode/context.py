@@ -75,35 +75,43 @@ class PlanModeContext:
         default_factory=lambda: _env_choice(
             "PLANMODE_STRUCTURED_OUTPUT", ("auto", "json_schema", "json_object", "tool_calling"), "auto"
         ),
-        metadata={"description": (
-            "How structured output is requested (env PLANMODE_STRUCTURED_OUTPUT). json_schema: response_format "
-            "json_schema (OpenAI, vLLM); json_object: response_format json_object with the schema attached "
-            "(llama.cpp's server and llama-cpp-python constrain decoding to it); tool_calling: a forced tool "
-            "call. auto: for an OpenAI-compatible model, try them in that order and keep the first one the "
-            "server accepts for the rest of the run; tool calling for other chat models."
-        )},
+        metadata={
+            "description": (
+                "How structured output is requested (env PLANMODE_STRUCTURED_OUTPUT). json_schema: response_format "
+                "json_schema (OpenAI, vLLM); json_object: response_format json_object with the schema attached "
+                "(llama.cpp's server and llama-cpp-python constrain decoding to it); tool_calling: a forced tool "
+                "call. auto: for an OpenAI-compatible model, try them in that order and keep the first one the "
+                "server accepts for the rest of the run; tool calling for other chat models."
+            )
+        },
     )
     negotiated_output: str = field(
         default="",
-        metadata={"description": (
-            "Written by planmode, leave empty: the structured-output mode auto settled on, as 'mode base_url "
-            "model', so that a run resumed in another process starts from it."
-        )},
+        metadata={
+            "description": (
+                "Written by planmode, leave empty: the structured-output mode auto settled on, as 'mode base_url "
+                "model', so that a run resumed in another process starts from it."
+            )
+        },
     )
     max_output_tokens: int = field(
         default_factory=lambda: _env_int("PLANMODE_MAX_OUTPUT_TOKENS", 2048),
-        metadata={"description": (
-            "Cap on the tokens one model call may generate (env PLANMODE_MAX_OUTPUT_TOKENS), sent as max_tokens "
-            "to the OpenAI-compatible model planmode builds; 0 for no cap."
-        )},
+        metadata={
+            "description": (
+                "Cap on the tokens one model call may generate (env PLANMODE_MAX_OUTPUT_TOKENS), sent as max_tokens "
+                "to the OpenAI-compatible model planmode builds; 0 for no cap."
+            )
+        },
     )
     context_tokens: int = field(
         default_factory=lambda: _env_int("PLANMODE_CONTEXT_TOKENS", 0),
-        metadata={"description": (
-            "Context budget in tokens (env PLANMODE_CONTEXT_TOKENS): prompt plus max_output_tokens must fit; "
-            "old tool results in the exploration and execution transcripts are trimmed to stay within it. 0: "
-            "the context size the server reports (llama.cpp /props, vLLM /v1/models), else 8192."
-        )},
+        metadata={
+            "description": (
+                "Context budget in tokens (env PLANMODE_CONTEXT_TOKENS): prompt plus max_output_tokens must fit; "
+                "old tool results in the exploration and execution transcripts are trimmed to stay within it. 0: "
+                "the context size the server reports (llama.cpp /props, vLLM /v1/models), else 8192."
+            )
+        },
     )
     normalize_messages: bool = field(
         default=False,

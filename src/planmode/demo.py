@@ -36,52 +36,88 @@ _MEDIAN_BUGGY = """def median(xs):
     return s[len(s) // 2]
 """
 
-_MODULE_V1 = '''"""Small statistics helpers."""
+_MODULE_V1 = (
+    '''"""Small statistics helpers."""
 
 
 def mean(xs):
     return sum(xs) / len(xs)
 
 
-''' + _MEDIAN_BUGGY
+'''
+    + _MEDIAN_BUGGY
+)
 
-_MEDIAN_FIXED = '''def median(xs):
+_MEDIAN_FIXED = """def median(xs):
     s = sorted(xs)
     mid = len(s) // 2
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-'''
+"""
 
-_TESTS = '''from stats import mean, median
+_TESTS = """from stats import mean, median
 
 assert mean([1, 2, 3, 4]) == 2.5
 assert median([3, 1, 2]) == 2
 assert median([4, 1, 3, 2]) == 2.5, f"median of an even-length list: got {median([4, 1, 3, 2])}"
 print("all tests passed")
-'''
+"""
 
 _README = "# stats\n\nSmall statistics helpers: `mean(xs)` and `median(xs)`. Run `python test_stats.py`.\n"
 
 PLAN = {
     "title": "A tested statistics module",
     "steps": [
-        {"id": "survey", "description": "List the workspace to see what already exists",
-         "tools": ["list_files"], "complexity": "low", "acceptance": "the workspace contents are known"},
-        {"id": "write_module", "description": "Write stats.py with mean() and median()", "dependencies": ["survey"],
-         "tools": ["write_file"], "acceptance": "stats.py exists"},
-        {"id": "write_readme", "description": "Write README.md describing the module", "dependencies": ["survey"],
-         "tools": ["write_file"], "complexity": "low", "acceptance": "README.md exists"},
-        {"id": "write_tests", "description": "Write test_stats.py covering mean and median (even-length lists too)",
-         "dependencies": ["write_module"], "tools": ["write_file"], "acceptance": "python test_stats.py passes"},
-        {"id": "summarise", "description": "Summarise what was built", "dependencies": ["write_tests", "write_readme"],
-         "complexity": "low", "acceptance": "a short summary"},
+        {
+            "id": "survey",
+            "description": "List the workspace to see what already exists",
+            "tools": ["list_files"],
+            "complexity": "low",
+            "acceptance": "the workspace contents are known",
+        },
+        {
+            "id": "write_module",
+            "description": "Write stats.py with mean() and median()",
+            "dependencies": ["survey"],
+            "tools": ["write_file"],
+            "acceptance": "stats.py exists",
+        },
+        {
+            "id": "write_readme",
+            "description": "Write README.md describing the module",
+            "dependencies": ["survey"],
+            "tools": ["write_file"],
+            "complexity": "low",
+            "acceptance": "README.md exists",
+        },
+        {
+            "id": "write_tests",
+            "description": "Write test_stats.py covering mean and median (even-length lists too)",
+            "dependencies": ["write_module"],
+            "tools": ["write_file"],
+            "acceptance": "python test_stats.py passes",
+        },
+        {
+            "id": "summarise",
+            "description": "Summarise what was built",
+            "dependencies": ["write_tests", "write_readme"],
+            "complexity": "low",
+            "acceptance": "a short summary",
+        },
     ],
 }
 
 PATCH = {
     "reason": "median() is wrong for even-length lists; fix it before the tests run again",
-    "add_steps": [{"id": "fix_median", "description": "Fix median() in stats.py for even-length lists",
-                   "dependencies": ["write_module"], "tools": ["edit_file"], "after": "write_module",
-                   "acceptance": "median([4, 1, 3, 2]) == 2.5"}],
+    "add_steps": [
+        {
+            "id": "fix_median",
+            "description": "Fix median() in stats.py for even-length lists",
+            "dependencies": ["write_module"],
+            "tools": ["edit_file"],
+            "after": "write_module",
+            "acceptance": "median([4, 1, 3, 2]) == 2.5",
+        }
+    ],
     "update_steps": [{"id": "write_tests", "dependencies": ["write_module", "fix_median"]}],
 }
 
@@ -108,8 +144,12 @@ def _execute(req: ScriptRequest) -> Any:
 def _explore(req: ScriptRequest) -> Any:
     if not req.tool_results():
         # the planner also tries a write tool: refused before approval, where tools are dispatched
-        return {"tool_calls": [tool_call("list_files", path="."),
-                               tool_call("write_file", path="notes.txt", content="planning notes")]}
+        return {
+            "tool_calls": [
+                tool_call("list_files", path="."),
+                tool_call("write_file", path="notes.txt", content="planning notes"),
+            ]
+        }
     return "The workspace is empty apart from a .keep file; nothing to reuse."
 
 
@@ -119,9 +159,11 @@ def build_demo_model() -> ScriptedChatModel:
         explore=_explore,
         plan=PLAN,
         execute=_execute,
-        reflect={"assessment": "needs_adjustment",
-                 "reasoning": "the tests exposed a bug in median() for even-length lists",
-                 "guidance": "add a step that fixes median() and run the tests again after it"},
+        reflect={
+            "assessment": "needs_adjustment",
+            "reasoning": "the tests exposed a bug in median() for even-length lists",
+            "guidance": "add a step that fixes median() and run the tests again after it",
+        },
         patch=PATCH,
         final="stats.py now has mean() and a correct median(), test_stats.py passes, and README.md explains it.",
     )
@@ -135,8 +177,9 @@ def make_verifier(workspace: Path) -> Any:
         if step.id == "write_tests" or step.id == "fix_median":
             if not (workspace / "test_stats.py").exists():
                 return Verdict(passed=step.id == "fix_median", reason="test_stats.py does not exist yet")
-            proc = subprocess.run([sys.executable, "test_stats.py"], cwd=workspace, capture_output=True,
-                                  text=True, timeout=60)
+            proc = subprocess.run(
+                [sys.executable, "test_stats.py"], cwd=workspace, capture_output=True, text=True, timeout=60
+            )
             if proc.returncode != 0:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
                 return Verdict(passed=False, reason="python test_stats.py failed: " + " ".join(tail))
@@ -162,13 +205,22 @@ def run_demo(db: Path | None = None) -> int:
     (workspace / ".keep").write_text("")
     db_path = db or tmp / "planmode.sqlite"
     console.rule(Text("planmode demo", style="bold"))
-    console.print(Text("This demo uses a scripted model", style="bold yellow"),
-                  Text(" (no API key, no network): its answers are "
-                  "pre-written.\nThe file tools, the workspace, the SQLite checkpoints, the graph, the "
-                  "verification (it runs the tests) and the rollback are real."), sep="")
+    console.print(
+        Text("This demo uses a scripted model", style="bold yellow"),
+        Text(
+            " (no API key, no network): its answers are "
+            "pre-written.\nThe file tools, the workspace, the SQLite checkpoints, the graph, the "
+            "verification (it runs the tests) and the rollback are real."
+        ),
+        sep="",
+    )
     console.print(f"workspace: {workspace}\ndatabase:  {db_path}\ntask:      {DEMO_TASK}\n")
-    graph = build_graph(build_demo_model(), tools=workspace_tools(workspace), verifier=make_verifier(workspace),
-                        checkpointer=sqlite_checkpointer(db_path))
+    graph = build_graph(
+        build_demo_model(),
+        tools=workspace_tools(workspace),
+        verifier=make_verifier(workspace),
+        checkpointer=sqlite_checkpointer(db_path),
+    )
     cfg: Any = {"configurable": {"thread_id": f"demo-{uuid.uuid4().hex[:8]}"}}
     ctx = PlanModeContext(mode="plan", approval="ask", max_attempts=1, max_parallel=4)
 
@@ -195,10 +247,19 @@ def run_demo(db: Path | None = None) -> int:
         return 1
     target = patched[0]
     console.rule(Text("Rollback", style="bold"))
-    console.print(Text.assemble("Rolling back to ", (target.checkpoint_id, "cyan"), f" ({target.label}); the history "
-                                "is kept.\n", ("Checkpoints hold the run, not your files: the workspace keeps its "
-                                                "current contents, so the re-run of fix_median finds median() "
-                                                "already fixed.", "dim")))
+    console.print(
+        Text.assemble(
+            "Rolling back to ",
+            (target.checkpoint_id, "cyan"),
+            f" ({target.label}); the history is kept.\n",
+            (
+                "Checkpoints hold the run, not your files: the workspace keeps its "
+                "current contents, so the re-run of fix_median finds median() "
+                "already fixed.",
+                "dim",
+            ),
+        )
+    )
     rollback(graph, cfg["configurable"]["thread_id"], target.checkpoint_id)
     show_result(graph, cfg)
     console.print("Continuing from the rolled-back snapshot:")

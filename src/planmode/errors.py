@@ -46,8 +46,10 @@ class ThreadBusyError(PlanModeError):
         self.thread_id = thread_id
         self.holder = holder
         self.since = since
-        super().__init__(f"thread {thread_id!r} is already running ({holder}, since "
-                         f"{since:%Y-%m-%d %H:%M:%S} UTC); wait for it to finish, or stop that process")
+        super().__init__(
+            f"thread {thread_id!r} is already running ({holder}, since "
+            f"{since:%Y-%m-%d %H:%M:%S} UTC); wait for it to finish, or stop that process"
+        )
 
 
 class ModelUnavailableError(PlanModeError):

@@ -42,8 +42,9 @@ class Event(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-def emit(type: EventType, message: str = "", *, step_id: str | None = None, plan_version: int | None = None,
-         **data: Any) -> None:
+def emit(
+    type: EventType, message: str = "", *, step_id: str | None = None, plan_version: int | None = None, **data: Any
+) -> None:
     """Write an event to the custom stream (a no-op outside a streamed run)."""
     try:
         writer = get_stream_writer()

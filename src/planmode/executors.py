@@ -76,13 +76,23 @@ def default_executor(step: Step, ctx: StepContext) -> StepOutcome:
         SystemMessage(content=prompts.EXECUTE_SYSTEM),
         HumanMessage(
             content=prompts.EXECUTE_USER.format(
-                goal=ctx.goal, step_id=step.id, description=step.description,
-                acceptance=step.acceptance or "(none given)", context=deps, previous_error=prev,
+                goal=ctx.goal,
+                step_id=step.id,
+                description=step.description,
+                acceptance=step.acceptance or "(none given)",
+                context=deps,
+                previous_error=prev,
             ).rstrip()
         ),
     ]
-    res = run_tool_loop(ctx.model, ctx.tools, messages, ctx.settings, allow_writes=True,
-                        max_iterations=ctx.settings.max_executor_iterations)
+    res = run_tool_loop(
+        ctx.model,
+        ctx.tools,
+        messages,
+        ctx.settings,
+        allow_writes=True,
+        max_iterations=ctx.settings.max_executor_iterations,
+    )
     if res.error:
         return StepOutcome(step_id=step.id, ok=False, output=res.text, error=res.error, tool_calls=res.tool_calls)
     return StepOutcome(step_id=step.id, ok=True, output=res.text, tool_calls=res.tool_calls)
@@ -119,8 +129,11 @@ def llm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
         raise ValueError("llm_verifier needs a model in the step context")
     messages = [
         SystemMessage(content=prompts.VERIFY_SYSTEM),
-        HumanMessage(content=prompts.VERIFY_USER.format(step_id=step.id, description=step.description,
-                                                        acceptance=step.acceptance, output=output[:4000])),
+        HumanMessage(
+            content=prompts.VERIFY_USER.format(
+                step_id=step.id, description=step.description, acceptance=step.acceptance, output=output[:4000]
+            )
+        ),
     ]
     verdict, error, _ = call_structured(ctx.model, Verdict, messages, ctx.settings)
     if verdict is None:

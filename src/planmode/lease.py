@@ -86,8 +86,7 @@ def thread_lease(checkpointer: Any, thread_id: str, *, ttl: float = LEASE_TTL) -
         raise ConfigurationError(f"the lease ttl must be positive, got {ttl}")
     store = _store_for(checkpointer)
     lease = store.acquire(str(thread_id), ttl)
-    beat = threading.Thread(target=_heartbeat, args=(store, lease), name=f"planmode-lease-{thread_id}",
-                            daemon=True)
+    beat = threading.Thread(target=_heartbeat, args=(store, lease), name=f"planmode-lease-{thread_id}", daemon=True)
     beat.start()
     try:
         yield lease
@@ -194,8 +193,13 @@ class _Store:
 def _new_lease(thread_id: str, ttl: float) -> tuple[ThreadLease, tuple[Any, ...]]:
     now = time.time()
     pid = os.getpid()
-    lease = ThreadLease(thread_id=thread_id, holder=f"{_HOST}:{pid}", token=secrets.token_hex(16),
-                        since=datetime.fromtimestamp(now, UTC), ttl=ttl)
+    lease = ThreadLease(
+        thread_id=thread_id,
+        holder=f"{_HOST}:{pid}",
+        token=secrets.token_hex(16),
+        since=datetime.fromtimestamp(now, UTC),
+        ttl=ttl,
+    )
     return lease, (thread_id, lease.holder, _HOST, pid, _proc_start(pid), lease.token, now, now, now + ttl)
 
 
@@ -215,9 +219,11 @@ class _SqlStore(_Store):
         self.saver = saver
         self.postgres = postgres
         real = "DOUBLE PRECISION" if postgres else "REAL"
-        create = (f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
-                  f"host TEXT NOT NULL, pid INTEGER NOT NULL, proc_start TEXT, token TEXT NOT NULL, "
-                  f"since {real} NOT NULL, heartbeat {real} NOT NULL, expires {real} NOT NULL)")
+        create = (
+            f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+            f"host TEXT NOT NULL, pid INTEGER NOT NULL, proc_start TEXT, token TEXT NOT NULL, "
+            f"since {real} NOT NULL, heartbeat {real} NOT NULL, expires {real} NOT NULL)"
+        )
         try:
             with self._transaction() as execute:
                 execute(create)
@@ -265,24 +271,34 @@ class _SqlStore(_Store):
     def acquire(self, thread_id: str, ttl: float) -> ThreadLease:
         lease, values = _new_lease(thread_id, ttl)
         with self._transaction() as execute:
-            inserted = execute(f"INSERT INTO {LEASE_TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                               "ON CONFLICT (thread_id) DO NOTHING", values).rowcount
+            inserted = execute(
+                f"INSERT INTO {LEASE_TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (thread_id) DO NOTHING",
+                values,
+            ).rowcount
             if inserted == 1:
                 return lease
             lock = " FOR UPDATE" if self.postgres else ""
-            row = execute(f"SELECT holder, host, pid, proc_start, since, expires FROM {LEASE_TABLE} "
-                          f"WHERE thread_id = ?{lock}", (thread_id,)).fetchone()
+            row = execute(
+                f"SELECT holder, host, pid, proc_start, since, expires FROM {LEASE_TABLE} WHERE thread_id = ?{lock}",
+                (thread_id,),
+            ).fetchone()
             _decide(lease, _plain(row))
-            execute(f"UPDATE {LEASE_TABLE} SET holder = ?, host = ?, pid = ?, proc_start = ?, token = ?, since = ?, "
-                    "heartbeat = ?, expires = ? WHERE thread_id = ?", (*values[1:], thread_id))
+            execute(
+                f"UPDATE {LEASE_TABLE} SET holder = ?, host = ?, pid = ?, proc_start = ?, token = ?, since = ?, "
+                "heartbeat = ?, expires = ? WHERE thread_id = ?",
+                (*values[1:], thread_id),
+            )
         log.info("took over the lease of thread %r from %s (gone)", thread_id, lease.taken_over)
         return lease
 
     def renew(self, lease: ThreadLease) -> bool:
         now = time.time()
         with self._transaction() as execute:
-            cur = execute(f"UPDATE {LEASE_TABLE} SET heartbeat = ?, expires = ? WHERE thread_id = ? AND token = ?",
-                          (now, now + lease.ttl, lease.thread_id, lease.token))
+            cur = execute(
+                f"UPDATE {LEASE_TABLE} SET heartbeat = ?, expires = ? WHERE thread_id = ? AND token = ?",
+                (now, now + lease.ttl, lease.thread_id, lease.token),
+            )
             return bool(cur.rowcount == 1)
 
     def release(self, lease: ThreadLease) -> None:
@@ -340,5 +356,3 @@ def _store_for(saver: Any) -> _Store:
                 store = _stores[saver] = _SqlStore(saver, postgres=not isinstance(saver, SqliteSaver))
             return store
     return _LocalStore(saver)
-
-

@@ -61,8 +61,13 @@ class ModelProvider:
         """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made."""
         if self._model is not None:
             return self._model
-        key = (settings.model, settings.base_url, settings.request_timeout, settings.max_retries,
-               settings.max_output_tokens)
+        key = (
+            settings.model,
+            settings.base_url,
+            settings.request_timeout,
+            settings.max_retries,
+            settings.max_output_tokens,
+        )
         if key not in self._cache:
             self._cache[key] = _openai_model(settings)
         return self._cache[key]
@@ -194,11 +199,15 @@ def call_structured(
         return _read(out, schema)
     tried = "; ".join(refusals)
     if forced:
-        msg = (f"the server refused structured_output={modes[0]!r} ({tried}); set the structured_output setting "
-               "to 'auto' to negotiate, or to another of json_schema, json_object, tool_calling")
+        msg = (
+            f"the server refused structured_output={modes[0]!r} ({tried}); set the structured_output setting "
+            "to 'auto' to negotiate, or to another of json_schema, json_object, tool_calling"
+        )
     else:
-        msg = (f"the server refused every structured-output mode it was offered ({tried}); set the "
-               "structured_output setting to json_schema, json_object or tool_calling to force one")
+        msg = (
+            f"the server refused every structured-output mode it was offered ({tried}); set the "
+            "structured_output setting to json_schema, json_object or tool_calling to force one"
+        )
     return None, msg, None
 
 
@@ -404,11 +413,16 @@ def _cut_off(raw: AIMessage | None) -> str:
 FailureKind = Literal["unavailable", "refused", "overflow", "other"]
 
 _OVERFLOW_MARKERS = (
-    "maximum context length", "context length exceeded", "context_length_exceeded", "exceeds the available context",
-    "context window", "n_ctx", "prompt is too long", "input tokens exceed",
+    "maximum context length",
+    "context length exceeded",
+    "context_length_exceeded",
+    "exceeds the available context",
+    "context window",
+    "n_ctx",
+    "prompt is too long",
+    "input tokens exceed",
 )
-_MODE_MARKERS = ("response_format", "json_schema", "json_object", "tool_choice", "tools", "tool call",
-                 "function call")
+_MODE_MARKERS = ("response_format", "json_schema", "json_object", "tool_choice", "tools", "tool call", "function call")
 _CONTEXT_SIZE = re.compile(r"(?:maximum context length is|n_ctx\W{0,12}|context size\W{0,12})\s*(\d{3,7})", re.I)
 
 
@@ -451,23 +465,27 @@ def model_failure(exc: BaseException, model: BaseChatModel, settings: PlanModeCo
     kind = failure_kind(exc)
     base_url, name = _endpoint(model)
     if kind == "unavailable":
-        raise ModelUnavailableError(_describe(exc), base_url=base_url or settings.base_url,
-                                    model=name or settings.model) from exc
+        raise ModelUnavailableError(
+            _describe(exc), base_url=base_url or settings.base_url, model=name or settings.model
+        ) from exc
     if kind == "overflow":
         match = _CONTEXT_SIZE.search(_error_text(exc))
         if match:  # later calls trim to the size the server named
             with _REGISTRY_LOCK:
                 _LEARNT.get(id(model), {}).pop("context", None)
             _learn(model, "context", int(match.group(1)))
-        return (f"context overflow: {_describe(exc)} The prompt plus max_output_tokens "
-                f"({settings.max_output_tokens}) must fit the model's context: set the context_tokens setting "
-                f"to the server's context size (the budget was {context_budget(model, settings)} tokens) so "
-                "old tool results are trimmed to fit, lower max_output_tokens, or give the server a larger "
-                "context (llama.cpp: --n_ctx / -c)")
+        return (
+            f"context overflow: {_describe(exc)} The prompt plus max_output_tokens "
+            f"({settings.max_output_tokens}) must fit the model's context: set the context_tokens setting "
+            f"to the server's context size (the budget was {context_budget(model, settings)} tokens) so "
+            "old tool results are trimmed to fit, lower max_output_tokens, or give the server a larger "
+            "context (llama.cpp: --n_ctx / -c)"
+        )
     return f"model call failed: {_describe(exc)}"
 
 
 # -- the context budget ------------------------------------------------------------------------------------
+
 
 def context_budget(model: BaseChatModel, settings: PlanModeContext) -> int:
     """Tokens a call's prompt and answer may use: the context_tokens setting, else what the server reports

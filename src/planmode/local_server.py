@@ -67,8 +67,14 @@ def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeCont
     the server's context size as the context budget unless one was set."""
     mode = "json_object" if settings.structured_output == "auto" else settings.structured_output
     budget = settings.context_tokens or server.n_ctx  # llama-cpp-python does not report its context size
-    return replace(settings, base_url=server.base_url, model=server.model, normalize_messages=True,
-                   structured_output=mode, context_tokens=budget)
+    return replace(
+        settings,
+        base_url=server.base_url,
+        model=server.model,
+        normalize_messages=True,
+        structured_output=mode,
+        context_tokens=budget,
+    )
 
 
 def missing_server_modules() -> list[str]:
@@ -129,12 +135,25 @@ def llama_server(
         attempts = 3 if port == 0 else 1  # a free port can be taken between the probe and the bind: retry
         for attempt in range(attempts):
             chosen = port or _free_port(host)
-            args = ["--model", str(path), "--model_alias", name, "--host", host, "--port", str(chosen),
-                    "--n_ctx", str(size), *_without_flag(extra, "--n_ctx")]
+            args = [
+                "--model",
+                str(path),
+                "--model_alias",
+                name,
+                "--host",
+                host,
+                "--port",
+                str(chosen),
+                "--n_ctx",
+                str(size),
+                *_without_flag(extra, "--n_ctx"),
+            ]
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-c", _CHILD, *args],
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                     start_new_session=True,  # Ctrl-C reaches planmode, which stops the server after saving
                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 )

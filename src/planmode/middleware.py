@@ -88,8 +88,17 @@ class PlanModeMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         if tool is None:
-            tool = as_tool(model, tools=tools, executor=executor, verifier=verifier, store=store, settings=settings,
-                           graph=graph, name=name, description=description)
+            tool = as_tool(
+                model,
+                tools=tools,
+                executor=executor,
+                verifier=verifier,
+                store=store,
+                settings=settings,
+                graph=graph,
+                name=name,
+                description=description,
+            )
         elif not is_plan_mode_tool(tool):
             raise ConfigurationError("PlanModeMiddleware(tool=...) needs a tool made by planmode.as_tool(...)")
         self.plan_mode_tool = tool
@@ -104,7 +113,7 @@ class PlanModeMiddleware(AgentMiddleware):
             return request
         blocks: list[str | dict[str, Any]] = []
         if request.system_message is not None:
-            blocks = [*request.system_message.content_blocks, {"type": "text", "text": "\n\n"}]  # type: ignore[list-item]
+            blocks = [*request.system_message.content_blocks, {"type": "text", "text": "\n\n"}]  # type: ignore[list-item]  # content blocks are TypedDicts, the list is plain dicts
         blocks.append({"type": "text", "text": self.system_prompt})
         return request.override(system_message=SystemMessage(content=blocks))
 

@@ -45,8 +45,20 @@ _SERVER_DB_DEFAULT = ".langgraph_api/planmode.sqlite"
 SERDE_ALLOWLIST: tuple[tuple[str, str], ...] = (
     *(
         ("planmode.state.models", n)
-        for n in ("Plan", "Step", "StepStatus", "Complexity", "PatchRecord", "Rejection", "PlanPatch", "NewStep",
-                  "StepUpdate", "StepTransition", "ResetPlan", "StepDefinition")
+        for n in (
+            "Plan",
+            "Step",
+            "StepStatus",
+            "Complexity",
+            "PatchRecord",
+            "Rejection",
+            "PlanPatch",
+            "NewStep",
+            "StepUpdate",
+            "StepTransition",
+            "ResetPlan",
+            "StepDefinition",
+        )
     ),
     ("planmode.state.reducer", "PlanUpdate"),
     ("planmode.state.graph_state", "StepOutcome"),
@@ -138,9 +150,7 @@ def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
     except ImportError as exc:  # the optional extra is missing
-        raise ConfigurationError(
-            "PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'"
-        ) from exc
+        raise ConfigurationError("PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'") from exc
     import psycopg
 
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
@@ -214,8 +224,10 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     pause = 0.0005
     while not _checkpoint_saved(saver, key):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
-                               "the checkpointer is failing")
+            raise TimeoutError(
+                f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
+                "the checkpointer is failing"
+            )
         time.sleep(pause)
         pause = min(pause * 2, 0.02)
 
@@ -225,19 +237,20 @@ def _checkpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
     planmode ships with, ``get_tuple`` for the others."""
     if isinstance(saver, SqliteSaver):
         with saver.cursor(transaction=False) as cur:
-            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                        key)
+            cur.execute(
+                "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?", key
+            )
             return cur.fetchone() is not None
     if is_postgres(saver):
         with pg_connection(saver) as conn, conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-                        "AND checkpoint_id = %s", key)
+            cur.execute(
+                "SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s", key
+            )
             return cur.fetchone() is not None
     try:
-        found = saver.get_tuple({"configurable": {"thread_id": key[0], "checkpoint_ns": key[1],
-                                                  "checkpoint_id": key[2]}})
+        found = saver.get_tuple(
+            {"configurable": {"thread_id": key[0], "checkpoint_ns": key[1], "checkpoint_id": key[2]}}
+        )
     except NotImplementedError:  # an async-only saver: it cannot be asked from here
         return True
     return found is not None
-
-

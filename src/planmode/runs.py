@@ -234,8 +234,10 @@ def _postgres_heads(saver: Any, nested: bool, wanted: frozenset[str] | None) -> 
     there. A head without an inline status (another storage format) is loaded and judged like every other.
     """
     where = "" if nested else "WHERE checkpoint_ns = ''"
-    heads = f"SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS head FROM checkpoints {where} " \
-            "GROUP BY thread_id, checkpoint_ns"
+    heads = (
+        f"SELECT thread_id, checkpoint_ns, max(checkpoint_id) AS head FROM checkpoints {where} "
+        "GROUP BY thread_id, checkpoint_ns"
+    )
     order = 'ORDER BY h.head DESC, h.thread_id COLLATE "C", h.checkpoint_ns COLLATE "C"'
     with _pg_cursor(saver) as cur:
         if wanted is None:  # no filter: the status is not needed, and reading it costs a join
@@ -251,7 +253,8 @@ def _postgres_heads(saver: Any, nested: bool, wanted: frozenset[str] | None) -> 
         if wanted is not None and inline_status is not None and inline_status not in wanted:
             continue
         config: RunnableConfig = {
-            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+        }
         tup = saver.get_tuple(config)
         if tup is not None:
             yield thread_id, ns, checkpoint_id, dict(tup.checkpoint)

@@ -124,9 +124,7 @@ def rollback(graph: Pregel[Any, Any, Any, Any], thread_id: str, target: Target) 
     return graph.update_state(config, None, as_node=_COPY)
 
 
-def fork(
-    graph: Pregel[Any, Any, Any, Any], thread_id: str, target: Target, new_thread_id: str | None = None
-) -> str:
+def fork(graph: Pregel[Any, Any, Any, Any], thread_id: str, target: Target, new_thread_id: str | None = None) -> str:
     """Copy a snapshot into a new thread and return its id; both threads then go on independently.
 
     The new thread starts at the snapshot (same values, same ``next``); continue it with
@@ -199,9 +197,7 @@ def _resolve(graph: Pregel[Any, Any, Any, Any], thread_id: str, target: Target) 
             raise SnapshotNotFoundError(f"cannot go {target} snapshots back: give a number >= 0")
         states = list(graph.get_state_history(_thread_config(thread_id), limit=target + 1))
         if len(states) <= target:
-            raise SnapshotNotFoundError(
-                f"thread {thread_id!r} has {len(states)} snapshot(s); cannot go {target} back"
-            )
+            raise SnapshotNotFoundError(f"thread {thread_id!r} has {len(states)} snapshot(s); cannot go {target} back")
         return states[target].config
     config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": target}}
     saved = saver.get_tuple(config)
@@ -271,8 +267,9 @@ class _Labeler:
         if checkpoint_id is None:
             return None
         if checkpoint_id not in self.states:
-            config: RunnableConfig = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": "",
-                                                       "checkpoint_id": checkpoint_id}}
+            config: RunnableConfig = {
+                "configurable": {"thread_id": self.thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+            }
             found = self.graph.get_state(config)
             self.states[checkpoint_id] = found if found.created_at else None
         return self.states[checkpoint_id]
@@ -284,8 +281,10 @@ class _Labeler:
         if source == "fork":
             origin = metadata.get(FORK_METADATA_KEY)
             if isinstance(origin, dict):
-                return f"forked from thread {origin.get('thread_id')!r} at step {origin.get('step')}: " \
-                       f"{origin.get('label')}"
+                return (
+                    f"forked from thread {origin.get('thread_id')!r} at step {origin.get('step')}: "
+                    f"{origin.get('label')}"
+                )
             original = self.state(self._original_of(s))
             if original is not None and depth < 3:
                 step = (original.metadata or {}).get("step")

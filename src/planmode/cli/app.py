@@ -41,19 +41,31 @@ from planmode.errors import PlanModeError
 __all__ = ["EXIT_CODES", "app", "main"]
 
 # rich_markup_mode=None: usage errors are click's plain "Error: ..." line, and help text is never read as markup.
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None, help="Plan Mode for LangGraph.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Plan Mode for LangGraph.",
+)
 
 DEFAULT_DB = ".planmode/planmode.sqlite"
 
 #: The process exit code of each final run status (see the module docstring).
-EXIT_CODES = {"completed": 0, "answered": 0, "failed": 1, "awaiting_approval": 3, "cancelled": 4,
-              "model_unavailable": 5}
+EXIT_CODES = {
+    "completed": 0,
+    "answered": 0,
+    "failed": 1,
+    "awaiting_approval": 3,
+    "cancelled": 4,
+    "model_unavailable": 5,
+}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-DbOpt = Annotated[str, typer.Option("--db", envvar="PLANMODE_DB",
-                                    help="SQLite file of the runs, or a postgresql:// URL.")]
+DbOpt = Annotated[
+    str, typer.Option("--db", envvar="PLANMODE_DB", help="SQLite file of the runs, or a postgresql:// URL.")
+]
 ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
 
 #: The command that continues the run being driven (for the Ctrl-C message), and the database in use.
@@ -148,13 +160,19 @@ def _approver(auto: bool, resume_hint: str) -> Any:
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
         if auto:
             console.print(approval_screen(payload))
-            console.print(Text(f"Approved automatically (--auto-approve), revision {payload['revision']}.",
-                               style="green"))
+            console.print(
+                Text(f"Approved automatically (--auto-approve), revision {payload['revision']}.", style="green")
+            )
             return {"action": "approve", "revision": payload["revision"]}
         if not interactive():
             console.print(approval_screen(payload))
-            console.print(Text("The plan needs approval and this is not a terminal: approve it from a terminal "
-                               "with the command below, or pass --auto-approve.", style="yellow"))
+            console.print(
+                Text(
+                    "The plan needs approval and this is not a terminal: approve it from a terminal "
+                    "with the command below, or pass --auto-approve.",
+                    style="yellow",
+                )
+            )
             return None
         return ask_approval(payload)
 
@@ -165,10 +183,10 @@ def _positive_int(name: str, env: str, help: str) -> Any:
     return typer.Option(name, envvar=env, help=help, min=1)
 
 
-ModelOpt = Annotated[str | None, typer.Option(envvar="PLANMODE_MODEL",
-                                              help="Model name (default: gpt-4o-mini).")]
-BaseUrlOpt = Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL",
-                                                help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp...).")]
+ModelOpt = Annotated[str | None, typer.Option(envvar="PLANMODE_MODEL", help="Model name (default: gpt-4o-mini).")]
+BaseUrlOpt = Annotated[
+    str | None, typer.Option(envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp...).")
+]
 
 
 @app.command()
@@ -176,43 +194,78 @@ BaseUrlOpt = Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL",
 def run(
     command: typer.Context,
     task: Annotated[str, typer.Argument(help="What to do.")],
-    workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE",
-                                            help="Folder the file tools work in.")] = Path("."),
+    workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE", help="Folder the file tools work in.")] = Path(
+        "."
+    ),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     db: DbOpt = DEFAULT_DB,
     thread: Annotated[str | None, typer.Option(help="Thread id (default: a new one).")] = None,
-    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking "
-                                               "(same as --approval auto); the plan is still shown.")] = False,
-    approval: Annotated[Literal["ask", "auto"], typer.Option(envvar="PLANMODE_APPROVAL",
-                                          help="ask: a human approves the plan; auto: approve it.")] = "ask",
-    max_parallel: Annotated[int, _positive_int("--max-parallel", "PLANMODE_MAX_PARALLEL",
-                                               "Steps executed at once.")] = 4,
-    plan_mode: Annotated[Literal["auto", "plan", "direct"], typer.Option("--mode", envvar="PLANMODE_MODE",
-                                           help="auto: decide whether a plan is needed; plan / direct: force it."
-                                           )] = "auto",
-    structured_output: Annotated[Literal["auto", "json_schema", "json_object", "tool_calling"], typer.Option(
-        envvar="PLANMODE_STRUCTURED_OUTPUT", help="How structured output is requested.")] = "auto",
-    normalize_messages: Annotated[bool, typer.Option(envvar="PLANMODE_NORMALIZE_MESSAGES",
-                                                     help="Merge same-role messages, one system message first "
-                                                     "(strict chat templates).")] = False,
+    auto_approve: Annotated[
+        bool,
+        typer.Option(
+            "--auto-approve", help="Approve plans without asking (same as --approval auto); the plan is still shown."
+        ),
+    ] = False,
+    approval: Annotated[
+        Literal["ask", "auto"],
+        typer.Option(envvar="PLANMODE_APPROVAL", help="ask: a human approves the plan; auto: approve it."),
+    ] = "ask",
+    max_parallel: Annotated[
+        int, _positive_int("--max-parallel", "PLANMODE_MAX_PARALLEL", "Steps executed at once.")
+    ] = 4,
+    plan_mode: Annotated[
+        Literal["auto", "plan", "direct"],
+        typer.Option(
+            "--mode", envvar="PLANMODE_MODE", help="auto: decide whether a plan is needed; plan / direct: force it."
+        ),
+    ] = "auto",
+    structured_output: Annotated[
+        Literal["auto", "json_schema", "json_object", "tool_calling"],
+        typer.Option(envvar="PLANMODE_STRUCTURED_OUTPUT", help="How structured output is requested."),
+    ] = "auto",
+    normalize_messages: Annotated[
+        bool,
+        typer.Option(
+            envvar="PLANMODE_NORMALIZE_MESSAGES",
+            help="Merge same-role messages, one system message first (strict chat templates).",
+        ),
+    ] = False,
     max_steps: Annotated[int, _positive_int("--max-steps", "PLANMODE_MAX_STEPS", "Step cap of a plan.")] = 20,
-    max_attempts: Annotated[int, _positive_int("--max-attempts", "PLANMODE_MAX_ATTEMPTS",
-                                               "Attempts per step before it fails.")] = 2,
-    reapprove_patches: Annotated[bool, typer.Option(envvar="PLANMODE_REAPPROVE_PATCHES",
-                                                    help="Patches made during execution need approval again.")
-                                 ] = False,
-    request_timeout: Annotated[float, typer.Option(envvar="PLANMODE_REQUEST_TIMEOUT",
-                                                   min=0.001,
-                                                   help="Seconds before a model request times out.")] = 120.0,
-    max_output_tokens: Annotated[int, typer.Option(envvar="PLANMODE_MAX_OUTPUT_TOKENS", min=0,
-                                                   help="Cap on the tokens one model call may generate (0: no cap)."
-                                                   )] = 2048,
-    context_tokens: Annotated[int, typer.Option(envvar="PLANMODE_CONTEXT_TOKENS", min=0,
-                                                help="Context budget of one call in tokens (0: what the server "
-                                                "reports, else 8192).")] = 0,
-    gguf: Annotated[Path | None, typer.Option(help="Run this GGUF model offline: a llama.cpp server on 127.0.0.1 "
-                                              "for the run (pip install 'planmode[local]').")] = None,
+    max_attempts: Annotated[
+        int, _positive_int("--max-attempts", "PLANMODE_MAX_ATTEMPTS", "Attempts per step before it fails.")
+    ] = 2,
+    reapprove_patches: Annotated[
+        bool,
+        typer.Option(envvar="PLANMODE_REAPPROVE_PATCHES", help="Patches made during execution need approval again."),
+    ] = False,
+    request_timeout: Annotated[
+        float,
+        typer.Option(envvar="PLANMODE_REQUEST_TIMEOUT", min=0.001, help="Seconds before a model request times out."),
+    ] = 120.0,
+    max_output_tokens: Annotated[
+        int,
+        typer.Option(
+            envvar="PLANMODE_MAX_OUTPUT_TOKENS",
+            min=0,
+            help="Cap on the tokens one model call may generate (0: no cap).",
+        ),
+    ] = 2048,
+    context_tokens: Annotated[
+        int,
+        typer.Option(
+            envvar="PLANMODE_CONTEXT_TOKENS",
+            min=0,
+            help="Context budget of one call in tokens (0: what the server reports, else 8192).",
+        ),
+    ] = 0,
+    gguf: Annotated[
+        Path | None,
+        typer.Option(
+            help="Run this GGUF model offline: a llama.cpp server on 127.0.0.1 "
+            "for the run (pip install 'planmode[local]')."
+        ),
+    ] = None,
 ) -> None:
     """Plan TASK, ask for approval, execute it with live progress."""
     from planmode.context import PlanModeContext
@@ -221,11 +274,20 @@ def run(
     ws = workspace.expanduser().resolve()
     if not ws.is_dir():
         raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
-    ctx = PlanModeContext(mode=plan_mode, approval="auto" if auto else "ask",
-                          max_parallel=max_parallel, structured_output=structured_output,
-                          normalize_messages=normalize_messages, max_steps=max_steps, max_attempts=max_attempts,
-                          reapprove_patches=reapprove_patches, request_timeout=request_timeout,
-                          workspace=str(ws), max_output_tokens=max_output_tokens, context_tokens=context_tokens)
+    ctx = PlanModeContext(
+        mode=plan_mode,
+        approval="auto" if auto else "ask",
+        max_parallel=max_parallel,
+        structured_output=structured_output,
+        normalize_messages=normalize_messages,
+        max_steps=max_steps,
+        max_attempts=max_attempts,
+        reapprove_patches=reapprove_patches,
+        request_timeout=request_timeout,
+        workspace=str(ws),
+        max_output_tokens=max_output_tokens,
+        context_tokens=context_tokens,
+    )
     if model:
         ctx.model = model
     if base_url:
@@ -236,16 +298,25 @@ def run(
         console.print(Text(f"starting a llama.cpp server for {gguf} ..."))
         ctx = settings_for(command.with_resource(llama_server(gguf)), ctx)
     if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
-        raise PlanModeError("OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
-                            "OpenAI-compatible server (try `planmode demo` to see planmode without a key)")
+        raise PlanModeError(
+            "OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
+            "OpenAI-compatible server (try `planmode demo` to see planmode without a key)"
+        )
     path = _database(db, create=True)
     graph = _graph(path, ws)
     tid = thread or uuid.uuid4().hex[:12]
     hint = _session["resume"] = _resume_command(tid, path)
     console.print(Text(f"thread {tid} · database {path} · workspace {ws}"), soft_wrap=True)
     watcher = Watcher(queue.Queue())
-    status = drive(graph, {"messages": [("user", task)]}, _cfg(tid), context=ctx, approver=_approver(auto, hint),
-                   resume_hint=hint, watcher=watcher)
+    status = drive(
+        graph,
+        {"messages": [("user", task)]},
+        _cfg(tid),
+        context=ctx,
+        approver=_approver(auto, hint),
+        resume_hint=hint,
+        watcher=watcher,
+    )
     _finish(graph, tid, status, watcher, path)
 
 
@@ -255,11 +326,17 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
         show_result(graph, _cfg(tid), changed=watcher.changed)
     settings = values.get("settings") or {}
     if values.get("route") == "direct" and settings.get("mode") == "auto" and status == "answered":
-        console.print(Text("Answered directly: the task looked simple enough to need no plan. To plan it "
-                           "instead, run it again with --mode plan.", style="yellow"))
+        console.print(
+            Text(
+                "Answered directly: the task looked simple enough to need no plan. To plan it "
+                "instead, run it again with --mode plan.",
+                style="yellow",
+            )
+        )
     if status == "failed":
-        console.print(Text(f"The run failed. Inspect it with: {_resume_command(tid, db, 'show')}", style="red"),
-                      soft_wrap=True)
+        console.print(
+            Text(f"The run failed. Inspect it with: {_resume_command(tid, db, 'show')}", style="red"), soft_wrap=True
+        )
     raise typer.Exit(_exit_code(status))
 
 
@@ -285,14 +362,18 @@ def resume(
     command: typer.Context,
     thread: ThreadArg,
     db: DbOpt = DEFAULT_DB,
-    workspace: Annotated[Path | None, typer.Option(
-        help="Folder the file tools work in (default: the run's own workspace).")] = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="Folder the file tools work in (default: the run's own workspace).")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Another model for this resume (default: the run's).")] = None,
-    base_url: Annotated[str | None, typer.Option(
-        help="Another OpenAI-compatible base URL for this resume, e.g. a local server on a new port.")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="Another OpenAI-compatible base URL for this resume, e.g. a local server on a new port."),
+    ] = None,
     auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
-    gguf: Annotated[Path | None, typer.Option(help="Serve this GGUF model for the resume, as `run --gguf` does.")
-                    ] = None,
+    gguf: Annotated[
+        Path | None, typer.Option(help="Serve this GGUF model for the resume, as `run --gguf` does.")
+    ] = None,
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
@@ -323,16 +404,22 @@ def resume(
     hint = _session["resume"] = _resume_command(thread, path)
     shown_model = overrides.get("model") or settings.get("model")
     shown_url = overrides.get("base_url") or settings.get("base_url")
-    console.print(Text(f"thread {thread} · database {path} · workspace {ws}"
-                       + (f" · model {shown_model}" if shown_model else "")
-                       + (f" at {shown_url}" if shown_url else "")), soft_wrap=True)
+    console.print(
+        Text(
+            f"thread {thread} · database {path} · workspace {ws}"
+            + (f" · model {shown_model}" if shown_model else "")
+            + (f" at {shown_url}" if shown_url else "")
+        ),
+        soft_wrap=True,
+    )
     watcher = Watcher(queue.Queue())
     auto = auto_approve or settings.get("approval") == "auto"
     cfg: Any = _cfg(thread)
     if overrides:
         cfg["metadata"] = {_ENDPOINT_KEY: json.dumps(overrides)}
-    status = drive(graph, None, cfg, context=overrides or None, approver=_approver(auto, hint),
-                   resume_hint=hint, watcher=watcher)
+    status = drive(
+        graph, None, cfg, context=overrides or None, approver=_approver(auto, hint), resume_hint=hint, watcher=watcher
+    )
     _finish(graph, thread, status, watcher, path)
 
 
@@ -349,24 +436,37 @@ def show(thread: ThreadArg, db: DbOpt = DEFAULT_DB) -> None:
     show_result(graph, _cfg(thread))
 
 
-_LS_STYLE = {"awaiting_approval": "yellow", "running": "cyan", "completed": "green", "failed": "red",
-             "cancelled": "magenta", "answered": "green", "planning": "cyan", "model_unavailable": "red"}
+_LS_STYLE = {
+    "awaiting_approval": "yellow",
+    "running": "cyan",
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "magenta",
+    "answered": "green",
+    "planning": "cyan",
+    "model_unavailable": "red",
+}
 
 
 @app.command("ls")
 @friendly
 def ls(
     db: DbOpt = DEFAULT_DB,
-    status: Annotated[str | None, typer.Option(
-        help="Only runs with this status: awaiting_approval, running, completed, failed, cancelled, ...")] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(help="Only runs with this status: awaiting_approval, running, completed, failed, cancelled, ..."),
+    ] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs (0: all).", min=0)] = 50,
 ) -> None:
     """List the runs in the database, newest first."""
     from planmode.persistence import open_checkpointer
     from planmode.runs import list_runs
 
-    if not db.startswith(("postgres://", "postgresql://")) and not _URL.match(db) \
-            and not Path(db).expanduser().is_file():
+    if (
+        not db.startswith(("postgres://", "postgresql://"))
+        and not _URL.match(db)
+        and not Path(db).expanduser().is_file()
+    ):
         raise PlanModeError(f"no database at {db!r} (pass --db FILE, or set PLANMODE_DB)")
     saver = open_checkpointer(_database(db, create=False))
     try:
@@ -376,21 +476,37 @@ def ls(
     finally:
         saver.conn.close()
     table = Table(title=Text(f"Runs in {db} (newest first)"), title_justify="left")
-    for name, style in (("thread", "bold"), ("status", ""), ("goal", ""), ("plan", "dim"), ("steps", ""),
-                        ("updated", "dim")):
-        table.add_column(name, style=style, justify="right" if name == "plan" else "left",
-                         no_wrap=name == "thread", overflow="fold")
+    for name, style in (
+        ("thread", "bold"),
+        ("status", ""),
+        ("goal", ""),
+        ("plan", "dim"),
+        ("steps", ""),
+        ("updated", "dim"),
+    ):
+        table.add_column(
+            name, style=style, justify="right" if name == "plan" else "left", no_wrap=name == "thread", overflow="fold"
+        )
     for r in runs:
         thread = Text(r.thread_id)
         if r.checkpoint_ns:
             thread.append(f"\n↳ {r.checkpoint_ns.split(':')[0]} (nested)", style="dim")
-        steps = (f"{r.steps.get('done', 0)}/{r.total_steps} done"
-                 + "".join(f", {r.steps[k]} {k}" for k in ("failed", "running", "blocked") if r.steps.get(k))
-                 if r.total_steps else "-")
+        steps = (
+            f"{r.steps.get('done', 0)}/{r.total_steps} done"
+            + "".join(f", {r.steps[k]} {k}" for k in ("failed", "running", "blocked") if r.steps.get(k))
+            if r.total_steps
+            else "-"
+        )
         goal = r.goal if len(r.goal) <= 70 else r.goal[:69] + "…"
         updated = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M:%S") if r.updated_at else ""
-        table.add_row(thread, Text(r.status.replace("_", " "), style=_LS_STYLE.get(r.status, "")), Text(goal),
-                      Text(f"v{r.plan_version}" if r.plan_version else "-"), Text(steps), Text(updated))
+        table.add_row(
+            thread,
+            Text(r.status.replace("_", " "), style=_LS_STYLE.get(r.status, "")),
+            Text(goal),
+            Text(f"v{r.plan_version}" if r.plan_version else "-"),
+            Text(steps),
+            Text(updated),
+        )
     console.print(table if runs else Text("no runs" + (f" with status {status}" if status else "")))
 
 
@@ -401,17 +517,25 @@ def _checkpoint_ids(graph: Any, thread: str) -> list[str]:
     saver = graph.checkpointer
     if isinstance(saver, SqliteSaver):
         with saver.cursor(transaction=False) as cur:
-            cur.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-                        "ORDER BY checkpoint_id DESC", (thread,))
+            cur.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+                "ORDER BY checkpoint_id DESC",
+                (thread,),
+            )
             return [str(row[0]) for row in cur.fetchall()]
-    return [str(t.config["configurable"]["checkpoint_id"])
-            for t in saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})]
+    return [
+        str(t.config["configurable"]["checkpoint_id"])
+        for t in saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    ]
 
 
 @app.command()
 @friendly
-def history(thread: ThreadArg, db: DbOpt = DEFAULT_DB,
-            limit: Annotated[int, typer.Option(help="At most this many snapshots.", min=1)] = 50) -> None:
+def history(
+    thread: ThreadArg,
+    db: DbOpt = DEFAULT_DB,
+    limit: Annotated[int, typer.Option(help="At most this many snapshots.", min=1)] = 50,
+) -> None:
     """List a run's snapshots, newest first. The checkpoint column is a unique prefix `rollback` accepts."""
     from planmode.cli.ui import snapshot_table
     from planmode.snapshots import list_snapshots
@@ -435,16 +559,20 @@ def resolve_snapshot(ids: list[str], given: str) -> str | int:
     if not matches:
         raise PlanModeError(f"no snapshot {given!r} in this thread (see `planmode history`)")
     shown = ", ".join(unique_prefixes(ids)[m] for m in matches[:5])
-    raise PlanModeError(f"snapshot prefix {given!r} is ambiguous: it matches {len(matches)} snapshots ({shown}"
-                        + (", ..." if len(matches) > 5 else "") + "); give more characters")
+    raise PlanModeError(
+        f"snapshot prefix {given!r} is ambiguous: it matches {len(matches)} snapshots ({shown}"
+        + (", ..." if len(matches) > 5 else "")
+        + "); give more characters"
+    )
 
 
 @app.command()
 @friendly
 def rollback(
     thread: ThreadArg,
-    snapshot: Annotated[str, typer.Argument(
-        help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")],
+    snapshot: Annotated[
+        str, typer.Argument(help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")
+    ],
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
@@ -457,8 +585,7 @@ def rollback(
     target = resolve_snapshot(_checkpoint_ids(graph, thread), snapshot)
     do_rollback(graph, thread, target)
     console.print(Text(f"Rolled back {thread} to {snapshot}. The history is kept."))
-    console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.",
-                       style="yellow"))
+    console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.", style="yellow"))
     console.print(Text(f"Continue with: {_resume_command(thread, path)}"), soft_wrap=True)
     show_result(graph, _cfg(thread))
 

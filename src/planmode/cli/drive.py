@@ -67,19 +67,28 @@ class Watcher(BaseCallbackHandler):
         self._calls: dict[UUID, tuple[str, dict[str, Any]]] = {}
         self.changed: list[str] = []
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID,
-                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self, serialized: Any, messages: Any, *, run_id: UUID, metadata: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         self.inbox.put(("model", (metadata or {}).get("langgraph_node", "")))
 
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, metadata: dict[str, Any] | None = None,
-                       **kwargs: Any) -> None:
+    def on_chain_start(
+        self, serialized: Any, inputs: Any, *, run_id: UUID, metadata: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         node = (metadata or {}).get("langgraph_node")
         if node and kwargs.get("name") == node:  # a graph node starts (not a runnable inside it)
             self.inbox.put(("model", node))
 
-    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID,
-                      metadata: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None,
-                      **kwargs: Any) -> None:
+    def on_tool_start(
+        self,
+        serialized: Any,
+        input_str: str,
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         name = str((serialized or {}).get("name") or kwargs.get("name") or "tool")
         args = inputs if isinstance(inputs, dict) else {}
         self._calls[run_id] = (name, args)
@@ -107,10 +116,16 @@ def _tool_line(node: str, name: str, args: Mapping[str, Any]) -> Text:
     return text
 
 
-_NODE_ACTIVITY = {"detect": "deciding whether the task needs a plan", "plan": "planning",
-                  "respond": "answering", "execute_step": "executing", "verify": "verifying",
-                  "reflect": "reflecting on what went wrong", "patch": "repairing the plan",
-                  "finalize": "writing the final answer"}
+_NODE_ACTIVITY = {
+    "detect": "deciding whether the task needs a plan",
+    "plan": "planning",
+    "respond": "answering",
+    "execute_step": "executing",
+    "verify": "verifying",
+    "reflect": "reflecting on what went wrong",
+    "patch": "repairing the plan",
+    "finalize": "writing the final answer",
+}
 
 
 class Progress:
@@ -221,8 +236,15 @@ def _force_exit_on_sigint(hint: str | None) -> None:
         signal.signal(signal.SIGINT, force)
 
 
-def _stream(graph: Any, inp: Any, cfg: RunnableConfig, context: Any, progress: Progress, watcher: Watcher,
-            hint: str | None = None) -> None:
+def _stream(
+    graph: Any,
+    inp: Any,
+    cfg: RunnableConfig,
+    context: Any,
+    progress: Progress,
+    watcher: Watcher,
+    hint: str | None = None,
+) -> None:
     inbox = watcher.inbox
     stop = threading.Event()
     run_cfg: RunnableConfig = {**cfg, "callbacks": [watcher]}
@@ -267,8 +289,16 @@ def _stream(graph: Any, inp: Any, cfg: RunnableConfig, context: Any, progress: P
         raise Interrupted(hard=worker.is_alive()) from None
 
 
-def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver,
-          resume_hint: str | None = None, watcher: Watcher | None = None) -> str:
+def drive(
+    graph: Any,
+    inp: Any,
+    cfg: RunnableConfig,
+    *,
+    context: Any,
+    approver: Approver,
+    resume_hint: str | None = None,
+    watcher: Watcher | None = None,
+) -> str:
     """Run until the graph finishes or a human quits at the approval prompt; return the run status.
 
     ``resume_hint`` is the complete command that continues the run (printed when it is left for later).
@@ -276,12 +306,27 @@ def drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: 
     process on the same thread gets `ThreadBusyError`.
     """
     with thread_lease(graph.checkpointer, cfg["configurable"]["thread_id"]):
-        return _drive(graph, inp, cfg, context=context, approver=approver, resume_hint=resume_hint,
-                      watcher=watcher or Watcher(queue.Queue()))
+        return _drive(
+            graph,
+            inp,
+            cfg,
+            context=context,
+            approver=approver,
+            resume_hint=resume_hint,
+            watcher=watcher or Watcher(queue.Queue()),
+        )
 
 
-def _drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver: Approver,
-           resume_hint: str | None, watcher: Watcher) -> str:
+def _drive(
+    graph: Any,
+    inp: Any,
+    cfg: RunnableConfig,
+    *,
+    context: Any,
+    approver: Approver,
+    resume_hint: str | None,
+    watcher: Watcher,
+) -> str:
     tid = cfg["configurable"]["thread_id"]
     if inp is None and _model_unavailable(graph.get_state(cfg)) is not None:
         inp = Command(resume={"action": "retry"})  # resuming a run paused for its model: try the model again
@@ -292,15 +337,19 @@ def _drive(graph: Any, inp: Any, cfg: RunnableConfig, *, context: Any, approver:
         paused = _model_unavailable(state)
         if paused is not None:  # not an approval: stop, resumable
             console.print(Text(f"Model unavailable: {paused.get('error')}", style="red"))
-            console.print(Text.assemble("The run is paused. Resume with: ",
-                                        resume_hint or f"planmode resume {tid}"), soft_wrap=True)
+            console.print(
+                Text.assemble("The run is paused. Resume with: ", resume_hint or f"planmode resume {tid}"),
+                soft_wrap=True,
+            )
             return "model_unavailable"
         if state.interrupts:
             payload = state.interrupts[0].value
             answer = approver(payload)
             if answer is None:
-                console.print(Text.assemble(("Left for later. Resume with: ", "yellow"),
-                                            resume_hint or f"planmode resume {tid}"), soft_wrap=True)
+                console.print(
+                    Text.assemble(("Left for later. Resume with: ", "yellow"), resume_hint or f"planmode resume {tid}"),
+                    soft_wrap=True,
+                )
                 return "awaiting_approval"
             inp = Command(resume=answer)
             continue
@@ -331,10 +380,12 @@ def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = 
         console.print(Text(content if isinstance(content, str) else str(content)))
     report = values.get("report")
     if report:
-        console.print(Text(
-            f"\nReport: status={report.get('status')} done={len(report.get('done', []))} "
-            f"failed={len(report.get('failed', []))} skipped={len(report.get('skipped', []))} "
-            f"patches={len(report.get('patches', []))} reflections={report.get('reflections')}"
-        ))
+        console.print(
+            Text(
+                f"\nReport: status={report.get('status')} done={len(report.get('done', []))} "
+                f"failed={len(report.get('failed', []))} skipped={len(report.get('skipped', []))} "
+                f"patches={len(report.get('patches', []))} reflections={report.get('reflections')}"
+            )
+        )
     if changed:
         console.print(Text("Files changed: ", style="bold") + Text(", ".join(changed)))

@@ -39,14 +39,42 @@ __all__ = [
 
 console = Console(highlight=False, markup=False, emoji=False)
 
-_STYLE = {"pending": "white", "running": "yellow", "done": "green", "failed": "red", "blocked": "magenta",
-          "skipped": "dim"}
-_ICON = {"plan_created": "📝", "plan_approved": "✅", "plan_rejected": "↩", "plan_cancelled": "⏹",
-         "step_started": "▶", "step_completed": "✔", "step_failed": "✖", "reflection": "🤔",
-         "plan_patched": "🩹", "patch_rejected": "⛔", "run_finished": "🏁", "direct_answer": "💬"}
-_ASCII_ICON = {"plan_created": "*", "plan_approved": "+", "plan_rejected": "<", "plan_cancelled": "x",
-               "step_started": ">", "step_completed": "+", "step_failed": "x", "reflection": "?",
-               "plan_patched": "~", "patch_rejected": "!", "run_finished": "=", "direct_answer": ">"}
+_STYLE = {
+    "pending": "white",
+    "running": "yellow",
+    "done": "green",
+    "failed": "red",
+    "blocked": "magenta",
+    "skipped": "dim",
+}
+_ICON = {
+    "plan_created": "📝",
+    "plan_approved": "✅",
+    "plan_rejected": "↩",
+    "plan_cancelled": "⏹",
+    "step_started": "▶",
+    "step_completed": "✔",
+    "step_failed": "✖",
+    "reflection": "🤔",
+    "plan_patched": "🩹",
+    "patch_rejected": "⛔",
+    "run_finished": "🏁",
+    "direct_answer": "💬",
+}
+_ASCII_ICON = {
+    "plan_created": "*",
+    "plan_approved": "+",
+    "plan_rejected": "<",
+    "plan_cancelled": "x",
+    "step_started": ">",
+    "step_completed": "+",
+    "step_failed": "x",
+    "reflection": "?",
+    "plan_patched": "~",
+    "patch_rejected": "!",
+    "run_finished": "=",
+    "direct_answer": ">",
+}
 
 
 def unicode_ok() -> bool:
@@ -86,8 +114,13 @@ def plan_table(plan: Plan, *, marks: Mapping[str, str] | None = None) -> Table:
         if marks is not None:
             mark = marks.get(s.id, "")
             cells.append(Text(mark, style="green" if mark == "+" else "yellow"))
-        cells += [Text(s.id), Text(st, style=_STYLE.get(st, "")), Text(s.description),
-                  Text(", ".join(s.dependencies)), Text(s.acceptance)]
+        cells += [
+            Text(s.id),
+            Text(st, style=_STYLE.get(st, "")),
+            Text(s.description),
+            Text(", ".join(s.dependencies)),
+            Text(s.acceptance),
+        ]
         table.add_row(*cells)
     return table
 
@@ -118,8 +151,14 @@ def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None 
         counts = snap.counts or {}
         steps = " ".join(f"{k}:{v}" for k, v in counts.items() if v)
         created = str(snap.created_at or "")[11:19]
-        table.add_row(Text(str(n)), Text(shown.get(snap.checkpoint_id, snap.checkpoint_id)), Text(created),
-                      Text(f"v{snap.plan_version}" if snap.plan_version else "-"), Text(steps), Text(snap.label))
+        table.add_row(
+            Text(str(n)),
+            Text(shown.get(snap.checkpoint_id, snap.checkpoint_id)),
+            Text(created),
+            Text(f"v{snap.plan_version}" if snap.plan_version else "-"),
+            Text(steps),
+            Text(snap.label),
+        )
     return table
 
 
@@ -150,6 +189,7 @@ def render_event(event: Mapping[str, Any]) -> Text:
 
 
 # -- what changed between two revisions ----------------------------------------------------------------------
+
 
 def _value(v: Any) -> str:
     if isinstance(v, list):
@@ -296,8 +336,12 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
         view = changes_view(changes, checked.plan)
         if view is not None:
             console.print(view)
-        choice = Prompt.ask(Text("Approve the edited plan? approve / edit again / discard the edit"),
-                            choices=["a", "e", "d"], default="a", console=console)
+        choice = Prompt.ask(
+            Text("Approve the edited plan? approve / edit again / discard the edit"),
+            choices=["a", "e", "d"],
+            default="a",
+            console=console,
+        )
         if choice == "a":
             return answer
         if choice == "d":
@@ -311,8 +355,12 @@ def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
     plan = Plan.model_validate(payload["plan"])
     console.print(approval_screen(payload))
     while True:
-        choice = Prompt.ask(Text.assemble(("Approve this plan?", "bold"), " approve / edit / reject / cancel / quit"),
-                            choices=["a", "e", "r", "c", "q"], default="a", console=console)
+        choice = Prompt.ask(
+            Text.assemble(("Approve this plan?", "bold"), " approve / edit / reject / cancel / quit"),
+            choices=["a", "e", "r", "c", "q"],
+            default="a",
+            console=console,
+        )
         if choice == "a":
             return {"action": "approve", "revision": payload["revision"]}
         if choice == "q":

@@ -1,9 +1,9 @@
 """`build_graph`: the plan-mode StateGraph, compiled.
 
-    START -> detect -> respond -> END                                  (simple requests)
-                    -> plan -> approve -> dispatch -> execute_step* -> verify -> dispatch ...
-                               ^   |reject    | trouble -> reflect -> patch -> (approve) -> dispatch
-                               +---+          | all done -> finalize -> END
+START -> detect -> respond -> END                                  (simple requests)
+                -> plan -> approve -> dispatch -> execute_step* -> verify -> dispatch ...
+                           ^   |reject    | trouble -> reflect -> patch -> (approve) -> dispatch
+                           +---+          | all done -> finalize -> END
 """
 
 from __future__ import annotations
@@ -49,8 +49,19 @@ from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
 
-NODE_NAMES = ("detect", "respond", "plan", "approve", "dispatch", "execute_step", "verify", "reflect", "patch",
-              "finalize", "model_unavailable")
+NODE_NAMES = (
+    "detect",
+    "respond",
+    "plan",
+    "approve",
+    "dispatch",
+    "execute_step",
+    "verify",
+    "reflect",
+    "patch",
+    "finalize",
+    "model_unavailable",
+)
 
 
 def build_state_graph(
@@ -86,9 +97,11 @@ def build_state_graph(
     g.add_conditional_edges("plan", route_after_plan)
     g.add_conditional_edges("approve", route_after_approve)
     g.add_conditional_edges("patch", route_after_patch)
-    g.add_conditional_edges("dispatch", route_after_dispatch,
-                            ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch",
-                             "model_unavailable"])
+    g.add_conditional_edges(
+        "dispatch",
+        route_after_dispatch,
+        ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch", "model_unavailable"],
+    )
     g.add_conditional_edges("reflect", route_after_reflect)
     return g
 

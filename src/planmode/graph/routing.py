@@ -21,8 +21,14 @@ from planmode.state.models import Plan, StepStatus
 
 S = StepStatus
 
-__all__ = ["route_after_approve", "route_after_dispatch", "route_after_patch", "route_after_plan",
-           "route_after_reflect", "route_after_respond"]
+__all__ = [
+    "route_after_approve",
+    "route_after_dispatch",
+    "route_after_patch",
+    "route_after_plan",
+    "route_after_reflect",
+    "route_after_respond",
+]
 
 
 def route_after_plan(state: PlanModeState) -> Literal["approve", "finalize", "model_unavailable"]:

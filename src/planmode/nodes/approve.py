@@ -40,42 +40,66 @@ def make_approve(deps: Deps) -> Any:
         if settings.approval == "auto":
             emit("plan_approved", "approved automatically", plan_version=plan.version, revision=plan.revision)
             return {
-                "approved_revision": plan.revision, "needs_approval": False, "approval_error": None,
-                "status": "running"}
+                "approved_revision": plan.revision,
+                "needs_approval": False,
+                "approval_error": None,
+                "status": "running",
+            }
         base = state.get("approval_base")
         if not isinstance(base, dict) or base.get("goal") != plan.goal:  # none yet, or another run's plan
             base = None
         error = state.get("approval_error")
-        payload = approval_payload(plan, error=error, reason=approval_reason(plan, base, error=error),
-                                   changes=plan_changes(base, plan))
+        payload = approval_payload(
+            plan, error=error, reason=approval_reason(plan, base, error=error), changes=plan_changes(base, plan)
+        )
         answer = interrupt(payload)
         decision = parse_resume(answer, plan)
         if isinstance(decision, str):
             named = answer.get("revision") if isinstance(answer, dict) else None
             # the human answered the plan shown now (by its revision): later changes are shown against it
-            return {"approval_error": decision,
-                    **({"approval_base": plan_snapshot(plan)} if named == plan.revision else {})}
+            return {
+                "approval_error": decision,
+                **({"approval_base": plan_snapshot(plan)} if named == plan.revision else {}),
+            }
         if isinstance(decision, Reject):
             emit("plan_rejected", decision.feedback, plan_version=plan.version)
             return {
-                "feedback": decision.feedback, "approval_error": None, "status": "planning",
-                "approval_base": plan_snapshot(plan)}
+                "feedback": decision.feedback,
+                "approval_error": None,
+                "status": "planning",
+                "approval_base": plan_snapshot(plan),
+            }
         if isinstance(decision, Cancel):  # the human leaves plan mode: nothing more is executed
             emit("plan_cancelled", decision.feedback, plan_version=plan.version)
             return {
-                "status": "cancelled", "feedback": decision.feedback or None, "approval_error": None,
-                "needs_approval": False}
+                "status": "cancelled",
+                "feedback": decision.feedback or None,
+                "approval_error": None,
+                "needs_approval": False,
+            }
         if isinstance(decision, Edit):
-            emit("plan_approved", "approved with edits", plan_version=decision.plan.version,
-                 revision=decision.plan.revision)
+            emit(
+                "plan_approved",
+                "approved with edits",
+                plan_version=decision.plan.version,
+                revision=decision.plan.revision,
+            )
             return {
                 "plan": PlanUpdate(patch=decision.patch, source="human", expected_revision=decision.revision),
-                "approved_revision": decision.plan.revision, "approval_base": plan_snapshot(decision.plan),
-                "needs_approval": False, "approval_error": None, "status": "running"}
+                "approved_revision": decision.plan.revision,
+                "approval_base": plan_snapshot(decision.plan),
+                "needs_approval": False,
+                "approval_error": None,
+                "status": "running",
+            }
         assert isinstance(decision, Approve)
         emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision)
         return {
-            "approved_revision": decision.revision, "needs_approval": False, "approval_error": None,
-            "status": "running", "approval_base": plan_snapshot(plan)}
+            "approved_revision": decision.revision,
+            "needs_approval": False,
+            "approval_error": None,
+            "status": "running",
+            "approval_base": plan_snapshot(plan),
+        }
 
     return approve

@@ -137,6 +137,7 @@ def make_detect(deps: Deps) -> Any:
 
     return detect
 
+
 def _classify(deps: Deps, task: str, settings: Any) -> bool:
     key = hashlib.sha256(task.encode("utf-8")).hexdigest()
     with deps.lock:
@@ -153,4 +154,3 @@ def _classify(deps: Deps, task: str, settings: Any) -> bool:
     with deps.lock:
         deps.detect_cache[key] = needs_plan
     return needs_plan
-

@@ -36,8 +36,9 @@ def find_trouble(plan: Plan) -> str | None:
     """Why execution cannot simply go on: a failed step, a blocked step, or a deadlock (None when fine)."""
     failed = plan.by_status(S.FAILED)
     if failed:
-        return "; ".join(f"step {s.id!r} failed after {s.attempts} attempt(s): {s.error or 'no reason'}"
-                         for s in failed)
+        return "; ".join(
+            f"step {s.id!r} failed after {s.attempts} attempt(s): {s.error or 'no reason'}" for s in failed
+        )
     blocked = plan.by_status(S.BLOCKED)
     if blocked:
         return "; ".join(f"step {s.id!r} is blocked: {s.error or 'no reason'}" for s in blocked)
@@ -73,8 +74,11 @@ def make_dispatch(deps: Deps) -> Any:
             return {}
         approved = state.get("approved_revision")
         if approved is not None and plan.revision != approved:  # the plan executed is exactly the plan approved
-            return {"needs_approval": True, "approved_revision": None,
-                    "approval_error": "the plan changed after it was approved; review it again"}
+            return {
+                "needs_approval": True,
+                "approved_revision": None,
+                "approval_error": "the plan changed after it was approved; review it again",
+            }
         if plan.is_complete:
             return {"status": "completed", "approved_revision": None}
         trouble = find_trouble(plan)
@@ -90,8 +94,11 @@ def make_dispatch(deps: Deps) -> Any:
         stale = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
         batch = (stale + plan.ready_steps())[: max(1, settings.max_parallel)]
         transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
-        return {"plan": PlanUpdate(transitions=transitions, source="dispatch"), "approved_revision": None,
-                "status": "running"}
+        return {
+            "plan": PlanUpdate(transitions=transitions, source="dispatch"),
+            "approved_revision": None,
+            "status": "running",
+        }
 
     return dispatch
 

@@ -27,8 +27,9 @@ def make_execute_step(deps: Deps) -> Any:
     def execute_step(task: StepTask, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = resolve_settings(runtime.context, task.get("settings"))
         step = task["step"]
-        emit("step_started", step.description, step_id=step.id, plan_version=task["plan_version"],
-             attempt=step.attempts)
+        emit(
+            "step_started", step.description, step_id=step.id, plan_version=task["plan_version"], attempt=step.attempts
+        )
         store = store_of(deps, runtime)
         context = StepContext(
             goal=task["goal"],

@@ -22,8 +22,17 @@ S = StepStatus
 def build_report(plan: Plan | None, status: str, error: str | None, reflections: int) -> dict[str, Any]:
     """The run report: what was done, failed and skipped, the patches applied, the reflections."""
     if plan is None:
-        return {"status": status, "error": error, "done": [], "failed": [], "skipped": [], "pending": [],
-                "patches": [], "reflections": reflections, "plan_version": 0}
+        return {
+            "status": status,
+            "error": error,
+            "done": [],
+            "failed": [],
+            "skipped": [],
+            "pending": [],
+            "patches": [],
+            "reflections": reflections,
+            "plan_version": 0,
+        }
     return {
         "status": status,
         "error": error,
@@ -59,10 +68,13 @@ def make_finalize(deps: Deps) -> Any:
             answer = _final_answer(deps, state, runtime, plan)
         else:
             answer = f"The run failed: {error}"
-        emit("run_finished", answer, plan_version=plan.version if plan else None, status=status,
-             report=report)
-        return {"messages": [AIMessage(content=answer, name="planmode")], "status": status, "report": report,
-                "error": error if status == "failed" else None}
+        emit("run_finished", answer, plan_version=plan.version if plan else None, status=status, report=report)
+        return {
+            "messages": [AIMessage(content=answer, name="planmode")],
+            "status": status,
+            "report": report,
+            "error": error if status == "failed" else None,
+        }
 
     return finalize
 
@@ -74,8 +86,12 @@ def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
     if report["done"]:
         answer += f" Steps already done: {', '.join(report['done'])}."
     emit("run_finished", answer, plan_version=plan.version if plan else None, status="cancelled", report=report)
-    return {"messages": [AIMessage(content=answer, name="planmode")], "status": "cancelled", "report": report,
-            "error": None}
+    return {
+        "messages": [AIMessage(content=answer, name="planmode")],
+        "status": "cancelled",
+        "report": report,
+        "error": None,
+    }
 
 
 def _final_answer(deps: Deps, state: PlanModeState, runtime: Runtime[Any], plan: Plan) -> str:
@@ -83,8 +99,12 @@ def _final_answer(deps: Deps, state: PlanModeState, runtime: Runtime[Any], plan:
     settings = settings_of(state, runtime)
     try:
         model = deps.models.get(settings)
-        reply = model.invoke([SystemMessage(content=prompts.FINAL_SYSTEM),
-                              HumanMessage(content=f"Goal: {plan.goal}\nStep results:\n{summary}")])
+        reply = model.invoke(
+            [
+                SystemMessage(content=prompts.FINAL_SYSTEM),
+                HumanMessage(content=f"Goal: {plan.goal}\nStep results:\n{summary}"),
+            ]
+        )
         text = text_of(reply).strip() if hasattr(reply, "content") else str(reply)
     except Exception as exc:  # the work is done; a failed summary call must not fail the run
         text = f"(the final summary could not be written: {type(exc).__name__})"

@@ -86,17 +86,21 @@ def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:
     if answer is None or answer is True or answer == "retry":
         return settings
     if not isinstance(answer, dict):
-        raise ValueError(f"expected a dict of settings such as {{'base_url': ..., 'model': ...}}, got "
-                         f"{type(answer).__name__}")
+        raise ValueError(
+            f"expected a dict of settings such as {{'base_url': ..., 'model': ...}}, got {type(answer).__name__}"
+        )
     values = dict(answer)
     action = values.pop("action", "retry")
     if action != "retry":
-        raise ValueError(f"this pause waits for a model endpoint, not an approval (action {action!r}): resume "
-                         "with {'base_url': ..., 'model': ...}, or {'action': 'retry'} to try the same endpoint again")
+        raise ValueError(
+            f"this pause waits for a model endpoint, not an approval (action {action!r}): resume "
+            "with {'base_url': ..., 'model': ...}, or {'action': 'retry'} to try the same endpoint again"
+        )
     unknown = sorted(set(values) - _SETTING_NAMES)
     if unknown:
-        raise ValueError(f"unknown settings {', '.join(map(repr, unknown))}; settings are: "
-                         f"{', '.join(sorted(_SETTING_NAMES))}")
+        raise ValueError(
+            f"unknown settings {', '.join(map(repr, unknown))}; settings are: {', '.join(sorted(_SETTING_NAMES))}"
+        )
     for key in ("base_url", "model"):
         if key in values and values[key] is not None and not isinstance(values[key], str):
             raise ValueError(f"{key} must be a string")
@@ -114,26 +118,35 @@ def make_model_unavailable(deps: Deps) -> Any:
         if not info or not moved:
             problem: str | None = None
             while True:  # a resume this node cannot take asks again, with the reason
-                answer = interrupt({
-                    "type": INTERRUPT_TYPE,
-                    "error": info.get("error") or "the model could not be reached",
-                    "node": info.get("failed_node"),
-                    "step_id": info.get("step_id"),
-                    "base_url": settings.base_url,
-                    "model": settings.model,
-                    "resume": ("{'base_url': ..., 'model': ...} for another endpoint or model, {'action': 'retry'} "
-                               "to try the same one again"),
-                    "answer_error": problem,
-                })
+                answer = interrupt(
+                    {
+                        "type": INTERRUPT_TYPE,
+                        "error": info.get("error") or "the model could not be reached",
+                        "node": info.get("failed_node"),
+                        "step_id": info.get("step_id"),
+                        "base_url": settings.base_url,
+                        "model": settings.model,
+                        "resume": (
+                            "{'base_url': ..., 'model': ...} for another endpoint or model, {'action': 'retry'} "
+                            "to try the same one again"
+                        ),
+                        "answer_error": problem,
+                    }
+                )
                 try:
                     settings = _apply(settings, answer)
                     break
                 except ValueError as exc:
                     problem = str(exc)
         target: ResumeNode = info.get("node") or "dispatch"
-        return Command(goto=target, update={
-            "settings": settings_dict(settings), "status": info.get("status") or "running",
-            "unavailable": None, "error": None,
-        })
+        return Command(
+            goto=target,
+            update={
+                "settings": settings_dict(settings),
+                "status": info.get("status") or "running",
+                "unavailable": None,
+                "error": None,
+            },
+        )
 
     return model_unavailable

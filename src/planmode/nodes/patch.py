@@ -45,8 +45,7 @@ def make_patch(deps: Deps) -> Any:
         guidance = reflection.get("guidance") or reflection.get("reasoning") or "(none)"
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.PATCH_SYSTEM),
-            HumanMessage(content=prompts.PATCH_USER.format(trouble=trouble, guidance=guidance,
-                                                           plan=repair_view(plan))),
+            HumanMessage(content=prompts.PATCH_USER.format(trouble=trouble, guidance=guidance, plan=repair_view(plan))),
         ]
         rejections: list[Rejection] = []
         chosen: PlanPatch | None = None
@@ -68,11 +67,15 @@ def make_patch(deps: Deps) -> Any:
             rejections.append(Rejection(version=plan.version, kind="patch", source="patch", reasons=reasons))
             emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
             # json.dumps escapes what model_dump_json refuses (e.g. a lone surrogate from a model)
-            shown = json.dumps(candidate.model_dump(mode="json", exclude_defaults=True)) if candidate else (
-                raw.content if raw else "")
-            messages += [AIMessage(content=str(shown)[:4000] or "(no answer)"),
-                         HumanMessage(content=prompts.PATCH_RETRY.format(
-                             reasons="\n".join(f"- {r}" for r in reasons)))]
+            shown = (
+                json.dumps(candidate.model_dump(mode="json", exclude_defaults=True))
+                if candidate
+                else (raw.content if raw else "")
+            )
+            messages += [
+                AIMessage(content=str(shown)[:4000] or "(no answer)"),
+                HumanMessage(content=prompts.PATCH_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))),
+            ]
         if chosen is None:
             chosen = _full_plan_fallback(model, settings, plan, trouble, rejections)
             source = "diff"
@@ -80,9 +83,15 @@ def make_patch(deps: Deps) -> Any:
             msg = f"no valid patch after {settings.max_patch_attempts} attempt(s) and a full-plan fallback"
             return {"status": "failed", "error": msg, "plan": PlanUpdate(rejections=rejections, source="patch")}
         res = apply_patch(plan, chosen, max_steps=plan.max_steps, source=source)
-        emit("plan_patched", chosen.reason, plan_version=res.plan.version,
-             added=res.plan.history[-1].added, updated=res.plan.history[-1].updated,
-             removed=res.plan.history[-1].removed, warnings=res.warnings)
+        emit(
+            "plan_patched",
+            chosen.reason,
+            plan_version=res.plan.version,
+            added=res.plan.history[-1].added,
+            updated=res.plan.history[-1].updated,
+            removed=res.plan.history[-1].removed,
+            warnings=res.warnings,
+        )
         off_track = reflection.get("assessment") == "off_track"
         reapprove = off_track or settings.reapprove_patches
         update: dict[str, Any] = {
@@ -110,11 +119,13 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
     return patch, err, AIMessage(content=json.dumps(written))
 
 
-def _full_plan_fallback(model: Any, settings: Any, plan: Any, trouble: str,
-                        rejections: list[Rejection]) -> PlanPatch | None:
+def _full_plan_fallback(
+    model: Any, settings: Any, plan: Any, trouble: str, rejections: list[Rejection]
+) -> PlanPatch | None:
     messages: list[BaseMessage] = [
-        SystemMessage(content=prompts.PLAN_SYSTEM.format(max_steps=plan.max_steps or settings.max_steps,
-                                                         tools="as before")),
+        SystemMessage(
+            content=prompts.PLAN_SYSTEM.format(max_steps=plan.max_steps or settings.max_steps, tools="as before")
+        ),
         HumanMessage(content=prompts.FULL_PLAN_FALLBACK.format(trouble=trouble, plan=plan.to_prompt())),
     ]
     draft, err, _raw = call_structured(model, PlanDraft, messages, settings)

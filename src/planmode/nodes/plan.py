@@ -41,14 +41,19 @@ def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | N
         step = Step(**d.model_dump())
         old = done.get(step.id)
         if old is not None:
-            step = step.model_copy(update=old.model_dump(include={"status", "attempts", "result", "error",
-                                                                  "output_ref"}))
+            step = step.model_copy(
+                update=old.model_dump(include={"status", "attempts", "result", "error", "output_ref"})
+            )
         steps.append(step)
     return Plan(goal=goal, title=draft.title, steps=steps, max_steps=max_steps)
 
 
 def request_plan(
-    model: Any, messages: list[BaseMessage], settings: PlanModeContext, goal: str, current: Plan | None,
+    model: Any,
+    messages: list[BaseMessage],
+    settings: PlanModeContext,
+    goal: str,
+    current: Plan | None,
     attempts: int,
 ) -> tuple[Plan | None, list[str]]:
     """Ask for a plan until one is valid (as a first plan, or as a revision of ``current``) or attempts run
@@ -74,8 +79,10 @@ def request_plan(
             shown = json.dumps(draft.model_dump(mode="json"))  # escapes what model_dump_json refuses
         else:
             shown = str(raw.content) if raw is not None else ""
-        msgs += [AIMessage(content=str(shown)[:4000] or "(no answer)"),
-                 HumanMessage(content=prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons)))]
+        msgs += [
+            AIMessage(content=str(shown)[:4000] or "(no answer)"),
+            HumanMessage(content=prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))),
+        ]
     return None, errors
 
 
@@ -96,9 +103,15 @@ def make_plan(deps: Deps) -> Any:
                 HumanMessage(content=f"Task: {goal}"),
             ]
             # Before approval only read-only tools run: the gate refuses the others where they are dispatched.
-            res = run_tool_loop(model, deps.tools, explore, settings, allow_writes=False,
-                                max_iterations=settings.max_explore_calls + 1,
-                                max_tool_calls=settings.max_explore_calls)
+            res = run_tool_loop(
+                model,
+                deps.tools,
+                explore,
+                settings,
+                allow_writes=False,
+                max_iterations=settings.max_explore_calls + 1,
+                max_tool_calls=settings.max_explore_calls,
+            )
             if res.text:
                 findings = f"What exploring found:\n{res.text}"
         messages: list[BaseMessage] = [
@@ -107,20 +120,27 @@ def make_plan(deps: Deps) -> Any:
         ]
         revising = current is not None and current.version > 0 and bool(feedback)
         if revising and current is not None:
-            messages.append(HumanMessage(content=prompts.PLAN_FEEDBACK.format(
-                feedback=feedback, plan=current.to_prompt())))
-        new, errors = request_plan(model, messages, settings, goal, current if revising else None,
-                                   settings.max_plan_attempts)
+            messages.append(
+                HumanMessage(content=prompts.PLAN_FEEDBACK.format(feedback=feedback, plan=current.to_prompt()))
+            )
+        new, errors = request_plan(
+            model, messages, settings, goal, current if revising else None, settings.max_plan_attempts
+        )
         if new is None:
-            msg = (f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): "
-                   + " | ".join(errors))
+            msg = f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): " + " | ".join(errors)
             return {"status": "failed", "error": msg}
         record = negotiation_record(model, settings)  # a run resumed elsewhere starts from the mode auto chose
         kept = {"settings": settings_dict(replace(settings, negotiated_output=record))} if record else {}
         source = "planner (revision)" if revising else "planner"
         version = current.version + 1 if revising and current is not None else 1
-        emit("plan_created", new.title or goal, plan_version=version, steps=len(new.steps), revision=revising,
-             plan=new.model_dump(mode="json", include={"goal", "title", "steps"}))
+        emit(
+            "plan_created",
+            new.title or goal,
+            plan_version=version,
+            steps=len(new.steps),
+            revision=revising,
+            plan=new.model_dump(mode="json", include={"goal", "title", "steps"}),
+        )
         # A revision's history record keeps the human's feedback as its reason (the reducer takes the reason of
         # a whole-plan update from an accompanying patch).
         reason = PlanPatch(reason=f"human feedback: {feedback}") if revising else None

@@ -65,25 +65,24 @@ def make_reflect(deps: Deps) -> Any:
             if result is not None:
                 break
             errors.append(err or "no answer")
-            messages += [AIMessage(content=str(raw.content if raw else "")[:2000] or "(no answer)"),
-                         HumanMessage(content=f"That answer could not be read: {err}. Answer again.")]
+            messages += [
+                AIMessage(content=str(raw.content if raw else "")[:2000] or "(no answer)"),
+                HumanMessage(content=f"That answer could not be read: {err}. Answer again."),
+            ]
         if result is None:
             msg = "the reflection step gave no readable assessment: " + " | ".join(errors)
             return {"status": "failed", "error": msg, "reflections": count}
         if result.assessment == "on_track" and trouble.startswith("deadlock"):
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
-        emit("reflection", result.reasoning, plan_version=plan.version, assessment=result.assessment,
-             trouble=trouble)
+        emit("reflection", result.reasoning, plan_version=plan.version, assessment=result.assessment, trouble=trouble)
         update: dict[str, Any] = {"reflections": count, "reflection": result.model_dump()}
         if result.assessment == "on_track":
-            retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0)
-                     for s in plan.by_status(S.FAILED, S.BLOCKED)]
+            retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
             return {**update, "plan": PlanUpdate(transitions=retry, source="reflect")}
         if result.assessment in ("needs_adjustment", "off_track"):
             return update
         if result.assessment == "complete":
-            skip = [StepTransition(id=s.id, status=S.SKIPPED)
-                    for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
+            skip = [StepTransition(id=s.id, status=S.SKIPPED) for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
             return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source="reflect")}
         return {**update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"}
 

@@ -28,8 +28,14 @@ def make_respond(deps: Deps) -> Any:
 
             history.append(HumanMessage(content=state.get("goal", "")))
         # No plan was approved on this path: world-changing tools are refused unless approval is automatic.
-        res = run_tool_loop(model, deps.tools, history, settings, allow_writes=settings.approval == "auto",
-                            max_iterations=settings.max_executor_iterations)
+        res = run_tool_loop(
+            model,
+            deps.tools,
+            history,
+            settings,
+            allow_writes=settings.approval == "auto",
+            max_iterations=settings.max_executor_iterations,
+        )
         if res.error:
             text = f"I could not answer: {res.error}"
             emit("run_finished", text, status="failed")

@@ -51,8 +51,16 @@ def make_verify(deps: Deps) -> Any:
             step, outcome = item
             if not outcome.ok:
                 return Verdict(passed=False, reason=outcome.error or "the attempt failed")
-            ctx = StepContext(goal=plan.goal, plan_text="", dependencies={}, attempt=step.attempts,
-                              previous_error=step.error, settings=settings, tools=(), model=model)
+            ctx = StepContext(
+                goal=plan.goal,
+                plan_text="",
+                dependencies={},
+                attempt=step.attempts,
+                previous_error=step.error,
+                settings=settings,
+                tools=(),
+                model=model,
+            )
             return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
 
         # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
@@ -62,23 +70,44 @@ def make_verify(deps: Deps) -> Any:
         for (step, outcome), verdict in zip(work, verdicts, strict=True):
             if verdict.passed:
                 summary = summarize(full[step.id], settings.result_chars)
-                transitions.append(StepTransition(id=step.id, status=S.DONE, result=summary, error=None,
-                                                  output_ref=outcome.output_ref, clear=True))
-                emit("step_completed", summary, step_id=step.id, plan_version=plan.version,
-                     attempt=step.attempts)
+                transitions.append(
+                    StepTransition(
+                        id=step.id, status=S.DONE, result=summary, error=None, output_ref=outcome.output_ref, clear=True
+                    )
+                )
+                emit("step_completed", summary, step_id=step.id, plan_version=plan.version, attempt=step.attempts)
                 continue
             reason = verdict.reason or "verification failed"
             if outcome.blocked:  # retrying cannot help: reflect decides (patch, skip, or give up)
                 transitions.append(StepTransition(id=step.id, status=S.BLOCKED, error=reason, clear=True))
-                emit("step_failed", reason, step_id=step.id, plan_version=plan.version, attempt=step.attempts,
-                     final=True, blocked=True)
+                emit(
+                    "step_failed",
+                    reason,
+                    step_id=step.id,
+                    plan_version=plan.version,
+                    attempt=step.attempts,
+                    final=True,
+                    blocked=True,
+                )
                 continue
             exhausted = step.attempts >= settings.max_attempts
-            transitions.append(StepTransition(
-                id=step.id, status=S.FAILED if exhausted else S.PENDING, error=reason,
-                result=summarize(full[step.id], settings.result_chars) if full[step.id] else None, clear=True))
-            emit("step_failed", reason, step_id=step.id, plan_version=plan.version, attempt=step.attempts,
-                 final=exhausted)
+            transitions.append(
+                StepTransition(
+                    id=step.id,
+                    status=S.FAILED if exhausted else S.PENDING,
+                    error=reason,
+                    result=summarize(full[step.id], settings.result_chars) if full[step.id] else None,
+                    clear=True,
+                )
+            )
+            emit(
+                "step_failed",
+                reason,
+                step_id=step.id,
+                plan_version=plan.version,
+                attempt=step.attempts,
+                final=exhausted,
+            )
         return {
             "plan": PlanUpdate(transitions=transitions, source="verify"),
             "step_outcomes": dict.fromkeys(outcomes, None),

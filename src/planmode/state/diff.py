@@ -29,8 +29,7 @@ def plan_snapshot(plan: Plan) -> dict[str, Any]:
     """The part of ``plan`` a later `plan_changes` needs: revision, version, goal, title, and each step's
     compared fields (JSON). Small enough to keep in state; no step results or logs."""
     steps = [step.model_dump(mode="json", include={"id", *COMPARED_FIELDS}) for step in plan.steps]
-    return {"revision": plan.revision, "version": plan.version, "goal": plan.goal, "title": plan.title,
-            "steps": steps}
+    return {"revision": plan.revision, "version": plan.version, "goal": plan.goal, "title": plan.title, "steps": steps}
 
 
 def no_changes() -> dict[str, Any]:
@@ -63,8 +62,11 @@ def plan_changes(old: Plan | Mapping[str, Any] | None, new: Plan) -> dict[str, A
     for sid in order_after:
         if sid not in before:
             continue
-        fields = {f: [before[sid].get(f), after[sid].get(f)] for f in COMPARED_FIELDS
-                  if before[sid].get(f) != after[sid].get(f)}
+        fields = {
+            f: [before[sid].get(f), after[sid].get(f)]
+            for f in COMPARED_FIELDS
+            if before[sid].get(f) != after[sid].get(f)
+        }
         status = fields.get("status")
         if status is not None and "skipped" not in status:
             del fields["status"]
@@ -72,5 +74,10 @@ def plan_changes(old: Plan | Mapping[str, Any] | None, new: Plan) -> dict[str, A
             updated[sid] = fields
     common_before = [sid for sid in order_before if sid in after]
     common_after = [sid for sid in order_after if sid in before]
-    return {"since_revision": since, "added": added, "removed": removed, "updated": updated,
-            "reordered": common_before != common_after}
+    return {
+        "since_revision": since,
+        "added": added,
+        "removed": removed,
+        "updated": updated,
+        "reordered": common_before != common_after,
+    }

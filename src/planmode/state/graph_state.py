@@ -24,7 +24,14 @@ __all__ = [
 ]
 
 RunStatus = Literal[
-    "new", "planning", "awaiting_approval", "running", "completed", "failed", "answered", "cancelled",
+    "new",
+    "planning",
+    "awaiting_approval",
+    "running",
+    "completed",
+    "failed",
+    "answered",
+    "cancelled",
     "model_unavailable",
 ]
 

@@ -213,9 +213,7 @@ def _reorder(steps: list[Step], order: list[str], reasons: list[str]) -> list[St
     return out
 
 
-def apply_patch(
-    plan: Plan, patch: PlanPatch, *, max_steps: int | None = None, source: str = "patch"
-) -> PatchResult:
+def apply_patch(plan: Plan, patch: PlanPatch, *, max_steps: int | None = None, source: str = "patch") -> PatchResult:
     """Apply ``patch`` to ``plan`` completely or not at all.
 
     Order of operations: remove, update, add (each new step placed after a step, at a position, or at the

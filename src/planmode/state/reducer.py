@@ -78,8 +78,10 @@ def new_plan(plan: Plan, *, source: str = "planner") -> tuple[Plan, list[str]]:
     reasons = validate_plan(plan, max_steps=plan.max_steps)
     if reasons:
         return plan, reasons
-    steps = [Step(**s.model_dump(include={"id", "description", "dependencies", "tools", "complexity", "acceptance"}))
-             for s in plan.steps]
+    steps = [
+        Step(**s.model_dump(include={"id", "description", "dependencies", "tools", "complexity", "acceptance"}))
+        for s in plan.steps
+    ]
     record = PatchRecord(version=1, reason="initial plan", source=source, added=[s.id for s in steps])
     return plan.model_copy(update={"steps": steps, "version": 1, "history": [record], "rejections": []}), []
 
@@ -154,9 +156,15 @@ def _reduce(current: Plan | None, update: Any) -> Plan | None:
         if upd.expected_revision != now:
             kind = "plan" if upd.plan is not None else "patch" if upd.patch is not None else "transition"
             at = f"revision {now!r} (version {current.version})" if current is not None else "no plan"
-            return reject(current, kind, [f"stale edit: it was made against revision {upd.expected_revision!r}, "
-                                          f"but the plan is now at {at}; read the plan again and redo the edit"],
-                          source=src)
+            return reject(
+                current,
+                kind,
+                [
+                    f"stale edit: it was made against revision {upd.expected_revision!r}, "
+                    f"but the plan is now at {at}; read the plan again and redo the edit"
+                ],
+                source=src,
+            )
     original = current
     if upd.plan is not None:
         if current is None or current.version == 0:
@@ -172,8 +180,7 @@ def _reduce(current: Plan | None, update: Any) -> Plan | None:
             return current  # the same plan sent again is no change, not a refusal
         return res.plan if res.applied else reject(current, "plan", res.reasons, source=src)
     if current is None or current.version == 0:
-        return reject(current, "patch" if upd.patch else "transition", ["there is no plan to change yet"],
-                      source=src)
+        return reject(current, "patch" if upd.patch else "transition", ["there is no plan to change yet"], source=src)
     if upd.patch is not None:
         res = apply_patch(current, upd.patch, max_steps=current.max_steps, source=src)
         if not res.applied:
@@ -185,5 +192,3 @@ def _reduce(current: Plan | None, update: Any) -> Plan | None:
             return reject(original, "transition", tres.reasons, source=src)
         current = tres.plan
     return current
-
-

@@ -213,9 +213,11 @@ class ScriptedOpenAIServer:
             prompt = prompt_tokens(body)
             completion = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
             if prompt + completion > self.context_tokens:
-                message = (f"This model's maximum context length is {self.context_tokens} tokens. However, you "
-                           f"requested {prompt + completion} tokens ({prompt} in the messages, {completion} in "
-                           "the completion). Please reduce the length of the messages or completion.")
+                message = (
+                    f"This model's maximum context length is {self.context_tokens} tokens. However, you "
+                    f"requested {prompt + completion} tokens ({prompt} in the messages, {completion} in "
+                    "the completion). Please reduce the length of the messages or completion."
+                )
                 error = _error_body(message, "invalid_request_error")
                 error["error"]["code"] = "context_length_exceeded"
                 return Fault(status=400, body=error)
@@ -235,9 +237,7 @@ class ScriptedOpenAIServer:
             with self._lock:
                 self.errors.append(exc)
             message = f"scripted responder failed: {type(exc).__name__}: {exc}"
-            fault = Fault(
-                status=500, body=_error_body(message, "server_error"), headers={"x-should-retry": "false"}
-            )
+            fault = Fault(status=500, body=_error_body(message, "server_error"), headers={"x-should-retry": "false"})
             return fault, {}, "stop"
 
 
@@ -353,8 +353,10 @@ class _Handler(BaseHTTPRequestHandler):
 #: The modes ``refuse`` takes: response_format types and tool calling.
 MODES = ("json_schema", "json_object", "tools")
 _REFUSALS = {
-    "json_schema": ("1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
-                    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"),
+    "json_schema": (
+        "1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
+    ),
     "json_object": "response_format type 'json_object' is not supported by this server",
     "tools": "tools are not supported by this server (tool_choice / tools given)",
 }
@@ -388,9 +390,7 @@ def _message(reply: str | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
             "type": "function",
             "function": {
                 "name": call["name"],
-                "arguments": call["arguments"]
-                if isinstance(call["arguments"], str)
-                else json.dumps(call["arguments"]),
+                "arguments": call["arguments"] if isinstance(call["arguments"], str) else json.dumps(call["arguments"]),
             },
         }
         for call in reply.get("tool_calls") or []
@@ -408,9 +408,7 @@ def _usage(request: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, 
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _envelope(
-    request: Mapping[str, Any], kind: str, choices: list[dict[str, Any]], cid: str
-) -> dict[str, Any]:
+def _envelope(request: Mapping[str, Any], kind: str, choices: list[dict[str, Any]], cid: str) -> dict[str, Any]:
     return {
         "id": cid,
         "object": kind,
@@ -444,16 +442,12 @@ def _chunks(request: Mapping[str, Any], message: dict[str, Any], finish_reason: 
         yield chunk({"content": piece})
     for index, call in enumerate(message.get("tool_calls", [])):
         head = {"index": index, "id": call["id"], "type": "function"}
-        yield chunk(
-            {"tool_calls": [{**head, "function": {"name": call["function"]["name"], "arguments": ""}}]}
-        )
+        yield chunk({"tool_calls": [{**head, "function": {"name": call["function"]["name"], "arguments": ""}}]})
         for piece in _pieces(call["function"]["arguments"]):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, finish_reason)
     if (request.get("stream_options") or {}).get("include_usage"):
-        yield json.dumps(
-            {**_envelope(request, "chat.completion.chunk", [], cid), "usage": _usage(request, message)}
-        )
+        yield json.dumps({**_envelope(request, "chat.completion.chunk", [], cid), "usage": _usage(request, message)})
 
 
 def _reply_from_json(item: Any) -> Reply:
@@ -466,9 +460,7 @@ def _reply_from_json(item: Any) -> Reply:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve a JSON script until SIGTERM or Ctrl-C; print the base URL first."""
-    parser = argparse.ArgumentParser(
-        prog="python -m planmode.testing.openai_server", description=main.__doc__
-    )
+    parser = argparse.ArgumentParser(prog="python -m planmode.testing.openai_server", description=main.__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", required=True, help="JSON list of replies, served in order")
@@ -481,8 +473,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not isinstance(items, list):
         parser.error(f"{args.script}: expected a JSON list of replies")
     server = ScriptedOpenAIServer(
-        queue_responder(_reply_from_json(i) for i in items), host=args.host, port=args.port,
-        refuse=[m for m in args.refuse.split(",") if m], context_tokens=args.context_tokens,
+        queue_responder(_reply_from_json(i) for i in items),
+        host=args.host,
+        port=args.port,
+        refuse=[m for m in args.refuse.split(",") if m],
+        context_tokens=args.context_tokens,
     )
     record: str | None = args.record
     if record is not None:

@@ -59,14 +59,37 @@ def postgres_server(url: str | None = None, *, prefix: str = "planmode-pg-") -> 
     started = False
     try:
         run(str(bindir / "initdb"), "-D", str(data), "-U", "planmode", "--auth=trust", "-E", "UTF8")
-        run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60", "-o",
-            f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200", "start")
+        run(
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200",
+            "start",
+        )
         started = True
         run(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "planmode", "planmode")
         yield f"postgresql://planmode@127.0.0.1:{port}/planmode"
     finally:
         if started:
             subprocess.run(
-                [*(["runuser", "-u", "postgres", "--"] if as_root else []), str(bindir / "pg_ctl"), "-D",
-                 str(data), "-m", "fast", "-w", "stop"], check=False, capture_output=True, timeout=120)
+                [
+                    *(["runuser", "-u", "postgres", "--"] if as_root else []),
+                    str(bindir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-m",
+                    "fast",
+                    "-w",
+                    "stop",
+                ],
+                check=False,
+                capture_output=True,
+                timeout=120,
+            )
         shutil.rmtree(root, ignore_errors=True)

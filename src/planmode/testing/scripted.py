@@ -108,9 +108,12 @@ class ScriptedChatModel(BaseChatModel):
         purpose_match = _PURPOSE.match(str(system.content)) if system is not None else None
         step_match = _STEP.search("\n".join(str(m.content) for m in messages[:3]))
         req = ScriptRequest(
-            messages=list(messages), tools=tools, tool_choice=choice,
+            messages=list(messages),
+            tools=tools,
+            tool_choice=choice,
             purpose=purpose_match.group(1) if purpose_match else "unknown",
-            step_id=step_match.group(1) if step_match else None, schema=schema,
+            step_id=step_match.group(1) if step_match else None,
+            schema=schema,
         )
         with self._lock:
             self._requests.append(req)
@@ -126,12 +129,20 @@ def _to_message(reply: Reply, schema: str | None) -> AIMessage:
     if isinstance(reply, BaseModel):
         reply = reply.model_dump(mode="json", exclude_none=True)
     if isinstance(reply, dict) and "tool_calls" in reply:
-        calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or f"call_{next(_ids)}",
-                  "type": "tool_call"} for c in reply["tool_calls"]]
+        calls = [
+            {
+                "name": c["name"],
+                "args": c.get("args", {}),
+                "id": c.get("id") or f"call_{next(_ids)}",
+                "type": "tool_call",
+            }
+            for c in reply["tool_calls"]
+        ]
         return AIMessage(content=str(reply.get("content", "")), tool_calls=calls)
     if isinstance(reply, dict) and schema is not None:
-        return AIMessage(content="", tool_calls=[{"name": schema, "args": reply, "id": f"call_{next(_ids)}",
-                                                  "type": "tool_call"}])
+        return AIMessage(
+            content="", tool_calls=[{"name": schema, "args": reply, "id": f"call_{next(_ids)}", "type": "tool_call"}]
+        )
     return AIMessage(content=json.dumps(reply))
 
 
@@ -158,14 +169,14 @@ class PurposeScript:
         if entry is None:
             return self._default(req)
         if callable(entry) and not isinstance(entry, BaseModel | AIMessage):
-            return entry(req)  # type: ignore[no-any-return]
+            return entry(req)  # type: ignore[no-any-return]  # a script entry is a user callable typed Any
         if isinstance(entry, list):
             with self._lock:
                 it = self._served.setdefault(req.purpose, _repeat_last(entry))
                 value = next(it)
             reply: Reply = value(req) if callable(value) and not isinstance(value, BaseModel | AIMessage) else value
             return reply
-        return entry  # type: ignore[no-any-return]
+        return entry  # type: ignore[no-any-return]  # getattr on the script returns Any
 
     def _default(self, req: ScriptRequest) -> Reply:
         if req.purpose == "verify":

@@ -135,9 +135,7 @@ class _Workspace:
     def __init__(self, root: str | Path, limits: WorkspaceLimits, protected: Iterable[str | Path] = ()) -> None:
         resolved = Path(root).resolve()
         if not resolved.is_dir():
-            raise WorkspaceError(
-                f"workspace root {str(root)!r} is not an existing directory; create it first"
-            )
+            raise WorkspaceError(f"workspace root {str(root)!r} is not an existing directory; create it first")
         self.root = resolved
         self.limits = limits
         self.protected_dirs = [resolved / PLANMODE_DIR]
@@ -226,9 +224,7 @@ class _Workspace:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise WorkspaceError(
-                f"{path!r} is not UTF-8 text (binary?); it cannot be read or edited"
-            ) from exc
+            raise WorkspaceError(f"{path!r} is not UTF-8 text (binary?); it cannot be read or edited") from exc
 
     def _walk(self, top: Path, recursive: bool) -> Iterator[Path]:
         """Entries under ``top`` in sorted order, without following directory symlinks."""
@@ -239,8 +235,9 @@ class _Workspace:
             base = Path(dirpath)
             for name in sorted([*dirnames, *filenames]):
                 yield base / name
-            dirnames[:] = sorted(d for d in dirnames
-                                 if d not in _SKIPPED_DIRS and not self.is_protected(base.resolve() / d))
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIPPED_DIRS and not self.is_protected(base.resolve() / d)
+            )
 
     # -- the tools -----------------------------------------------------------------------------------
 
@@ -317,9 +314,7 @@ class _Workspace:
                 regex.escape(pattern) if literal else pattern, regex.IGNORECASE if ignore_case else 0
             )
         except (regex.error, ValueError, OverflowError, RecursionError) as exc:
-            raise WorkspaceError(
-                f"invalid regex {pattern!r}: {exc} (pass literal=true for plain text)"
-            ) from exc
+            raise WorkspaceError(f"invalid regex {pattern!r}: {exc} (pass literal=true for plain text)") from exc
         top = self.resolve(path)
         files = [top] if top.is_file() else (p for p in self._walk(top, recursive=True) if p.is_file())
         matches: list[str] = []
@@ -327,9 +322,11 @@ class _Workspace:
 
         def out_of_time() -> str:
             found = "\n".join(matches) + "\n" if matches else ""
-            return (f"{found}[stopped: the search took longer than {self.limits.search_seconds:g} s and was cut "
-                    f"off with {len(matches)} match(es) found; if the pattern nests repetitions such as "
-                    "'(a+)+', simplify it, or narrow the path or glob]")
+            return (
+                f"{found}[stopped: the search took longer than {self.limits.search_seconds:g} s and was cut "
+                f"off with {len(matches)} match(es) found; if the pattern nests repetitions such as "
+                "'(a+)+', simplify it, or narrow the path or glob]"
+            )
 
         for file in files:
             if glob and not fnmatch.fnmatch(file.name, glob):
@@ -350,9 +347,7 @@ class _Workspace:
                     return out_of_time()
                 if hit:
                     if len(matches) == limit:
-                        matches.append(
-                            f"[truncated: stopped at {limit} matches; narrow the path, glob or pattern]"
-                        )
+                        matches.append(f"[truncated: stopped at {limit} matches; narrow the path, glob or pattern]")
                         return "\n".join(matches)
                     matches.append(f"{self._rel(file)}:{number}: {line[: self.limits.max_match_chars]}")
         return "\n".join(matches) if matches else f"No matches for {pattern!r} under {path!r}"
@@ -382,9 +377,7 @@ class _Workspace:
         text = self._read_text(path, resolved)
         count = text.count(old_string)
         if count == 0:
-            raise WorkspaceError(
-                f"old_string was not found in {path!r}; read the file and copy the text exactly"
-            )
+            raise WorkspaceError(f"old_string was not found in {path!r}; read the file and copy the text exactly")
         if count > 1 and not replace_all:
             raise WorkspaceError(
                 f"old_string occurs {count} times in {path!r}; include more surrounding text to make it "
@@ -450,8 +443,13 @@ def _clean(text: str) -> str:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
         if test(mode):
             return name
     return "a special file"
@@ -468,9 +466,9 @@ def _guarded(func: Callable[..., str], root: Path) -> Callable[..., str]:
             raise WorkspaceError(_clean(str(exc))) from exc
         except OSError as exc:
             where = exc.filename or kwargs.get("path", ".")
-            raise WorkspaceError(_clean(
-                f"{func.__name__} failed on {str(where)!r} (workspace {root}): {exc.strerror or exc}"
-            )) from exc
+            raise WorkspaceError(
+                _clean(f"{func.__name__} failed on {str(where)!r} (workspace {root}): {exc.strerror or exc}")
+            ) from exc
         except UnicodeError as exc:
             raise WorkspaceError(f"{func.__name__} refused text that is not valid Unicode: {exc}") from exc
 
