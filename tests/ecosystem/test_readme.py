@@ -16,7 +16,7 @@ import pytest
 from planmode.events import EVENT_TYPES
 from planmode.graph import mermaid
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _block(name: str) -> str:
