@@ -5,18 +5,27 @@ Structured calls never raise for bad model output: they return ``(value, None, r
 ``(None, error, raw)`` so nodes can feed the error back within their bounds.
 """
 
-from planmode.llm.budget import context_budget, discover_context_tokens, fit_transcript
+from planmode.llm.budget import (
+    acontext_budget,
+    afit_transcript,
+    context_budget,
+    discover_context_tokens,
+    fit_transcript,
+)
 from planmode.llm.factory import ModelProvider
 from planmode.llm.failures import FailureKind, failure_kind, model_failure
 from planmode.llm.messages import normalize_messages, text_of
 from planmode.llm.structured import (
     AUTO_ORDER,
     Mode,
+    Structured,
+    acall_structured,
     call_structured,
     grammar_safe_pattern,
     grammar_safe_schema,
     negotiated_mode,
     negotiation_record,
+    structured_runnable,
 )
 
 __all__ = [
@@ -24,6 +33,10 @@ __all__ = [
     "FailureKind",
     "Mode",
     "ModelProvider",
+    "Structured",
+    "acall_structured",
+    "acontext_budget",
+    "afit_transcript",
     "call_structured",
     "context_budget",
     "discover_context_tokens",
@@ -35,5 +48,6 @@ __all__ = [
     "negotiated_mode",
     "negotiation_record",
     "normalize_messages",
+    "structured_runnable",
     "text_of",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 from collections.abc import Sequence
@@ -12,9 +13,15 @@ from langchain_core.messages import BaseMessage
 
 from planmode._budget import CHARS_PER_TOKEN, fit_messages
 from planmode.context import DEFAULT_CONTEXT_TOKENS, PlanModeContext
-from planmode.llm._learnt import endpoint, is_openai, learn, learnt
+from planmode.llm._learnt import IdentityCache, endpoint, is_openai, learn, learnt
 
-__all__ = ["context_budget", "discover_context_tokens", "fit_transcript"]
+__all__ = [
+    "acontext_budget",
+    "afit_transcript",
+    "context_budget",
+    "discover_context_tokens",
+    "fit_transcript",
+]
 
 
 def context_budget(model: BaseChatModel, settings: PlanModeContext) -> int:
@@ -31,21 +38,50 @@ def context_budget(model: BaseChatModel, settings: PlanModeContext) -> int:
     return int(known) or DEFAULT_CONTEXT_TOKENS
 
 
+async def acontext_budget(model: BaseChatModel, settings: PlanModeContext) -> int:
+    """`context_budget` without blocking the event loop: asking the server for its context size (once per model
+    object) runs in a worker thread."""
+    if settings.context_tokens <= 0 and endpoint(model)[0] and is_openai(model) and learnt(model, "context") is None:
+        return await asyncio.to_thread(context_budget, model, settings)
+    return context_budget(model, settings)
+
+
 def fit_transcript(
     model: BaseChatModel, messages: Sequence[BaseMessage], settings: PlanModeContext, tools: Sequence[Any] = ()
 ) -> list[BaseMessage]:
     """A tool loop's messages trimmed to the context budget, leaving room for the answer and the tools'
     schemas (see `planmode._budget`)."""
-    reserve = max(0, settings.max_output_tokens)
-    if tools:
-        from langchain_core.utils.function_calling import convert_to_openai_tool
+    return _fit(messages, settings, tools, context_budget(model, settings))
 
-        try:
-            specs = json.dumps([convert_to_openai_tool(t) for t in tools], default=str)
-        except Exception:  # a tool whose schema cannot be rendered: count a generous fixed amount instead
-            specs = "x" * 2000 * len(tools)
-        reserve += len(specs) // CHARS_PER_TOKEN
-    return fit_messages(messages, context_budget(model, settings), reserve=reserve)
+
+async def afit_transcript(
+    model: BaseChatModel, messages: Sequence[BaseMessage], settings: PlanModeContext, tools: Sequence[Any] = ()
+) -> list[BaseMessage]:
+    """`fit_transcript` without blocking the event loop (see `acontext_budget`)."""
+    return _fit(messages, settings, tools, await acontext_budget(model, settings))
+
+
+def _fit(
+    messages: Sequence[BaseMessage], settings: PlanModeContext, tools: Sequence[Any], budget: int
+) -> list[BaseMessage]:
+    reserve = max(0, settings.max_output_tokens) + (
+        _TOOL_TOKENS.get(tuple(tools), (), lambda: _tool_tokens(tools)) if tools else 0
+    )
+    return fit_messages(messages, budget, reserve=reserve)
+
+
+#: The tokens the tools' schemas take in a prompt, by tools (rendered once, not at every turn).
+_TOOL_TOKENS: IdentityCache[int] = IdentityCache(size=64)
+
+
+def _tool_tokens(tools: Sequence[Any]) -> int:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    try:
+        specs = json.dumps([convert_to_openai_tool(t) for t in tools], default=str)
+    except Exception:  # a tool whose schema cannot be rendered: count a generous fixed amount instead
+        specs = "x" * 2000 * len(tools)
+    return len(specs) // CHARS_PER_TOKEN
 
 
 def discover_context_tokens(base_url: str, *, timeout: float = 2.0) -> int | None:

@@ -1,6 +1,6 @@
 """Structured calls: one schema value from the chat model, in the structured-output mode the server accepts.
 
-Structured calls never raise for bad model output: they return ``(value, None, raw)`` or ``(None, error, raw)``
+Structured calls never raise for bad model output: they return ``(value, None, raw)`` or ``(None, error, raw)``, so
 nodes can feed the error back within their bounds.
 """
 
@@ -8,30 +8,39 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ValidationError
 
 from planmode._budget import fit_messages
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, PlanParseError
-from planmode.llm._learnt import endpoint, is_openai, learnt, relearn
-from planmode.llm.budget import context_budget
+from planmode.llm._drive import adrive, drive
+from planmode.llm._learnt import IdentityCache, endpoint, is_openai, learnt, relearn
+from planmode.llm.budget import acontext_budget, context_budget
 from planmode.llm.failures import describe, failure_kind, model_failure
 from planmode.llm.messages import normalize_messages, text_of
 from planmode.state.parse import extract_json
+from planmode.text import clip
 
 __all__ = [
     "AUTO_ORDER",
+    "RUNNABLES",
     "Mode",
+    "Prepared",
+    "Structured",
+    "acall_structured",
     "call_structured",
     "grammar_safe_pattern",
     "grammar_safe_schema",
     "negotiated_mode",
     "negotiation_record",
+    "structured_runnable",
 ]
 
 T = TypeVar("T", bound=BaseModel)
@@ -49,12 +58,16 @@ def _from_raw(raw: AIMessage | None, schema: type[T]) -> T:
     return schema.model_validate(extract_json(text_of(raw)))
 
 
+Structured = tuple[T | None, str | None, AIMessage | None]
+"""A structured call's answer: ``(value, None, raw)`` or ``(None, error, raw)``."""
+
+
 def call_structured(
     model: BaseChatModel,
     schema: type[T],
     messages: Sequence[BaseMessage],
     settings: PlanModeContext,
-) -> tuple[T | None, str | None, AIMessage | None]:
+) -> Structured[T]:
     """Ask for one ``schema`` value. Returns ``(value, None, raw)`` or ``(None, error, raw)``.
 
     Never raises for bad output or a failed model call (those are errors to feed back); raises
@@ -64,15 +77,46 @@ def call_structured(
     The mode follows ``settings.structured_output``. In ``auto``, an OpenAI-compatible model tries
     json_schema, json_object (with the schema) and tool calling in turn: a server that refuses a mode (an HTTP
     error naming response_format, json_schema or tools) gets the next one, and the first one accepted is
-    kept for that model object (`negotiated_mode`): every later call of the run uses it.
+    kept for that model object (`negotiated_mode`): every later call of the run uses it. The runnable of each
+    (model, schema, mode) is built once (`structured_runnable`).
     """
+    return drive(_structured(model, schema, messages, settings, context_budget(model, settings)), _invoke)
+
+
+async def acall_structured(
+    model: BaseChatModel,
+    schema: type[T],
+    messages: Sequence[BaseMessage],
+    settings: PlanModeContext,
+) -> Structured[T]:
+    """`call_structured` with ``ainvoke``: the same modes, validation and errors, nothing blocking the loop."""
+    budget = await acontext_budget(model, settings)
+    return await adrive(_structured(model, schema, messages, settings, budget), _ainvoke)
+
+
+_Call = tuple[Runnable[Any, Any], list[BaseMessage]]
+
+
+def _invoke(call: _Call) -> Any:
+    return call[0].invoke(call[1])
+
+
+async def _ainvoke(call: _Call) -> Any:
+    return await call[0].ainvoke(call[1])
+
+
+def _structured(
+    model: BaseChatModel, schema: type[T], messages: Sequence[BaseMessage], settings: PlanModeContext, budget: int
+) -> Generator[_Call, Any, Structured[T]]:
+    """The structured call, written once: yields each model call to make (see `planmode.llm._drive`)."""
     msgs = normalize_messages(messages) if settings.normalize_messages else list(messages)
-    msgs = fit_messages(msgs, context_budget(model, settings), reserve=settings.max_output_tokens)
+    msgs = fit_messages(msgs, budget, reserve=settings.max_output_tokens)
     modes, forced = _modes(model, settings)
     refusals: list[str] = []
     for mode in modes:
         try:
-            out = _ask(model, schema, msgs, mode)
+            prepared = structured_runnable(model, schema, mode)
+            out = prepared.read((yield prepared.runnable, prepared.prompt(msgs)))
         except ConfigurationError:
             raise
         except NotImplementedError as exc:
@@ -82,7 +126,7 @@ def call_structured(
             ) from exc
         except Exception as exc:  # a failed model call is an error value for the node's retry loop
             if failure_kind(exc) == "refused":
-                refusals.append(f"{mode}: {describe(exc)[:300]}")
+                refusals.append(f"{mode}: {clip(describe(exc), 300, marker='', fold=False)}")
                 continue
             return None, model_failure(exc, model, settings), None
         if not forced:
@@ -154,7 +198,36 @@ def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode],
     return list(AUTO_ORDER[start:]), False
 
 
-def _ask(model: BaseChatModel, schema: type[BaseModel], msgs: list[BaseMessage], mode: Mode) -> Any:
+@dataclass(frozen=True)
+class Prepared:
+    """A structured-output runnable, built once per (model, schema, mode) and reused by every call."""
+
+    runnable: Runnable[Any, Any]
+    hint: str | None = None
+    """The JSON schema, stated in the system message (json_object mode)."""
+    raw_only: bool = False
+    """The runnable answers with the raw message, not ``{"raw": ..., "parsed": ...}``."""
+
+    def prompt(self, msgs: list[BaseMessage]) -> list[BaseMessage]:
+        """The messages to send."""
+        return _with_hint(msgs, self.hint) if self.hint is not None else msgs
+
+    def read(self, out: Any) -> Any:
+        """The answer as ``{"raw": ..., "parsed": ...}`` (or what ``with_structured_output`` returned)."""
+        return {"raw": out, "parsed": None} if self.raw_only else out
+
+
+#: The runnables built so far, by model object, schema and mode.
+RUNNABLES: IdentityCache[Prepared] = IdentityCache(size=256)
+
+
+def structured_runnable(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepared:
+    """The runnable asking ``model`` for a ``schema`` value in ``mode``: built on the first call, then cached
+    (building one renders the JSON schema, which cost a good share of a server's time when done per call)."""
+    return RUNNABLES.get((model,), (schema, mode), lambda: _build(model, schema, mode))
+
+
+def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepared:
     if mode == "json_object":
         spec = grammar_safe_schema(schema.model_json_schema())
         response_format = {"type": "json_object", "schema": spec}
@@ -165,23 +238,22 @@ def _ask(model: BaseChatModel, schema: type[BaseModel], msgs: list[BaseMessage],
             bound: Any = model.bind(extra_body=extra)
         else:
             bound = model.bind(response_format=response_format)
-        raw = bound.invoke(_with_schema_hint(msgs, spec))
-        return {"raw": raw, "parsed": None}
+        hint = "Answer with one JSON object, and nothing else, that matches this JSON schema:\n" + json.dumps(spec)
+        return Prepared(bound, hint=hint, raw_only=True)
     if mode == "tool_calling" and is_openai(model) and endpoint(model)[0]:
         # A local server builds a grammar from the tool's parameters as well (llama-cpp-python died on
         # PlanDraft's step-id pattern in tool-calling mode too): send them grammar-safe; Pydantic checks the rest.
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
-        spec = convert_to_openai_tool(schema)
-        spec["function"]["parameters"] = grammar_safe_schema(spec["function"].get("parameters") or {})
-        raw = model.bind_tools([spec], tool_choice=spec["function"]["name"]).invoke(msgs)
-        return {"raw": raw, "parsed": None}
+        tool = convert_to_openai_tool(schema)
+        tool["function"]["parameters"] = grammar_safe_schema(tool["function"].get("parameters") or {})
+        return Prepared(model.bind_tools([tool], tool_choice=tool["function"]["name"]), raw_only=True)
     method = "json_schema" if mode == "json_schema" else "function_calling"
     try:
         runnable = model.with_structured_output(schema, method=method, include_raw=True)
     except TypeError:  # models whose with_structured_output has no `method`
         runnable = model.with_structured_output(schema, include_raw=True)
-    return runnable.invoke(msgs)
+    return Prepared(runnable)
 
 
 _GRAMMAR_UNSAFE = frozenset({"format", "minLength", "maxLength"})
@@ -219,9 +291,8 @@ def grammar_safe_schema(spec: Any) -> Any:
     return spec
 
 
-def _with_schema_hint(msgs: list[BaseMessage], spec: dict[str, Any]) -> list[BaseMessage]:
-    """The messages with the JSON schema stated in the (first) system message."""
-    hint = "Answer with one JSON object, and nothing else, that matches this JSON schema:\n" + json.dumps(spec)
+def _with_hint(msgs: list[BaseMessage], hint: str) -> list[BaseMessage]:
+    """The messages with ``hint`` added to the (first) system message."""
     out = list(msgs)
     for i, m in enumerate(out):
         if isinstance(m, SystemMessage):
