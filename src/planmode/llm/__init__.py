@@ -15,6 +15,7 @@ from planmode.llm.budget import (
 from planmode.llm.factory import ModelProvider
 from planmode.llm.failures import FailureKind, failure_kind, model_failure
 from planmode.llm.messages import normalize_messages, text_of
+from planmode.llm.retry import Asked, aask_until_valid, ask_until_valid
 from planmode.llm.structured import (
     AUTO_ORDER,
     Mode,
@@ -30,13 +31,16 @@ from planmode.llm.structured import (
 
 __all__ = [
     "AUTO_ORDER",
+    "Asked",
     "FailureKind",
     "Mode",
     "ModelProvider",
     "Structured",
+    "aask_until_valid",
     "acall_structured",
     "acontext_budget",
     "afit_transcript",
+    "ask_until_valid",
     "call_structured",
     "context_budget",
     "discover_context_tokens",
