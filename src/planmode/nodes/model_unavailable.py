@@ -70,15 +70,19 @@ def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> dic
     return {"unavailable": info, "status": "model_unavailable", "error": str(exc)}
 
 
-def pausable(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
+def pausable(name: str, node: Callable[..., Any] | RunnableCallable) -> Callable[..., Any] | RunnableCallable:
     """``node`` with a model that cannot be reached turned into a pause (see the module docstring).
 
     ``node`` may be a function, an ``async def`` function, or a node with both (`RunnableCallable`, as LangGraph's
     prebuilt nodes are built): each path is wrapped, so ``invoke`` and ``ainvoke`` pause alike."""
     if isinstance(node, RunnableCallable):
-        sync = pausable(name, node.func) if node.func is not None else None
-        asynchronous = pausable(name, node.afunc) if node.afunc is not None else None
+        sync = _pausable(name, node.func) if node.func is not None else None
+        asynchronous = _pausable(name, node.afunc) if node.afunc is not None else None
         return RunnableCallable(sync, asynchronous, name=node.name, trace=node.trace)
+    return _pausable(name, node)
+
+
+def _pausable(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(node):
 
         @functools.wraps(node)

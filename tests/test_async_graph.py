@@ -1,0 +1,113 @@
+"""The graph's async path, with execute_step as the async-native node: ``await graph.ainvoke`` on an
+AsyncSqliteSaver file runs steps on the event loop (the executor awaited, the model called with ``ainvoke``),
+and the sync path refuses an async executor with the fix while the thread stays readable."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from planmode.errors import ConfigurationError
+from planmode.graph import build_graph
+from planmode.persistence import planmode_serializer, sqlite_checkpointer
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel
+
+PLAN = {
+    "title": "three at once",
+    "steps": [
+        {"id": "a", "description": "first"},
+        {"id": "b", "description": "second"},
+        {"id": "c", "description": "third"},
+        {"id": "d", "description": "last", "dependencies": ["a", "b", "c"]},
+    ],
+}
+HEADLESS = {"mode": "plan", "approval": "auto", "max_attempts": 1, "max_parallel": 4}
+
+
+async def _run_async(db: Path, **kwargs: Any) -> dict[str, Any]:
+    model = kwargs.pop("model", None) or ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+        saver.serde = planmode_serializer()
+        graph = build_graph(model, checkpointer=saver, **kwargs)
+        cfg: Any = {"configurable": {"thread_id": "t"}}
+        await graph.ainvoke({"messages": [("user", "do a, b and c, then d")]}, cfg, context=HEADLESS)
+        state = await graph.aget_state(cfg)
+        return dict(state.values)
+
+
+def test_async_executor_steps_run_concurrently_on_the_event_loop(tmp_path: Path) -> None:
+    in_flight = 0
+    peak = 0
+    threads: set[int] = set()
+    loop_threads: set[int] = set()
+
+    async def executor(step: Any, ctx: Any) -> str:
+        nonlocal in_flight, peak
+        threads.add(threading.get_ident())
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.2)
+        in_flight -= 1
+        return f"{step.id} done after {sorted(ctx.dependencies)}"
+
+    async def main() -> dict[str, Any]:
+        loop_threads.add(threading.get_ident())
+        return await _run_async(tmp_path / "runs.sqlite", executor=executor, verifier=lambda s, o, c: True)
+
+    values = asyncio.run(main())
+    assert values["status"] == "completed", values.get("error")
+    assert values["plan"].get("d").result == "d done after ['a', 'b', 'c']"
+    assert threads == loop_threads  # awaited on the event loop, not in a worker thread
+    assert peak == 3  # a, b and c overlapped
+
+
+def test_the_default_executor_calls_the_model_with_ainvoke_on_the_async_path(tmp_path: Path) -> None:
+    threads: dict[str, set[int]] = {}
+
+    async def execute(req: Any) -> str:
+        threads.setdefault("execute", set()).add(threading.get_ident())
+        await asyncio.sleep(0)
+        return f"executed {req.step_id}"
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, execute=execute))
+
+    async def main() -> tuple[dict[str, Any], int]:
+        return await _run_async(tmp_path / "runs.sqlite", model=model), threading.get_ident()
+
+    values, loop_thread = asyncio.run(main())
+    assert values["status"] == "completed", values.get("error")
+    assert model.calls("execute") == 4
+    assert threads["execute"] == {loop_thread}  # an async responder can only answer ainvoke: on the loop
+    assert values["plan"].get("b").result == "executed b"
+
+
+def test_the_sync_path_refuses_an_async_executor_and_the_thread_stays_readable(tmp_path: Path) -> None:
+    async def executor(step: Any, ctx: Any) -> str:
+        return "never"
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
+    graph = build_graph(model, checkpointer=saver, executor=executor)
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(ConfigurationError, match="ainvoke"):
+        graph.invoke({"messages": [("user", "do a, b and c, then d")]}, cfg, context=HEADLESS)
+    state = graph.get_state(cfg)
+    assert state.values["plan"].get("a").status.value == "running"  # nothing lost, nothing marked done
+    assert set(state.next) == {"execute_step"}
+    saver.conn.close()
+
+
+def test_a_model_lost_during_an_async_step_pauses_the_run(tmp_path: Path) -> None:
+    def execute(req: Any) -> str:
+        raise ConnectionError("connection refused")
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, execute=execute))
+    values = asyncio.run(_run_async(tmp_path / "runs.sqlite", model=model))
+    assert values["status"] == "model_unavailable", values.get("error")
+    assert all(values["plan"].get(s).status.value != "done" for s in "abcd")
+    assert "connection refused" in values["error"]
