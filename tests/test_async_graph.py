@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,45 @@ def test_a_model_lost_during_an_async_step_pauses_the_run(tmp_path: Path) -> Non
     assert values["status"] == "model_unavailable", values.get("error")
     assert all(values["plan"].get(s).status.value != "done" for s in "abcd")
     assert "connection refused" in values["error"]
+
+
+@pytest.mark.integration
+def test_the_async_path_end_to_end_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ChatOpenAI`` made from the settings, the scripted OpenAI-compatible server, ``await graph.ainvoke``:
+    the plan, the steps (async) and the verdicts all cross real HTTP; the steps' calls overlap."""
+    import json
+
+    from planmode.testing.openai_server import Fault, ScriptedOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    arrivals: list[float] = []
+
+    def respond(body: dict[str, Any]) -> Any:
+        first = str(body["messages"][0].get("content") or "")
+        purpose = first.split("\n", 1)[0].removeprefix("planmode:")
+        if purpose == "plan":
+            return json.dumps(PLAN)
+        if purpose == "verify":
+            return json.dumps({"passed": True, "reason": ""})
+        if purpose == "execute":
+            arrivals.append(time.monotonic())
+            return Fault(delay=0.4, then="step done")
+        return "All done."
+
+    async def main(base_url: str) -> dict[str, Any]:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "runs.sqlite")) as saver:
+            saver.serde = planmode_serializer()
+            graph = build_graph(checkpointer=saver)
+            cfg: Any = {"configurable": {"thread_id": "t"}}
+            context = {**HEADLESS, "base_url": base_url, "model": "scripted", "context_tokens": 8192}
+            await graph.ainvoke({"messages": [("user", "do a, b and c, then d")]}, cfg, context=context)
+            return dict((await graph.aget_state(cfg)).values)
+
+    with ScriptedOpenAIServer(respond) as srv:
+        values = asyncio.run(main(srv.base_url))
+        executes = [b for b in srv.requests if str(b["messages"][0].get("content", "")).startswith("planmode:execute")]
+    assert values["status"] == "completed", values.get("error")
+    assert len(executes) == 4 and values["plan"].get("a").result == "step done"
+    # a, b and c (0.4 s each) were in flight together: all three asked before the first could be answered
+    first_three = sorted(arrivals)[:3]
+    assert first_three[-1] - first_three[0] < 0.4, arrivals

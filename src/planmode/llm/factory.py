@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -29,16 +30,28 @@ class ModelProvider:
         """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made."""
         if self._model is not None:
             return self._model
-        key = (
-            settings.model,
-            settings.base_url,
-            settings.request_timeout,
-            settings.max_retries,
-            settings.max_output_tokens,
-        )
+        key = _key(settings)
         if key not in self._cache:
             self._cache[key] = _openai_model(settings)
         return self._cache[key]
+
+    async def aget(self, settings: PlanModeContext) -> BaseChatModel:
+        """`get` for async nodes: the first model of a key is made in a worker thread (importing langchain-openai
+        and building its HTTP clients reads files, which must not block the event loop)."""
+        if self._model is not None:
+            return self._model
+        made = self._cache.get(_key(settings))
+        return made if made is not None else await asyncio.to_thread(self.get, settings)
+
+
+def _key(settings: PlanModeContext) -> tuple[Any, ...]:
+    return (
+        settings.model,
+        settings.base_url,
+        settings.request_timeout,
+        settings.max_retries,
+        settings.max_output_tokens,
+    )
 
 
 def _openai_model(settings: PlanModeContext) -> BaseChatModel:

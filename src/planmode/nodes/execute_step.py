@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
@@ -37,7 +38,9 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         )
         return step, settings, store_of(deps, runtime)
 
-    def context(task: StepTask, settings: PlanModeContext, dependencies: dict[str, str]) -> StepContext:
+    def context(
+        task: StepTask, settings: PlanModeContext, dependencies: dict[str, str], model: BaseChatModel | None
+    ) -> StepContext:
         return StepContext(
             goal=task["goal"],
             plan_text="",
@@ -46,13 +49,14 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             previous_error=task["step"].error,
             settings=settings,
             tools=deps.tools,
-            model=deps.models.get(settings) if deps.executor is None else None,  # only the default executor needs it
+            model=model,
         )
 
     def execute_step(task: StepTask, runtime: Runtime[Any]) -> dict[str, Any]:
         step, settings, store = start(task, runtime)
         inputs = {d: _dependency_output(info, store) for d, info in task["dependencies"].items()}
-        outcome = run_executor(deps.executor or default_executor, step, context(task, settings, inputs))
+        model = deps.models.get(settings) if deps.executor is None else None  # only the default executor needs it
+        outcome = run_executor(deps.executor or default_executor, step, context(task, settings, inputs, model))
         kept = _kept(step, outcome, store)
         if kept is not None and store is not None:
             store.put(*kept)
@@ -61,7 +65,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     async def aexecute_step(task: StepTask, runtime: Runtime[Any]) -> dict[str, Any]:
         step, settings, store = start(task, runtime)
         inputs = {d: await _adependency_output(info, store) for d, info in task["dependencies"].items()}
-        outcome = await arun_executor(deps.executor or adefault_executor, step, context(task, settings, inputs))
+        model = await deps.models.aget(settings) if deps.executor is None else None
+        outcome = await arun_executor(deps.executor or adefault_executor, step, context(task, settings, inputs, model))
         kept = _kept(step, outcome, store)
         if kept is not None and store is not None:
             await store.aput(*kept)
