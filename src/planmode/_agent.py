@@ -46,10 +46,10 @@ from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolC
 from langgraph.types import Command, Durability
 from typing_extensions import TypedDict
 
+from planmode._cache import IdentityCache
+from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
-from planmode.llm._drive import adrive, drive
-from planmode.llm._learnt import IdentityCache
 from planmode.tools import is_read_only
 
 __all__ = ["LoopResult", "ToolGate", "ToolRaised", "arun_tool_loop", "is_read_only", "run_tool_loop"]

@@ -12,8 +12,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from planmode._budget import CHARS_PER_TOKEN, fit_messages
+from planmode._cache import IdentityCache
 from planmode.context import DEFAULT_CONTEXT_TOKENS, PlanModeContext
-from planmode.llm._learnt import IdentityCache, endpoint, is_openai, learn, learnt
+from planmode.llm._learnt import endpoint, is_openai, learn, learnt
 
 __all__ = [
     "acontext_budget",

@@ -16,8 +16,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel
 
+from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
-from planmode.llm._drive import adrive, drive
 from planmode.llm.structured import Structured, acall_structured, call_structured
 from planmode.text import clip
 

@@ -18,10 +18,11 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ValidationError
 
 from planmode._budget import fit_messages
+from planmode._cache import IdentityCache
+from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, PlanParseError
-from planmode.llm._drive import adrive, drive
-from planmode.llm._learnt import IdentityCache, endpoint, is_openai, learnt, relearn
+from planmode.llm._learnt import endpoint, is_openai, learnt, relearn
 from planmode.llm.budget import acontext_budget, context_budget
 from planmode.llm.failures import describe, failure_kind, model_failure
 from planmode.llm.messages import normalize_messages, text_of
