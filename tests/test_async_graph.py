@@ -154,3 +154,59 @@ def test_the_async_path_end_to_end_over_http(tmp_path: Path, monkeypatch: pytest
     # a, b and c (0.4 s each) were in flight together: all three asked before the first could be answered
     first_three = sorted(arrivals)[:3]
     assert first_three[-1] - first_three[0] < 0.4, arrivals
+
+
+def test_an_async_tool_that_interrupts_pauses_the_async_step_and_resumes_with_the_answer(tmp_path: Path) -> None:
+    """The async tool loop runs as a subgraph on the AsyncSqliteSaver: the interrupt pauses the run, and on
+    resume the tool that ran before it is not repeated."""
+    from langchain_core.tools import tool
+    from langgraph.types import Command, interrupt
+
+    from planmode.testing.scripted import tool_call
+
+    bumps: list[int] = []
+    questions: list[str] = []
+
+    @tool
+    async def bump() -> str:
+        """Count something (changes the world)."""
+        bumps.append(1)
+        return f"bumped to {len(bumps)}"
+
+    @tool
+    async def ask_human(question: str) -> str:
+        """Ask the human a question and wait for the answer."""
+        questions.append(question)
+        return str(interrupt({"type": "question", "question": question}))
+
+    plan = {"title": "one", "steps": [{"id": "c", "description": "choose"}]}
+
+    def execute(req: Any) -> Any:
+        done = req.tool_results()
+        if not done:
+            return {"tool_calls": [tool_call("bump")]}
+        if len(done) == 1:
+            return {"tool_calls": [tool_call("ask_human", question="Which colour?")]}
+        return f"the human chose {done[-1].content}"
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute))
+
+    async def main() -> tuple[Any, Any, dict[str, Any]]:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "runs.sqlite")) as saver:
+            saver.serde = planmode_serializer()
+            graph = build_graph(model, tools=[bump, ask_human], checkpointer=saver)
+            cfg: Any = {"configurable": {"thread_id": "t"}}
+            first = await graph.ainvoke({"task": "choose a colour"}, cfg, context=HEADLESS)
+            paused = await graph.aget_state(cfg)
+            await graph.ainvoke(Command(resume="blue"), cfg, context=HEADLESS)
+            return first, paused, dict((await graph.aget_state(cfg)).values)
+
+    first, paused, values = asyncio.run(main())
+    (question,) = first["__interrupt__"]
+    assert question.value == {"type": "question", "question": "Which colour?"}
+    assert paused.next == ("execute_step",)
+    assert values["status"] == "completed", values.get("error")
+    assert values["plan"].get("c").result == "the human chose blue"
+    assert len(bumps) == 1  # the tool before the interrupt did not run again
+    assert questions == ["Which colour?", "Which colour?"]
+    assert model.calls("execute", "c") == 3
