@@ -23,31 +23,36 @@ anything the model sends, such as tool-call ids.
 from __future__ import annotations
 
 import operator
-import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 # The key under which a running graph hands its checkpointer to subgraphs (what Pregel itself reads).
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+
+# A node with a sync and an async function, as LangGraph's own prebuilt nodes (ToolNode) are built.
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import INVALID_TOOL_NAME_ERROR_TEMPLATE, ToolCallRequest
-from langgraph.types import Command
+from langgraph.types import Command, Durability
 from typing_extensions import TypedDict
 
+from planmode._cache import IdentityCache
+from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
-from planmode.llm import fit_transcript, model_failure, normalize_messages, text_of
+from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import is_read_only
 
-__all__ = ["LoopResult", "ToolGate", "ToolRaised", "is_read_only", "run_tool_loop"]
+__all__ = ["LoopResult", "ToolGate", "ToolRaised", "arun_tool_loop", "is_read_only", "run_tool_loop"]
 
 ToolResult = ToolMessage | Command[Any]
 
@@ -152,24 +157,58 @@ def run_tool_loop(
     turns = max(1, max_iterations)
     result = LoopResult(messages=list(messages))
     if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
-        return _finish(result, _without_tools(_model_node(model, (), settings, max_tool_calls), messages, turns))
+        call_model, _ = _model_turn(model, (), settings, max_tool_calls)
+        return _finish(result, drive(_without_tools(messages, turns), call_model))
     loop = _loop_for(
         model, tools, settings, allow_writes=allow_writes, max_iterations=turns, max_tool_calls=max_tool_calls
     )
     try:
-        # Two super-steps per turn, plus the entry: never the recursion limit of the graph around the loop.
-        # Durability "exit": the loop's checkpoint is written when it stops (an interrupt, or its end), not at
-        # every turn — what resuming an interrupt needs, at the cost of one write per loop. A crash in the middle
-        # re-runs the attempt's loop from its start, as a crash re-runs any unfinished step.
-        out = loop.invoke(
-            {"messages": list(messages)},
-            {"recursion_limit": 2 * turns + 4},
-            durability="exit" if _has_checkpointer() else None,
-        )
+        config, durability = _run_args(turns)
+        out = loop.invoke({"messages": list(messages)}, config, durability=durability)
     except ToolRaised as exc:
         result.error = str(exc)
         return result
     return _finish(result, out)
+
+
+async def arun_tool_loop(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    messages: Sequence[BaseMessage],
+    settings: PlanModeContext,
+    *,
+    allow_writes: bool,
+    max_iterations: int,
+    max_tool_calls: int | None = None,
+) -> LoopResult:
+    """`run_tool_loop` on the event loop: the model is called with ``ainvoke`` and `ToolNode` runs the tools
+    asynchronously (a tool's coroutine is awaited; a sync-only tool runs in a worker thread, as in every
+    `ToolNode`). The same loop, bounds, gate and results."""
+    turns = max(1, max_iterations)
+    result = LoopResult(messages=list(messages))
+    if not tools:
+        _, acall_model = _model_turn(model, (), settings, max_tool_calls)
+        return _finish(result, await adrive(_without_tools(messages, turns), acall_model))
+    loop = _loop_for(
+        model, tools, settings, allow_writes=allow_writes, max_iterations=turns, max_tool_calls=max_tool_calls
+    )
+    try:
+        config, durability = _run_args(turns)
+        out = await loop.ainvoke({"messages": list(messages)}, config, durability=durability)
+    except ToolRaised as exc:
+        result.error = str(exc)
+        return result
+    return _finish(result, out)
+
+
+def _run_args(turns: int) -> tuple[RunnableConfig, Durability | None]:
+    """The loop's config and durability.
+
+    Two super-steps per turn, plus the entry: never the recursion limit of the graph around the loop.
+    Durability "exit": the loop's checkpoint is written when it stops (an interrupt, or its end), not at every
+    turn — what resuming an interrupt needs, at the cost of one write per loop. A crash in the middle re-runs
+    the attempt's loop from its start, as a crash re-runs any unfinished step."""
+    return {"recursion_limit": 2 * turns + 4}, "exit" if _has_checkpointer() else None
 
 
 def _finish(result: LoopResult, out: dict[str, Any]) -> LoopResult:
@@ -186,9 +225,8 @@ def _finish(result: LoopResult, out: dict[str, Any]) -> LoopResult:
     return result
 
 
-_LOOPS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-_LOOPS_LOCK = threading.Lock()
-_LOOPS_MAX = 64
+#: Compiled loops, by model, tools and bounds (the newest 64 kept).
+_LOOPS: IdentityCache[Any] = IdentityCache(size=64)
 
 
 def _loop_for(
@@ -201,28 +239,19 @@ def _loop_for(
     max_tool_calls: int | None,
 ) -> Any:
     """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
-    a step's framework overhead). Keyed by object identity; the cache holds the objects, so an id is not reused
-    while its entry lives, and keeps the newest `_LOOPS_MAX` loops."""
-    key = (
-        id(model),
-        tuple(id(t) for t in tools),
-        settings.normalize_messages,
-        allow_writes,
-        max_iterations,
-        max_tool_calls,
+    a step's framework overhead)."""
+    return _LOOPS.get(
+        (model, *tools),
+        (len(tools), settings.normalize_messages, allow_writes, max_iterations, max_tool_calls),
+        lambda: _build_loop(
+            model,
+            tools,
+            settings,
+            allow_writes=allow_writes,
+            max_iterations=max_iterations,
+            max_tool_calls=max_tool_calls,
+        ),
     )
-    with _LOOPS_LOCK:
-        hit = _LOOPS.get(key)
-    if hit is not None:
-        return hit[-1]
-    loop = _build_loop(
-        model, tools, settings, allow_writes=allow_writes, max_iterations=max_iterations, max_tool_calls=max_tool_calls
-    )
-    with _LOOPS_LOCK:
-        while len(_LOOPS) >= _LOOPS_MAX:
-            del _LOOPS[next(iter(_LOOPS))]
-        _LOOPS[key] = (model, tuple(tools), loop)
-    return loop
 
 
 def _has_checkpointer() -> bool:
@@ -243,7 +272,7 @@ def _build_loop(
     max_iterations: int,
     max_tool_calls: int | None,
 ) -> Any:
-    call_model = _model_node(model, tools, settings, max_tool_calls)
+    call_model, acall_model = _model_turn(model, tools, settings, max_tool_calls)
     gate = ToolGate(allow_writes=allow_writes)
 
     def after_model(state: _LoopState) -> Literal["tools", "__end__"]:
@@ -262,7 +291,7 @@ def _build_loop(
         return {"error": _bound_error(max_iterations)}
 
     builder: StateGraph[_LoopState, None, _LoopState, _LoopState] = StateGraph(_LoopState)
-    builder.add_node("model", call_model)
+    builder.add_node("model", RunnableCallable(call_model, acall_model, name="model", trace=False))
     builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate, awrap_tool_call=gate.awrap))
     builder.add_node("bound", bound_reached)
     builder.add_edge(START, "model")
@@ -276,50 +305,65 @@ def _bound_error(max_iterations: int) -> str:
     return f"no final answer after {max_iterations} model turns"
 
 
-def _model_node(
+_Update = dict[str, Any]
+
+
+def _model_turn(
     model: BaseChatModel, tools: Sequence[BaseTool], settings: PlanModeContext, max_tool_calls: int | None
-) -> Any:
-    """The loop's model turn: call the model (with the tools bound); a failure sets ``error``; the tool-call
-    budget cuts the reply's calls and marks it final."""
+) -> tuple[Callable[[Any], _Update], Callable[[Any], Awaitable[_Update]]]:
+    """The loop's model turn, sync and async: call the model (with the tools bound); a failure sets ``error``;
+    the tool-call budget cuts the reply's calls and marks it final."""
     bound = model.bind_tools(list(tools)) if tools else model
 
-    def call_model(state: _LoopState) -> dict[str, Any]:
-        history = list(state.get("messages") or [])
-        msgs = normalize_messages(history) if settings.normalize_messages else history
-        msgs = fit_transcript(model, msgs, settings, tools)
+    def history(state: _LoopState) -> list[BaseMessage]:
+        msgs: list[BaseMessage] = list(state.get("messages") or [])
+        return normalize_messages(msgs) if settings.normalize_messages else msgs
+
+    def call_model(state: _LoopState) -> _Update:
+        msgs = fit_transcript(model, history(state), settings, tools)
         try:
             reply = bound.invoke(msgs)
         except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
             return {"error": model_failure(exc, model, settings), "final": False}
-        if not isinstance(reply, AIMessage):
-            reply = AIMessage(content=text_of(reply))
-        update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False}
-        calls = list(reply.tool_calls or [])
-        used = len(state.get("tool_names") or [])
-        if max_tool_calls is not None and used + len(calls) >= max_tool_calls and calls:
-            # The budget ends the loop after these calls: the calls past it are dropped from the reply (the
-            # transcript is not sent to the model again) and the reply's text is the answer.
-            kept = calls[: max(0, max_tool_calls - used)]
-            reply = reply.model_copy(update={"tool_calls": kept})
-            update["final"] = True
-            calls = kept
-        elif not calls:
-            update["final"] = True
-        update["messages"] = [reply]
-        update["tool_names"] = [c["name"] for c in calls]
-        return update
+        return _after_reply(state, reply, max_tool_calls)
 
-    return call_model
+    async def acall_model(state: _LoopState) -> _Update:
+        msgs = await afit_transcript(model, history(state), settings, tools)
+        try:
+            reply = await bound.ainvoke(msgs)
+        except Exception as exc:  # as in call_model
+            return {"error": model_failure(exc, model, settings), "final": False}
+        return _after_reply(state, reply, max_tool_calls)
+
+    return call_model, acall_model
 
 
-def _without_tools(
-    call_model: Callable[[Any], dict[str, Any]], messages: Sequence[BaseMessage], max_iterations: int
-) -> dict[str, Any]:
-    """The loop when there are no tools, run directly: the same turns, and a call the model makes anyway gets the
-    `ToolNode`'s unknown-tool error, as in the graph."""
+def _after_reply(state: _LoopState, reply: BaseMessage, max_tool_calls: int | None) -> _Update:
+    if not isinstance(reply, AIMessage):
+        reply = AIMessage(content=text_of(reply))
+    update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False}
+    calls = list(reply.tool_calls or [])
+    used = len(state.get("tool_names") or [])
+    if max_tool_calls is not None and used + len(calls) >= max_tool_calls and calls:
+        # The budget ends the loop after these calls: the calls past it are dropped from the reply (the
+        # transcript is not sent to the model again) and the reply's text is the answer.
+        kept = calls[: max(0, max_tool_calls - used)]
+        reply = reply.model_copy(update={"tool_calls": kept})
+        update["final"] = True
+        calls = kept
+    elif not calls:
+        update["final"] = True
+    update["messages"] = [reply]
+    update["tool_names"] = [c["name"] for c in calls]
+    return update
+
+
+def _without_tools(messages: Sequence[BaseMessage], max_iterations: int) -> Generator[Any, _Update, _Update]:
+    """The loop when there are no tools, run directly (yields the state for a model turn, receives its update):
+    the same turns, and a call the model makes anyway gets the `ToolNode`'s unknown-tool error, as in the graph."""
     state: dict[str, Any] = {"messages": list(messages), "turns": 0, "tool_names": [], "error": None, "final": False}
     while True:
-        update = call_model(state)
+        update = yield state
         state["messages"] += update.pop("messages", [])
         state["tool_names"] += update.pop("tool_names", [])
         state.update(update)

@@ -1,6 +1,7 @@
 """Executors run one step; verifiers judge its outcome. Defaults use the chat model; users can pass their own.
 
-An executor is any callable ``(step, context) -> str | dict | StepOutcome`` or a runnable invoked with
+An executor is any callable ``(step, context) -> str | dict | StepOutcome`` (or an ``async def`` one, run on the
+graph's async path: ``ainvoke``, ``astream``, the LangGraph server) or a runnable invoked with
 ``{"step": step, "context": context}``. A dict may say ``{"blocked": True, "error": "why"}`` when the step
 cannot proceed as planned: the step becomes ``blocked`` and reflect decides what happens.
 
@@ -10,22 +11,24 @@ Verdict | tuple[bool, str]`` (or a runnable invoked with ``{"step", "output", "c
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, Field
 
 from planmode import prompts
-from planmode._agent import run_tool_loop
+from planmode._agent import LoopResult, arun_tool_loop, run_tool_loop
 from planmode.context import PlanModeContext
-from planmode.errors import ModelUnavailableError
-from planmode.llm import call_structured
+from planmode.errors import ConfigurationError, ModelUnavailableError
+from planmode.llm import acall_structured, call_structured
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Step
 
@@ -34,7 +37,12 @@ __all__ = [
     "StepContext",
     "Verdict",
     "Verifier",
+    "adefault_executor",
+    "allm_verifier",
+    "arun_executor",
+    "arun_verifier",
     "default_executor",
+    "is_async",
     "llm_verifier",
     "run_executor",
     "run_verifier",
@@ -66,13 +74,10 @@ Executor = Callable[[Step, StepContext], Any] | Runnable[Any, Any]
 Verifier = Callable[[Step, str, StepContext], Any] | Runnable[Any, Any]
 
 
-def default_executor(step: Step, ctx: StepContext) -> StepOutcome:
-    """A bounded tool-calling agent over the user's tools (writes allowed: the plan is approved)."""
-    if ctx.model is None:
-        raise ValueError("default_executor needs a model in the step context")
+def _execute_messages(step: Step, ctx: StepContext) -> list[BaseMessage]:
     deps = "\n".join(f"- {k}: {v}" for k, v in ctx.dependencies.items()) or "(none)"
     prev = f"The previous attempt failed: {ctx.previous_error}" if ctx.previous_error else ""
-    messages = [
+    return [
         SystemMessage(content=prompts.EXECUTE_SYSTEM),
         HumanMessage(
             content=prompts.EXECUTE_USER.format(
@@ -85,21 +90,63 @@ def default_executor(step: Step, ctx: StepContext) -> StepOutcome:
             ).rstrip()
         ),
     ]
-    res = run_tool_loop(
-        ctx.model,
-        ctx.tools,
-        messages,
-        ctx.settings,
-        allow_writes=True,
-        max_iterations=ctx.settings.max_executor_iterations,
-    )
+
+
+def _loop_outcome(step: Step, res: LoopResult) -> StepOutcome:
     if res.error:
         return StepOutcome(step_id=step.id, ok=False, output=res.text, error=res.error, tool_calls=res.tool_calls)
     return StepOutcome(step_id=step.id, ok=True, output=res.text, tool_calls=res.tool_calls)
 
 
+def _model_of(ctx: StepContext, who: str) -> BaseChatModel:
+    if ctx.model is None:
+        raise ValueError(f"{who} needs a model in the step context")
+    return ctx.model
+
+
+def default_executor(step: Step, ctx: StepContext) -> StepOutcome:
+    """A bounded tool-calling agent over the user's tools (writes allowed: the plan is approved)."""
+    model = _model_of(ctx, "default_executor")
+    limit = ctx.settings.max_executor_iterations
+    res = run_tool_loop(
+        model, ctx.tools, _execute_messages(step, ctx), ctx.settings, allow_writes=True, max_iterations=limit
+    )
+    return _loop_outcome(step, res)
+
+
+async def adefault_executor(step: Step, ctx: StepContext) -> StepOutcome:
+    """`default_executor` on the event loop (`arun_tool_loop`)."""
+    model = _model_of(ctx, "default_executor")
+    limit = ctx.settings.max_executor_iterations
+    res = await arun_tool_loop(
+        model, ctx.tools, _execute_messages(step, ctx), ctx.settings, allow_writes=True, max_iterations=limit
+    )
+    return _loop_outcome(step, res)
+
+
+def is_async(fn: Any) -> bool:
+    """Whether calling ``fn`` gives a coroutine: an ``async def`` function, a partial of one, or an object whose
+    ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _refuse_async(what: str, fn: Any, result: Any = None) -> ConfigurationError:
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited: no "coroutine was never awaited" warning
+    name = getattr(fn, "__name__", type(fn).__name__)
+    return ConfigurationError(
+        f"the {what} {name!r} is async (a coroutine function): run the graph with ainvoke, astream or the "
+        f"LangGraph server, or pass a synchronous {what} to use invoke, stream and the planmode CLI"
+    )
+
+
 def run_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcome:
-    """Run any executor and normalise its answer; an exception becomes a failed attempt."""
+    """Run any executor and normalise its answer; an exception becomes a failed attempt.
+
+    An async executor (``async def``) cannot run here: `ConfigurationError` names the fix (`arun_executor`, the
+    graph's async path, runs it), as LangGraph refuses an async-only node on ``invoke``."""
+    if not isinstance(executor, Runnable) and is_async(executor):
+        raise _refuse_async("executor", executor)
     try:
         out = executor.invoke({"step": step, "context": ctx}) if isinstance(executor, Runnable) else executor(step, ctx)
     except GraphBubbleUp:
@@ -108,6 +155,34 @@ def run_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcom
         raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
     except Exception as exc:  # an executor that raises is a failed attempt, recorded with its error
         return StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}")
+    if inspect.isawaitable(out):  # a sync callable that returned a coroutine
+        raise _refuse_async("executor", executor, out)
+    return _outcome(step, out)
+
+
+async def arun_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcome:
+    """`run_executor` on the event loop: a runnable is ``ainvoke``d, a coroutine function awaited, and a sync
+    callable runs in a worker thread (with the run's context, so ``interrupt()`` and the stream writer work)."""
+    try:
+        if isinstance(executor, Runnable):
+            out = await executor.ainvoke({"step": step, "context": ctx})
+        elif is_async(executor):
+            out = await executor(step, ctx)
+        else:
+            out = await run_in_executor(None, executor, step, ctx)
+        if inspect.isawaitable(out):
+            out = await out
+    except GraphBubbleUp:
+        raise
+    except ModelUnavailableError:
+        raise
+    except Exception as exc:  # as in run_executor
+        return StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}")
+    return _outcome(step, out)
+
+
+def _outcome(step: Step, out: Any) -> StepOutcome:
+    """An executor's answer as a `StepOutcome`."""
     if isinstance(out, StepOutcome):
         return out
     if isinstance(out, dict):
@@ -121,13 +196,8 @@ def run_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcom
     return StepOutcome(step_id=step.id, ok=True, output=str(out))
 
 
-def llm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
-    """The default LLM judge; a judge that cannot answer fails the attempt with that reason."""
-    if not step.acceptance:
-        return Verdict(passed=bool(output.strip()), reason="" if output.strip() else "the step produced no output")
-    if ctx.model is None:
-        raise ValueError("llm_verifier needs a model in the step context")
-    messages = [
+def _verify_messages(step: Step, output: str) -> list[BaseMessage]:
+    return [
         SystemMessage(content=prompts.VERIFY_SYSTEM),
         HumanMessage(
             content=prompts.VERIFY_USER.format(
@@ -135,14 +205,43 @@ def llm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
             )
         ),
     ]
-    verdict, error, _ = call_structured(ctx.model, Verdict, messages, ctx.settings)
+
+
+def _no_judge_needed(step: Step, output: str) -> Verdict | None:
+    if step.acceptance:
+        return None
+    return Verdict(passed=bool(output.strip()), reason="" if output.strip() else "the step produced no output")
+
+
+def llm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
+    """The default LLM judge; a judge that cannot answer fails the attempt with that reason."""
+    plain = _no_judge_needed(step, output)
+    if plain is not None:
+        return plain
+    model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output)
+    verdict, error, _ = call_structured(model, Verdict, messages, ctx.settings)
     if verdict is None:
-        verdict, error, _ = call_structured(ctx.model, Verdict, messages, ctx.settings)
+        verdict, error, _ = call_structured(model, Verdict, messages, ctx.settings)
+    return verdict if verdict is not None else Verdict(passed=False, reason=f"verifier gave no verdict: {error}")
+
+
+async def allm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
+    """`llm_verifier` with ``ainvoke``."""
+    plain = _no_judge_needed(step, output)
+    if plain is not None:
+        return plain
+    model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output)
+    verdict, error, _ = await acall_structured(model, Verdict, messages, ctx.settings)
+    if verdict is None:
+        verdict, error, _ = await acall_structured(model, Verdict, messages, ctx.settings)
     return verdict if verdict is not None else Verdict(passed=False, reason=f"verifier gave no verdict: {error}")
 
 
 def run_verifier(verifier: Verifier, step: Step, output: str, ctx: StepContext) -> Verdict:
-    """Run any verifier and normalise its answer; an exception fails the attempt with the error."""
+    """Run any verifier and normalise its answer; an exception fails the attempt with the error. An async
+    verifier raises `ConfigurationError` here, as an async executor does in `run_executor`."""
+    if not isinstance(verifier, Runnable) and is_async(verifier):
+        raise _refuse_async("verifier", verifier)
     try:
         if isinstance(verifier, Runnable):
             out = verifier.invoke({"step": step, "output": output, "context": ctx})
@@ -154,6 +253,33 @@ def run_verifier(verifier: Verifier, step: Step, output: str, ctx: StepContext) 
         raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
     except Exception as exc:  # a raising verifier fails the attempt; the run goes on within its bounds
         return Verdict(passed=False, reason=f"verifier raised {type(exc).__name__}: {exc}")
+    if inspect.isawaitable(out):
+        raise _refuse_async("verifier", verifier, out)
+    return _verdict(out)
+
+
+async def arun_verifier(verifier: Verifier, step: Step, output: str, ctx: StepContext) -> Verdict:
+    """`run_verifier` on the event loop (a coroutine verifier awaited, a sync one in a worker thread)."""
+    try:
+        if isinstance(verifier, Runnable):
+            out = await verifier.ainvoke({"step": step, "output": output, "context": ctx})
+        elif is_async(verifier):
+            out = await verifier(step, output, ctx)
+        else:
+            out = await run_in_executor(None, verifier, step, output, ctx)
+        if inspect.isawaitable(out):
+            out = await out
+    except GraphBubbleUp:
+        raise
+    except ModelUnavailableError:
+        raise
+    except Exception as exc:  # as in run_verifier
+        return Verdict(passed=False, reason=f"verifier raised {type(exc).__name__}: {exc}")
+    return _verdict(out)
+
+
+def _verdict(out: Any) -> Verdict:
+    """A verifier's answer as a `Verdict`."""
     if isinstance(out, Verdict):
         return out
     if isinstance(out, bool):

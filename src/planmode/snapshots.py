@@ -36,6 +36,7 @@ from langgraph.types import StateSnapshot
 
 from planmode.errors import ConfigurationError, PlanModeError, SnapshotNotFoundError, ThreadNotFoundError
 from planmode.state.models import Plan, StepStatus
+from planmode.text import clip
 
 __all__ = ["FORK_METADATA_KEY", "Snapshot", "fork", "list_snapshots", "rollback"]
 
@@ -343,8 +344,7 @@ def _task_text(values: Mapping[str, Any]) -> str:
 
 
 def _excerpt(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+    return repr(clip(text, limit))
 
 
 _TRANSITION_WORDS: dict[StepStatus, tuple[str, str]] = {

@@ -37,6 +37,7 @@ from rich.text import Text
 from planmode.cli.drive import Interrupted, Watcher, drive, require_thread, show_result
 from planmode.cli.ui import approval_screen, ask_approval, console, error_text, interactive, unique_prefixes
 from planmode.errors import PlanModeError
+from planmode.text import clip
 
 __all__ = ["EXIT_CODES", "app", "main"]
 
@@ -497,7 +498,7 @@ def ls(
             if r.total_steps
             else "-"
         )
-        goal = r.goal if len(r.goal) <= 70 else r.goal[:69] + "…"
+        goal = clip(r.goal, 70, fold=False)
         updated = r.updated_at.astimezone().strftime("%Y-%m-%d %H:%M:%S") if r.updated_at else ""
         table.add_row(
             thread,

@@ -43,6 +43,7 @@ from planmode.nodes import (
     make_respond,
     make_verify,
 )
+from planmode.nodes.dispatch import StepTask
 from planmode.nodes.model_unavailable import make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
@@ -83,7 +84,7 @@ def build_state_graph(
     g.add_node("plan", pausable("plan", make_plan(deps)))
     g.add_node("approve", make_approve(deps))
     g.add_node("dispatch", make_dispatch(deps))
-    g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)))
+    g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)), input_schema=StepTask)
     g.add_node("verify", pausable("verify", make_verify(deps)))
     g.add_node("reflect", pausable("reflect", make_reflect(deps)))
     g.add_node("patch", pausable("patch", make_patch(deps)))

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from planmode.state.models import Plan, PlanPatch
+from planmode.text import clip
 
 __all__ = ["ProposedStep", "StepChange", "proposed_patch", "repair_view"]
 
@@ -40,11 +41,6 @@ class StepChange(BaseModel):
     status: Literal["pending", "skipped"] | None = None
 
 
-def _short(text: str | None, limit: int) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def repair_view(plan: Plan, *, open_details: bool = False) -> str:
     """The plan for a repair prompt. Done steps: their ids on one line, plus a one-line result for the done
     steps an open step depends on. Open steps: status, description, dependencies and tools; failed and blocked
@@ -58,7 +54,7 @@ def repair_view(plan: Plan, *, open_details: bool = False) -> str:
         inputs = [s for s in done if s.id in used]
         if inputs:
             lines.append("Results the open steps use:")
-            lines += [f"- {s.id}: {_short(s.result or s.description, _RESULT_CHARS)}" for s in inputs]
+            lines += [f"- {s.id}: {clip(s.result or s.description, _RESULT_CHARS)}" for s in inputs]
     lines.append("Open steps:" if open_steps else "Open steps: none")
     for s in open_steps:
         parts = [f"- {s.id} [{s.status.value}]: {s.description}"]
@@ -70,7 +66,7 @@ def repair_view(plan: Plan, *, open_details: bool = False) -> str:
         if s.acceptance and (open_details or troubled):
             parts.append(f" accept: {s.acceptance}")
         if s.error:
-            parts.append(f" error: {_short(s.error, 200)}")
+            parts.append(f" error: {clip(s.error, 200)}")
         lines.append("".join(parts))
     return "\n".join(lines)
 

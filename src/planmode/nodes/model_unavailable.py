@@ -21,10 +21,12 @@ This node interrupts with ``{"type": "planmode.model_unavailable", ...}``. Resum
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any, Literal
 
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
@@ -68,8 +70,29 @@ def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> dic
     return {"unavailable": info, "status": "model_unavailable", "error": str(exc)}
 
 
-def pausable(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
-    """``node`` with a model that cannot be reached turned into a pause (see the module docstring)."""
+def pausable(name: str, node: Callable[..., Any] | RunnableCallable) -> Callable[..., Any] | RunnableCallable:
+    """``node`` with a model that cannot be reached turned into a pause (see the module docstring).
+
+    ``node`` may be a function, an ``async def`` function, or a node with both (`RunnableCallable`, as LangGraph's
+    prebuilt nodes are built): each path is wrapped, so ``invoke`` and ``ainvoke`` pause alike."""
+    if isinstance(node, RunnableCallable):
+        sync = _pausable(name, node.func) if node.func is not None else None
+        asynchronous = _pausable(name, node.afunc) if node.afunc is not None else None
+        return RunnableCallable(sync, asynchronous, name=node.name, trace=node.trace)
+    return _pausable(name, node)
+
+
+def _pausable(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(node):
+
+        @functools.wraps(node)
+        async def awrapped(state: Any, runtime: Runtime[Any]) -> Any:
+            try:
+                return await node(state, runtime)
+            except ModelUnavailableError as exc:
+                return unavailable_update(name, state, exc)
+
+        return awrapped
 
     @functools.wraps(node)
     def wrapped(state: Any, runtime: Runtime[Any]) -> Any:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from planmode import prompts
 from planmode.events import emit
-from planmode.llm import call_structured
+from planmode.llm import ask_until_valid, call_structured
 from planmode.nodes._deps import Deps, settings_of
 from planmode.nodes._repair import proposed_patch, repair_view
 from planmode.nodes.plan import PlanDraft, draft_to_plan
@@ -48,34 +48,28 @@ def make_patch(deps: Deps) -> Any:
             HumanMessage(content=prompts.PATCH_USER.format(trouble=trouble, guidance=guidance, plan=repair_view(plan))),
         ]
         rejections: list[Rejection] = []
-        chosen: PlanPatch | None = None
-        source = "patch"
-        proposal = _proposal(reflection)  # the reflection's patch is the first attempt, without a call
-        raw: AIMessage | None
-        for attempt in range(max(1, settings.max_patch_attempts)):
-            if attempt == 0 and proposal is not None:
-                candidate, err, raw = proposal
-            else:
-                candidate, err, raw = call_structured(model, PlanPatch, messages, settings)
-            reasons = [err] if err else []
-            if candidate is not None:
-                res = apply_patch(plan, candidate, max_steps=plan.max_steps, source="patch")
-                if res.applied:
-                    chosen = candidate
-                    break
-                reasons = res.reasons
+
+        def reject(reasons: list[str]) -> None:
             rejections.append(Rejection(version=plan.version, kind="patch", source="patch", reasons=reasons))
             emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
-            # json.dumps escapes what model_dump_json refuses (e.g. a lone surrogate from a model)
-            shown = (
-                json.dumps(candidate.model_dump(mode="json", exclude_defaults=True))
-                if candidate
-                else (raw.content if raw else "")
-            )
-            messages += [
-                AIMessage(content=str(shown)[:4000] or "(no answer)"),
-                HumanMessage(content=prompts.PATCH_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))),
-            ]
+
+        def accept(candidate: PlanPatch) -> tuple[PlanPatch | None, list[str]]:
+            res = apply_patch(plan, candidate, max_steps=plan.max_steps, source="patch")
+            return (candidate, []) if res.applied else (None, res.reasons)
+
+        chosen = ask_until_valid(
+            model,
+            PlanPatch,
+            messages,
+            settings,
+            attempts=settings.max_patch_attempts,
+            accept=accept,
+            retry_prompt=lambda reasons: prompts.PATCH_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons)),
+            show=lambda c: json.dumps(c.model_dump(mode="json", exclude_defaults=True)),
+            first=_proposal(reflection),  # the reflection's patch is the first attempt, without a call
+            on_reject=reject,
+        ).value
+        source = "patch"
         if chosen is None:
             chosen = _full_plan_fallback(model, settings, plan, trouble, rejections)
             source = "diff"

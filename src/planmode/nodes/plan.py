@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
@@ -14,7 +13,7 @@ from planmode import prompts
 from planmode._agent import is_read_only, run_tool_loop
 from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
-from planmode.llm import call_structured, negotiation_record
+from planmode.llm import ask_until_valid, negotiation_record
 from planmode.nodes._deps import Deps, settings_of
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, Step, StepDefinition
@@ -58,32 +57,24 @@ def request_plan(
 ) -> tuple[Plan | None, list[str]]:
     """Ask for a plan until one is valid (as a first plan, or as a revision of ``current``) or attempts run
     out. Returns the plan, or None and the errors of every attempt."""
-    errors: list[str] = []
-    msgs = list(messages)
-    for _ in range(max(1, attempts)):
-        draft, err, raw = call_structured(model, PlanDraft, msgs, settings)
-        reasons: list[str] = [err] if err else []
-        plan: Plan | None = None
-        if draft is not None:
-            plan = draft_to_plan(draft, goal, settings.max_steps, current)
-            reasons = validate_plan(plan, max_steps=settings.max_steps)
-            if not reasons and current is not None and current.version > 0:
-                patch = diff_to_patch(current, plan, reason="revised plan")
-                if not patch.is_empty():
-                    res = apply_patch(current, patch, max_steps=current.max_steps)
-                    reasons = res.reasons
-        if not reasons and plan is not None:
-            return plan, errors
-        errors.append("; ".join(reasons))
-        if draft is not None:
-            shown = json.dumps(draft.model_dump(mode="json"))  # escapes what model_dump_json refuses
-        else:
-            shown = str(raw.content) if raw is not None else ""
-        msgs += [
-            AIMessage(content=str(shown)[:4000] or "(no answer)"),
-            HumanMessage(content=prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))),
-        ]
-    return None, errors
+
+    def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
+        plan = draft_to_plan(draft, goal, settings.max_steps, current)
+        reasons = validate_plan(plan, max_steps=settings.max_steps)
+        if not reasons and current is not None and current.version > 0:
+            patch = diff_to_patch(current, plan, reason="revised plan")
+            if not patch.is_empty():
+                reasons = apply_patch(current, patch, max_steps=current.max_steps).reasons
+        return (None, reasons) if reasons else (plan, [])
+
+    asked = ask_until_valid(
+        model, PlanDraft, messages, settings, attempts=attempts, accept=accept, retry_prompt=_plan_retry
+    )
+    return asked.value, asked.errors
+
+
+def _plan_retry(reasons: list[str]) -> str:
+    return prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))
 
 
 def make_plan(deps: Deps) -> Any:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from planmode import prompts
 from planmode.events import emit
-from planmode.llm import call_structured
+from planmode.llm import ask_until_valid
 from planmode.nodes._deps import Deps, settings_of
 from planmode.nodes._repair import ProposedStep, StepChange, repair_view
 from planmode.state.graph_state import PlanModeState
@@ -58,17 +58,17 @@ def make_reflect(deps: Deps) -> Any:
             SystemMessage(content=prompts.REFLECT_SYSTEM),
             HumanMessage(content=prompts.REFLECT_USER.format(trouble=trouble, plan=repair_view(plan))),
         ]
-        result: Reflection | None = None
-        errors: list[str] = []
-        for _ in range(max(1, settings.max_plan_attempts)):
-            result, err, raw = call_structured(model, Reflection, messages, settings)
-            if result is not None:
-                break
-            errors.append(err or "no answer")
-            messages += [
-                AIMessage(content=str(raw.content if raw else "")[:2000] or "(no answer)"),
-                HumanMessage(content=f"That answer could not be read: {err}. Answer again."),
-            ]
+        asked = ask_until_valid(
+            model,
+            Reflection,
+            messages,
+            settings,
+            attempts=settings.max_plan_attempts,
+            accept=lambda r: (r, []),
+            retry_prompt=lambda reasons: f"That answer could not be read: {'; '.join(reasons)}. Answer again.",
+            show_chars=2000,
+        )
+        result, errors = asked.value, asked.errors
         if result is None:
             msg = "the reflection step gave no readable assessment: " + " | ".join(errors)
             return {"status": "failed", "error": msg, "reflections": count}

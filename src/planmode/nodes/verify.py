@@ -15,6 +15,7 @@ from planmode.nodes.execute_step import stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
 from planmode.state.models import Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
+from planmode.text import clip
 
 __all__ = ["make_verify", "summarize"]
 
@@ -23,9 +24,7 @@ S = StepStatus
 
 def summarize(text: str, limit: int) -> str:
     """The first ``limit`` characters of ``text`` (whitespace folded), marked when cut."""
-    flat = " ".join(text.split())
-    marker = " …[truncated]"
-    return flat if len(flat) <= limit else flat[: max(0, limit - len(marker))] + marker
+    return clip(text, limit, marker=" …[truncated]")
 
 
 def make_verify(deps: Deps) -> Any:

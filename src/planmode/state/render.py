@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from planmode.text import clip
+
 if TYPE_CHECKING:
     from planmode.state.models import Plan
 
@@ -17,11 +19,6 @@ STATUS_MARK = {
     "blocked": "[-]",
     "skipped": "[s]",
 }
-
-
-def _short(text: str | None, limit: int) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def plan_to_markdown(plan: Plan) -> str:
@@ -40,9 +37,9 @@ def plan_to_markdown(plan: Plan) -> str:
         if s.acceptance:
             lines.append(f"   - acceptance: {s.acceptance}")
         if s.result:
-            lines.append(f"   - result: {_short(s.result, 300)}")
+            lines.append(f"   - result: {clip(s.result, 300)}")
         if s.error:
-            lines.append(f"   - error: {_short(s.error, 300)}")
+            lines.append(f"   - error: {clip(s.error, 300)}")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -51,7 +48,7 @@ def plan_to_prompt(plan: Plan) -> str:
     lines = [f"Goal: {plan.goal}", f"Plan v{plan.version}: {plan.title}".rstrip(": ")]
     for s in plan.steps:
         if s.status.value == "done":
-            lines.append(f"- {s.id} [done]: {_short(s.result or s.description, 80)}")
+            lines.append(f"- {s.id} [done]: {clip(s.result or s.description, 80)}")
             continue
         parts = [f"- {s.id} [{s.status.value}]: {s.description}"]
         if s.dependencies:
@@ -61,6 +58,6 @@ def plan_to_prompt(plan: Plan) -> str:
         if s.acceptance:
             parts.append(f" accept: {s.acceptance}")
         if s.error:
-            parts.append(f" error: {_short(s.error, 200)}")
+            parts.append(f" error: {clip(s.error, 200)}")
         lines.append("".join(parts))
     return "\n".join(lines)

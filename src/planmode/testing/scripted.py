@@ -8,6 +8,7 @@ works too.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import re
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -67,7 +68,8 @@ class ScriptedChatModel(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     responder: Any
-    """A callable taking a `ScriptRequest` and returning an AIMessage, text, a tool-call dict or a model."""
+    """A callable taking a `ScriptRequest` and returning an AIMessage, text, a tool-call dict or a model (or, for
+    ``ainvoke``, an awaitable of one: an ``async def`` responder)."""
     _requests: list[ScriptRequest] = PrivateAttr(default_factory=list)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
 
@@ -94,6 +96,22 @@ class ScriptedChatModel(BaseChatModel):
             kwargs["planmode_schema"] = formatted[0]["function"]["name"]
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
+    def _request(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> ScriptRequest:
+        system = next((m for m in messages if isinstance(m, SystemMessage)), None)
+        purpose_match = _PURPOSE.match(str(system.content)) if system is not None else None
+        step_match = _STEP.search("\n".join(str(m.content) for m in messages[:3]))
+        req = ScriptRequest(
+            messages=list(messages),
+            tools=list(kwargs.get("tools") or []),
+            tool_choice=kwargs.get("tool_choice"),
+            purpose=purpose_match.group(1) if purpose_match else "unknown",
+            step_id=step_match.group(1) if step_match else None,
+            schema=kwargs.get("planmode_schema"),
+        )
+        with self._lock:
+            self._requests.append(req)
+        return req
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -101,24 +119,27 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        tools = list(kwargs.get("tools") or [])
-        choice = kwargs.get("tool_choice")
-        schema = kwargs.get("planmode_schema")
-        system = next((m for m in messages if isinstance(m, SystemMessage)), None)
-        purpose_match = _PURPOSE.match(str(system.content)) if system is not None else None
-        step_match = _STEP.search("\n".join(str(m.content) for m in messages[:3]))
-        req = ScriptRequest(
-            messages=list(messages),
-            tools=tools,
-            tool_choice=choice,
-            purpose=purpose_match.group(1) if purpose_match else "unknown",
-            step_id=step_match.group(1) if step_match else None,
-            schema=schema,
-        )
-        with self._lock:
-            self._requests.append(req)
+        req = self._request(messages, kwargs)
         reply = self.responder(req)
-        return ChatResult(generations=[ChatGeneration(message=_to_message(reply, schema))])
+        if inspect.isawaitable(reply):
+            if inspect.iscoroutine(reply):
+                reply.close()  # never awaited: no "coroutine was never awaited" warning
+            raise TypeError("this scripted model's responder is async: call the model with ainvoke (or astream)")
+        return ChatResult(generations=[ChatGeneration(message=_to_message(reply, req.schema))])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """The async call, on the event loop (no worker thread); an async responder is awaited."""
+        req = self._request(messages, kwargs)
+        reply = self.responder(req)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return ChatResult(generations=[ChatGeneration(message=_to_message(reply, req.schema))])
 
 
 def _to_message(reply: Reply, schema: str | None) -> AIMessage:

@@ -1,0 +1,78 @@
+"""The model factory: the chat model a run uses, passed to the builder or made from the run's settings."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from planmode.context import PlanModeContext
+from planmode.errors import ConfigurationError
+
+__all__ = ["ModelProvider"]
+
+
+class ModelProvider:
+    """Gives nodes the chat model: the one passed to the builder, or a ``ChatOpenAI`` made from settings."""
+
+    def __init__(self, model: BaseChatModel | None = None) -> None:
+        self._model = model
+        self._cache: dict[tuple[Any, ...], BaseChatModel] = {}
+
+    @property
+    def explicit(self) -> bool:
+        """True when a model object was passed to the builder."""
+        return self._model is not None
+
+    def get(self, settings: PlanModeContext) -> BaseChatModel:
+        """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made."""
+        if self._model is not None:
+            return self._model
+        key = _key(settings)
+        if key not in self._cache:
+            self._cache[key] = _openai_model(settings)
+        return self._cache[key]
+
+    async def aget(self, settings: PlanModeContext) -> BaseChatModel:
+        """`get` for async nodes: the first model of a key is made in a worker thread (importing langchain-openai
+        and building its HTTP clients reads files, which must not block the event loop)."""
+        if self._model is not None:
+            return self._model
+        made = self._cache.get(_key(settings))
+        return made if made is not None else await asyncio.to_thread(self.get, settings)
+
+
+def _key(settings: PlanModeContext) -> tuple[Any, ...]:
+    return (
+        settings.model,
+        settings.base_url,
+        settings.request_timeout,
+        settings.max_retries,
+        settings.max_output_tokens,
+    )
+
+
+def _openai_model(settings: PlanModeContext) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    api_key = os.environ.get("OPENAI_API_KEY")
+    if not api_key and not settings.base_url:
+        raise ConfigurationError(
+            "OPENAI_API_KEY is not set. Export it, set OPENAI_BASE_URL (or the base_url setting) for a local "
+            "OpenAI-compatible server, or pass a chat model: build_graph(model=...)."
+        )
+    cap = settings.max_output_tokens if settings.max_output_tokens > 0 else None
+    # ChatOpenAI sends its cap as max_completion_tokens, which llama-cpp-python's server (0.3.x) ignores: a
+    # local server also gets the older max_tokens, which every OpenAI-compatible server reads.
+    extra_body = {"max_tokens": cap} if cap and settings.base_url else None
+    return ChatOpenAI(
+        model=settings.model,
+        base_url=settings.base_url,
+        api_key=api_key or "not-needed",  # local servers ignore the key
+        max_retries=settings.max_retries,
+        timeout=settings.request_timeout,
+        max_tokens=cap,
+        extra_body=extra_body,
+    )

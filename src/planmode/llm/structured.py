@@ -1,0 +1,331 @@
+"""Structured calls: one schema value from the chat model, in the structured-output mode the server accepts.
+
+Structured calls never raise for bad model output: they return ``(value, None, raw)`` or ``(None, error, raw)``, so
+nodes can feed the error back within their bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import Runnable
+from pydantic import BaseModel, ValidationError
+
+from planmode._budget import fit_messages
+from planmode._cache import IdentityCache
+from planmode._drive import adrive, drive
+from planmode.context import PlanModeContext
+from planmode.errors import ConfigurationError, PlanParseError
+from planmode.llm._learnt import endpoint, is_openai, learnt, relearn
+from planmode.llm.budget import acontext_budget, context_budget
+from planmode.llm.failures import describe, failure_kind, model_failure
+from planmode.llm.messages import normalize_messages, text_of
+from planmode.state.parse import extract_json
+from planmode.text import clip
+
+__all__ = [
+    "AUTO_ORDER",
+    "RUNNABLES",
+    "Mode",
+    "Prepared",
+    "Structured",
+    "acall_structured",
+    "call_structured",
+    "grammar_safe_pattern",
+    "grammar_safe_schema",
+    "negotiated_mode",
+    "negotiation_record",
+    "structured_runnable",
+]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _from_raw(raw: AIMessage | None, schema: type[T]) -> T:
+    """Read a schema value from a raw message: its tool call arguments, or JSON in its text."""
+    if raw is None:
+        raise PlanParseError("the model returned nothing")
+    for call in raw.tool_calls or []:
+        return schema.model_validate(call["args"])
+    for bad in getattr(raw, "invalid_tool_calls", None) or []:
+        args = bad.get("args") or ""
+        return schema.model_validate(extract_json(args))
+    return schema.model_validate(extract_json(text_of(raw)))
+
+
+Structured = tuple[T | None, str | None, AIMessage | None]
+"""A structured call's answer: ``(value, None, raw)`` or ``(None, error, raw)``."""
+
+
+def call_structured(
+    model: BaseChatModel,
+    schema: type[T],
+    messages: Sequence[BaseMessage],
+    settings: PlanModeContext,
+) -> Structured[T]:
+    """Ask for one ``schema`` value. Returns ``(value, None, raw)`` or ``(None, error, raw)``.
+
+    Never raises for bad output or a failed model call (those are errors to feed back); raises
+    `ConfigurationError` for a model that cannot do structured output, and `ModelUnavailableError` when the
+    model cannot be reached (the run pauses; see `planmode.nodes.model_unavailable`).
+
+    The mode follows ``settings.structured_output``. In ``auto``, an OpenAI-compatible model tries
+    json_schema, json_object (with the schema) and tool calling in turn: a server that refuses a mode (an HTTP
+    error naming response_format, json_schema or tools) gets the next one, and the first one accepted is
+    kept for that model object (`negotiated_mode`): every later call of the run uses it. The runnable of each
+    (model, schema, mode) is built once (`structured_runnable`).
+    """
+    return drive(_structured(model, schema, messages, settings, context_budget(model, settings)), _invoke)
+
+
+async def acall_structured(
+    model: BaseChatModel,
+    schema: type[T],
+    messages: Sequence[BaseMessage],
+    settings: PlanModeContext,
+) -> Structured[T]:
+    """`call_structured` with ``ainvoke``: the same modes, validation and errors, nothing blocking the loop."""
+    budget = await acontext_budget(model, settings)
+    return await adrive(_structured(model, schema, messages, settings, budget), _ainvoke)
+
+
+_Call = tuple[Runnable[Any, Any], list[BaseMessage]]
+
+
+def _invoke(call: _Call) -> Any:
+    return call[0].invoke(call[1])
+
+
+async def _ainvoke(call: _Call) -> Any:
+    return await call[0].ainvoke(call[1])
+
+
+def _structured(
+    model: BaseChatModel, schema: type[T], messages: Sequence[BaseMessage], settings: PlanModeContext, budget: int
+) -> Generator[_Call, Any, Structured[T]]:
+    """The structured call, written once: yields each model call to make (see `planmode.llm._drive`)."""
+    msgs = normalize_messages(messages) if settings.normalize_messages else list(messages)
+    msgs = fit_messages(msgs, budget, reserve=settings.max_output_tokens)
+    modes, forced = _modes(model, settings)
+    refusals: list[str] = []
+    for mode in modes:
+        try:
+            prepared = structured_runnable(model, schema, mode)
+            out = prepared.read((yield prepared.runnable, prepared.prompt(msgs)))
+        except ConfigurationError:
+            raise
+        except NotImplementedError as exc:
+            raise ConfigurationError(
+                f"{type(model).__name__} supports neither tool calling nor structured output; use a chat model "
+                "that implements bind_tools"
+            ) from exc
+        except Exception as exc:  # a failed model call is an error value for the node's retry loop
+            if failure_kind(exc) == "refused":
+                refusals.append(f"{mode}: {clip(describe(exc), 300, marker='', fold=False)}")
+                continue
+            return None, model_failure(exc, model, settings), None
+        if not forced:
+            _remember_mode(model, mode)
+        return _read(out, schema)
+    tried = "; ".join(refusals)
+    if forced:
+        msg = (
+            f"the server refused structured_output={modes[0]!r} ({tried}); set the structured_output setting "
+            "to 'auto' to negotiate, or to another of json_schema, json_object, tool_calling"
+        )
+    else:
+        msg = (
+            f"the server refused every structured-output mode it was offered ({tried}); set the "
+            "structured_output setting to json_schema, json_object or tool_calling to force one"
+        )
+    return None, msg, None
+
+
+Mode = Literal["json_schema", "json_object", "tool_calling"]
+#: The order "auto" tries structured-output modes in, for an OpenAI-compatible model.
+AUTO_ORDER: tuple[Mode, ...] = ("json_schema", "json_object", "tool_calling")
+
+
+def negotiated_mode(model: BaseChatModel) -> Mode | None:
+    """The structured-output mode ``auto`` settled on for this model object, if any yet.
+
+    `ModelProvider` keeps one model object per (model, base_url, ...) for the life of the graph, so every node
+    of a run, and a run resumed in the same process, reuse the choice; another process negotiates again (one
+    refused request per refused mode)."""
+    mode: Mode | None = learnt(model, "mode")
+    return mode
+
+
+def negotiation_record(model: BaseChatModel, settings: PlanModeContext) -> str | None:
+    """The ``negotiated_output`` setting to keep in state when ``auto`` settled on a mode that the settings do
+    not record yet (None when there is nothing new)."""
+    mode = negotiated_mode(model) if settings.structured_output == "auto" else None
+    if mode is None:
+        return None
+    base_url, name = endpoint(model)
+    record = f"{mode} {base_url or ''} {name or ''}"
+    return None if record == settings.negotiated_output else record
+
+
+def _recorded_mode(model: BaseChatModel, settings: PlanModeContext) -> Mode | None:
+    parts = settings.negotiated_output.split(" ")
+    base_url, name = endpoint(model)
+    if len(parts) == 3 and parts[0] in AUTO_ORDER and parts[1:] == [base_url or "", name or ""]:
+        mode: Mode = parts[0]  # narrowed by the AUTO_ORDER check above
+        return mode
+    return None
+
+
+def _remember_mode(model: BaseChatModel, mode: Mode) -> None:
+    if is_openai(model) and negotiated_mode(model) != mode:
+        relearn(model, "mode", mode)
+
+
+def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode], bool]:
+    """The modes to try, in order, and whether the setting forces them."""
+    chosen = settings.structured_output
+    if chosen != "auto":
+        return [chosen], True
+    if not is_openai(model):
+        return ["tool_calling"], False
+    known = negotiated_mode(model) or _recorded_mode(model, settings)
+    start = AUTO_ORDER.index(known) if known is not None else 0
+    return list(AUTO_ORDER[start:]), False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A structured-output runnable, built once per (model, schema, mode) and reused by every call."""
+
+    runnable: Runnable[Any, Any]
+    hint: str | None = None
+    """The JSON schema, stated in the system message (json_object mode)."""
+    raw_only: bool = False
+    """The runnable answers with the raw message, not ``{"raw": ..., "parsed": ...}``."""
+
+    def prompt(self, msgs: list[BaseMessage]) -> list[BaseMessage]:
+        """The messages to send."""
+        return _with_hint(msgs, self.hint) if self.hint is not None else msgs
+
+    def read(self, out: Any) -> Any:
+        """The answer as ``{"raw": ..., "parsed": ...}`` (or what ``with_structured_output`` returned)."""
+        return {"raw": out, "parsed": None} if self.raw_only else out
+
+
+#: The runnables built so far, by model object, schema and mode.
+RUNNABLES: IdentityCache[Prepared] = IdentityCache(size=256)
+
+
+def structured_runnable(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepared:
+    """The runnable asking ``model`` for a ``schema`` value in ``mode``: built on the first call, then cached
+    (building one renders the JSON schema, which cost a good share of a server's time when done per call)."""
+    return RUNNABLES.get((model,), (schema, mode), lambda: _build(model, schema, mode))
+
+
+def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepared:
+    if mode == "json_object":
+        spec = grammar_safe_schema(schema.model_json_schema())
+        response_format = {"type": "json_object", "schema": spec}
+        if is_openai(model):
+            # Through extra_body: langchain-openai would turn a response_format into its parse() path, and
+            # LangChain's json_mode sends the type alone, which leaves the model free to write any JSON.
+            extra = {**(getattr(model, "extra_body", None) or {}), "response_format": response_format}
+            bound: Any = model.bind(extra_body=extra)
+        else:
+            bound = model.bind(response_format=response_format)
+        hint = "Answer with one JSON object, and nothing else, that matches this JSON schema:\n" + json.dumps(spec)
+        return Prepared(bound, hint=hint, raw_only=True)
+    if mode == "tool_calling" and is_openai(model) and endpoint(model)[0]:
+        # A local server builds a grammar from the tool's parameters as well (llama-cpp-python died on
+        # PlanDraft's step-id pattern in tool-calling mode too): send them grammar-safe; Pydantic checks the rest.
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        tool = convert_to_openai_tool(schema)
+        tool["function"]["parameters"] = grammar_safe_schema(tool["function"].get("parameters") or {})
+        return Prepared(model.bind_tools([tool], tool_choice=tool["function"]["name"]), raw_only=True)
+    method = "json_schema" if mode == "json_schema" else "function_calling"
+    try:
+        runnable = model.with_structured_output(schema, method=method, include_raw=True)
+    except TypeError:  # models whose with_structured_output has no `method`
+        runnable = model.with_structured_output(schema, include_raw=True)
+    return Prepared(runnable)
+
+
+_GRAMMAR_UNSAFE = frozenset({"format", "minLength", "maxLength"})
+_BOUNDED = re.compile(r"\{(\d*),?(\d*)\}")
+
+
+def grammar_safe_pattern(pattern: str) -> str | None:
+    """A regex pattern llama.cpp's grammar converter handles: bounded repeats become ``*`` / ``+`` and an
+    escaped ``-`` at the end of a class a plain one; None when escapes remain (the pattern is then left out)."""
+    out = _BOUNDED.sub(lambda m: "+" if m.group(1) not in ("", "0") else "*", pattern).replace("\\-]", "-]")
+    return None if "\\" in out else out
+
+
+def grammar_safe_schema(spec: Any) -> Any:
+    """The JSON schema as a grammar llama.cpp can build: no formats or lengths, simple patterns only.
+
+    llama.cpp turns the schema of a json_object request into a grammar. PlanDraft's step-id pattern
+    ``^[A-Za-z_][A-Za-z0-9_\\-]{0,63}$`` became a grammar it failed to parse, and llama-cpp-python 0.3.16's
+    server process died; ``^[A-Za-z_][A-Za-z0-9_-]*$`` works. Pydantic still checks the full constraints on
+    the answer."""
+    if isinstance(spec, dict):
+        out: dict[str, Any] = {}
+        for key, value in spec.items():
+            if key in _GRAMMAR_UNSAFE:
+                continue
+            if key == "pattern" and isinstance(value, str):
+                simple = grammar_safe_pattern(value)
+                if simple is not None:
+                    out[key] = simple
+                continue
+            out[key] = grammar_safe_schema(value)
+        return out
+    if isinstance(spec, list):
+        return [grammar_safe_schema(v) for v in spec]
+    return spec
+
+
+def _with_hint(msgs: list[BaseMessage], hint: str) -> list[BaseMessage]:
+    """The messages with ``hint`` added to the (first) system message."""
+    out = list(msgs)
+    for i, m in enumerate(out):
+        if isinstance(m, SystemMessage):
+            out[i] = SystemMessage(content=text_of(m) + "\n\n" + hint)
+            return out
+    return [SystemMessage(content=hint), *out]
+
+
+def _read(out: Any, schema: type[T]) -> tuple[T | None, str | None, AIMessage | None]:
+    raw: AIMessage | None = None
+    if isinstance(out, dict):
+        raw_msg = out.get("raw")
+        raw = raw_msg if isinstance(raw_msg, AIMessage) else None
+        parsed = out.get("parsed")
+        if isinstance(parsed, schema):
+            return parsed, None, raw
+        if isinstance(parsed, dict):
+            try:
+                return schema.model_validate(parsed), None, raw
+            except ValidationError as exc:
+                return None, describe(exc), raw
+        try:
+            return _from_raw(raw, schema), None, raw
+        except (ValidationError, PlanParseError, json.JSONDecodeError, TypeError) as exc:
+            return None, describe(exc) + _cut_off(raw), raw
+    if isinstance(out, schema):
+        return out, None, None
+    return None, f"unexpected structured output of type {type(out).__name__}", None
+
+
+def _cut_off(raw: AIMessage | None) -> str:
+    reason = (raw.response_metadata or {}).get("finish_reason") if raw is not None else None
+    if reason == "length":
+        return " (the answer was cut off at the max_output_tokens cap: raise the setting if answers need more)"
+    return ""
