@@ -605,7 +605,7 @@ def demo(
     db: Annotated[Path | None, typer.Option("--db", help="Keep the demo database here.")] = None,
 ) -> None:
     """The offline demo: a scripted model, real file tools, a real SQLite file; no API key."""
-    from planmode.demo import run_demo
+    from planmode.cli.demo import run_demo
 
     raise typer.Exit(run_demo(db))
 

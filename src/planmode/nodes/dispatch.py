@@ -7,9 +7,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from typing_extensions import TypedDict
 
 from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._task import StepTask
 from planmode.persistence import wait_until_durable
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, Step, StepStatus, StepTransition
@@ -18,18 +18,6 @@ from planmode.state.reducer import PlanUpdate
 __all__ = ["StepTask", "dispatch_sends", "find_trouble", "make_dispatch"]
 
 S = StepStatus
-
-
-class StepTask(TypedDict):
-    """The input of one execute_step task (sent with ``Send``)."""
-
-    step: Step
-    """The step as it runs (status running, attempts counted)."""
-    goal: str
-    plan_version: int
-    dependencies: dict[str, dict[str, str | None]]
-    """Each dependency's ``result`` summary and ``output_ref`` (store key of the full output)."""
-    settings: dict[str, Any]
 
 
 def find_trouble(plan: Plan) -> str | None:

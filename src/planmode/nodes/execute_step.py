@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from planmode.context import resolve_settings
 from planmode.events import emit
 from planmode.executors import StepContext, default_executor, run_executor
 from planmode.nodes._deps import Deps, store_of
-from planmode.nodes.dispatch import StepTask
-from planmode.state.graph_state import StepOutcome
+from planmode.nodes._outputs import OUTPUT_NAMESPACE, _dependency_output, _thread_id
+from planmode.nodes._task import StepTask
 
-__all__ = ["OUTPUT_NAMESPACE", "make_execute_step", "stored_output"]
-
-#: Store namespace of full step outputs: (*OUTPUT_NAMESPACE, thread_id).
-OUTPUT_NAMESPACE = ("planmode", "outputs")
+__all__ = ["OUTPUT_NAMESPACE", "make_execute_step"]
 
 
 def make_execute_step(deps: Deps) -> Any:
@@ -51,31 +47,3 @@ def make_execute_step(deps: Deps) -> Any:
         return {"step_outcomes": {step.id: outcome}}
 
     return execute_step
-
-
-def _thread_id() -> str:
-    try:
-        return str(get_config().get("configurable", {}).get("thread_id") or "default")
-    except RuntimeError:
-        return "default"
-
-
-def stored_output(outcome: StepOutcome, store: Any) -> str:
-    """An attempt's full output: from the store when it was kept there, else the outcome's own text.
-
-    Call it in the node's own thread (the store namespace needs the run's config)."""
-    if store is not None and outcome.output_ref:
-        item = store.get((*OUTPUT_NAMESPACE, _thread_id()), outcome.output_ref)
-        if item is not None:
-            return str(item.value.get("output", outcome.output))
-    return outcome.output
-
-
-def _dependency_output(info: dict[str, str | None], store: Any) -> str:
-    """A dependency's full output from the store when it was kept there, else its summary."""
-    ref = info.get("output_ref")
-    if store is not None and ref:
-        item = store.get((*OUTPUT_NAMESPACE, _thread_id()), ref)
-        if item is not None:
-            return str(item.value.get("output", info.get("result") or ""))
-    return info.get("result") or ""

@@ -20,9 +20,8 @@ from planmode import prompts
 from planmode.events import emit
 from planmode.llm import call_structured
 from planmode.nodes._deps import Deps, settings_of
-from planmode.nodes._repair import proposed_patch, repair_view
-from planmode.nodes.plan import PlanDraft, draft_to_plan
-from planmode.nodes.reflect import Reflection
+from planmode.nodes._repair import Reflection, proposed_patch, repair_view
+from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import PlanPatch, Rejection
 from planmode.state.patch import apply_patch, diff_to_patch, validate_plan

@@ -8,7 +8,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode._agent import is_read_only, run_tool_loop
@@ -16,36 +15,13 @@ from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
 from planmode.llm import call_structured, negotiation_record
 from planmode.nodes._deps import Deps, settings_of
+from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, PlanPatch, Step, StepDefinition
+from planmode.state.models import Plan, PlanPatch
 from planmode.state.patch import apply_patch, diff_to_patch, validate_plan
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
-
-
-class PlanDraft(BaseModel):
-    """What the planner emits: a title and the steps."""
-
-    title: str = Field(default="", description="A short title for the plan.")
-    steps: list[StepDefinition] = Field(description="The steps, in a sensible order.")
-
-
-def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | None = None) -> Plan:
-    """A plan from a draft. Statuses and records are never taken from a model: new steps are pending, and a
-    step whose id is a done step of ``current`` keeps that step's record (so an unchanged done step diffs as
-    unchanged, and a changed one is refused by `apply_patch`)."""
-    done = {s.id: s for s in current.steps if s.status.value == "done"} if current is not None else {}
-    steps = []
-    for d in draft.steps:
-        step = Step(**d.model_dump())
-        old = done.get(step.id)
-        if old is not None:
-            step = step.model_copy(
-                update=old.model_dump(include={"status", "attempts", "result", "error", "output_ref"})
-            )
-        steps.append(step)
-    return Plan(goal=goal, title=draft.title, steps=steps, max_steps=max_steps)
 
 
 def request_plan(

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from pydantic import BaseModel
 
 from planmode import prompts
 from planmode.events import emit
 from planmode.llm import call_structured
 from planmode.nodes._deps import Deps, settings_of
-from planmode.nodes._repair import ProposedStep, StepChange, repair_view
+from planmode.nodes._repair import Reflection, repair_view
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
@@ -20,23 +19,6 @@ from planmode.state.reducer import PlanUpdate
 __all__ = ["Reflection", "make_reflect"]
 
 S = StepStatus
-Assessment = Literal["on_track", "needs_adjustment", "off_track", "complete", "failed"]
-
-
-class Reflection(BaseModel):
-    """The assessment of the run; with needs_adjustment or off_track, also the patch."""
-
-    assessment: Assessment
-    reasoning: str = ""
-    guidance: str = ""
-    add_steps: list[ProposedStep] = []
-    update_steps: list[StepChange] = []
-    remove_steps: list[str] = []
-
-    @property
-    def proposes_patch(self) -> bool:
-        """True when the answer carries a patch (the patch node then starts from it, without a call)."""
-        return bool(self.add_steps or self.update_steps or self.remove_steps)
 
 
 def make_reflect(deps: Deps) -> Any:

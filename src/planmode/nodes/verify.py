@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 from planmode.events import emit
 from planmode.executors import StepContext, Verdict, llm_verifier, run_verifier
 from planmode.nodes._deps import Deps, settings_of, store_of
-from planmode.nodes.execute_step import stored_output
+from planmode.nodes._outputs import stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
 from planmode.state.models import Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
