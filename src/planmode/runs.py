@@ -61,7 +61,7 @@ from planmode._savers import is_postgres, pg_connection
 from planmode.errors import ConfigurationError
 from planmode.persistence import with_planmode_types
 from planmode.state.graph_state import RunStatus
-from planmode.state.models import Plan
+from planmode.state.reducer import restore_plan
 
 __all__ = ["RUN_STATUSES", "RunInfo", "list_runs"]
 
@@ -282,13 +282,8 @@ def _run_info(thread_id: str, ns: str, checkpoint_id: str, checkpoint: dict[str,
     values = checkpoint.get("channel_values") or {}
     if "settings" not in values or "status" not in values:
         return None
-    plan = values.get("plan")
-    if isinstance(plan, dict) and "version" in plan:  # a plan restored from JSON by another serializer
-        try:
-            plan = Plan.model_validate(plan)
-        except ValueError:
-            plan = None
-    plan = plan if isinstance(plan, Plan) and plan.version > 0 else None
+    plan = restore_plan(values.get("plan"))  # a Plan, or its JSON dict as another serializer restores it
+    plan = plan if plan is not None and plan.version > 0 else None
     goal = values.get("goal") or (plan.goal if plan is not None else "")
     return RunInfo(
         thread_id=thread_id,

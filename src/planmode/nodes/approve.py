@@ -23,6 +23,7 @@ from planmode.events import emit
 from planmode.nodes._deps import Deps, settings_of
 from planmode.state.diff import plan_changes, plan_snapshot
 from planmode.state.graph_state import PlanModeState
+from planmode.state.models import PlanSource
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["make_approve"]
@@ -85,7 +86,9 @@ def make_approve(deps: Deps) -> Any:
                 revision=decision.plan.revision,
             )
             return {
-                "plan": PlanUpdate(patch=decision.patch, source="human", expected_revision=decision.revision),
+                "plan": PlanUpdate(
+                    patch=decision.patch, source=PlanSource.HUMAN_EDIT, expected_revision=decision.revision
+                ),
                 "approved_revision": decision.plan.revision,
                 "approval_base": plan_snapshot(decision.plan),
                 "needs_approval": False,

@@ -12,7 +12,7 @@ from planmode.nodes._deps import Deps, settings_of
 from planmode.nodes._task import StepTask
 from planmode.persistence import wait_until_durable
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, Step, StepStatus, StepTransition
+from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["StepTask", "dispatch_sends", "find_trouble", "make_dispatch"]
@@ -83,7 +83,7 @@ def make_dispatch(deps: Deps) -> Any:
         batch = (stale + plan.ready_steps())[: max(1, settings.max_parallel)]
         transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
         return {
-            "plan": PlanUpdate(transitions=transitions, source="dispatch"),
+            "plan": PlanUpdate(transitions=transitions, source=PlanSource.DISPATCH),
             "approved_revision": None,
             "status": "running",
         }

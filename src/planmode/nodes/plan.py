@@ -17,9 +17,9 @@ from planmode.llm import call_structured, negotiation_record
 from planmode.nodes._deps import Deps, settings_of
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, PlanPatch
-from planmode.state.patch import apply_patch, diff_to_patch, validate_plan
-from planmode.state.reducer import PlanUpdate
+from planmode.state.models import Plan, PlanPatch, PlanSource
+from planmode.state.patch import validate_plan
+from planmode.state.reducer import PlanUpdate, preview
 
 __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
 
@@ -42,12 +42,12 @@ def request_plan(
         plan: Plan | None = None
         if draft is not None:
             plan = draft_to_plan(draft, goal, settings.max_steps, current)
-            reasons = validate_plan(plan, max_steps=settings.max_steps)
-            if not reasons and current is not None and current.version > 0:
-                patch = diff_to_patch(current, plan, reason="revised plan")
-                if not patch.is_empty():
-                    res = apply_patch(current, patch, max_steps=current.max_steps)
-                    reasons = res.reasons
+            revising = current is not None and current.version > 0
+            if revising:  # a revision must be a valid plan by itself too (the diff truncates past the cap)
+                reasons = validate_plan(plan, max_steps=settings.max_steps)
+            if not reasons:
+                source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
+                reasons = preview(current if revising else None, PlanUpdate(plan=plan, source=source)).reasons
         if not reasons and plan is not None:
             return plan, errors
         errors.append("; ".join(reasons))
@@ -107,7 +107,7 @@ def make_plan(deps: Deps) -> Any:
             return {"status": "failed", "error": msg}
         record = negotiation_record(model, settings)  # a run resumed elsewhere starts from the mode auto chose
         kept = {"settings": settings_dict(replace(settings, negotiated_output=record))} if record else {}
-        source = "planner (revision)" if revising else "planner"
+        source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
         version = current.version + 1 if revising and current is not None else 1
         emit(
             "plan_created",

@@ -13,7 +13,7 @@ from planmode.llm import call_structured
 from planmode.nodes._deps import Deps, settings_of
 from planmode.nodes._repair import Reflection, repair_view
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import StepStatus, StepTransition
+from planmode.state.models import PlanSource, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["Reflection", "make_reflect"]
@@ -60,12 +60,12 @@ def make_reflect(deps: Deps) -> Any:
         update: dict[str, Any] = {"reflections": count, "reflection": result.model_dump()}
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
-            return {**update, "plan": PlanUpdate(transitions=retry, source="reflect")}
+            return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}
         if result.assessment in ("needs_adjustment", "off_track"):
             return update
         if result.assessment == "complete":
             skip = [StepTransition(id=s.id, status=S.SKIPPED) for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
-            return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source="reflect")}
+            return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source=PlanSource.REFLECT)}
         return {**update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"}
 
     return reflect

@@ -13,7 +13,7 @@ from planmode.executors import StepContext, Verdict, llm_verifier, run_verifier
 from planmode.nodes._deps import Deps, settings_of, store_of
 from planmode.nodes._outputs import stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
-from planmode.state.models import Step, StepStatus, StepTransition
+from planmode.state.models import PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["make_verify", "summarize"]
@@ -109,7 +109,7 @@ def make_verify(deps: Deps) -> Any:
                 final=exhausted,
             )
         return {
-            "plan": PlanUpdate(transitions=transitions, source="verify"),
+            "plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY),
             "step_outcomes": dict.fromkeys(outcomes, None),
         }
 
