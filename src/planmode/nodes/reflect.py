@@ -42,7 +42,7 @@ def make_reflect(deps: Deps) -> Any:
         ]
         result: Reflection | None = None
         errors: list[str] = []
-        for _ in range(max(1, settings.max_plan_attempts)):
+        for _ in range(max(1, settings.max_reflect_attempts)):
             result, err, raw = call_structured(model, Reflection, messages, settings)
             if result is not None:
                 break
