@@ -2,41 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.config import get_config
+from langgraph.store.base import BaseStore
 
 from planmode.state.graph_state import StepOutcome
 
-__all__ = ["OUTPUT_NAMESPACE", "stored_output"]
+__all__ = ["OUTPUT_NAMESPACE", "dependency_output", "put_output", "stored_output", "thread_id"]
 
 #: Store namespace of full step outputs: (*OUTPUT_NAMESPACE, thread_id).
 OUTPUT_NAMESPACE = ("planmode", "outputs")
 
 
-def _thread_id() -> str:
+def thread_id() -> str:
+    """The run's thread id (``"default"`` outside a run): the last part of the namespace."""
     try:
         return str(get_config().get("configurable", {}).get("thread_id") or "default")
     except RuntimeError:
         return "default"
 
 
-def stored_output(outcome: StepOutcome, store: Any) -> str:
+def put_output(store: BaseStore, step_id: str, attempt: int, output: str) -> str:
+    """Keep an attempt's full output in ``store``; its key (the step's ``output_ref``)."""
+    key = f"{step_id}.{attempt}"
+    store.put((*OUTPUT_NAMESPACE, thread_id()), key, {"step_id": step_id, "output": output})
+    return key
+
+
+def stored_output(outcome: StepOutcome, store: BaseStore | None) -> str:
     """An attempt's full output: from the store when it was kept there, else the outcome's own text.
 
     Call it in the node's own thread (the store namespace needs the run's config)."""
     if store is not None and outcome.output_ref:
-        item = store.get((*OUTPUT_NAMESPACE, _thread_id()), outcome.output_ref)
+        item = store.get((*OUTPUT_NAMESPACE, thread_id()), outcome.output_ref)
         if item is not None:
             return str(item.value.get("output", outcome.output))
     return outcome.output
 
 
-def _dependency_output(info: dict[str, str | None], store: Any) -> str:
+def dependency_output(info: dict[str, str | None], store: BaseStore | None) -> str:
     """A dependency's full output from the store when it was kept there, else its summary."""
     ref = info.get("output_ref")
     if store is not None and ref:
-        item = store.get((*OUTPUT_NAMESPACE, _thread_id()), ref)
+        item = store.get((*OUTPUT_NAMESPACE, thread_id()), ref)
         if item is not None:
             return str(item.value.get("output", info.get("result") or ""))
     return info.get("result") or ""

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.nodes._task import StepTask
 from planmode.persistence import wait_until_durable
 from planmode.state.graph_state import PlanModeState
@@ -41,7 +40,7 @@ def find_trouble(plan: Plan) -> str | None:
     return None
 
 
-def make_dispatch(deps: Deps) -> Any:
+def make_dispatch(deps: Deps) -> StateNode:
     """Build the dispatch node.
 
     It returns only what it changes (steps marked running, the trouble, the status); the router
@@ -50,7 +49,7 @@ def make_dispatch(deps: Deps) -> Any:
     nodes re-runs that router on the edited state instead of stranding the run.
     """
 
-    def dispatch(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def dispatch(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         lost = state.get("unavailable")

@@ -21,17 +21,15 @@ This node interrupts with ``{"type": "planmode.model_unavailable", ...}``. Resum
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from planmode.context import PlanModeContext, resolve_settings, settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.events import emit
-from planmode.nodes._deps import Deps
+from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate
 from planmode.state.graph_state import PlanModeState
 
 __all__ = ["INTERRUPT_TYPE", "ResumeNode", "make_model_unavailable", "pausable", "unavailable_update"]
@@ -41,6 +39,8 @@ INTERRUPT_TYPE = "planmode.model_unavailable"
 
 ResumeNode = Literal["respond", "plan", "dispatch", "verify", "reflect", "patch"]
 _SETTING_NAMES = {f.name for f in fields(PlanModeContext)}
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 
 
 def _info(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
@@ -68,13 +68,13 @@ def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> dic
     return {"unavailable": info, "status": "model_unavailable", "error": str(exc)}
 
 
-def pausable(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
+def pausable(name: str, node: Node[_In, _Out]) -> Node[_In, _Out | StateUpdate]:
     """``node`` with a model that cannot be reached turned into a pause (see the module docstring)."""
 
     @functools.wraps(node)
-    def wrapped(state: Any, runtime: Runtime[Any]) -> Any:
+    def wrapped(state: _In, runtime: NodeRuntime) -> _Out | StateUpdate:
         try:
-            return node(state, runtime)
+            return node(state, runtime=runtime)
         except ModelUnavailableError as exc:
             return unavailable_update(name, state, exc)  # the node's router (or dispatch's) pauses the run
 
@@ -107,11 +107,11 @@ def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:
     return replace(settings, **values)
 
 
-def make_model_unavailable(deps: Deps) -> Any:
+def make_model_unavailable(deps: Deps) -> Node[PlanModeState, Command[ResumeNode]]:
     """Build the model_unavailable node."""
     del deps  # no model here: this node only waits for one
 
-    def model_unavailable(state: PlanModeState, runtime: Runtime[Any]) -> Command[ResumeNode]:
+    def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
         info = dict(state.get("unavailable") or {})
         settings = resolve_settings(runtime.context, state.get("settings"))
         moved = (settings.base_url, settings.model) != (info.get("base_url"), info.get("model"))

@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
 from planmode import prompts
+from planmode.context import PlanModeContext
 from planmode.events import emit
 from planmode.llm import call_structured
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
@@ -30,10 +31,10 @@ from planmode.state.reducer import PlanUpdate, Preview, preview
 __all__ = ["make_patch"]
 
 
-def make_patch(deps: Deps) -> Any:
+def make_patch(deps: Deps) -> StateNode:
     """Build the patch node."""
 
-    def patch(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def patch(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None:
@@ -123,7 +124,7 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
 
 
 def _full_plan_fallback(
-    model: Any, settings: Any, plan: Plan, trouble: str, rejections: list[Rejection]
+    model: BaseChatModel, settings: PlanModeContext, plan: Plan, trouble: str, rejections: list[Rejection]
 ) -> tuple[PlanUpdate, Preview] | None:
     """A whole plan asked for, converted into a patch by diff: the update and what it does; None (the
     reasons recorded in ``rejections``) when there is none that applies."""

@@ -6,15 +6,15 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 
 from planmode import prompts
 from planmode._agent import is_read_only, run_tool_loop
 from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
 from planmode.llm import call_structured, negotiation_record
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource
@@ -25,7 +25,7 @@ __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
 
 
 def request_plan(
-    model: Any,
+    model: BaseChatModel,
     messages: list[BaseMessage],
     settings: PlanModeContext,
     goal: str,
@@ -62,10 +62,10 @@ def request_plan(
     return None, errors
 
 
-def make_plan(deps: Deps) -> Any:
+def make_plan(deps: Deps) -> StateNode:
     """Build the plan node."""
 
-    def plan(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def plan(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         model = deps.models.get(settings)
         goal = state.get("goal", "")

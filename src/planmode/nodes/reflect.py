@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 
 from planmode import prompts
 from planmode.events import emit
 from planmode.llm import call_structured
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.nodes._repair import Reflection, repair_view
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import PlanSource, StepStatus, StepTransition
@@ -21,11 +20,11 @@ __all__ = ["Reflection", "make_reflect"]
 S = StepStatus
 
 
-def make_reflect(deps: Deps) -> Any:
+def make_reflect(deps: Deps) -> StateNode:
     """Build the reflect node. It returns only what it changes; `planmode.graph.routing.route_after_reflect`
     reads the route (dispatch, patch or finalize) from the state it leaves."""
 
-    def reflect(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def reflect(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         trouble = state.get("trouble") or "unknown trouble"
