@@ -155,7 +155,7 @@ class PlanModeContext:
     def given(self) -> dict[str, Any]:
         """The values this context was given (by name, or set later), as opposed to its defaults."""
         names = self.__dict__.get("_given", _FIELD_NAMES)
-        return {name: getattr(self, name) for name in _FIELD_NAMES if name in names}
+        return {name: getattr(self, name) for name in names if name in _FIELD_NAMES}
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(PlanModeContext))
