@@ -21,7 +21,7 @@ from typing_extensions import TypedDict
 from planmode import prompts
 from planmode.executors import Verdict
 from planmode.nodes._repair import repair_view
-from planmode.nodes.plan import PlanDraft
+from planmode.state.draft import PlanDraft
 from planmode.state.models import Plan, Step
 
 __all__ = ["REPLAN_SYSTEM", "build_full_replan_graph"]

@@ -1,66 +1,11 @@
-"""Plan mode as a tool for a parent tool-calling agent.
+"""Plan mode as one tool, ``plan_mode(task)``, for a parent tool-calling agent, and the gate that refuses the
+parent's write tools while plan mode is on (`guard_tools`, `PlanModeGuard`, `plan_mode_refusal`).
 
-    from langgraph.prebuilt import create_react_agent
-    from planmode import as_tool, guard_tools
-    from planmode.persistence import sqlite_checkpointer
+    plan_mode = as_tool(model, tools=[...])
+    agent = create_react_agent(parent_model, guard_tools([plan_mode, *parent_tools]), checkpointer=...)
 
-    plan_mode = as_tool(model, tools=[...])                 # the tools planmode explores with and executes
-    agent = create_react_agent(parent_model, guard_tools([plan_mode, *parent_tools]),
-                               checkpointer=sqlite_checkpointer("runs.sqlite"))
-
-With langchain's ``create_agent`` use `planmode.PlanModeMiddleware` (``planmode.middleware``), which adds this
-tool and the same gate: ``create_agent(parent_model, parent_tools, middleware=[PlanModeMiddleware(model)], ...)``.
-
-**One tool, not an enter/exit pair.** The parent's model gets one tool, ``plan_mode(task)``. Calling it hands
-the task to planmode, which runs as a nested graph *inside the tool call*: planmode is compiled without a
-checkpointer, so it runs on the parent's (its checkpoints sit in the parent's thread under the tool task's
-namespace), and its approval ``interrupt()`` propagates out of the tool, through the parent's tool node (which
-re-raises LangGraph's ``GraphBubbleUp``), to the parent's caller. The caller answers it through the parent,
-``agent.invoke(Command(resume={...}), config)``; the parent's tool node runs again, the tool calls planmode
-again, and planmode resumes from its own checkpoint (its namespace is derived from the tool task's id, which
-is the same on the re-run), so nothing it did is done twice. The run's final report is the tool's result.
-
-An EnterPlanMode/ExitPlanMode pair fits LangGraph worse: LangGraph already suspends the *whole* parent while an
-interrupt is pending, so "being in plan mode" needs no state of its own beyond the pending tool call; a pair
-would need a custom parent state schema to carry the mode between calls, and it would let the parent's
-*model* decide when plan mode ends (or hand over the plan in ``exit``'s arguments), while here only the human
-ends it — by approving (or editing) the plan, which then runs, or by cancelling it. A single call is also
-atomic in the parent's history: one AI tool call, one tool message.
-
-**The plan comes from planmode's state.** The tool's only argument is the task text. The plan that is shown,
-approved and executed is planmode's own (its ``plan`` channel, validated by its reducer, approved by revision
-in its ``approve`` node); whatever else a model puts in the call's arguments is dropped by the argument
-schema. A model cannot smuggle a plan past the human.
-
-**The parent's write tools are refused during plan mode, at dispatch.** With langchain's ``create_agent`` add
-`planmode.PlanModeMiddleware` (it brings the ``plan_mode`` tool and the gate); with LangGraph's
-``create_react_agent`` build the tool node with `guard_tools`, whose tool-call wrapper is `PlanModeGuard`. Both
-decide with `plan_mode_refusal`, from the parent's transcript and planmode's own answers, never from tool-call
-ids (they come from the model, which may reuse, repeat or leave them empty): the parent is *in plan mode* while
-the AI message being dispatched holds a plan-mode call that runs (the first one; an exact duplicate of it makes
-both refused), and also while an earlier plan-mode call has had no answer from planmode (a pending approval
-left behind when new input arrived). In that time every call to a tool that is not marked read-only
-(`planmode.tools.read_only`) is answered with an error tool message instead of running — e.g. a write asked
-for in the same turn as ``plan_mode`` — and so is every other plan-mode call (one plan at a time). Once
-planmode answers, every tool is available again.
-
-**Rejection keeps the parent in plan mode.** At the approval the human answers as with planmode on its own
-(`planmode.approval`): ``approve`` or ``edit`` runs the plan (both name the ``revision`` of the payload they
-answer, ``{"action": "edit", "revision": payload["revision"], "patch": {...}}``: a stale one is refused and
-the approval asked again); ``reject`` with feedback sends the feedback to
-planmode's planner and shows the revised plan — the parent stays in plan mode meanwhile (its ``plan_mode``
-call is still pending, its model does not run) and the feedback is listed in the tool's result at the end;
-``cancel`` (with optional feedback) is how the human *leaves* plan mode without executing the plan: planmode
-ends ``cancelled`` and the tool's result carries the feedback, so the parent's model knows why, and its write
-tools are available again.
-
-The tool message's ``artifact`` holds planmode's status, report and final plan (JSON) for programs; its
-content is the readable report the parent's model sees. Progress events reach the parent's caller with
-``agent.stream(..., stream_mode="custom", subgraphs=True)``.
-
-The parent needs a checkpointer (the approval interrupt needs one); use `planmode.persistence`'s
-``sqlite_checkpointer`` or pass yours through ``with_planmode_types`` so planmode's state types are
-registered with its serializer.
+Why one tool and not an enter/exit pair, how approval and rejection reach the parent, and how the gate
+decides: docs/architecture.md, "Plan mode as a tool".
 """
 
 from __future__ import annotations

@@ -54,9 +54,10 @@ from pydantic import ValidationError
 
 from planmode.errors import PlanParseError
 from planmode.state.diff import plan_changes
-from planmode.state.models import Plan, PlanPatch, StepStatus, clean_text
+from planmode.state.models import Plan, PlanPatch, PlanSource, StepStatus, clean_text
 from planmode.state.parse import coerce_plan_or_patch
-from planmode.state.patch import apply_patch, diff_to_patch
+from planmode.state.patch import diff_to_patch
+from planmode.state.reducer import PlanUpdate, preview
 
 __all__ = [
     "APPROVAL_TYPE",
@@ -268,7 +269,7 @@ def _edit(value: dict[str, Any], plan: Plan) -> Edit | str:
         patch = edited
     if patch.is_empty():
         return f"the edit changes nothing; to accept the plan as it is, approve revision {plan.revision}"
-    res = apply_patch(plan, patch, max_steps=plan.max_steps, source="human")
-    if not res.applied:
-        return "the edit is invalid: " + "; ".join(res.reasons)
-    return Edit(patch=patch, plan=res.plan, revision=plan.revision)
+    outcome = preview(plan, PlanUpdate(patch=patch, source=PlanSource.HUMAN_EDIT))
+    if not outcome.applied or outcome.plan is None:
+        return "the edit is invalid: " + "; ".join(outcome.reasons or ["the edit changes nothing"])
+    return Edit(patch=patch, plan=outcome.plan, revision=plan.revision)

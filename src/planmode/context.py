@@ -1,17 +1,21 @@
-"""Run settings: the graph's ``context_schema``.
+"""Run settings: the graph's ``context_schema``, and `resolve_settings`, which gives every node one object.
 
 Explicit values beat environment variables, which beat defaults. Runtime context is not kept across an
-interrupt, so the settings a run starts with are also kept in state (``settings``) and nodes fall back to
-them when a resumed run brings no context.
+interrupt, so the settings a run starts with are kept in state (``settings``); a resumed run's context
+overrides them only with the values it was given (a `PlanModeContext` remembers which ones were).
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, TypeVar
 
-__all__ = ["DEFAULT_CONTEXT_TOKENS", "PlanModeContext", "resolve_settings"]
+__all__ = ["DEFAULT_CONTEXT_TOKENS", "PlanModeContext", "resolve_settings", "settings_dict"]
+
+_C = TypeVar("_C")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -33,6 +37,20 @@ def _env_choice(name: str, choices: tuple[str, ...], default: str) -> Any:
     return raw
 
 
+def _remember_given(cls: type[_C]) -> type[_C]:
+    """``cls`` (a dataclass) with its ``__init__`` remembering which fields it was given (see `given`)."""
+    init: Callable[..., None] = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Any, **values: Any) -> None:
+        init(self, **values)
+        self.__dict__["_given"] = frozenset(values)
+
+    setattr(cls, "__init__", __init__)  # noqa: B010  # assigning a method directly is a mypy error
+    return cls
+
+
+@_remember_given
 @dataclass(kw_only=True)
 class PlanModeContext:
     """Settings of one planmode run (Studio shows these descriptions)."""
@@ -66,6 +84,9 @@ class PlanModeContext:
     max_reflections: int = field(default=3, metadata={"description": "Reflections per run before it fails."})
     max_patch_attempts: int = field(default=3, metadata={"description": "Patch requests per reflection."})
     max_plan_attempts: int = field(default=3, metadata={"description": "Planner retries for an invalid plan."})
+    max_reflect_attempts: int = field(
+        default=3, metadata={"description": "Reflection retries for an unreadable assessment (per reflection)."}
+    )
     max_parallel: int = field(default=4, metadata={"description": "Steps executed at once."})
     max_explore_calls: int = field(default=6, metadata={"description": "Read-only tool calls while planning."})
     max_executor_iterations: int = field(
@@ -125,33 +146,62 @@ class PlanModeContext:
         default=2, metadata={"description": "Retries of a failed model request: 429, 5xx, timeouts (default model)."}
     )
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        given = self.__dict__.get("_given")
+        if given is not None and name in _FIELD_NAMES:  # a field set after __init__ was given too
+            self.__dict__["_given"] = given | {name}
 
-_FIELD_NAMES = {f.name for f in fields(PlanModeContext)}
+    def given(self) -> dict[str, Any]:
+        """The values this context was given (by name, or set later), as opposed to its defaults."""
+        names = self.__dict__.get("_given", _FIELD_NAMES)
+        return {name: getattr(self, name) for name in names if name in _FIELD_NAMES}
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(PlanModeContext))
 
 #: The context budget when neither the setting nor the server gives one.
 DEFAULT_CONTEXT_TOKENS = 8192
 
 
 def resolve_settings(context: Any, stored: dict[str, Any] | None) -> PlanModeContext:
-    """The settings for a node: the values given in the runtime context, else the ones stored in state, else
-    defaults.
+    """The settings for a node: the values the runtime context was given, else the ones stored in state,
+    else defaults.
 
-    A `PlanModeContext` instance cannot tell a value that was given from a default, so only its fields that
-    differ from the defaults override the stored settings. This matters on resume: the LangGraph server
-    hands a resumed run a *default* `PlanModeContext` (runtime context is not kept across an interrupt), which
-    must not replace the settings the run started with. A dict context counts every key it has as given.
+    Only *given* values override the stored settings (`PlanModeContext.given`; every known key of a dict):
+    the LangGraph server hands a resumed run a context made from what the caller sent, often nothing, and
+    its defaults must not replace the settings the run started with. An empty ``negotiated_output`` never
+    overrides (planmode writes it). The same settings resolve to the same object (cached by value), so
+    every node of a run shares one object: treat it as read-only (``dataclasses.replace`` makes a changed
+    copy).
     """
-    base = PlanModeContext(**_known(stored)) if stored else None
     if isinstance(context, PlanModeContext):
-        if base is None:
+        if not stored:
             return context
-        defaults = PlanModeContext()
-        given = {f: getattr(context, f) for f in _FIELD_NAMES if getattr(context, f) != getattr(defaults, f)}
-        return replace(base, **given)
-    given = _known(context) if isinstance(context, dict) else {}
-    if base is None:
+        given = context.given()
+    else:
+        given = _known(context) if isinstance(context, dict) else {}
+    if given.get("negotiated_output") == "":
+        given.pop("negotiated_output")
+    if not stored:
         return PlanModeContext(**given)
-    return replace(base, **given)
+    return _settings({**_known(stored), **given})
+
+
+def _settings(values: dict[str, Any]) -> PlanModeContext:
+    """A `PlanModeContext` of ``values``: one shared object per distinct set of values when they name every
+    field (missing ones take defaults, which may read the environment: not cached)."""
+    if values.keys() != _FIELD_NAMES:
+        return PlanModeContext(**values)
+    try:
+        return _cached_settings(tuple(sorted(values.items())))
+    except TypeError:  # an unhashable value (a hand-edited state): not cached
+        return PlanModeContext(**values)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_settings(items: tuple[tuple[str, Any], ...]) -> PlanModeContext:
+    return PlanModeContext(**dict(items))
 
 
 def _known(values: dict[str, Any] | None) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from planmode.errors import ConfigurationError, PlanParseError, ThreadNotFoundError
-from planmode.state.models import Plan, PlanPatch
+from planmode.state.models import Plan, PlanPatch, PlanSource
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.reducer import PlanUpdate
 
@@ -68,7 +68,7 @@ def edit_plan(
     edit: PlanPatch | Plan | Mapping[str, Any],
     *,
     expected_revision: str,
-    source: str = "human",
+    source: str = PlanSource.HUMAN_EDIT,
     timeout: float = 30.0,
 ) -> EditResult:
     """Apply ``edit`` (a patch, or a whole plan converted into a patch by diff) to the plan of the thread in

@@ -54,7 +54,6 @@ class StepContext:
     """What an executor or verifier knows about the run around its step."""
 
     goal: str
-    plan_text: str
     dependencies: dict[str, str]
     attempt: int
     previous_error: str | None

@@ -1,48 +1,10 @@
 """Run queries: the planmode runs stored in a checkpointer, newest first.
 
-    from planmode.runs import list_runs
     for run in list_runs(sqlite_checkpointer("runs.sqlite"), status="awaiting_approval", limit=20):
         print(run.thread_id, run.goal, run.status, run.plan_version, run.steps, run.updated_at)
 
-**What a run is.** The latest checkpoint of one (thread, checkpoint namespace) whose state is planmode's: it
-has the ``settings`` and ``status`` channels that ``detect`` writes when a run starts. A graph built with
-``build_graph`` keeps its runs in the root namespace (``""``); planmode nested in a parent agent (as a node,
-or through ``planmode.as_tool``) keeps them in the parent's thread under the parent task's namespace (e.g.
-``tools:<task id>``), and those are listed too (``nested=False`` leaves them out). A later run on the same
-thread replaces the earlier one in this listing (its checkpoints are still there for ``history``). A run that
-stopped before ``detect`` finished has no planmode state yet and is not listed.
-
-**How it stays fast.** ``BaseCheckpointSaver.list(None)`` would deserialise every checkpoint of every thread
-(for SQLite also one pending-writes query per checkpoint). Instead, for the two savers planmode ships with:
-
-1. one SQL query finds each (thread, namespace)'s latest checkpoint id — ``SELECT thread_id, checkpoint_ns,
-   max(checkpoint_id) FROM checkpoints GROUP BY thread_id, checkpoint_ns`` — newest first. Checkpoint ids are
-   uuid6 strings: they sort in creation order, and the savers find a thread's latest checkpoint (what
-   ``get_state`` shows) the same way; a rollback or a fork writes a new, newer checkpoint. Ties (copied
-   threads) are broken by thread id and namespace.
-2. only those checkpoints are loaded, lazily, newest first, until ``limit`` runs matched:
-
-   - `SqliteSaver`: the checkpoint blob is read by primary key (in batches, taking the saver's lock per batch)
-     and deserialised with the saver's own serializer (``saver.serde.loads_typed``, planmode's types
-     allowed) — exactly what its ``get_tuple`` does, without the pending-writes query. With a status filter,
-     a plain msgpack blob that does not contain the wanted status string at all is skipped undeserialised.
-   - ``PostgresSaver``: each head is loaded with the saver's public ``get_tuple`` (its values live in a blobs
-     table this module does not read itself). With a status filter, heads whose status (kept inline in the
-     checkpoint's JSON by that saver) is another one are skipped in SQL.
-
-The values read (``status``, ``goal``, ``plan``, ``error``, ``settings``) are plain channels stored whole in
-every checkpoint, so the latest checkpoint alone gives them; pending writes are not applied (a run cut off in
-the middle of a super-step shows its latest checkpoint). The SQL uses only the columns both schemas have had
-from the start (``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``type``, ``checkpoint``).
-
-Measured by ``python -m bench.runs_bench`` (``bench/results/runs_list.json``) on 5,000 threads / 38,610
-checkpoints: SQLite lists the newest 50 runs in about 30 ms and all 5,000 in about 0.45 s (the generic
-``list()`` path: 7.4 s); PostgreSQL (local server) the newest 50 in about 130 ms, all in about 4.5 s (generic:
-16 s).
-
-Every other saver (in-memory, ...) goes through the generic ``checkpointer.list(None)``: correct for any
-`BaseCheckpointSaver`, but it reads every checkpoint. An async-only saver (``AsyncSqliteSaver``) is not
-supported by this synchronous function.
+A run is the latest checkpoint of one (thread, namespace) holding planmode's state, nested runs included.
+How the SQLite and PostgreSQL paths avoid reading every checkpoint: docs/architecture.md, "Run queries".
 """
 
 from __future__ import annotations
@@ -61,7 +23,7 @@ from planmode._savers import is_postgres, pg_connection
 from planmode.errors import ConfigurationError
 from planmode.persistence import with_planmode_types
 from planmode.state.graph_state import RunStatus
-from planmode.state.models import Plan
+from planmode.state.reducer import restore_plan
 
 __all__ = ["RUN_STATUSES", "RunInfo", "list_runs"]
 
@@ -282,13 +244,8 @@ def _run_info(thread_id: str, ns: str, checkpoint_id: str, checkpoint: dict[str,
     values = checkpoint.get("channel_values") or {}
     if "settings" not in values or "status" not in values:
         return None
-    plan = values.get("plan")
-    if isinstance(plan, dict) and "version" in plan:  # a plan restored from JSON by another serializer
-        try:
-            plan = Plan.model_validate(plan)
-        except ValueError:
-            plan = None
-    plan = plan if isinstance(plan, Plan) and plan.version > 0 else None
+    plan = restore_plan(values.get("plan"))  # a Plan, or its JSON dict as another serializer restores it
+    plan = plan if plan is not None and plan.version > 0 else None
     goal = values.get("goal") or (plan.goal if plan is not None else "")
     return RunInfo(
         thread_id=thread_id,

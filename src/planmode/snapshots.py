@@ -35,7 +35,8 @@ from langgraph.pregel import Pregel
 from langgraph.types import StateSnapshot
 
 from planmode.errors import ConfigurationError, PlanModeError, SnapshotNotFoundError, ThreadNotFoundError
-from planmode.state.models import Plan, StepStatus
+from planmode.state.models import Plan, PlanSource, StepStatus
+from planmode.state.reducer import restore_plan
 from planmode.text import clip
 
 __all__ = ["FORK_METADATA_KEY", "Snapshot", "fork", "list_snapshots", "rollback"]
@@ -218,15 +219,7 @@ def _checkpoint_id(config: RunnableConfig | None) -> str | None:
 
 
 def _plan_of(values: Mapping[str, Any]) -> Plan | None:
-    plan = values.get("plan")
-    if isinstance(plan, Plan):
-        return plan
-    if isinstance(plan, dict):
-        try:
-            return Plan.model_validate(plan)
-        except ValueError:
-            return None
-    return None
+    return restore_plan(values.get("plan"))
 
 
 def _ids(ids: Sequence[str]) -> str:
@@ -357,7 +350,16 @@ _TRANSITION_WORDS: dict[StepStatus, tuple[str, str]] = {
     StepStatus.SKIPPED: ("step {} skipped", "steps {} skipped"),
 }
 
-_VERSION_VERBS = {"planner": "plan revised to", "human": "plan edited to", "dispatch": "plan changed to"}
+#: How a new plan version is labelled, by the source of its update (`PlanSource`); other sources: "patched to".
+_VERSION_VERBS: dict[str, str] = {
+    PlanSource.PLANNER.value: "plan revised to",
+    PlanSource.HUMAN_FEEDBACK.value: "plan revised from human feedback to",
+    PlanSource.HUMAN_EDIT.value: "plan edited to",
+    PlanSource.PATCH.value: "patched to",
+    PlanSource.DIFF.value: "patched (full-plan fallback) to",
+    PlanSource.DISPATCH.value: "plan changed to",
+    PlanSource.UNKNOWN.value: "plan changed to",
+}
 
 
 def _changes(s: StateSnapshot, parent: StateSnapshot | None) -> list[str]:
@@ -377,7 +379,7 @@ def _changes(s: StateSnapshot, parent: StateSnapshot | None) -> list[str]:
         elif old is None or old.version == 0:
             parts.append(f"plan v{plan.version} created ({len(plan.steps)} steps)")
         elif plan.version > old.version:
-            source = plan.history[-1].source if plan.history else "patch"
+            source = plan.history[-1].source if plan.history else PlanSource.PATCH.value
             parts.append(f"{_VERSION_VERBS.get(source, 'patched to')} v{plan.version}")
         else:
             parts.append(f"new plan v{plan.version}")

@@ -241,12 +241,14 @@ def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> N
             "33",
             OPENAI_API_KEY="test",
             PLANMODE_MAX_ATTEMPTS="5",
+            PLANMODE_MAX_REFLECT_ATTEMPTS="4",
             PLANMODE_APPROVAL="auto",
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     graph = build_graph(checkpointer=sqlite_checkpointer(db))
     settings = graph.get_state({"configurable": {"thread_id": "t1"}}).values["settings"]
     assert settings["max_steps"] == 7 and settings["max_attempts"] == 5 and settings["approval"] == "auto"
+    assert settings["max_reflect_attempts"] == 4
     assert settings["structured_output"] == "tool_calling" and settings["normalize_messages"] is True
     assert settings["reapprove_patches"] is True and settings["request_timeout"] == 33.0
     assert settings["workspace"] == str(tmp_path.resolve()) and settings["base_url"] == url

@@ -16,8 +16,8 @@ from langchain_core.tools import tool
 from planmode._budget import approx_tokens, fit_messages
 from planmode.graph import build_graph
 from planmode.llm import discover_context_tokens, failure_kind, grammar_safe_pattern, grammar_safe_schema
-from planmode.nodes.plan import PlanDraft
 from planmode.persistence import sqlite_checkpointer
+from planmode.state.draft import PlanDraft
 from planmode.testing.openai_server import ScriptedOpenAIServer, prompt_tokens
 
 pytestmark = pytest.mark.integration

@@ -397,3 +397,21 @@ def test_a_graph_without_checkpointer_is_a_clear_error() -> None:
         list_snapshots(graph, "t")
     with pytest.raises(ConfigurationError, match="checkpointer"):
         rollback(graph, "t", 1)
+
+
+def test_labels_name_the_source_of_each_new_plan_version(db: Path) -> None:
+    """A revision the planner made from a human's feedback is labelled as such (it was "patched to v2"), and
+    a human's edit at the approval as an edit."""
+    revised = {**PLAN, "steps": [*PLAN["steps"], {"id": "d", "description": "Do d", "dependencies": ["c"]}]}
+    model = ScriptedChatModel(responder=PurposeScript(plan=[PLAN, revised]))
+    graph = build_graph(model, executor=Recorder(), checkpointer=sqlite_checkpointer(db))
+    graph.invoke({"messages": [("user", TASK)]}, cfg("t"), context={"mode": "plan"})
+    graph.invoke(Command(resume={"action": "reject", "feedback": "add a step d"}), cfg("t"))
+    shown = graph.get_state(cfg("t")).interrupts[0].value
+    edit = {"update_steps": [{"id": "d", "description": "Do d carefully"}]}
+    graph.invoke(Command(resume={"action": "edit", "patch": edit, "revision": shown["revision"]}), cfg("t"))
+    labels = [s.label for s in reversed(list_snapshots(graph, "t"))]
+    assert any(label.startswith("plan revised from human feedback to v2") for label in labels), labels
+    assert any(label.startswith("plan edited to v3") for label in labels), labels
+    assert not any("patched to" in label for label in labels), labels
+    assert [r.source for r in plan_of(graph, "t").history] == ["planner", "planner (revision)", "human"]

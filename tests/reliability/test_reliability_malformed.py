@@ -253,7 +253,7 @@ def check_bounds(step: str, model: ScriptedChatModel) -> None:
         "detect": 1,
         "plan": attempts.max_plan_attempts + attempts.max_reflections,  # + full-plan fallbacks of patch
         "verify": 2 * 8 * (attempts.max_reflections + 1),  # two tries per verification
-        "reflect": attempts.max_plan_attempts * attempts.max_reflections,
+        "reflect": attempts.max_reflect_attempts * attempts.max_reflections,
         "patch": attempts.max_patch_attempts * attempts.max_reflections,
     }
     assert model.calls(step) <= limits[step], (step, model.calls(step))

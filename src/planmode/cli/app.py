@@ -236,6 +236,12 @@ def run(
     max_attempts: Annotated[
         int, _positive_int("--max-attempts", "PLANMODE_MAX_ATTEMPTS", "Attempts per step before it fails.")
     ] = 2,
+    max_reflect_attempts: Annotated[
+        int,
+        _positive_int(
+            "--max-reflect-attempts", "PLANMODE_MAX_REFLECT_ATTEMPTS", "Reflection retries for an unreadable answer."
+        ),
+    ] = 3,
     reapprove_patches: Annotated[
         bool,
         typer.Option(envvar="PLANMODE_REAPPROVE_PATCHES", help="Patches made during execution need approval again."),
@@ -283,6 +289,7 @@ def run(
         normalize_messages=normalize_messages,
         max_steps=max_steps,
         max_attempts=max_attempts,
+        max_reflect_attempts=max_reflect_attempts,
         reapprove_patches=reapprove_patches,
         request_timeout=request_timeout,
         workspace=str(ws),
@@ -606,7 +613,7 @@ def demo(
     db: Annotated[Path | None, typer.Option("--db", help="Keep the demo database here.")] = None,
 ) -> None:
     """The offline demo: a scripted model, real file tools, a real SQLite file; no API key."""
-    from planmode.demo import run_demo
+    from planmode.cli.demo import run_demo
 
     raise typer.Exit(run_demo(db))
 

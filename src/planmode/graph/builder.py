@@ -17,7 +17,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
-from langgraph.types import RetryPolicy
 
 from planmode.context import PlanModeContext
 from planmode.executors import Executor, Verifier
@@ -72,10 +71,10 @@ def build_state_graph(
     executor: Executor | None = None,
     verifier: Verifier | None = None,
     store: BaseStore | None = None,
-) -> StateGraph[Any, Any, Any, Any]:
+) -> StateGraph[PlanModeState, PlanModeContext, InputState, OutputState]:
     """The uncompiled graph (for users who compile it themselves or add nodes)."""
     deps = Deps(models=ModelProvider(model), tools=tuple(tools), executor=executor, verifier=verifier, store=store)
-    g: StateGraph[Any, Any, Any, Any] = StateGraph(
+    g: StateGraph[PlanModeState, PlanModeContext, InputState, OutputState] = StateGraph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
     g.add_node("detect", make_detect(deps))
@@ -116,8 +115,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any] | bool | None = None,
     store: BaseStore | None = None,
     name: str = "planmode",
-    retry_policy: RetryPolicy | None = None,
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+) -> CompiledStateGraph[PlanModeState, PlanModeContext, InputState, OutputState]:
     """Build and compile the plan-mode graph.
 
     Args:
@@ -131,8 +129,6 @@ def build_graph(
             subgraph (which then uses its parent's).
         store: a LangGraph store for full step outputs (state keeps summaries).
         name: the graph's name (also its run name in traces).
-        retry_policy: unused by default; model calls retry inside the chat model client.
     """
-    del retry_policy  # reserved; model clients retry on their own
     graph = build_state_graph(model, tools=tools, executor=executor, verifier=verifier, store=store)
     return graph.compile(checkpointer=with_planmode_types(checkpointer), store=store, name=name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.tools import BaseTool
@@ -17,7 +17,24 @@ from planmode.executors import Executor, Verifier
 from planmode.llm import ModelProvider, text_of
 from planmode.state.graph_state import PlanModeState
 
-__all__ = ["Deps", "settings_of", "store_of", "task_of"]
+__all__ = ["Deps", "Node", "NodeRuntime", "StateNode", "StateUpdate", "settings_of", "store_of", "task_of"]
+
+#: The runtime a node gets: the run settings as its context (None when a resumed run brings none).
+NodeRuntime: TypeAlias = Runtime[PlanModeContext]
+#: What a node returns: only the state keys it changes.
+StateUpdate: TypeAlias = dict[str, Any]
+_In = TypeVar("_In", contravariant=True)
+_Out = TypeVar("_Out", covariant=True)
+
+
+class Node(Protocol[_In, _Out]):
+    """A node function as LangGraph calls it: its input (the state, or a ``Send`` payload) and the runtime."""
+
+    def __call__(self, state: _In, *, runtime: NodeRuntime) -> _Out: ...
+
+
+#: A node that reads the graph state and returns an update (a router then reads the route from state).
+StateNode: TypeAlias = Node[PlanModeState, StateUpdate]
 
 
 @dataclass
@@ -33,7 +50,7 @@ class Deps:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def settings_of(state: PlanModeState, runtime: Runtime[Any] | None) -> PlanModeContext:
+def settings_of(state: PlanModeState, runtime: NodeRuntime | None) -> PlanModeContext:
     """The run's settings: runtime context when given, else the copy kept in state, else defaults."""
     ctx = runtime.context if runtime is not None else None
     return resolve_settings(ctx, state.get("settings"))
@@ -50,7 +67,7 @@ def task_of(state: PlanModeState) -> str:
     return ""
 
 
-def store_of(deps: Deps, runtime: Runtime[Any] | None) -> BaseStore | None:
+def store_of(deps: Deps, runtime: NodeRuntime | None) -> BaseStore | None:
     """The LangGraph store: the runtime's (server or compile-time) or the builder's."""
     if runtime is not None and runtime.store is not None:
         return runtime.store

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from planmode.state.models import Plan, PlanPatch
 from planmode.text import clip
 
-__all__ = ["ProposedStep", "StepChange", "proposed_patch", "repair_view"]
+__all__ = ["Assessment", "ProposedStep", "Reflection", "StepChange", "proposed_patch", "repair_view"]
 
 _RESULT_CHARS = 80
 
@@ -39,6 +39,25 @@ class StepChange(BaseModel):
     dependencies: list[str] | None = None
     acceptance: str = ""
     status: Literal["pending", "skipped"] | None = None
+
+
+Assessment = Literal["on_track", "needs_adjustment", "off_track", "complete", "failed"]
+
+
+class Reflection(BaseModel):
+    """The assessment of the run; with needs_adjustment or off_track, also the patch."""
+
+    assessment: Assessment
+    reasoning: str = ""
+    guidance: str = ""
+    add_steps: list[ProposedStep] = []
+    update_steps: list[StepChange] = []
+    remove_steps: list[str] = []
+
+    @property
+    def proposes_patch(self) -> bool:
+        """True when the answer carries a patch (the patch node then starts from it, without a call)."""
+        return bool(self.add_steps or self.update_steps or self.remove_steps)
 
 
 def repair_view(plan: Plan, *, open_details: bool = False) -> str:

@@ -15,23 +15,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
 from planmode.events import emit
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.state.diff import plan_changes, plan_snapshot
 from planmode.state.graph_state import PlanModeState
+from planmode.state.models import PlanSource
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["make_approve"]
 
 
-def make_approve(deps: Deps) -> Any:
+def make_approve(deps: Deps) -> StateNode:
     """Build the approve node."""
 
-    def approve(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def approve(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None or plan.version == 0:
@@ -85,7 +85,9 @@ def make_approve(deps: Deps) -> Any:
                 revision=decision.plan.revision,
             )
             return {
-                "plan": PlanUpdate(patch=decision.patch, source="human", expected_revision=decision.revision),
+                "plan": PlanUpdate(
+                    patch=decision.patch, source=PlanSource.HUMAN_EDIT, expected_revision=decision.revision
+                ),
                 "approved_revision": decision.plan.revision,
                 "approval_base": plan_snapshot(decision.plan),
                 "needs_approval": False,

@@ -7,15 +7,14 @@ import re
 from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from planmode import prompts
-from planmode.context import settings_dict
+from planmode.context import PlanModeContext, settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.llm import call_structured
-from planmode.nodes._deps import Deps, settings_of, task_of
+from planmode.nodes._deps import Deps, Node, NodeRuntime, settings_of, task_of
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import ResetPlan
 
@@ -99,10 +98,13 @@ def heuristic_decision(task: str) -> bool | None:
     return None
 
 
-def make_detect(deps: Deps) -> Any:
+DetectRoute = Literal["plan", "respond", "finalize"]
+
+
+def make_detect(deps: Deps) -> Node[PlanModeState, Command[DetectRoute]]:
     """Build the detect node."""
 
-    def detect(state: PlanModeState, runtime: Runtime[Any]) -> Command[Literal["plan", "respond", "finalize"]]:
+    def detect(state: PlanModeState, runtime: NodeRuntime) -> Command[DetectRoute]:
         settings = settings_of({}, runtime)  # a new run takes its settings from the context (or defaults)
         task = task_of(state)
         reset: dict[str, Any] = {
@@ -138,7 +140,7 @@ def make_detect(deps: Deps) -> Any:
     return detect
 
 
-def _classify(deps: Deps, task: str, settings: Any) -> bool:
+def _classify(deps: Deps, task: str, settings: PlanModeContext) -> bool:
     key = hashlib.sha256(task.encode("utf-8")).hexdigest()
     with deps.lock:
         if key in deps.detect_cache:

@@ -5,31 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.runtime import Runtime
 from langgraph.types import Send
-from typing_extensions import TypedDict
 
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._task import StepTask
 from planmode.persistence import wait_until_durable
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, Step, StepStatus, StepTransition
+from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["StepTask", "dispatch_sends", "find_trouble", "make_dispatch"]
 
 S = StepStatus
-
-
-class StepTask(TypedDict):
-    """The input of one execute_step task (sent with ``Send``)."""
-
-    step: Step
-    """The step as it runs (status running, attempts counted)."""
-    goal: str
-    plan_version: int
-    dependencies: dict[str, dict[str, str | None]]
-    """Each dependency's ``result`` summary and ``output_ref`` (store key of the full output)."""
-    settings: dict[str, Any]
 
 
 def find_trouble(plan: Plan) -> str | None:
@@ -53,7 +40,7 @@ def find_trouble(plan: Plan) -> str | None:
     return None
 
 
-def make_dispatch(deps: Deps) -> Any:
+def make_dispatch(deps: Deps) -> StateNode:
     """Build the dispatch node.
 
     It returns only what it changes (steps marked running, the trouble, the status); the router
@@ -62,7 +49,7 @@ def make_dispatch(deps: Deps) -> Any:
     nodes re-runs that router on the edited state instead of stranding the run.
     """
 
-    def dispatch(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def dispatch(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         lost = state.get("unavailable")
@@ -95,7 +82,7 @@ def make_dispatch(deps: Deps) -> Any:
         batch = (stale + plan.ready_steps())[: max(1, settings.max_parallel)]
         transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
         return {
-            "plan": PlanUpdate(transitions=transitions, source="dispatch"),
+            "plan": PlanUpdate(transitions=transitions, source=PlanSource.DISPATCH),
             "approved_revision": None,
             "status": "running",
         }

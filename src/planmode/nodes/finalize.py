@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 
 from planmode import prompts
 from planmode.events import emit
 from planmode.llm import text_of
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, StepStatus
 
@@ -48,10 +47,10 @@ def build_report(plan: Plan | None, status: str, error: str | None, reflections:
     }
 
 
-def make_finalize(deps: Deps) -> Any:
+def make_finalize(deps: Deps) -> StateNode:
     """Build the finalize node."""
 
-    def finalize(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def finalize(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         plan = state.get("plan")
         error = state.get("error")
         status = state.get("status") or "failed"
@@ -94,7 +93,7 @@ def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
     }
 
 
-def _final_answer(deps: Deps, state: PlanModeState, runtime: Runtime[Any], plan: Plan) -> str:
+def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan) -> str:
     summary = "\n".join(f"- {s.id}: {s.result or s.status.value}" for s in plan.steps)
     settings = settings_of(state, runtime)
     try:

@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
-from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from planmode.context import PlanModeContext, resolve_settings, settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.events import emit
-from planmode.nodes._deps import Deps
+from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate
 from planmode.state.graph_state import PlanModeState
 
 __all__ = ["INTERRUPT_TYPE", "ResumeNode", "make_model_unavailable", "pausable", "unavailable_update"]
@@ -43,6 +42,8 @@ INTERRUPT_TYPE = "planmode.model_unavailable"
 
 ResumeNode = Literal["respond", "plan", "dispatch", "verify", "reflect", "patch"]
 _SETTING_NAMES = {f.name for f in fields(PlanModeContext)}
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 
 
 def _info(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
@@ -70,38 +71,40 @@ def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> dic
     return {"unavailable": info, "status": "model_unavailable", "error": str(exc)}
 
 
-def pausable(name: str, node: Callable[..., Any] | RunnableCallable) -> Callable[..., Any] | RunnableCallable:
+def pausable(name: str, node: Node[_In, _Out] | RunnableCallable) -> Node[_In, _Out | StateUpdate] | RunnableCallable:
     """``node`` with a model that cannot be reached turned into a pause (see the module docstring).
 
     ``node`` may be a function, an ``async def`` function, or a node with both (`RunnableCallable`, as LangGraph's
     prebuilt nodes are built): each path is wrapped, so ``invoke`` and ``ainvoke`` pause alike."""
     if isinstance(node, RunnableCallable):
         sync = _pausable(name, node.func) if node.func is not None else None
-        asynchronous = _pausable(name, node.afunc) if node.afunc is not None else None
+        asynchronous = _apausable(name, node.afunc) if node.afunc is not None else None
         return RunnableCallable(sync, asynchronous, name=node.name, trace=node.trace)
+    if inspect.iscoroutinefunction(node):
+        return _apausable(name, node)  # type: ignore[return-value]  # an async node is awaited by LangGraph
     return _pausable(name, node)
 
 
-def _pausable(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(node):
-
-        @functools.wraps(node)
-        async def awrapped(state: Any, runtime: Runtime[Any]) -> Any:
-            try:
-                return await node(state, runtime)
-            except ModelUnavailableError as exc:
-                return unavailable_update(name, state, exc)
-
-        return awrapped
-
+def _pausable(name: str, node: Node[_In, _Out]) -> Node[_In, _Out | StateUpdate]:
     @functools.wraps(node)
-    def wrapped(state: Any, runtime: Runtime[Any]) -> Any:
+    def wrapped(state: _In, runtime: NodeRuntime) -> _Out | StateUpdate:
         try:
-            return node(state, runtime)
+            return node(state, runtime=runtime)
         except ModelUnavailableError as exc:
             return unavailable_update(name, state, exc)  # the node's router (or dispatch's) pauses the run
 
     return wrapped
+
+
+def _apausable(name: str, node: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(node)
+    async def awrapped(state: Any, runtime: NodeRuntime) -> Any:
+        try:
+            return await node(state, runtime=runtime)
+        except ModelUnavailableError as exc:
+            return unavailable_update(name, state, exc)
+
+    return awrapped
 
 
 def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:
@@ -130,11 +133,11 @@ def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:
     return replace(settings, **values)
 
 
-def make_model_unavailable(deps: Deps) -> Any:
+def make_model_unavailable(deps: Deps) -> Node[PlanModeState, Command[ResumeNode]]:
     """Build the model_unavailable node."""
     del deps  # no model here: this node only waits for one
 
-    def model_unavailable(state: PlanModeState, runtime: Runtime[Any]) -> Command[ResumeNode]:
+    def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
         info = dict(state.get("unavailable") or {})
         settings = resolve_settings(runtime.context, state.get("settings"))
         moved = (settings.base_url, settings.model) != (info.get("base_url"), info.get("model"))

@@ -12,29 +12,29 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
 from planmode import prompts
+from planmode.context import PlanModeContext
 from planmode.events import emit
 from planmode.llm import ask_until_valid, call_structured
-from planmode.nodes._deps import Deps, settings_of
-from planmode.nodes._repair import proposed_patch, repair_view
-from planmode.nodes.plan import PlanDraft, draft_to_plan
-from planmode.nodes.reflect import Reflection
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._repair import Reflection, proposed_patch, repair_view
+from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import PlanPatch, Rejection
-from planmode.state.patch import apply_patch, diff_to_patch, validate_plan
-from planmode.state.reducer import PlanUpdate
+from planmode.state.models import Plan, PlanPatch, PlanSource, Rejection
+from planmode.state.patch import diff_to_patch, validate_plan
+from planmode.state.reducer import PlanUpdate, Preview, preview
 
 __all__ = ["make_patch"]
 
 
-def make_patch(deps: Deps) -> Any:
+def make_patch(deps: Deps) -> StateNode:
     """Build the patch node."""
 
-    def patch(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def patch(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None:
@@ -50,12 +50,13 @@ def make_patch(deps: Deps) -> Any:
         rejections: list[Rejection] = []
 
         def reject(reasons: list[str]) -> None:
-            rejections.append(Rejection(version=plan.version, kind="patch", source="patch", reasons=reasons))
+            rejections.append(Rejection(version=plan.version, kind="patch", source=PlanSource.PATCH, reasons=reasons))
             emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
 
-        def accept(candidate: PlanPatch) -> tuple[PlanPatch | None, list[str]]:
-            res = apply_patch(plan, candidate, max_steps=plan.max_steps, source="patch")
-            return (candidate, []) if res.applied else (None, res.reasons)
+        def accept(candidate: PlanPatch) -> tuple[tuple[PlanUpdate, Preview] | None, list[str]]:
+            update = PlanUpdate(patch=candidate, source=PlanSource.PATCH)
+            outcome = preview(plan, update)
+            return ((update, outcome), []) if outcome.applied else (None, outcome.reasons)
 
         chosen = ask_until_valid(
             model,
@@ -69,32 +70,35 @@ def make_patch(deps: Deps) -> Any:
             first=_proposal(reflection),  # the reflection's patch is the first attempt, without a call
             on_reject=reject,
         ).value
-        source = "patch"
         if chosen is None:
             chosen = _full_plan_fallback(model, settings, plan, trouble, rejections)
-            source = "diff"
         if chosen is None:
             msg = f"no valid patch after {settings.max_patch_attempts} attempt(s) and a full-plan fallback"
-            return {"status": "failed", "error": msg, "plan": PlanUpdate(rejections=rejections, source="patch")}
-        res = apply_patch(plan, chosen, max_steps=plan.max_steps, source=source)
+            return {
+                "status": "failed",
+                "error": msg,
+                "plan": PlanUpdate(rejections=rejections, source=PlanSource.PATCH),
+            }
+        update, outcome = chosen
+        record = outcome.record
         emit(
             "plan_patched",
-            chosen.reason,
-            plan_version=res.plan.version,
-            added=res.plan.history[-1].added,
-            updated=res.plan.history[-1].updated,
-            removed=res.plan.history[-1].removed,
-            warnings=res.warnings,
+            update.patch.reason if update.patch is not None else "",
+            plan_version=outcome.plan.version if outcome.plan is not None else plan.version,
+            added=record.added if record else [],
+            updated=record.updated if record else [],
+            removed=record.removed if record else [],
+            warnings=outcome.warnings,
         )
         off_track = reflection.get("assessment") == "off_track"
         reapprove = off_track or settings.reapprove_patches
-        update: dict[str, Any] = {
-            "plan": PlanUpdate(patch=chosen, rejections=rejections, source=source),
+        written: dict[str, Any] = {
+            "plan": update.model_copy(update={"rejections": rejections}),
             "patches_applied": (state.get("patches_applied") or 0) + 1,
         }
         if reapprove:
-            return {**update, "needs_approval": True, "status": "awaiting_approval"}
-        return {**update, "needs_approval": False}
+            return {**written, "needs_approval": True, "status": "awaiting_approval"}
+        return {**written, "needs_approval": False}
 
     return patch
 
@@ -114,8 +118,10 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
 
 
 def _full_plan_fallback(
-    model: Any, settings: Any, plan: Any, trouble: str, rejections: list[Rejection]
-) -> PlanPatch | None:
+    model: BaseChatModel, settings: PlanModeContext, plan: Plan, trouble: str, rejections: list[Rejection]
+) -> tuple[PlanUpdate, Preview] | None:
+    """A whole plan asked for, converted into a patch by diff: the update and what it does; None (the
+    reasons recorded in ``rejections``) when there is none that applies."""
     messages: list[BaseMessage] = [
         SystemMessage(
             content=prompts.PLAN_SYSTEM.format(max_steps=plan.max_steps or settings.max_steps, tools="as before")
@@ -124,16 +130,19 @@ def _full_plan_fallback(
     ]
     draft, err, _raw = call_structured(model, PlanDraft, messages, settings)
     if draft is None:
-        rejections.append(Rejection(version=plan.version, kind="plan", source="diff", reasons=[err or "no plan"]))
+        rejections.append(
+            Rejection(version=plan.version, kind="plan", source=PlanSource.DIFF, reasons=[err or "no plan"])
+        )
         return None
     proposed = draft_to_plan(draft, plan.goal, plan.max_steps or settings.max_steps, plan)
-    reasons = validate_plan(proposed)
+    reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
     if not reasons:
         candidate = diff_to_patch(plan, proposed, reason="full plan converted into a patch by diff")
-        res = apply_patch(plan, candidate, max_steps=plan.max_steps, source="diff")
-        if res.applied:
-            return candidate
-        reasons = res.reasons
-    rejections.append(Rejection(version=plan.version, kind="plan", source="diff", reasons=reasons))
+        update = PlanUpdate(patch=candidate, source=PlanSource.DIFF)
+        outcome = preview(plan, update)
+        if outcome.applied:
+            return update, outcome
+        reasons = outcome.reasons
+    rejections.append(Rejection(version=plan.version, kind="plan", source=PlanSource.DIFF, reasons=reasons))
     emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
     return None

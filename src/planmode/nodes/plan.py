@@ -5,50 +5,26 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode._agent import is_read_only, run_tool_loop
 from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
 from planmode.llm import ask_until_valid, negotiation_record
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, PlanPatch, Step, StepDefinition
-from planmode.state.patch import apply_patch, diff_to_patch, validate_plan
-from planmode.state.reducer import PlanUpdate
+from planmode.state.models import Plan, PlanPatch, PlanSource
+from planmode.state.patch import validate_plan
+from planmode.state.reducer import PlanUpdate, preview
 
 __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
 
 
-class PlanDraft(BaseModel):
-    """What the planner emits: a title and the steps."""
-
-    title: str = Field(default="", description="A short title for the plan.")
-    steps: list[StepDefinition] = Field(description="The steps, in a sensible order.")
-
-
-def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | None = None) -> Plan:
-    """A plan from a draft. Statuses and records are never taken from a model: new steps are pending, and a
-    step whose id is a done step of ``current`` keeps that step's record (so an unchanged done step diffs as
-    unchanged, and a changed one is refused by `apply_patch`)."""
-    done = {s.id: s for s in current.steps if s.status.value == "done"} if current is not None else {}
-    steps = []
-    for d in draft.steps:
-        step = Step(**d.model_dump())
-        old = done.get(step.id)
-        if old is not None:
-            step = step.model_copy(
-                update=old.model_dump(include={"status", "attempts", "result", "error", "output_ref"})
-            )
-        steps.append(step)
-    return Plan(goal=goal, title=draft.title, steps=steps, max_steps=max_steps)
-
-
 def request_plan(
-    model: Any,
+    model: BaseChatModel,
     messages: list[BaseMessage],
     settings: PlanModeContext,
     goal: str,
@@ -60,11 +36,13 @@ def request_plan(
 
     def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
-        reasons = validate_plan(plan, max_steps=settings.max_steps)
-        if not reasons and current is not None and current.version > 0:
-            patch = diff_to_patch(current, plan, reason="revised plan")
-            if not patch.is_empty():
-                reasons = apply_patch(current, patch, max_steps=current.max_steps).reasons
+        revising = current is not None and current.version > 0
+        reasons: list[str] = []
+        if revising:  # a revision must be a valid plan by itself too (the diff truncates past the cap)
+            reasons = validate_plan(plan, max_steps=settings.max_steps)
+        if not reasons:
+            source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
+            reasons = preview(current if revising else None, PlanUpdate(plan=plan, source=source)).reasons
         return (None, reasons) if reasons else (plan, [])
 
     asked = ask_until_valid(
@@ -77,10 +55,10 @@ def _plan_retry(reasons: list[str]) -> str:
     return prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))
 
 
-def make_plan(deps: Deps) -> Any:
+def make_plan(deps: Deps) -> StateNode:
     """Build the plan node."""
 
-    def plan(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def plan(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         model = deps.models.get(settings)
         goal = state.get("goal", "")
@@ -122,7 +100,7 @@ def make_plan(deps: Deps) -> Any:
             return {"status": "failed", "error": msg}
         record = negotiation_record(model, settings)  # a run resumed elsewhere starts from the mode auto chose
         kept = {"settings": settings_dict(replace(settings, negotiated_output=record))} if record else {}
-        source = "planner (revision)" if revising else "planner"
+        source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
         version = current.version + 1 if revising and current is not None else 1
         emit(
             "plan_created",

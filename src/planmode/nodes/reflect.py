@@ -2,48 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langgraph.runtime import Runtime
-from pydantic import BaseModel
 
 from planmode import prompts
 from planmode.events import emit
 from planmode.llm import ask_until_valid
-from planmode.nodes._deps import Deps, settings_of
-from planmode.nodes._repair import ProposedStep, StepChange, repair_view
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._repair import Reflection, repair_view
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import StepStatus, StepTransition
+from planmode.state.models import PlanSource, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
 __all__ = ["Reflection", "make_reflect"]
 
 S = StepStatus
-Assessment = Literal["on_track", "needs_adjustment", "off_track", "complete", "failed"]
 
 
-class Reflection(BaseModel):
-    """The assessment of the run; with needs_adjustment or off_track, also the patch."""
-
-    assessment: Assessment
-    reasoning: str = ""
-    guidance: str = ""
-    add_steps: list[ProposedStep] = []
-    update_steps: list[StepChange] = []
-    remove_steps: list[str] = []
-
-    @property
-    def proposes_patch(self) -> bool:
-        """True when the answer carries a patch (the patch node then starts from it, without a call)."""
-        return bool(self.add_steps or self.update_steps or self.remove_steps)
-
-
-def make_reflect(deps: Deps) -> Any:
+def make_reflect(deps: Deps) -> StateNode:
     """Build the reflect node. It returns only what it changes; `planmode.graph.routing.route_after_reflect`
     reads the route (dispatch, patch or finalize) from the state it leaves."""
 
-    def reflect(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def reflect(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         trouble = state.get("trouble") or "unknown trouble"
@@ -63,7 +44,7 @@ def make_reflect(deps: Deps) -> Any:
             Reflection,
             messages,
             settings,
-            attempts=settings.max_plan_attempts,
+            attempts=settings.max_reflect_attempts,
             accept=lambda r: (r, []),
             retry_prompt=lambda reasons: f"That answer could not be read: {'; '.join(reasons)}. Answer again.",
             show_chars=2000,
@@ -78,12 +59,12 @@ def make_reflect(deps: Deps) -> Any:
         update: dict[str, Any] = {"reflections": count, "reflection": result.model_dump()}
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
-            return {**update, "plan": PlanUpdate(transitions=retry, source="reflect")}
+            return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}
         if result.assessment in ("needs_adjustment", "off_track"):
             return update
         if result.assessment == "complete":
             skip = [StepTransition(id=s.id, status=S.SKIPPED) for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
-            return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source="reflect")}
+            return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source=PlanSource.REFLECT)}
         return {**update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"}
 
     return reflect

@@ -5,21 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langgraph.runtime import Runtime
 
 from planmode import prompts
 from planmode._agent import run_tool_loop
 from planmode.events import emit
-from planmode.nodes._deps import Deps, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.state.graph_state import PlanModeState
 
 __all__ = ["make_respond"]
 
 
-def make_respond(deps: Deps) -> Any:
+def make_respond(deps: Deps) -> StateNode:
     """Build the respond node."""
 
-    def respond(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def respond(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         model = deps.models.get(settings)
         history: list[BaseMessage] = [SystemMessage(content=prompts.RESPOND_SYSTEM), *state.get("messages", [])]

@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables.config import ContextThreadPoolExecutor
-from langgraph.runtime import Runtime
 
 from planmode.events import emit
 from planmode.executors import StepContext, Verdict, llm_verifier, run_verifier
-from planmode.nodes._deps import Deps, settings_of, store_of
-from planmode.nodes.execute_step import stored_output
+from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of, store_of
+from planmode.nodes._outputs import stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
-from planmode.state.models import Step, StepStatus, StepTransition
+from planmode.state.models import PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 from planmode.text import clip
 
@@ -27,10 +26,10 @@ def summarize(text: str, limit: int) -> str:
     return clip(text, limit, marker=" …[truncated]")
 
 
-def make_verify(deps: Deps) -> Any:
+def make_verify(deps: Deps) -> StateNode:
     """Build the verify node."""
 
-    def verify(state: PlanModeState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def verify(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         outcomes = state.get("step_outcomes") or {}
@@ -52,7 +51,6 @@ def make_verify(deps: Deps) -> Any:
                 return Verdict(passed=False, reason=outcome.error or "the attempt failed")
             ctx = StepContext(
                 goal=plan.goal,
-                plan_text="",
                 dependencies={},
                 attempt=step.attempts,
                 previous_error=step.error,
@@ -108,7 +106,7 @@ def make_verify(deps: Deps) -> Any:
                 final=exhausted,
             )
         return {
-            "plan": PlanUpdate(transitions=transitions, source="verify"),
+            "plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY),
             "step_outcomes": dict.fromkeys(outcomes, None),
         }
 

@@ -7,6 +7,7 @@ from planmode.state.models import (
     PatchRecord,
     Plan,
     PlanPatch,
+    PlanSource,
     Rejection,
     ResetPlan,
     Step,
@@ -26,7 +27,7 @@ from planmode.state.patch import (
     find_cycle,
     validate_plan,
 )
-from planmode.state.reducer import PlanUpdate, plan_reducer
+from planmode.state.reducer import PlanUpdate, Preview, plan_reducer, preview, restore_plan
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -36,7 +37,9 @@ __all__ = [
     "PatchResult",
     "Plan",
     "PlanPatch",
+    "PlanSource",
     "PlanUpdate",
+    "Preview",
     "Rejection",
     "ResetPlan",
     "Step",
@@ -56,6 +59,8 @@ __all__ = [
     "plan_changes",
     "plan_reducer",
     "plan_snapshot",
+    "preview",
+    "restore_plan",
     "validate_plan",
 ]
 

@@ -27,6 +27,7 @@ __all__ = [
     "PatchRecord",
     "Plan",
     "PlanPatch",
+    "PlanSource",
     "Rejection",
     "ResetPlan",
     "Step",
@@ -53,6 +54,33 @@ class StepStatus(str, Enum):
     FAILED = "failed"
     BLOCKED = "blocked"
     SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class PlanSource(str, Enum):
+    """Who made an update to the plan. Kept as its plain value in `PatchRecord.source` and
+    `Rejection.source` (a custom source, e.g. a user name given to `planmode.edit_plan`, is any other text)."""
+
+    PLANNER = "planner"
+    """The planner's first plan."""
+    HUMAN_FEEDBACK = "planner (revision)"
+    """The planner's revision made from a human's feedback on a rejected plan."""
+    PATCH = "patch"
+    """A repair patch (reflect, then patch)."""
+    DIFF = "diff"
+    """The repair's full-plan fallback, converted into a patch by diff."""
+    HUMAN_EDIT = "human"
+    """A human's edit: at the approval, through `planmode.edit_plan`, or in Studio."""
+    DISPATCH = "dispatch"
+    """Execution: steps started."""
+    VERIFY = "verify"
+    """Execution: steps judged (done, retried, failed or blocked)."""
+    REFLECT = "reflect"
+    """Execution: steps re-opened or skipped by a reflection."""
+    UNKNOWN = "unknown"
+    """An update that names no source (a raw plan, patch or transition sent through ``update_state``)."""
 
     def __str__(self) -> str:
         return self.value

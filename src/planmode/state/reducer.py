@@ -25,6 +25,7 @@ the update it was (so a raw first plan is validated, and a junk one is recorded 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -35,6 +36,7 @@ from planmode.state.models import (
     PatchRecord,
     Plan,
     PlanPatch,
+    PlanSource,
     Rejection,
     ResetPlan,
     Step,
@@ -43,14 +45,17 @@ from planmode.state.models import (
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.patch import apply_patch, apply_transitions, diff_to_patch, validate_plan
 
-__all__ = ["PlanUpdate", "new_plan", "plan_reducer", "reject"]
+__all__ = ["PlanUpdate", "Preview", "UpdateOutcome", "new_plan", "plan_reducer", "preview", "reject", "restore_plan"]
 
 
 class PlanUpdate(BaseModel):
     """An update to the plan channel with its source (shown in history and rejections)."""
 
     kind: Literal["plan_update"] = "plan_update"
-    source: str = Field(default="unknown", description="planner, patch, human, executor, ...")
+    source: str = Field(
+        default=PlanSource.UNKNOWN.value,
+        description="Who made it: a `PlanSource` value (planner, patch, human, ...) or any other name.",
+    )
     plan: Plan | None = None
     patch: PlanPatch | None = None
     transitions: list[StepTransition] = Field(default_factory=list)
@@ -73,7 +78,7 @@ def reject(plan: Plan | None, kind: str, reasons: list[str], *, source: str = "u
     return base.model_copy(update={"rejections": kept})
 
 
-def new_plan(plan: Plan, *, source: str = "planner") -> tuple[Plan, list[str]]:
+def new_plan(plan: Plan, *, source: str = PlanSource.PLANNER) -> tuple[Plan, list[str]]:
     """``plan`` made into a first version (steps pending, version 1), or the reasons it is invalid."""
     reasons = validate_plan(plan, max_steps=plan.max_steps)
     if reasons:
@@ -118,35 +123,83 @@ def _coerce(update: Any) -> PlanUpdate | str:
     return f"unsupported plan update of type {type(update).__name__}"
 
 
-def plan_reducer(current: Plan | None, update: Any) -> Plan | None:
-    """Reduce one write to the plan channel. Never raises; see the module docstring."""
+UpdateOutcome = Literal["applied", "unchanged", "refused", "reset"]
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What an update would do to the plan channel: the plan it leaves, and whether (and why not) it changes.
+
+    ``plan`` is exactly what `plan_reducer` returns for the same value and update: a refused update leaves
+    the plan unchanged but for the recorded rejection; ``reasons`` says why it was refused; ``warnings``
+    what an applied patch truncated or ignored. Nodes call `preview` to decide before they write: the
+    reducer then applies the same update the same way.
+    """
+
+    plan: Plan | None
+    outcome: UpdateOutcome
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    record: PatchRecord | None = None
+    """The history record an applied plan change adds (None for transitions alone and for no change)."""
+
+    @property
+    def applied(self) -> bool:
+        """True when the update changes the plan (a new version, or step transitions)."""
+        return self.outcome == "applied"
+
+
+def preview(current: Plan | None, update: Any) -> Preview:
+    """What writing ``update`` to a plan channel holding ``current`` would do. Never raises."""
     try:
         return _reduce(current, update)
     except Exception as exc:  # the reducer must never raise: record it instead
         base = current if isinstance(current, Plan) else None
-        return reject(base, "unknown", [f"internal error while applying the update: {exc!r}"])
+        reasons = [f"internal error while applying the update: {exc!r}"]
+        return Preview(reject(base, "unknown", reasons), "refused", reasons)
+
+
+def plan_reducer(current: Plan | None, update: Any) -> Plan | None:
+    """Reduce one write to the plan channel. Never raises; see the module docstring."""
+    return preview(current, update).plan
+
+
+def restore_plan(value: Any) -> Plan | None:
+    """A plan as a checkpoint holds it: a `Plan`, or its JSON dict (with a ``version``) as a JSON serializer
+    restores it; None for anything else."""
+    if isinstance(value, Plan):
+        return value
+    if isinstance(value, dict) and "version" in value:
+        try:
+            return Plan.model_validate(value)
+        except ValidationError:
+            return None
+    return None
 
 
 def _restore(current: Any) -> Plan | None:
     """The current channel value as a `Plan` (or None) when it is not one already; see the module docstring."""
-    if isinstance(current, dict) and "version" in current:  # a value restored from JSON
-        try:
-            return Plan.model_validate(current)
-        except ValidationError:
-            pass
-    return _reduce(None, current)  # a raw first write that bypassed the reducer
+    plan = restore_plan(current)
+    if plan is not None:
+        return plan
+    return _reduce(None, current).plan  # a raw first write that bypassed the reducer
 
 
-def _reduce(current: Plan | None, update: Any) -> Plan | None:
+def _refused(current: Plan | None, kind: str, reasons: list[str], *, source: str, goal: str = "") -> Preview:
+    rejected = reject(current, kind, reasons, source=source, goal=goal)
+    return Preview(rejected, "refused", list(rejected.rejections[-1].reasons))
+
+
+def _reduce(current: Plan | None, update: Any) -> Preview:
     if update is None:
-        return current
+        return Preview(current, "unchanged")
     if current is not None and not isinstance(current, Plan):
         current = _restore(current)
     upd = _coerce(update)
     if isinstance(upd, str):
-        return reject(current, "unknown", [upd])
+        return _refused(current, "unknown", [upd], source=PlanSource.UNKNOWN)
     if upd.reset:
-        return None
+        return Preview(None, "reset")
     src = upd.source
     if upd.rejections and current is not None:
         kept = [*current.rejections, *upd.rejections][-MAX_REJECTIONS_KEPT:]
@@ -156,7 +209,7 @@ def _reduce(current: Plan | None, update: Any) -> Plan | None:
         if upd.expected_revision != now:
             kind = "plan" if upd.plan is not None else "patch" if upd.patch is not None else "transition"
             at = f"revision {now!r} (version {current.version})" if current is not None else "no plan"
-            return reject(
+            return _refused(
                 current,
                 kind,
                 [
@@ -170,25 +223,31 @@ def _reduce(current: Plan | None, update: Any) -> Plan | None:
         if current is None or current.version == 0:
             plan, reasons = new_plan(upd.plan, source=src)
             if reasons:
-                return reject(current, "plan", reasons, source=src, goal=upd.plan.goal)
-            return plan
+                return _refused(current, "plan", reasons, source=src, goal=upd.plan.goal)
+            return Preview(plan, "applied", record=plan.history[-1])
         patch = diff_to_patch(current, upd.plan, reason=upd.patch.reason if upd.patch else "")
         if patch.is_empty():
-            return current
+            return Preview(current, "unchanged")
         res = apply_patch(current, patch, max_steps=current.max_steps, source=src)
         if res.reasons == ["the patch changes nothing"]:
-            return current  # the same plan sent again is no change, not a refusal
-        return res.plan if res.applied else reject(current, "plan", res.reasons, source=src)
+            return Preview(current, "unchanged")  # the same plan sent again is no change, not a refusal
+        if not res.applied:
+            return _refused(current, "plan", res.reasons, source=src)
+        return Preview(res.plan, "applied", warnings=res.warnings, record=res.plan.history[-1])
     if current is None or current.version == 0:
-        return reject(current, "patch" if upd.patch else "transition", ["there is no plan to change yet"], source=src)
+        kind = "patch" if upd.patch else "transition"
+        return _refused(current, kind, ["there is no plan to change yet"], source=src)
+    warnings: list[str] = []
+    record: PatchRecord | None = None
+    changed = False
     if upd.patch is not None:
         res = apply_patch(current, upd.patch, max_steps=current.max_steps, source=src)
         if not res.applied:
-            return reject(current, "patch", res.reasons, source=src)
-        current = res.plan
+            return _refused(current, "patch", res.reasons, source=src)
+        current, warnings, record, changed = res.plan, res.warnings, res.plan.history[-1], True
     if upd.transitions:
         tres = apply_transitions(current, upd.transitions)
         if not tres.applied:
-            return reject(original, "transition", tres.reasons, source=src)
-        current = tres.plan
-    return current
+            return _refused(original, "transition", tres.reasons, source=src)
+        current, changed = tres.plan, True
+    return Preview(current, "applied" if changed else "unchanged", warnings=warnings, record=record)

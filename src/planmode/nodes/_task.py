@@ -1,0 +1,23 @@
+"""`StepTask`: the input of one execute_step task, as dispatch sends it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from planmode.state.models import Step
+
+__all__ = ["StepTask"]
+
+
+class StepTask(TypedDict):
+    """The input of one execute_step task (sent with ``Send``)."""
+
+    step: Step
+    """The step as it runs (status running, attempts counted)."""
+    goal: str
+    plan_version: int
+    dependencies: dict[str, dict[str, str | None]]
+    """Each dependency's ``result`` summary and ``output_ref`` (store key of the full output)."""
+    settings: dict[str, Any]

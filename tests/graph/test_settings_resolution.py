@@ -1,0 +1,128 @@
+"""Run settings are resolved once: one settings object reaches every node of a run, a resumed run keeps
+the settings it started with, and a resume's context overrides them only with the values it was given."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+import planmode.context as context_module
+from planmode.context import PlanModeContext, resolve_settings, settings_dict
+from planmode.executors import StepContext
+from planmode.graph import build_graph
+from planmode.state.models import Step
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel
+
+PLAN = {"title": "four", "steps": [{"id": f"s{i}", "description": f"step {i}"} for i in range(4)]}
+
+
+def thread(name: str = "t1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+class Seen:
+    """An executor and a verifier that record the settings object each call is given."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.settings: list[PlanModeContext] = []
+        self.parallel: list[int] = []
+
+    def execute(self, step: Step, ctx: StepContext) -> str:
+        with self.lock:
+            self.settings.append(ctx.settings)
+            self.parallel.append(ctx.settings.max_parallel)
+        return f"did {step.id}"
+
+    def verify(self, step: Step, output: str, ctx: StepContext) -> bool:
+        with self.lock:
+            self.settings.append(ctx.settings)
+        return True
+
+
+def test_every_node_of_a_run_gets_the_same_settings_object(
+    checkpointer: SqliteSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[int] = []
+    real = context_module._cached_settings.__wrapped__
+
+    def counting(items: Any) -> PlanModeContext:
+        made.append(1)
+        return real(items)
+
+    context_module._cached_settings.cache_clear()
+    monkeypatch.setattr(context_module, "_cached_settings", context_module.functools.lru_cache(maxsize=8)(counting))
+    seen = Seen()
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    graph = build_graph(model, executor=seen.execute, verifier=seen.verify, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", "do four things")]}, thread(), context={"mode": "plan", "max_parallel": 2})
+    graph.invoke(Command(resume={"action": "approve", "revision": _revision(graph)}), thread())
+    assert graph.get_state(thread()).values["status"] == "completed"
+    assert len(seen.settings) == 8  # four executions, four verifications
+    assert len({id(s) for s in seen.settings}) == 1  # one object, across the approval interrupt too
+    assert len(made) == 1  # resolved once from the stored settings, not once per node or per step
+
+
+def _revision(graph: Any) -> str:
+    value: str = graph.get_state(thread()).interrupts[0].value["revision"]
+    return value
+
+
+def test_a_given_value_overrides_the_stored_one_even_when_it_is_the_default(checkpointer: SqliteSaver) -> None:
+    """A resume that passes max_parallel=4 (the default) gets 4; the old "differs from the default" guess
+    kept the stored 1."""
+    seen = Seen()
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    graph = build_graph(model, executor=seen.execute, verifier=seen.verify, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", "do four things")]}, thread(), context={"mode": "plan", "max_parallel": 1})
+    assert graph.get_state(thread()).values["settings"]["max_parallel"] == 1
+    graph.invoke(
+        Command(resume={"action": "approve", "revision": _revision(graph)}), thread(), context={"max_parallel": 4}
+    )
+    assert set(seen.parallel) == {4}
+
+
+def test_a_default_read_from_another_environment_does_not_override_the_stored_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A resume in a process whose PLANMODE_MODEL differs builds a default context with another model: it
+    was not given, so the run keeps its model (the old guess switched models)."""
+    stored = settings_dict(PlanModeContext(model="scripted-model"))
+    monkeypatch.setenv("PLANMODE_MODEL", "other-model")
+    assert resolve_settings(PlanModeContext(), stored).model == "scripted-model"
+    assert resolve_settings(PlanModeContext(model="m2"), stored).model == "m2"
+
+
+def test_given_values_are_remembered_by_name_and_by_assignment() -> None:
+    ctx = PlanModeContext(approval="auto")
+    assert ctx.given() == {"approval": "auto"}
+    ctx.model = "m"
+    assert ctx.given() == {"approval": "auto", "model": "m"}
+    assert set(replace(ctx, mode="plan").given()) == set(settings_dict(ctx))  # a full copy names every field
+    stored = settings_dict(PlanModeContext(model="s", negotiated_output="json_object u s"))
+    assert resolve_settings(PlanModeContext(negotiated_output=""), stored).negotiated_output == "json_object u s"
+    assert resolve_settings({"max_parallel": 3, "unknown": 1}, stored).max_parallel == 3
+    assert resolve_settings(None, stored) is resolve_settings(PlanModeContext(), dict(stored))  # one object
+
+
+def test_reflect_has_its_own_bound() -> None:
+    ctx = PlanModeContext()
+    assert ctx.max_reflect_attempts == ctx.max_plan_attempts == 3
+    assert "max_reflect_attempts" in settings_dict(PlanModeContext(max_reflect_attempts=1))
+
+
+@pytest.mark.parametrize(("reflect_attempts", "plan_attempts"), [(1, 3), (2, 1)])
+def test_reflect_retries_an_unreadable_answer_up_to_its_own_bound(reflect_attempts: int, plan_attempts: int) -> None:
+    """reflect used to borrow max_plan_attempts."""
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect="not an assessment"))
+    graph = build_graph(model, executor=lambda step, ctx: "x", verifier=lambda s, o, c: (False, "wrong"))
+    settings = {"mode": "plan", "approval": "auto", "max_attempts": 1, "max_reflections": 1}
+    settings |= {"max_reflect_attempts": reflect_attempts, "max_plan_attempts": plan_attempts}
+    out = graph.invoke({"messages": [("user", "do four things")]}, context=settings)
+    assert out["status"] == "failed" and "no readable assessment" in out["report"]["error"]
+    assert model.calls("reflect") == reflect_attempts
