@@ -27,6 +27,9 @@ EventType = Literal[
     "run_finished",
     "direct_answer",
     "model_unavailable",
+    "model_usage",
+    "budget_paused",
+    "budget_stopped",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]  # Literal exposes __args__
 

@@ -1,0 +1,263 @@
+"""Token accounting: every model call's usage, per node, per step and per model, kept in the run's state.
+
+Capture. `metered` wraps a graph node: while the node runs, a `UsageRecorder` callback handler is attached to
+every LangChain run started in its context (through `register_configure_hook`, the mechanism of LangChain's
+own ``get_usage_metadata_callback``), so the node's model calls are counted wherever they are made --
+structured calls, the tool-calling loop (a subgraph run inside the node), the detect classifier, verify's
+judges in their thread pool (`ContextThreadPoolExecutor` copies the context), reflect, patch, finalize --
+without touching the model layer. A call's usage is its ``AIMessage.usage_metadata`` (input, output, and
+``input_token_details.cache_read`` as cached); a server that reports none gets an estimate (a token per three
+characters, `planmode._budget.CHARS_PER_TOKEN`), counted as ``estimated`` calls so the numbers say so.
+
+State. ``usage`` (see `merge_usage`) holds counters only, a few hundred bytes per step::
+
+    {"total": {"calls", "input", "output", "cached", "estimated"}, "nodes": {node: {...}},
+     "steps": {step_id: {...}}, "models": {model: {...}}}
+
+A node returns its calls as a delta in that shape and the reducer adds it. The usage of a node that is
+interrupted (a tool's ``interrupt()``) before it returns is not recorded: the calls it made are in its
+subgraph's checkpoints, not repeated on resume, and not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import LLMResult
+from langchain_core.tracers.context import register_configure_hook
+from langgraph.types import Command
+
+from planmode._budget import CHARS_PER_TOKEN
+
+__all__ = [
+    "COUNTERS",
+    "UsageRecorder",
+    "add_counters",
+    "format_usage",
+    "merge_usage",
+    "metered",
+    "step_scope",
+    "total_tokens",
+]
+
+#: The counters of one bucket.
+COUNTERS = ("calls", "input", "output", "cached", "estimated")
+_SECTIONS = ("nodes", "steps", "models")
+
+_recorder: ContextVar[UsageRecorder | None] = ContextVar("planmode_usage_recorder", default=None)
+_step: ContextVar[str | None] = ContextVar("planmode_usage_step", default=None)
+register_configure_hook(_recorder, inheritable=True)
+
+
+def _count(value: Any) -> int:
+    """A counter value as a non-negative int (anything else counts 0): the reducer never raises."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if value != value or value in (float("inf"), float("-inf")):  # NaN, infinities
+        return 0
+    return max(0, int(value))
+
+
+def add_counters(current: Any, update: Any) -> dict[str, int]:
+    """Two buckets of counters added (either may be junk: it counts as zero)."""
+    cur = current if isinstance(current, Mapping) else {}
+    upd = update if isinstance(update, Mapping) else {}
+    return {k: _count(cur.get(k)) + _count(upd.get(k)) for k in COUNTERS}
+
+
+def merge_usage(current: Mapping[str, Any] | None, update: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The usage reducer: adds a delta's counters to the run's, bucket by bucket.
+
+    Pure and total: never raises, whatever ``current`` and ``update`` are (a reducer runs on replay too, and a
+    raising one leaves the thread unreadable). An update that is not a mapping changes nothing; one with
+    ``"reset": True`` starts from zero (detect, for a new run on the thread) and adds the rest of itself;
+    a counter that is not a non-negative number counts zero; a section that is not a mapping is ignored.
+    """
+    base: Any = current if isinstance(current, Mapping) else {}
+    if isinstance(update, Mapping) and update.get("reset") is True:
+        base = {}
+    upd: Any = update if isinstance(update, Mapping) else {}
+    out: dict[str, Any] = {"total": add_counters(base.get("total"), upd.get("total"))}
+    for section in _SECTIONS:
+        old = base.get(section)
+        new = upd.get(section)
+        old = old if isinstance(old, Mapping) else {}
+        new = new if isinstance(new, Mapping) else {}
+        merged = {str(k): add_counters(v, None) for k, v in old.items()}
+        for key, value in new.items():
+            merged[str(key)] = add_counters(merged.get(str(key)), value)
+        out[section] = merged
+    return out
+
+
+def total_tokens(usage: Any, bucket: str | None = None, key: str | None = None) -> int:
+    """Input plus output tokens of the whole run (or of ``usage[bucket][key]``); junk counts zero."""
+    if not isinstance(usage, Mapping):
+        return 0
+    counters: Any = usage.get("total")
+    if bucket is not None:
+        section = usage.get(bucket)
+        counters = section.get(key) if isinstance(section, Mapping) else None
+    if not isinstance(counters, Mapping):
+        return 0
+    return _count(counters.get("input")) + _count(counters.get("output"))
+
+
+def _message_text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(i if isinstance(i, str) else str(i.get("text", "")) if isinstance(i, dict) else "" for i in content)
+
+
+def _estimate(message: BaseMessage) -> int:
+    chars = len(_message_text(message))
+    if isinstance(message, AIMessage) and message.tool_calls:
+        chars += len(str([c.get("args") for c in message.tool_calls]))
+    return chars // CHARS_PER_TOKEN + 4
+
+
+class UsageRecorder(BaseCallbackHandler):
+    """Counts the model calls of one node run (thread-safe: verify's judges run in a pool)."""
+
+    raise_error = False
+    run_inline = True
+
+    def __init__(self, node: str, step_id: str | None = None) -> None:
+        self.node = node
+        self.step_id = step_id
+        self._lock = threading.Lock()
+        self._started: dict[UUID, tuple[str, int, str | None]] = {}
+        self.delta: dict[str, Any] = {"total": {}, "nodes": {}, "steps": {}, "models": {}}
+
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        invocation_params: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        params = invocation_params or kwargs.get("kwargs") or {}
+        model = params.get("model") or params.get("model_name") or params.get("_type") or "unknown"
+        prompt = sum(_estimate(m) for batch in messages for m in batch)
+        with self._lock:
+            self._started[run_id] = (str(model), prompt, _step.get() or self.step_id)
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            model, prompt, step = self._started.pop(run_id, ("unknown", 0, _step.get() or self.step_id))
+        for batch in response.generations:
+            for gen in batch:
+                message = getattr(gen, "message", None)
+                if isinstance(message, AIMessage):
+                    self._add(message, model, prompt, step)
+
+    def _add(self, message: AIMessage, model: str, prompt: int, step: str | None) -> None:
+        meta = message.usage_metadata
+        named = (message.response_metadata or {}).get("model_name") or (message.response_metadata or {}).get("model")
+        model = str(named or model)
+        if meta:
+            details: Any = meta.get("input_token_details") or {}
+            counters = {
+                "calls": 1,
+                "input": meta.get("input_tokens", 0),
+                "output": meta.get("output_tokens", 0),
+                "cached": details.get("cache_read", 0) if isinstance(details, Mapping) else 0,
+            }
+        else:  # the server reported no usage: an estimate, counted as such
+            counters = {"calls": 1, "input": prompt, "output": _estimate(message), "estimated": 1}
+        with self._lock:
+            d = self.delta
+            d["total"] = add_counters(d["total"], counters)
+            d["nodes"][self.node] = add_counters(d["nodes"].get(self.node), counters)
+            d["models"][model] = add_counters(d["models"].get(model), counters)
+            if step:
+                d["steps"][step] = add_counters(d["steps"].get(step), counters)
+
+    @property
+    def calls(self) -> int:
+        with self._lock:
+            return _count(self.delta["total"].get("calls"))
+
+
+@contextlib.contextmanager
+def step_scope(step_id: str) -> Iterator[None]:
+    """Attribute the model calls made inside this block to ``step_id`` (verify judges several steps)."""
+    token = _step.set(step_id)
+    try:
+        yield
+    finally:
+        _step.reset(token)
+
+
+def _with_update(result: Any, extra: dict[str, Any]) -> Any:
+    if isinstance(result, Command):
+        update = result.update if isinstance(result.update, dict) else {}
+        return dataclasses.replace(result, update={**update, **extra})
+    if isinstance(result, dict):
+        return {**result, **extra}
+    return result
+
+
+def _step_of(state: Any) -> str | None:
+    step = state.get("step") if isinstance(state, Mapping) else None
+    return getattr(step, "id", None)
+
+
+def metered(
+    name: str,
+    node: Callable[..., Any],
+    *,
+    reset: bool = False,
+    after: Callable[[Any, Any, dict[str, Any]], Any] | None = None,
+) -> Callable[..., Any]:
+    """``node`` with its model calls counted into the ``usage`` state key (``reset``: the node starts a new
+    run's count). ``after(state, result, delta)`` may add to the result (finalize writes usage into its report).
+    """
+    from planmode.events import emit
+
+    @functools.wraps(node)
+    def wrapped(state: Any, runtime: Any) -> Any:
+        recorder = UsageRecorder(name, _step_of(state))
+        token = _recorder.set(recorder)
+        try:
+            result = node(state, runtime)
+        finally:
+            _recorder.reset(token)
+        delta = recorder.delta
+        if recorder.calls:
+            emit("model_usage", name, step_id=recorder.step_id, node=name, usage=delta["total"])
+        if after is not None:
+            result = after(state, result, delta)
+        if not recorder.calls and not reset:
+            return result
+        return _with_update(result, {"usage": {**delta, "reset": True} if reset else delta})
+
+    return wrapped
+
+
+def format_usage(usage: Any, cost: float | None = None) -> str:
+    """One line: calls, input (cached), output, and what was estimated."""
+    total = usage.get("total") if isinstance(usage, Mapping) else None
+    if not isinstance(total, Mapping) or not _count(total.get("calls")):
+        return "tokens: no model calls recorded"
+    c = {k: _count(total.get(k)) for k in COUNTERS}
+    text = f"tokens: {c['input'] + c['output']} ({c['input']} in"
+    text += f", {c['cached']} cached" if c["cached"] else ""
+    text += f", {c['output']} out) in {c['calls']} call(s)"
+    if c["estimated"]:
+        text += f"; {c['estimated']} call(s) estimated (no usage reported)"
+    if cost is not None:
+        text += f"; cost ${cost:.4f}"
+    return text
