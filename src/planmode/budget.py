@@ -5,9 +5,9 @@ none), ``max_cost`` (dollars; 0 for none) with ``prices`` ``{model: {"input": $/
 $/1M}}`` (a model is matched exactly, then by the longest key it starts with, then ``"*"``).
 
 The check. Before each node that calls the model (plan, dispatch for the batch of steps it starts and their
-verification, reflect, patch, respond), `guarded` compares ``spent + expected > budget``, where ``expected`` is
-`expected_tokens` of what that node is about to do. When it does not fit, the run pauses at an interrupt
-``{"type": "planmode.budget", ...}`` before any of those calls, and the human answers:
+verification, reflect, patch, respond), `guarded` compares ``spent + expected > budget``, where ``expected``
+is `expected_tokens` of what that node is about to do plus a `MARGIN` of 20%. When it does not fit, the run
+pauses at an interrupt ``{"type": "planmode.budget", ...}`` before any of those calls, and the human answers:
 
 - ``{"max_tokens": N}`` and/or ``{"max_cost": X}`` (positive numbers): the budget is raised; it is kept in
   state (``budget``), so it survives the interrupt and the rest of the run; a raise that still does not cover
@@ -68,6 +68,9 @@ S = StepStatus
 _ANSWER = {"low": 200, "medium": 400, "high": 800}
 #: Prompt overhead of a call by purpose (system prompt, framing), in tokens.
 _OVERHEAD = {"plan": 700, "execute": 260, "verify": 220, "reflect": 450, "patch": 900, "final": 80, "respond": 150}
+#: The check counts this much more than the estimate of the next call: an estimate can fall short, and the
+#: budget must not be overspent because of it.
+MARGIN = 1.2
 #: Input share of an estimate whose split is unknown (for its cost).
 _INPUT_SHARE = 0.8
 
@@ -196,9 +199,8 @@ def expected_tokens(name: str, state: Mapping[str, Any], settings: PlanModeConte
     """The tokens node ``name`` is expected to use now, and the steps it would start (dispatch)."""
     plan = state.get("plan")
     usage = state.get("usage")
-    if name == "plan":
-        explore = 2 * 600 if settings.max_explore_calls > 0 else 0
-        return _OVERHEAD["plan"] + _tok(str(state.get("goal") or "")) + 900 + explore // 2, []
+    if name == "plan":  # the plan call itself (an exploration's tool turns are counted as they happen)
+        return _OVERHEAD["plan"] + _tok(str(state.get("goal") or "")) + 600, []
     if name == "respond":
         chars = sum(len(str(getattr(m, "content", ""))) for m in state.get("messages") or [])
         return _OVERHEAD["respond"] + chars // CHARS_PER_TOKEN + _ANSWER["medium"], []
@@ -321,9 +323,10 @@ def guarded(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
         problem: str | None = None
         while limits.active:
             usage = state.get("usage")
-            expected, steps = expected_tokens(name, state, settings)
-            if expected <= 0:
+            estimate, steps = expected_tokens(name, state, settings)
+            if estimate <= 0:
                 break
+            expected = math.ceil(estimate * MARGIN)
             spent = total_tokens(usage)
             spent_cost = next_cost = 0.0
             if limits.max_cost > 0:

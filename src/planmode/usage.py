@@ -42,6 +42,7 @@ __all__ = [
     "COUNTERS",
     "UsageRecorder",
     "add_counters",
+    "event_usage",
     "format_usage",
     "merge_usage",
     "metered",
@@ -138,6 +139,8 @@ class UsageRecorder(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._started: dict[UUID, tuple[str, int, str | None]] = {}
         self.delta: dict[str, Any] = {"total": {}, "nodes": {}, "steps": {}, "models": {}}
+        self.base: Any = None
+        """The run's usage before this node (for the run_finished event)."""
 
     def on_chat_model_start(
         self,
@@ -191,6 +194,21 @@ class UsageRecorder(BaseCallbackHandler):
             return _count(self.delta["total"].get("calls"))
 
 
+def event_usage(kind: str, step_id: str | None) -> dict[str, int] | None:
+    """The usage an event carries (`planmode.events.emit`): the run's total for run_finished, the step's calls
+    in this node for a step event, else this node's calls so far; None outside a metered node or with none."""
+    recorder = _recorder.get()
+    if recorder is None:
+        return None
+    with recorder._lock:
+        delta = {k: dict(v) for k, v in recorder.delta.items()}
+    if kind == "run_finished":
+        total = merge_usage(recorder.base, delta)["total"]
+        return total if total["calls"] else None
+    bucket = delta["steps"].get(step_id) if step_id else delta["total"]
+    return add_counters(bucket, None) if bucket and _count(bucket.get("calls")) else None
+
+
 @contextlib.contextmanager
 def step_scope(step_id: str) -> Iterator[None]:
     """Attribute the model calls made inside this block to ``step_id`` (verify judges several steps)."""
@@ -225,19 +243,17 @@ def metered(
     """``node`` with its model calls counted into the ``usage`` state key (``reset``: the node starts a new
     run's count). ``after(state, result, delta)`` may add to the result (finalize writes usage into its report).
     """
-    from planmode.events import emit
 
     @functools.wraps(node)
     def wrapped(state: Any, runtime: Any) -> Any:
         recorder = UsageRecorder(name, _step_of(state))
+        recorder.base = None if reset or not isinstance(state, Mapping) else state.get("usage")
         token = _recorder.set(recorder)
         try:
             result = node(state, runtime)
         finally:
             _recorder.reset(token)
         delta = recorder.delta
-        if recorder.calls:
-            emit("model_usage", name, step_id=recorder.step_id, node=name, usage=delta["total"])
         if after is not None:
             result = after(state, result, delta)
         if not recorder.calls and not reset:
