@@ -23,7 +23,6 @@ from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
-from planmode.state.models import Step
 from planmode.testing.scripted import SCRIPTED_MODEL_NAME, PurposeScript, ScriptedChatModel
 from planmode.usage import merge_usage, total_tokens
 
@@ -44,17 +43,6 @@ def cfg(name: str = "t") -> dict[str, Any]:
 
 def settings(**kw: Any) -> PlanModeContext:
     return PlanModeContext(mode="plan", approval="auto", max_parallel=1, **kw)
-
-
-class CountingExecutor:
-    """A plain executor (no model): counts how often each step runs."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, int] = {}
-
-    def __call__(self, step: Step, ctx: Any) -> str:
-        self.runs[step.id] = self.runs.get(step.id, 0) + 1
-        return f"result of {step.id}"
 
 
 def _model(**script: Any) -> ScriptedChatModel:
@@ -252,23 +240,6 @@ def test_a_raise_that_is_still_too_small_is_asked_again(checkpointer: Any) -> No
     assert again is not None and "does not cover" in again["answer_error"] and again["budget"]["max_tokens"] == 101
 
 
-def test_stop_ends_the_run_cancelled_with_a_report_and_keeps_done_steps(checkpointer: Any) -> None:
-    executor = CountingExecutor()
-    model = _model()
-    graph = build_graph(model, executor=executor, checkpointer=checkpointer)
-    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=1_500))
-    assert _pause(graph, cfg()) is not None
-    before = graph.get_state(cfg()).values["plan"]
-    done_before = [s.id for s in before.steps if s.status.value == "done"] if before else []
-    graph.invoke(Command(resume={"action": "stop"}), cfg())
-    values = graph.get_state(cfg()).values
-    assert values["status"] == "cancelled"
-    assert values["budget"]["stopped"] is True
-    assert values["report"]["status"] == "cancelled" and values["report"]["done"] == done_before
-    assert "stopped at its budget" in values["messages"][-1].content
-    assert all(n == 1 for n in executor.runs.values())
-
-
 LONG = "The totals were computed and checked against the ledger. " * 25  # ~1400 characters, a real answer's size
 
 
@@ -309,6 +280,22 @@ def test_every_pause_comes_before_the_overspend_and_raises_go_on(checkpointer: A
     values = graph.get_state(cfg("b")).values
     assert values["status"] == "completed" and total_tokens(values["usage"]) <= values["budget"]["max_tokens"] < full
     assert "the final summary was skipped" in values["messages"][-1].content  # it did not fit: a plain summary
+
+
+def test_stop_ends_the_run_cancelled_with_a_report_and_keeps_done_steps(checkpointer: Any) -> None:
+    budget, _ = _second_dispatch_budget(checkpointer)
+    model = _long_model()
+    graph = build_graph(model, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=budget))
+    assert _pause(graph, cfg()) is not None
+    graph.invoke(Command(resume={"action": "stop"}), cfg())
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "cancelled" and values["budget"]["stopped"] is True
+    assert values["report"]["status"] == "cancelled" and values["report"]["done"] == ["gather"]
+    assert values["report"]["budget"]["stopped_at"] == "dispatch"
+    assert "stopped at its budget" in values["messages"][-1].content
+    assert [s.status.value for s in values["plan"].steps] == ["done", "pending", "pending"]
+    assert model.calls("execute") == 1 and model.calls("final") == 0  # nothing ran after the stop
 
 
 def test_a_crash_at_the_pause_resumes_in_a_new_process_with_the_raise(tmp_path: Path, checkpointer: Any) -> None:
@@ -383,3 +370,78 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("PLANMODE_PRICES", "[1]")
     with pytest.raises(ValueError, match="JSON object"):
         PlanModeContext()
+
+
+# -- the command line --------------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_cli_pauses_at_the_budget_exit_6_and_resume_raises_it(tmp_path: Path) -> None:
+    from planmode.testing.openai_server import ScriptedOpenAIServer
+
+    def respond(body: dict[str, Any]) -> Any:
+        first = str(body["messages"][0]["content"])
+        if first.startswith("planmode:plan"):
+            return json.dumps(PLAN)
+        if first.startswith("planmode:verify"):
+            return json.dumps({"passed": True, "reason": ""})
+        return LONG
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
+    env.update(LANGSMITH_TRACING="false", COLUMNS="160", OPENAI_API_KEY="test", PLANMODE_MAX_TOKENS="2500")
+    db = tmp_path / "runs.sqlite"
+    cli = [sys.executable, "-m", "planmode.cli"]
+    with ScriptedOpenAIServer(respond) as srv:
+        common = ["--db", str(db)]
+        args = [*cli, "run", TASK, "--workspace", str(tmp_path), "--thread", "b", "--auto-approve", "--mode", "plan"]
+        proc = subprocess.run(
+            [*args, *common, "--base-url", srv.base_url, "--max-parallel", "1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 6, proc.stdout + proc.stderr
+        assert "Budget reached" in proc.stdout and "--max-tokens" in proc.stdout
+        bad = subprocess.run(
+            [*cli, "resume", "b", *common, "--max-tokens", "-4"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert bad.returncode == 2 and "--max-tokens" in bad.stderr  # refused by the option, run untouched
+        proc = subprocess.run(
+            [*cli, "resume", "b", *common, "--max-tokens", "500000"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    show = subprocess.run([*cli, "show", "b", *common], env=env, capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0 and "tokens:" in show.stdout and "budget 500000 tokens" in show.stdout, show.stdout
+
+
+@pytest.mark.integration
+def test_cli_stop_at_the_budget_ends_cancelled(tmp_path: Path) -> None:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
+    env.update(LANGSMITH_TRACING="false", COLUMNS="160")
+    db = tmp_path / "runs.sqlite"
+    saver = sqlite_checkpointer(db)
+    try:
+        graph = build_graph(_model(), checkpointer=saver)
+        ctx = PlanModeContext(mode="plan", approval="auto", max_tokens=100, workspace=str(tmp_path))
+        graph.invoke({"messages": [("user", TASK)]}, cfg("s"), context=ctx)
+        assert _pause(graph, cfg("s")) is not None
+    finally:
+        saver.conn.close()
+    cli = [sys.executable, "-m", "planmode.cli"]
+    proc = subprocess.run(
+        [*cli, "resume", "s", "--db", str(db), "--stop"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # cancelled
+    assert "stopped at its budget" in proc.stdout

@@ -65,9 +65,10 @@ __all__ = [
 INTERRUPT_TYPE = "planmode.budget"
 
 S = StepStatus
-_ANSWER = {"low": 200, "medium": 400, "high": 800}
+#: A step's answer in tokens by complexity (the executor's output; verify reads it back).
+_ANSWER = {"low": 80, "medium": 150, "high": 300}
 #: Prompt overhead of a call by purpose (system prompt, framing), in tokens.
-_OVERHEAD = {"plan": 700, "execute": 260, "verify": 220, "reflect": 450, "patch": 900, "final": 80, "respond": 150}
+_OVERHEAD = {"plan": 450, "execute": 120, "verify": 150, "reflect": 450, "patch": 900, "final": 80, "respond": 150}
 #: The check counts this much more than the estimate of the next call: an estimate can fall short, and the
 #: budget must not be overspent because of it.
 MARGIN = 1.2
@@ -172,9 +173,8 @@ def step_estimate(step: Step, plan: Plan, settings: PlanModeContext) -> int:
     turns = 1 + min(len(step.tools), max(0, settings.max_executor_iterations - 1))
     answer = _ANSWER.get(step.complexity.value, _ANSWER["medium"])
     execute = prompt * turns + answer + 60 * (turns - 1)
-    verify = (
-        _OVERHEAD["verify"] + _tok(step.description) + _tok(step.acceptance) + answer + 40 if step.acceptance else 0
-    )
+    judge = _OVERHEAD["verify"] + _tok(step.description) + _tok(step.acceptance) + answer + 30
+    verify = judge if step.acceptance else 0
     return execute + verify
 
 
@@ -189,6 +189,10 @@ def _scale(plan: Plan, usage: Any, settings: PlanModeContext) -> tuple[float, in
             prior += step_estimate(step, plan, settings)
             counted += 1
     return (actual / prior if prior else 1.0), counted
+
+
+def _result_tokens(step: Step, settings: PlanModeContext) -> int:
+    return min(settings.result_chars // CHARS_PER_TOKEN, _ANSWER.get(step.complexity.value, _ANSWER["medium"]))
 
 
 def _repair_view_tokens(plan: Plan) -> int:
@@ -216,8 +220,9 @@ def expected_tokens(name: str, state: Mapping[str, Any], settings: PlanModeConte
         return math.ceil(sum(step_estimate(s, plan, settings) for s in batch) * scale), [s.id for s in batch]
     if name in ("reflect", "patch"):
         return _OVERHEAD[name] + _repair_view_tokens(plan) + 300, []
-    if name == "finalize":
-        return _OVERHEAD["final"] + sum(_tok(s.result) + 8 for s in plan.steps) + 200, []
+    if name == "finalize":  # every step's result summary (its expected size before it ran) and a short answer
+        results = sum((_tok(s.result) if s.result else _result_tokens(s, settings)) + 8 for s in plan.steps)
+        return _OVERHEAD["final"] + results + 100, []
     return 0, []
 
 
