@@ -445,3 +445,16 @@ def test_cli_stop_at_the_budget_ends_cancelled(tmp_path: Path) -> None:
     )
     assert proc.returncode == 4, proc.stdout + proc.stderr  # cancelled
     assert "stopped at its budget" in proc.stdout
+
+
+def test_the_cli_approval_screen_shows_the_estimate_and_the_budget(checkpointer: Any) -> None:
+    from rich.console import Console
+
+    from planmode.cli.ui import approval_screen
+
+    graph = build_graph(_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=PlanModeContext(mode="plan", max_tokens=50_000))
+    console = Console(record=True, width=160)
+    console.print(approval_screen(graph.get_state(cfg()).interrupts[0].value))
+    text = console.export_text()
+    assert "Estimated tokens: ~" in text and "budget: 50000 tokens" in text
