@@ -458,3 +458,39 @@ def test_the_cli_approval_screen_shows_the_estimate_and_the_budget(checkpointer:
     console.print(approval_screen(graph.get_state(cfg()).interrupts[0].value))
     text = console.export_text()
     assert "Estimated tokens: ~" in text and "budget: 50000 tokens" in text
+
+
+def test_the_direct_path_pauses_before_respond_and_stop_answers_with_the_reason(checkpointer: Any) -> None:
+    model = _model()
+    graph = build_graph(model, checkpointer=checkpointer)
+    ctx = PlanModeContext(mode="direct", approval="auto", max_tokens=10)
+    graph.invoke({"messages": [("user", "What is a margin?")]}, cfg(), context=ctx)
+    pause = _pause(graph, cfg())
+    assert pause is not None and pause["node"] == "respond" and model.calls("respond") == 0
+    graph.invoke(Command(resume="stop"), cfg())
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "cancelled" and "Stopped at the budget" in values["messages"][-1].content
+    assert model.calls("respond") == 0
+
+
+def test_the_detect_classifier_is_counted(checkpointer: Any) -> None:
+    model = ScriptedChatModel(responder=PurposeScript(detect={"needs_plan": False, "reason": "simple"}))
+    graph = build_graph(model, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", "Le budget du projet")]}, cfg(), context=PlanModeContext(approval="auto"))
+    usage = graph.get_state(cfg()).values["usage"]
+    assert model.calls("detect") == 1 and usage["nodes"]["detect"]["calls"] == 1
+    assert usage["nodes"]["respond"]["calls"] == 1 and usage["total"]["calls"] == 2
+
+
+def test_the_wrappers_keep_async_nodes_async() -> None:
+    import asyncio
+    import inspect
+
+    from planmode.budget import accounted
+
+    async def node(state: Any, runtime: Any) -> dict[str, Any]:
+        return {"status": "running"}
+
+    wrapped = accounted("reflect", node)
+    assert inspect.iscoroutinefunction(wrapped)
+    assert asyncio.run(wrapped({"settings": {}}, None)) == {"status": "running"}  # no budget, no calls: as is

@@ -29,6 +29,7 @@ actually used against their prior.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -317,49 +318,78 @@ def _stop_update(name: str, limits: Limits, spent: int, reason: str) -> dict[str
 def guarded(name: str, node: Callable[..., Any]) -> Callable[..., Any]:
     """``node`` behind the budget check (see the module docstring)."""
 
+    if inspect.iscoroutinefunction(node):
+
+        @functools.wraps(node)
+        async def awrapped(state: Any, runtime: Any) -> Any:
+            checked = _check(name, state, runtime)
+            if checked.stop is not None:
+                return checked.stop
+            return checked.apply(await node(state, runtime))
+
+        return awrapped
+
     @functools.wraps(node)
     def wrapped(state: Any, runtime: Any) -> Any:
-        settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
-        stored = state.get("budget")
-        limits = limits_of(settings, stored)
-        if isinstance(stored, Mapping) and stored.get("stopped"):
-            limits = Limits()  # a stopped run only finishes
-        raised = False
-        problem: str | None = None
-        while limits.active:
-            usage = state.get("usage")
-            estimate, steps = expected_tokens(name, state, settings)
-            if estimate <= 0:
-                break
-            expected = math.ceil(estimate * MARGIN)
-            spent = total_tokens(usage)
-            spent_cost = next_cost = 0.0
-            if limits.max_cost > 0:
-                price = _price_or_raise(settings.prices, _model_name(settings, usage))
-                spent_cost = cost_of(usage, settings.prices) or 0.0
-                next_cost = _tokens_cost(expected, price)
-            reason = _over(limits, spent, spent_cost, expected, next_cost)
-            if reason is None:
-                break
-            payload = _payload(name, state, settings, limits, reason, expected, steps, spent, spent_cost, problem)
-            emit("budget_paused", reason, node=name, spent=spent, expected=expected)
-            answer = interrupt(payload)
-            try:
-                decision = parse_budget_answer(answer)
-            except ValueError as exc:
-                problem = str(exc)
-                continue
-            if isinstance(decision, _Stop):
-                return _stop_update(name, limits, spent, reason)
-            limits = Limits(decision.max_tokens or limits.max_tokens, decision.max_cost or limits.max_cost)
-            raised = True
-            problem = f"the new budget does not cover the next call either ({reason})"
-        result = node(state, runtime)
-        if raised and isinstance(result, dict):
-            return {**result, "budget": limits.to_state()}
-        return result
+        checked = _check(name, state, runtime)
+        if checked.stop is not None:
+            return checked.stop
+        return checked.apply(node(state, runtime))
 
     return wrapped
+
+
+@dataclass(frozen=True)
+class _Checked:
+    stop: dict[str, Any] | None = None
+    raised: Limits | None = None
+
+    def apply(self, result: Any) -> Any:
+        """The node's result with the raised budget kept in state."""
+        if self.raised is not None and isinstance(result, dict):
+            return {**result, "budget": self.raised.to_state()}
+        return result
+
+
+def _check(name: str, state: Any, runtime: Any) -> _Checked:
+    """The budget check before node ``name``: pauses (``interrupt``) until the budget covers the next call or
+    the human stops the run."""
+    settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
+    stored = state.get("budget")
+    limits = limits_of(settings, stored)
+    if isinstance(stored, Mapping) and stored.get("stopped"):
+        limits = Limits()  # a stopped run only finishes
+    raised = False
+    problem: str | None = None
+    while limits.active:
+        usage = state.get("usage")
+        estimate, steps = expected_tokens(name, state, settings)
+        if estimate <= 0:
+            break
+        expected = math.ceil(estimate * MARGIN)
+        spent = total_tokens(usage)
+        spent_cost = next_cost = 0.0
+        if limits.max_cost > 0:
+            price = _price_or_raise(settings.prices, _model_name(settings, usage))
+            spent_cost = cost_of(usage, settings.prices) or 0.0
+            next_cost = _tokens_cost(expected, price)
+        reason = _over(limits, spent, spent_cost, expected, next_cost)
+        if reason is None:
+            break
+        payload = _payload(name, state, settings, limits, reason, expected, steps, spent, spent_cost, problem)
+        emit("budget_paused", reason, node=name, spent=spent, expected=expected)
+        answer = interrupt(payload)
+        try:
+            decision = parse_budget_answer(answer)
+        except ValueError as exc:
+            problem = str(exc)
+            continue
+        if isinstance(decision, _Stop):
+            return _Checked(stop=_stop_update(name, limits, spent, reason))
+        limits = Limits(decision.max_tokens or limits.max_tokens, decision.max_cost or limits.max_cost)
+        raised = True
+        problem = f"the new budget does not cover the next call either ({reason})"
+    return _Checked(raised=limits if raised else None)
 
 
 def _payload(

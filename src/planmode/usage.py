@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -244,21 +245,40 @@ def metered(
     run's count). ``after(state, result, delta)`` may add to the result (finalize writes usage into its report).
     """
 
-    @functools.wraps(node)
-    def wrapped(state: Any, runtime: Any) -> Any:
+    def start(state: Any) -> tuple[UsageRecorder, Any]:
         recorder = UsageRecorder(name, _step_of(state))
         recorder.base = None if reset or not isinstance(state, Mapping) else state.get("usage")
-        token = _recorder.set(recorder)
-        try:
-            result = node(state, runtime)
-        finally:
-            _recorder.reset(token)
+        return recorder, _recorder.set(recorder)
+
+    def finish(state: Any, result: Any, recorder: UsageRecorder) -> Any:
         delta = recorder.delta
         if after is not None:
             result = after(state, result, delta)
         if not recorder.calls and not reset:
             return result
         return _with_update(result, {"usage": {**delta, "reset": True} if reset else delta})
+
+    if inspect.iscoroutinefunction(node):  # an async node: the context variable follows its awaits
+
+        @functools.wraps(node)
+        async def awrapped(state: Any, runtime: Any) -> Any:
+            recorder, token = start(state)
+            try:
+                result = await node(state, runtime)
+            finally:
+                _recorder.reset(token)
+            return finish(state, result, recorder)
+
+        return awrapped
+
+    @functools.wraps(node)
+    def wrapped(state: Any, runtime: Any) -> Any:
+        recorder, token = start(state)
+        try:
+            result = node(state, runtime)
+        finally:
+            _recorder.reset(token)
+        return finish(state, result, recorder)
 
     return wrapped
 
