@@ -494,3 +494,30 @@ def test_the_wrappers_keep_async_nodes_async() -> None:
     wrapped = accounted("reflect", node)
     assert inspect.iscoroutinefunction(wrapped)
     assert asyncio.run(wrapped({"settings": {}}, None)) == {"status": "running"}  # no budget, no calls: as is
+
+
+@pytest.mark.integration
+def test_cached_tokens_reported_over_http_reach_the_accounting(checkpointer: Any) -> None:
+    from langchain_openai import ChatOpenAI
+
+    from planmode.testing.openai_server import ScriptedOpenAIServer
+
+    def respond(body: dict[str, Any]) -> Any:
+        first = str(body["messages"][0]["content"])
+        if first.startswith("planmode:plan"):
+            return json.dumps(PLAN)
+        if first.startswith("planmode:verify"):
+            return json.dumps({"passed": True, "reason": ""})
+        return "done"
+
+    with ScriptedOpenAIServer(respond, prompt_cache=True) as srv:
+        model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="gpt-4o-mini", max_retries=0)
+        graph = build_graph(model, checkpointer=checkpointer)
+        graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings())
+    usage = graph.get_state(cfg()).values["usage"]
+    assert usage["total"]["calls"] == len(srv.requests) and usage["total"]["estimated"] == 0
+    # the 2nd and 3rd execute (and verify) calls start with a system prompt the server saw before
+    assert usage["nodes"]["execute_step"]["cached"] > 0 and usage["nodes"]["verify"]["cached"] > 0
+    assert usage["nodes"]["plan"]["cached"] == 0
+    assert usage["steps"]["gather"]["cached"] == 0 < usage["steps"]["write"]["cached"]
+    assert list(usage["models"]) == ["gpt-4o-mini"]
