@@ -521,3 +521,22 @@ def test_cached_tokens_reported_over_http_reach_the_accounting(checkpointer: Any
     assert usage["nodes"]["plan"]["cached"] == 0
     assert usage["steps"]["gather"]["cached"] == 0 < usage["steps"]["write"]["cached"]
     assert list(usage["models"]) == ["gpt-4o-mini"]
+
+
+def test_hand_edited_junk_in_budget_and_usage_keeps_the_thread_readable(checkpointer: Any) -> None:
+    graph = build_graph(_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=100))
+    assert _pause(graph, cfg()) is not None
+    graph.update_state(cfg(), {"budget": "garbage", "usage": ["junk"]})
+    state = graph.get_state(cfg())  # readable: the reducer ignored the junk, the budget key holds it as data
+    assert state.values["budget"] == "garbage" and state.values["usage"]["total"]["calls"] == 0
+    # (the edit lands "as" detect, whose Command route an update_state drops: a new run on the thread goes on)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=500_000))
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "completed" and values["budget"] is None and values["usage"]["total"]["calls"] > 0
+
+
+def test_a_budget_setting_of_the_wrong_type_is_a_clear_error(checkpointer: Any) -> None:
+    graph = build_graph(_model(), checkpointer=checkpointer)
+    with pytest.raises(ConfigurationError, match="max_tokens must be a whole number"):
+        graph.invoke({"messages": [("user", TASK)]}, cfg(), context={"mode": "plan", "max_tokens": "lots"})

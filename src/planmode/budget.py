@@ -100,13 +100,17 @@ def limits_of(settings: PlanModeContext, stored: Any) -> Limits:
     """The settings' budget, or the one a human raised it to (``state["budget"]``), whichever is set later:
     a raise is kept in state and wins over the settings it raised."""
     tokens, cost = settings.max_tokens, settings.max_cost
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ConfigurationError(f"max_tokens must be a whole number of tokens (0 for none), got {tokens!r}")
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+        raise ConfigurationError(f"max_cost must be a number of dollars (0 for none), got {cost!r}")
     if isinstance(stored, Mapping):
         raised_t, raised_c = stored.get("max_tokens"), stored.get("max_cost")
         if isinstance(raised_t, int) and not isinstance(raised_t, bool) and raised_t > 0:
             tokens = raised_t
         if isinstance(raised_c, int | float) and not isinstance(raised_c, bool) and raised_c > 0:
             cost = float(raised_c)
-    return Limits(max(0, int(tokens)), max(0.0, float(cost)))
+    return Limits(int(tokens), float(cost))
 
 
 # -- prices and cost ---------------------------------------------------------------------------------------
@@ -114,6 +118,8 @@ def limits_of(settings: PlanModeContext, stored: Any) -> Limits:
 
 def price_of(prices: Mapping[str, Any], model: str) -> dict[str, float] | None:
     """The price of ``model``: an exact key, else the longest key it starts with, else ``"*"``; None if none."""
+    if not isinstance(prices, Mapping):
+        return None
     entry = prices.get(model)
     if entry is None:
         keys = sorted((k for k in prices if k != "*" and model.startswith(k)), key=len, reverse=True)

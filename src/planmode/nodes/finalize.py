@@ -84,8 +84,8 @@ def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
     feedback = state.get("feedback")
     report = {**build_report(plan, "cancelled", None, state.get("reflections") or 0), "feedback": feedback}
     answer = "The plan was cancelled at the approval" + (f": {feedback}" if feedback else ".")
-    stopped = state.get("budget") or {}
-    if stopped.get("stopped"):  # a human stopped the run at its budget (planmode.budget)
+    stopped = state.get("budget")
+    if isinstance(stopped, dict) and stopped.get("stopped"):  # a human stopped the run at its budget (planmode.budget)
         answer = f"The run was stopped at its budget before {stopped.get('stopped_at')}: {stopped.get('reason')}."
     if report["done"]:
         answer += f" Steps already done: {', '.join(report['done'])}."
