@@ -419,6 +419,7 @@ def test_cli_pauses_at_the_budget_exit_6_and_resume_raises_it(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stdout + proc.stderr
     show = subprocess.run([*cli, "show", "b", *common], env=env, capture_output=True, text=True, timeout=60)
     assert show.returncode == 0 and "tokens:" in show.stdout and "budget 500000 tokens" in show.stdout, show.stdout
+    assert "by node: plan " in show.stdout and "by step: gather " in show.stdout
 
 
 @pytest.mark.integration

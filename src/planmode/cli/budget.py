@@ -16,7 +16,7 @@ from rich.text import Text
 
 from planmode.budget import parse_budget_answer
 from planmode.cli.ui import console, interactive
-from planmode.usage import format_usage
+from planmode.usage import format_usage, total_tokens
 
 __all__ = ["budget_answer", "budget_screen", "parse_prices"]
 
@@ -115,4 +115,11 @@ def usage_line(values: Mapping[str, Any]) -> Text:
         text.append(f"; budget {tokens} tokens")
     if isinstance(budget, Mapping) and budget.get("stopped"):
         text.append(f" (stopped before {budget.get('stopped_at')})")
+    usage = values.get("usage")
+    for label, section in (("by node", "nodes"), ("by step", "steps")):
+        buckets = usage.get(section) if isinstance(usage, Mapping) else None
+        if isinstance(buckets, Mapping) and buckets:
+            shown = [f"{key} {total_tokens(usage, section, key)}" for key in list(buckets)[:12]]
+            more = f", … {len(buckets) - 12} more" if len(buckets) > 12 else ""
+            text.append(f"\n  {label}: " + ", ".join(shown) + more, style="dim")
     return text
