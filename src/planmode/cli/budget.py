@@ -116,7 +116,7 @@ def usage_line(values: Mapping[str, Any]) -> Text:
     if isinstance(budget, Mapping) and budget.get("stopped"):
         text.append(f" (stopped before {budget.get('stopped_at')})")
     usage = values.get("usage")
-    for label, section in (("by node", "nodes"), ("by step", "steps")):
+    for label, section in (("by model", "models"), ("by node", "nodes"), ("by step", "steps")):
         buckets = usage.get(section) if isinstance(usage, Mapping) else None
         if isinstance(buckets, Mapping) and buckets:
             shown = [f"{key} {total_tokens(usage, section, key)}" for key in list(buckets)[:12]]
