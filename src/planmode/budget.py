@@ -20,10 +20,8 @@ that uses more than expected can end over the budget; the next check then pauses
 much, so nothing is overspent silently. The final summary call is skipped (a plain summary is written) when
 it does not fit. The detect classifier (one short call, unclear requests only) is counted but not checked.
 
-The estimate (`plan_estimate`, shown in the approval payload) comes from the plan's size and its steps'
-complexity: each step's prompt (its text, its dependencies' results, the tools' turns) and an answer size by
-complexity, plus its verification. Once steps have run, the prior is scaled by what the steps done so far
-actually used against their prior.
+The estimate shown in the approval payload (`approval_budget`) and the next node's estimate come from
+`planmode.estimate`: the plan's size and its steps' complexity, scaled by what the steps run so far used.
 """
 
 from __future__ import annotations
