@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from bench.baselines.bare_loop import build_bare_loop
+from bench.budget_bench import budget_estimates
 from bench.model import BenchModel
 from bench.oracle import Oracle
 from bench.scenarios import Scenario, make_scenario
@@ -558,4 +559,5 @@ FIGURES = {
     "storage": storage,
     "rollback": rollback_latency,
     "memory": peak_memory,
+    "budget": budget_estimates,
 }

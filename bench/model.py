@@ -119,6 +119,12 @@ class BenchModel(ScriptedChatModel):
             tokens_out = output_tokens(reply) if isinstance(reply, AIMessage) else 0
             head = [m for m in messages[:1] if isinstance(m, SystemMessage)]
             prefix = input_tokens(head, tools)
+            if isinstance(reply, AIMessage):  # the exact counts are the usage planmode's accounting records
+                usage = {"input_tokens": tokens_in, "output_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}
+                meta = {**(reply.response_metadata or {}), "model_name": "bench-oracle"}
+                result.generations[0].message = reply.model_copy(
+                    update={"usage_metadata": usage, "response_metadata": meta}
+                )
         if self.latency > 0:
             time.sleep(self.latency)
         with self._rec_lock:

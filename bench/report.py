@@ -175,6 +175,18 @@ def _summary(results: dict[str, Fig]) -> list[list[Any]]:
                 "reported",
             ]
         )
+    if f := results.get("budget"):
+        m = f["measured"]
+        rows.append(
+            [
+                "Budget: pause before the overspend; token estimate error",
+                "every scenario",
+                f"{m['pause_before_overspend']} paused within budget; estimate off by "
+                f"{_pct(m['mean_relative_error'])} at approval, {_pct(m['mean_relative_error_midway'] or 0)} midway "
+                f"(MAE {m['mean_absolute_error_tokens']} tokens)",
+                _mark(f["met"]),
+            ]
+        )
     return rows
 
 
@@ -350,6 +362,40 @@ def _details(results: dict[str, Fig]) -> list[str]:
             _table(
                 ["steps", "wall (s)", "max RSS (MB)", "RSS growth during the run (MB)", "Python heap peak (MB)"],
                 [[r["steps"], r["wall_seconds"], r["peak_rss_mb"], r["rss_growth_mb"], r["tracemalloc_peak_mb"]]],
+            ),
+            "",
+        ]
+    if f := results.get("budget"):
+        table = [
+            [
+                r["scenario"],
+                r["estimated"],
+                r["midway_estimated"],
+                r["actual"],
+                _pct(r["relative_error"]),
+                r["budget_run"]["budget"],
+                r["budget_run"]["pauses"],
+                r["budget_run"]["first_pause"]["in_state"] if r["budget_run"]["first_pause"] else "-",
+                r["budget_run"]["before_overspend"],
+            ]
+            for r in f["rows"]
+        ]
+        parts += [
+            f"### {f['title']}",
+            "",
+            _table(
+                [
+                    "scenario",
+                    "estimate at approval",
+                    "estimate midway",
+                    "actual tokens",
+                    "error at approval",
+                    "budget (60%)",
+                    "pauses",
+                    "spent at first pause",
+                    "every pause within budget",
+                ],
+                table,
             ),
             "",
         ]

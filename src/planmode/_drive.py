@@ -7,9 +7,9 @@ validation and retry logic of a structured call exists once for ``invoke`` and `
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["adrive", "drive"]
+__all__ = ["adrive", "drive", "per_path"]
 
 Y = TypeVar("Y")
 S = TypeVar("S")
@@ -46,3 +46,18 @@ async def adrive(gen: Generator[Y, S, R], call: Callable[[Y], Awaitable[S]]) -> 
     except StopIteration as stop:
         result: R = stop.value
         return result
+
+
+def per_path(node: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Any:
+    """``wrap`` applied to each path of a graph node: a `RunnableCallable`'s sync and async functions (a node
+    with both, as LangGraph's prebuilt nodes are built), or the node function itself."""
+    from langgraph._internal._runnable import RunnableCallable  # the class of LangGraph's own two-path nodes
+
+    if isinstance(node, RunnableCallable):
+        return RunnableCallable(
+            wrap(node.func) if node.func is not None else None,
+            wrap(node.afunc) if node.afunc is not None else None,
+            name=node.name,
+            trace=node.trace,
+        )
+    return wrap(node)

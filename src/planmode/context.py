@@ -8,6 +8,8 @@ overrides them only with the values it was given (a `PlanModeContext` remembers 
 from __future__ import annotations
 
 import functools
+import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -26,6 +28,32 @@ def _env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ValueError(f"{name}={raw!r} is not a whole number") from None
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}={raw!r} must be a non-negative number")
+    return value
+
+
+def _env_prices(name: str) -> dict[str, Any]:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} is not JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f'{name} must be a JSON object such as {{"gpt-4o-mini": {{"input": 0.15, "output": 0.6}}}}')
+    return value
 
 
 def _env_choice(name: str, choices: tuple[str, ...], default: str) -> Any:
@@ -137,6 +165,28 @@ class PlanModeContext:
     normalize_messages: bool = field(
         default=False,
         metadata={"description": "Merge same-role messages and put one system message first (strict templates)."},
+    )
+    max_tokens: int = field(
+        default_factory=lambda: _env_int("PLANMODE_MAX_TOKENS", 0),
+        metadata={
+            "description": (
+                "Token budget of the run, input plus output of every model call (env PLANMODE_MAX_TOKENS); 0 for "
+                "none. A run that would go over it pauses (interrupt planmode.budget) before the call."
+            )
+        },
+    )
+    max_cost: float = field(
+        default_factory=lambda: _env_float("PLANMODE_MAX_COST", 0.0),
+        metadata={"description": "Cost budget of the run in dollars (env PLANMODE_MAX_COST), at `prices`; 0 for none."},
+    )
+    prices: dict[str, Any] = field(
+        default_factory=lambda: _env_prices("PLANMODE_PRICES"),
+        metadata={
+            "description": (
+                'Per-model prices in dollars per million tokens (env PLANMODE_PRICES, JSON): {"model": {"input": '
+                '0.15, "output": 0.6, "cached": 0.075}}; a key matches models it starts with, "*" every model.'
+            )
+        },
     )
     result_chars: int = field(default=600, metadata={"description": "Characters of a step result kept in state."})
     request_timeout: float = field(

@@ -11,6 +11,8 @@ from typing import Any, Literal
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, Field
 
+from planmode.usage import event_usage
+
 __all__ = ["EVENT_TYPES", "Event", "emit"]
 
 EventType = Literal[
@@ -27,6 +29,8 @@ EventType = Literal[
     "run_finished",
     "direct_answer",
     "model_unavailable",
+    "budget_paused",
+    "budget_stopped",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]  # Literal exposes __args__
 
@@ -50,5 +54,8 @@ def emit(
         writer = get_stream_writer()
     except RuntimeError:  # called outside a LangGraph run (e.g. unit-testing a helper)
         return
+    usage = event_usage(type, step_id)  # the tokens behind the event (planmode.usage)
+    if usage is not None and "usage" not in data:
+        data = {**data, "usage": usage}
     event = Event(type=type, message=message, step_id=step_id, plan_version=plan_version, data=data)
     writer(event.model_dump(mode="json"))

@@ -113,3 +113,20 @@ def test_a_repair_costs_fewer_tokens_than_rewriting_the_remaining_steps(tmp_path
     assert mine["calls"] == 1, "reflection and patch in one call"
     assert mine["total_tokens"] < theirs["total_tokens"]
     assert mine["output_tokens"] < 0.5 * theirs["output_tokens"]
+
+
+def test_the_budget_bench_pauses_before_the_overspend_in_every_scenario(tmp_path: Path) -> None:
+    """bench/budget_bench.py on its quick scenarios: planmode's own accounting equals the bench's exact counts,
+    every budget pause comes with spent <= max_tokens, the runs complete after raises, and the estimate error
+    is a real number (not a constant)."""
+    assert main(["--quick", "--out", str(tmp_path), "--only", "budget"]) == 0
+    fig = json.loads((tmp_path / "budget.json").read_text())
+    assert fig["met"] is True and len(fig["rows"]) >= 2
+    for row in fig["rows"]:
+        assert row["status"] == "completed" and row["actual"] == row["bench_count"] > 0
+        assert row["error"] == row["estimated"] - row["actual"]
+        run = row["budget_run"]
+        assert run["pauses"] >= 1 and run["before_overspend"] is True and run["status"] == "completed"
+        assert run["first_pause"]["in_state"] <= run["budget"] < row["actual"]
+    errors = [abs(r["error"]) for r in fig["rows"]]
+    assert fig["measured"]["mean_absolute_error_tokens"] == round(sum(errors) / len(errors), 1)

@@ -9,6 +9,7 @@ Exit codes (a script can tell the outcomes apart):
 3     awaiting approval: the plan waits for a human (``planmode resume``)
 4     cancelled at the approval
 5     model unavailable: the run is paused, resumable (``planmode resume``, optionally at another endpoint)
+6     over budget: the run is paused at its budget (``planmode resume --max-tokens N`` or ``--stop``)
 130   interrupted (Ctrl-C); the run is checkpointed and resumable
 ====  ===================================================================
 """
@@ -34,6 +35,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
+from planmode.cli.budget import budget_answer, parse_prices
 from planmode.cli.drive import Interrupted, Watcher, drive, require_thread, show_result
 from planmode.cli.ui import approval_screen, ask_approval, console, error_text, interactive, unique_prefixes
 from planmode.errors import PlanModeError
@@ -60,6 +63,7 @@ EXIT_CODES = {
     "awaiting_approval": 3,
     "cancelled": 4,
     "model_unavailable": 5,
+    "over_budget": 6,
 }
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -157,8 +161,10 @@ def _resume_command(thread: str, db: str, verb: str = "resume") -> str:
     return cmd if same else f"{cmd} --db {shlex.quote(db)}"
 
 
-def _approver(auto: bool, resume_hint: str) -> Any:
+def _approver(auto: bool, resume_hint: str, budget: dict[str, Any] | None = None) -> Any:
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
+        if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
+            return budget_answer(payload, **(budget or {"max_tokens": None, "max_cost": None, "stop": False}))
         if auto:
             console.print(approval_screen(payload))
             console.print(
@@ -273,6 +279,21 @@ def run(
             "for the run (pip install 'planmode[local]')."
         ),
     ] = None,
+    max_tokens: Annotated[
+        int,
+        typer.Option(envvar="PLANMODE_MAX_TOKENS", min=0, help="Token budget of the run (0: none); pauses before."),
+    ] = 0,
+    max_cost: Annotated[
+        float,
+        typer.Option(envvar="PLANMODE_MAX_COST", min=0.0, help="Cost budget in dollars at --prices (0: none)."),
+    ] = 0.0,
+    prices: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PLANMODE_PRICES",
+            help='Prices in $ per 1M tokens, JSON: {"gpt-4o-mini": {"input": 0.15, "output": 0.6, "cached": 0.075}}.',
+        ),
+    ] = None,
 ) -> None:
     """Plan TASK, ask for approval, execute it with live progress."""
     from planmode.context import PlanModeContext
@@ -295,7 +316,12 @@ def run(
         workspace=str(ws),
         max_output_tokens=max_output_tokens,
         context_tokens=context_tokens,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        prices=_prices(prices),
     )
+    if max_cost and not ctx.prices:
+        raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
     if model:
         ctx.model = model
     if base_url:
@@ -328,9 +354,16 @@ def run(
     _finish(graph, tid, status, watcher, path)
 
 
+def _prices(raw: str | None) -> dict[str, Any]:
+    try:
+        return parse_prices(raw)
+    except ValueError as exc:
+        raise PlanModeError(str(exc)) from None
+
+
 def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
     values = graph.get_state(_cfg(tid)).values
-    if status != "awaiting_approval":
+    if status not in ("awaiting_approval", "over_budget"):
         show_result(graph, _cfg(tid), changed=watcher.changed)
     settings = values.get("settings") or {}
     if values.get("route") == "direct" and settings.get("mode") == "auto" and status == "answered":
@@ -382,6 +415,13 @@ def resume(
     gguf: Annotated[
         Path | None, typer.Option(help="Serve this GGUF model for the resume, as `run --gguf` does.")
     ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="At a budget pause: raise the token budget to N.")
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(min=0.000001, help="At a budget pause: raise the cost budget to X dollars.")
+    ] = None,
+    stop: Annotated[bool, typer.Option("--stop", help="At a budget pause: stop the run (status cancelled).")] = False,
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
@@ -426,7 +466,13 @@ def resume(
     if overrides:
         cfg["metadata"] = {_ENDPOINT_KEY: json.dumps(overrides)}
     status = drive(
-        graph, None, cfg, context=overrides or None, approver=_approver(auto, hint), resume_hint=hint, watcher=watcher
+        graph,
+        None,
+        cfg,
+        context=overrides or None,
+        approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}),
+        resume_hint=hint,
+        watcher=watcher,
     )
     _finish(graph, thread, status, watcher, path)
 
@@ -453,6 +499,7 @@ _LS_STYLE = {
     "answered": "green",
     "planning": "cyan",
     "model_unavailable": "red",
+    "over_budget": "yellow",
 }
 
 

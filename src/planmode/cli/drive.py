@@ -345,6 +345,9 @@ def _drive(
         if state.interrupts:
             payload = state.interrupts[0].value
             answer = approver(payload)
+            if answer is None and isinstance(payload, dict) and payload.get("type") == "planmode.budget":
+                console.print(Text.assemble(("Paused at the budget. Resume with: ", "yellow"), resume_hint or ""))
+                return "over_budget"
             if answer is None:
                 console.print(
                     Text.assemble(("Left for later. Resume with: ", "yellow"), resume_hint or f"planmode resume {tid}"),
@@ -387,5 +390,9 @@ def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = 
                 f"patches={len(report.get('patches', []))} reflections={report.get('reflections')}"
             )
         )
+    if values.get("usage"):
+        from planmode.cli.budget import usage_line
+
+        console.print(usage_line(values))
     if changed:
         console.print(Text("Files changed: ", style="bold") + Text(", ".join(changed)))

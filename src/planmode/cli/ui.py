@@ -262,6 +262,10 @@ def approval_screen(payload: Mapping[str, Any]) -> Group:
     view = changes_view(changes, plan)
     if view is not None:
         parts.append(view)
+    if isinstance(payload.get("budget"), Mapping):  # the plan's token estimate beside the budget
+        from planmode.budget import approval_markdown
+
+        parts.append(Text(approval_markdown(payload["budget"]), style="cyan"))
     if payload.get("error"):
         parts.append(error_text(payload["error"], label="previous answer refused:"))
     return Group(*parts)

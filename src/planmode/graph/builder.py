@@ -18,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
+from planmode.budget import accounted
 from planmode.context import PlanModeContext
 from planmode.executors import Executor, Verifier
 from planmode.graph.routing import (
@@ -77,17 +78,22 @@ def build_state_graph(
     g: StateGraph[PlanModeState, PlanModeContext, InputState, OutputState] = StateGraph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
-    g.add_node("detect", make_detect(deps))
+    # Every node's model calls are counted, and the nodes that start them check the budget first (budget.py).
+    g.add_node("detect", accounted("detect", make_detect(deps)))
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
-    g.add_node("respond", pausable("respond", make_respond(deps)))
-    g.add_node("plan", pausable("plan", make_plan(deps)))
+    g.add_node("respond", accounted("respond", pausable("respond", make_respond(deps))))
+    g.add_node("plan", accounted("plan", pausable("plan", make_plan(deps))))
     g.add_node("approve", make_approve(deps))
-    g.add_node("dispatch", make_dispatch(deps))
-    g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)), input_schema=StepTask)
-    g.add_node("verify", pausable("verify", make_verify(deps)))
-    g.add_node("reflect", pausable("reflect", make_reflect(deps)))
-    g.add_node("patch", pausable("patch", make_patch(deps)))
-    g.add_node("finalize", make_finalize(deps))
+    g.add_node("dispatch", accounted("dispatch", make_dispatch(deps)))
+    g.add_node(
+        "execute_step",
+        accounted("execute_step", pausable("execute_step", make_execute_step(deps))),
+        input_schema=StepTask,
+    )
+    g.add_node("verify", accounted("verify", pausable("verify", make_verify(deps))))
+    g.add_node("reflect", accounted("reflect", pausable("reflect", make_reflect(deps))))
+    g.add_node("patch", accounted("patch", pausable("patch", make_patch(deps))))
+    g.add_node("finalize", accounted("finalize", make_finalize(deps)))
     g.add_node("model_unavailable", make_model_unavailable(deps))
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)

@@ -35,7 +35,7 @@ def route_after_plan(state: PlanModeState) -> Literal["approve", "finalize", "mo
     """A valid plan goes to approval; a planner that gave up ends the run; one without a model pauses."""
     if state.get("status") == "model_unavailable":
         return "model_unavailable"
-    return "finalize" if state.get("status") == "failed" else "approve"
+    return "finalize" if state.get("status") in ("failed", "cancelled") else "approve"
 
 
 def route_after_approve(state: PlanModeState) -> Literal["dispatch", "plan", "approve", "finalize"]:
@@ -54,7 +54,7 @@ def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "f
     """A patch that needs approval goes to approve; a failed repair ends the run; otherwise execute."""
     if state.get("status") == "model_unavailable":
         return "model_unavailable"
-    if state.get("status") == "failed":
+    if state.get("status") in ("failed", "cancelled"):  # cancelled: stopped at the budget
         return "finalize"
     return "approve" if state.get("needs_approval") else "dispatch"
 
@@ -71,6 +71,8 @@ def route_after_dispatch(
     """
     if state.get("unavailable"):  # a step or its verification could not reach the model: pause
         return "model_unavailable"
+    if state.get("status") == "cancelled":  # stopped at the budget (planmode.budget)
+        return "finalize"
     plan = state.get("plan")
     if not isinstance(plan, Plan) or plan.version == 0:
         return "finalize" if state.get("status") == "failed" else "dispatch"
@@ -96,7 +98,7 @@ def route_after_reflect(state: PlanModeState) -> Literal["dispatch", "patch", "f
     model could not be reached pauses."""
     if state.get("status") == "model_unavailable":
         return "model_unavailable"
-    if state.get("status") in ("failed", "completed"):
+    if state.get("status") in ("failed", "completed", "cancelled"):
         return "finalize"
     reflection: Any = state.get("reflection") or {}
     if isinstance(reflection, dict) and reflection.get("assessment") in ("needs_adjustment", "off_track"):

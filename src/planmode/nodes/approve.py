@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.types import interrupt
 
 from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
+from planmode.budget import approval_budget, approval_markdown
 from planmode.events import emit
 from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
 from planmode.state.diff import plan_changes, plan_snapshot
@@ -52,6 +53,9 @@ def make_approve(deps: Deps) -> StateNode:
         payload = approval_payload(
             plan, error=error, reason=approval_reason(plan, base, error=error), changes=plan_changes(base, plan)
         )
+        if settings.max_tokens or settings.max_cost or state.get("usage"):  # the estimate beside the budget
+            payload["budget"] = approval_budget(plan, state, settings)
+            payload["markdown"] += "\n\n" + approval_markdown(payload["budget"])
         answer = interrupt(payload)
         decision = parse_resume(answer, plan)
         if isinstance(decision, str):

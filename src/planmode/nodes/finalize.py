@@ -7,6 +7,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from planmode import prompts
+from planmode.budget import finalize_fits
 from planmode.events import emit
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
@@ -82,6 +83,9 @@ def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
     feedback = state.get("feedback")
     report = {**build_report(plan, "cancelled", None, state.get("reflections") or 0), "feedback": feedback}
     answer = "The plan was cancelled at the approval" + (f": {feedback}" if feedback else ".")
+    stopped = state.get("budget")
+    if isinstance(stopped, dict) and stopped.get("stopped"):  # a human stopped the run at its budget (planmode.budget)
+        answer = f"The run was stopped at its budget before {stopped.get('stopped_at')}: {stopped.get('reason')}."
     if report["done"]:
         answer += f" Steps already done: {', '.join(report['done'])}."
     emit("run_finished", answer, plan_version=plan.version if plan else None, status="cancelled", report=report)
@@ -96,6 +100,8 @@ def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
 def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan) -> str:
     summary = "\n".join(f"- {s.id}: {s.result or s.status.value}" for s in plan.steps)
     settings = settings_of(state, runtime)
+    if not finalize_fits(state, settings):  # the summary call would go over the budget: a plain summary
+        return f"Done: {plan.goal} (the final summary was skipped: it does not fit the budget)\n{summary}"
     try:
         model = deps.models.get(settings)
         reply = model.invoke(

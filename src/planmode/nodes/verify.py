@@ -15,6 +15,7 @@ from planmode.state.graph_state import PlanModeState, StepOutcome
 from planmode.state.models import PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 from planmode.text import clip
+from planmode.usage import step_scope
 
 __all__ = ["make_verify", "summarize"]
 
@@ -58,7 +59,8 @@ def make_verify(deps: Deps) -> StateNode:
                 tools=(),
                 model=model,
             )
-            return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
+            with step_scope(step.id):  # the judge's tokens count for its step
+                return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
 
         # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
         with ContextThreadPoolExecutor(max_workers=max(1, min(len(work), settings.max_parallel))) as pool:

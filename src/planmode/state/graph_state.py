@@ -12,6 +12,7 @@ from typing_extensions import TypedDict
 
 from planmode.state.channel import PlanChannel
 from planmode.state.models import Plan, clean_text
+from planmode.state.usage import merge_usage
 
 __all__ = [
     "InputState",
@@ -171,6 +172,12 @@ class PlanModeState(InputState, total=False):
     """How many patches this run applied during execution."""
     error: str | None
     """Why the run failed, when it did."""
+    usage: Annotated[dict[str, Any], merge_usage]
+    """Model calls and tokens (input, output, cached) of the run: in total, per node, per step and per model
+    (`planmode.usage`). Nodes return deltas; the reducer adds them and never raises."""
+    budget: dict[str, Any] | None
+    """The budget a human raised at a ``planmode.budget`` pause (it wins over the settings), or the stop
+    (`planmode.budget`). None until then."""
     unavailable: Annotated[dict[str, Any] | None, latest]
     """The model call that could not reach the model: the node to re-run, the status before, the error and
     the endpoint (`planmode.nodes.model_unavailable`). Several execute_step tasks may write it at once."""

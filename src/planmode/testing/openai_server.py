@@ -27,6 +27,9 @@ Like a local server, it can refuse structured-output modes and report a context 
   whose prompt (about four characters a token) plus ``max_tokens`` exceeds N with llama-cpp-python's HTTP
   400 ``context_length_exceeded``. ``report_context=False`` enforces the size without reporting it, as
   llama-cpp-python's server does.
+- ``prompt_cache=True`` reports, in ``usage.prompt_tokens_details.cached_tokens``, the tokens of a leading
+  system message already seen in an earlier request (a provider's prefix cache); usage is an estimate (four
+  characters a token) either way.
 
 Run as a process (for ``langgraph dev`` subprocess tests)::
 
@@ -140,6 +143,7 @@ class ScriptedOpenAIServer:
         refuse: Iterable[str] = (),
         context_tokens: int | None = None,
         report_context: bool = True,
+        prompt_cache: bool = False,
     ) -> None:
         self.responder = responder
         self.host = host
@@ -150,6 +154,8 @@ class ScriptedOpenAIServer:
             raise ValueError(f"refuse takes {', '.join(MODES)}, not {', '.join(sorted(unknown))}")
         self.context_tokens = context_tokens
         self.report_context = report_context
+        self.prompt_cache = prompt_cache
+        self._prefixes: set[str] = set()
         self.requests: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
         self.on_request: Callable[[dict[str, Any]], None] | None = None
@@ -200,6 +206,19 @@ class ScriptedOpenAIServer:
             self.requests.append(body)
             if self.on_request is not None:
                 self.on_request(body)
+
+    def cached_tokens(self, body: Mapping[str, Any]) -> int:
+        """With ``prompt_cache``: the tokens of the leading system message when an earlier request began with
+        the same one (as a provider's prefix cache reports them), else 0."""
+        messages = body.get("messages") or []
+        first = messages[0] if messages and isinstance(messages[0], Mapping) else {}
+        if not self.prompt_cache or first.get("role") != "system":
+            return 0
+        prefix = json.dumps(first.get("content"))
+        with self._lock:
+            seen = prefix in self._prefixes
+            self._prefixes.add(prefix)
+        return min(prompt_tokens(body), len(prefix) // 4) if seen else 0
 
     def _refusal(self, body: dict[str, Any]) -> Fault | None:
         """The error a local server gives for a refused mode or an overflowing prompt, if any."""
@@ -302,7 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             self._send_stream(body, message, finish_reason)
         else:
-            self._send_json(200, _completion(body, message, finish_reason))
+            self._send_json(200, _completion(body, message, finish_reason, owner.cached_tokens(body)))
 
     def _send(self, status: int, payload: bytes, content_type: str, headers: Mapping[str, str] = {}) -> None:
         try:
@@ -402,7 +421,8 @@ def _message(reply: str | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 def _usage(request: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, int]:
-    """A rough token count: four characters a token."""
+    """A rough token count, four characters a token: an estimate, not a tokenizer's count (this is a test
+    double)."""
     prompt = prompt_tokens(request)
     completion = max(1, len(json.dumps([message.get("content"), message.get("tool_calls")])) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -419,10 +439,15 @@ def _envelope(request: Mapping[str, Any], kind: str, choices: list[dict[str, Any
     }
 
 
-def _completion(request: Mapping[str, Any], message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+def _completion(
+    request: Mapping[str, Any], message: dict[str, Any], finish_reason: str, cached: int = 0
+) -> dict[str, Any]:
     choice = {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
     cid = f"chatcmpl-{uuid.uuid4().hex}"
-    return {**_envelope(request, "chat.completion", [choice], cid), "usage": _usage(request, message)}
+    usage: dict[str, Any] = _usage(request, message)
+    if cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return {**_envelope(request, "chat.completion", [choice], cid), "usage": usage}
 
 
 def _pieces(text: str, size: int = 8) -> list[str]:

@@ -20,12 +20,15 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-__all__ = ["PurposeScript", "ScriptRequest", "ScriptedChatModel", "tool_call"]
+from planmode._budget import CHARS_PER_TOKEN
+
+__all__ = ["SCRIPTED_MODEL_NAME", "PurposeScript", "ScriptRequest", "ScriptedChatModel", "estimated_usage", "tool_call"]
 
 _PURPOSE = re.compile(r"^planmode:(\w+)")
 _STEP = re.compile(r"Step `([^`]+)`")
@@ -125,7 +128,7 @@ class ScriptedChatModel(BaseChatModel):
             if inspect.iscoroutine(reply):
                 reply.close()  # never awaited: no "coroutine was never awaited" warning
             raise TypeError("this scripted model's responder is async: call the model with ainvoke (or astream)")
-        return ChatResult(generations=[ChatGeneration(message=_to_message(reply, req.schema))])
+        return _result(req, reply)
 
     async def _agenerate(
         self,
@@ -139,7 +142,30 @@ class ScriptedChatModel(BaseChatModel):
         reply = self.responder(req)
         if inspect.isawaitable(reply):
             reply = await reply
-        return ChatResult(generations=[ChatGeneration(message=_to_message(reply, req.schema))])
+        return _result(req, reply)
+
+
+def _result(req: ScriptRequest, reply: Reply) -> ChatResult:
+    message = _to_message(reply, req.schema)
+    if message.usage_metadata is None:  # a scripted reply that names no usage gets an estimate
+        message = message.model_copy(update={"usage_metadata": estimated_usage(req.messages, req.tools, message)})
+    if not (message.response_metadata or {}).get("model_name"):
+        meta = {**(message.response_metadata or {}), "model_name": SCRIPTED_MODEL_NAME}
+        message = message.model_copy(update={"response_metadata": meta})
+    return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+#: The model name a scripted reply reports: it is a test double, and its token counts are estimates.
+SCRIPTED_MODEL_NAME = "scripted-test-double (usage estimated)"
+
+
+def estimated_usage(messages: Sequence[BaseMessage], tools: Sequence[Any], reply: AIMessage) -> UsageMetadata:
+    """The usage a scripted call reports: an estimate, a token per three characters of the prompt (messages
+    and tool schemas) and of the reply (text and tool calls). Not a tokenizer's count."""
+    prompt = sum(len(str(m.content)) + 8 for m in messages) + len(json.dumps(list(tools), default=str))
+    answer = len(str(reply.content)) + len(json.dumps([c.get("args") for c in reply.tool_calls], default=str))
+    i, o = prompt // CHARS_PER_TOKEN, max(1, answer // CHARS_PER_TOKEN)
+    return UsageMetadata(input_tokens=i, output_tokens=o, total_tokens=i + o)
 
 
 def _to_message(reply: Reply, schema: str | None) -> AIMessage:

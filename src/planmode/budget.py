@@ -1,0 +1,439 @@
+"""Token and cost budgets: an estimate of a plan's tokens, and a pause before the call that would overspend.
+
+Settings (`planmode.context.PlanModeContext`): ``max_tokens`` (input plus output tokens of the whole run; 0 for
+none), ``max_cost`` (dollars; 0 for none) with ``prices`` ``{model: {"input": $/1M, "output": $/1M, "cached":
+$/1M}}`` (a model is matched exactly, then by the longest key it starts with, then ``"*"``).
+
+The check. Before each node that calls the model (plan, dispatch for the batch of steps it starts and their
+verification, reflect, patch, respond), `guarded` compares ``spent + expected > budget``, where ``expected``
+is `expected_tokens` of what that node is about to do plus a `MARGIN` of 20%. When it does not fit, the run
+pauses at an interrupt ``{"type": "planmode.budget", ...}`` before any of those calls, and the human answers:
+
+- ``{"max_tokens": N}`` and/or ``{"max_cost": X}`` (positive numbers): the budget is raised; it is kept in
+  state (``budget``), so it survives the interrupt and the rest of the run; a raise that still does not cover
+  the next call is asked again, with the reason;
+- ``{"action": "stop"}`` (or ``"stop"``): the run ends as ``cancelled`` with a report; done steps stay done.
+
+Any other answer (negative, non-numeric, missing, unknown keys) is asked again with a clear error. The check
+runs per node: a node's calls are one or a bounded few (the executor's turns, the planner's retries), so a node
+that uses more than expected can end over the budget; the next check then pauses at once and says by how
+much, so nothing is overspent silently. The final summary call is skipped (a plain summary is written) when
+it does not fit. The detect classifier (one short call, unclear requests only) is counted but not checked.
+
+The estimate shown in the approval payload (`approval_budget`) and the next node's estimate come from
+`planmode.estimate`: the plan's size and its steps' complexity, scaled by what the steps run so far used.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.types import interrupt
+
+from planmode._drive import per_path
+from planmode.context import PlanModeContext, resolve_settings
+from planmode.errors import ConfigurationError
+from planmode.estimate import expected_tokens, plan_estimate, step_estimate
+from planmode.events import emit
+from planmode.state.models import Plan, StepStatus
+from planmode.usage import metered, total_tokens
+
+__all__ = [
+    "INTERRUPT_TYPE",
+    "Limits",
+    "accounted",
+    "approval_budget",
+    "approval_markdown",
+    "cost_of",
+    "expected_tokens",
+    "finalize_fits",
+    "guarded",
+    "limits_of",
+    "parse_budget_answer",
+    "plan_estimate",
+    "price_of",
+    "step_estimate",
+]
+
+#: The ``type`` of the budget interrupt's payload.
+INTERRUPT_TYPE = "planmode.budget"
+
+S = StepStatus
+#: The check counts this much more than the estimate of the next call: an estimate can fall short, and the
+#: budget must not be overspent because of it.
+MARGIN = 1.2
+#: Input share of an estimate whose split is unknown (for its cost).
+_INPUT_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The budget in force: the settings' values, raised by a human's answer (kept in state)."""
+
+    max_tokens: int = 0
+    max_cost: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.max_tokens > 0 or self.max_cost > 0
+
+    def to_state(self, **extra: Any) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "max_cost": self.max_cost, **extra}
+
+
+def limits_of(settings: PlanModeContext, stored: Any) -> Limits:
+    """The settings' budget, or the one a human raised it to (``state["budget"]``), whichever is set later:
+    a raise is kept in state and wins over the settings it raised."""
+    tokens, cost = settings.max_tokens, settings.max_cost
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ConfigurationError(f"max_tokens must be a whole number of tokens (0 for none), got {tokens!r}")
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+        raise ConfigurationError(f"max_cost must be a number of dollars (0 for none), got {cost!r}")
+    if isinstance(stored, Mapping):
+        raised_t, raised_c = stored.get("max_tokens"), stored.get("max_cost")
+        if isinstance(raised_t, int) and not isinstance(raised_t, bool) and raised_t > 0:
+            tokens = raised_t
+        if isinstance(raised_c, int | float) and not isinstance(raised_c, bool) and raised_c > 0:
+            cost = float(raised_c)
+    return Limits(int(tokens), float(cost))
+
+
+# -- prices and cost ---------------------------------------------------------------------------------------
+
+
+def price_of(prices: Mapping[str, Any], model: str) -> dict[str, float] | None:
+    """The price of ``model``: an exact key, else the longest key it starts with, else ``"*"``; None if none."""
+    if not isinstance(prices, Mapping):
+        return None
+    entry = prices.get(model)
+    if entry is None:
+        keys = sorted((k for k in prices if k != "*" and model.startswith(k)), key=len, reverse=True)
+        entry = prices[keys[0]] if keys else prices.get("*")
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        pin = float(entry.get("input", 0.0))
+        out = {"input": pin, "output": float(entry.get("output", pin)), "cached": float(entry.get("cached", pin))}
+    except (TypeError, ValueError):
+        return None
+    return out if all(math.isfinite(v) and v >= 0 for v in out.values()) else None
+
+
+def _price_or_raise(prices: Mapping[str, Any], model: str) -> dict[str, float]:
+    price = price_of(prices, model)
+    if price is None:
+        raise ConfigurationError(
+            f"max_cost is set but there is no price for model {model!r}: set prices, e.g. "
+            f'--prices \'{{"{model}": {{"input": 0.15, "output": 0.6}}}}\' (dollars per million tokens; "*" '
+            "matches every model)"
+        )
+    return price
+
+
+def cost_of(usage: Any, prices: Mapping[str, Any]) -> float | None:
+    """The dollars of a run's usage at ``prices`` (per million tokens); None when a model has no price."""
+    models = usage.get("models") if isinstance(usage, Mapping) else None
+    total = 0.0
+    for model, counters in (models or {}).items() if isinstance(models, Mapping) else ():
+        price = price_of(prices, str(model))
+        if price is None:
+            return None
+        if not isinstance(counters, Mapping):
+            continue
+        cached = _int(counters.get("cached"))
+        fresh = max(0, _int(counters.get("input")) - cached)
+        total += fresh * price["input"] + cached * price["cached"] + _int(counters.get("output")) * price["output"]
+    return total / 1e6
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _tokens_cost(tokens: int, price: Mapping[str, float]) -> float:
+    return (tokens * _INPUT_SHARE * price["input"] + tokens * (1 - _INPUT_SHARE) * price["output"]) / 1e6
+
+
+# -- the check ---------------------------------------------------------------------------------------------
+
+
+def _model_name(settings: PlanModeContext, usage: Any) -> str:
+    models = usage.get("models") if isinstance(usage, Mapping) else None
+    if isinstance(models, Mapping) and len(models) == 1:
+        return str(next(iter(models)))
+    return settings.model
+
+
+def _over(limits: Limits, spent: int, spent_cost: float, expected: int, next_cost: float) -> str | None:
+    if limits.max_tokens > 0 and spent + expected > limits.max_tokens:
+        return f"spent {spent} + next {expected} tokens > max_tokens {limits.max_tokens}"
+    if limits.max_cost > 0 and spent_cost + next_cost > limits.max_cost:
+        return f"spent ${spent_cost:.4f} + next ${next_cost:.4f} > max_cost ${limits.max_cost:.4f}"
+    return None
+
+
+@dataclass(frozen=True)
+class _Stop:
+    pass
+
+
+def parse_budget_answer(answer: Any) -> Limits | _Stop:
+    """A resume value of the budget pause: the new limits (0 for a limit not named) or a stop.
+
+    Raises `ValueError` with the reason for anything else (the pause asks again)."""
+    if answer == "stop":
+        return _Stop()
+    if not isinstance(answer, Mapping):
+        raise ValueError(
+            f"expected {{'max_tokens': N}}, {{'max_cost': X}} or {{'action': 'stop'}}, got {type(answer).__name__}"
+        )
+    values = dict(answer)
+    action = values.pop("action", "raise")
+    if action == "stop":
+        return _Stop()
+    if action != "raise":
+        raise ValueError(f"unknown action {action!r}: 'raise' (with max_tokens / max_cost) or 'stop'")
+    unknown = sorted(set(values) - {"max_tokens", "max_cost"})
+    if unknown:
+        raise ValueError(f"unknown keys {', '.join(map(repr, unknown))}: name max_tokens and/or max_cost")
+    if not values:
+        raise ValueError("name the new budget: {'max_tokens': N} and/or {'max_cost': X}, or {'action': 'stop'}")
+    tokens, cost = 0, 0.0
+    if "max_tokens" in values:
+        raw = values["max_tokens"]
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw != int(raw):
+            raise ValueError(f"max_tokens must be a whole number of tokens, got {raw!r}")
+        if raw <= 0:
+            raise ValueError(f"max_tokens must be positive, got {raw!r}")
+        tokens = int(raw)
+    if "max_cost" in values:
+        raw = values["max_cost"]
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            raise ValueError(f"max_cost must be a number of dollars, got {raw!r}")
+        if raw <= 0:
+            raise ValueError(f"max_cost must be positive, got {raw!r}")
+        cost = float(raw)
+    return Limits(tokens, cost)
+
+
+def _stop_update(name: str, limits: Limits, spent: int, reason: str) -> dict[str, Any]:
+    emit("budget_stopped", reason, node=name, spent=spent)
+    update: dict[str, Any] = {
+        "status": "cancelled",
+        "error": None,
+        "budget": limits.to_state(stopped=True, stopped_at=name, reason=reason),
+    }
+    if name == "respond":  # the direct path ends here (no finalize)
+        text = f"Stopped at the budget before answering ({reason})."
+        update["messages"] = [AIMessage(content=text, name="planmode")]
+    return update
+
+
+def guarded(name: str, node: Any) -> Any:
+    """``node`` behind the budget check (see the module docstring)."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapped(state: Any, runtime: Any) -> Any:
+                checked = _check(name, state, runtime)
+                if checked.stop is not None:
+                    return checked.stop
+                return checked.apply(await fn(state, runtime=runtime))
+
+            return awrapped
+
+        @functools.wraps(fn)
+        def wrapped(state: Any, runtime: Any) -> Any:
+            checked = _check(name, state, runtime)
+            if checked.stop is not None:
+                return checked.stop
+            return checked.apply(fn(state, runtime=runtime))
+
+        return wrapped
+
+    return per_path(node, wrap)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    stop: dict[str, Any] | None = None
+    raised: Limits | None = None
+
+    def apply(self, result: Any) -> Any:
+        """The node's result with the raised budget kept in state."""
+        if self.raised is not None and isinstance(result, dict):
+            return {**result, "budget": self.raised.to_state()}
+        return result
+
+
+def _check(name: str, state: Any, runtime: Any) -> _Checked:
+    """The budget check before node ``name``: pauses (``interrupt``) until the budget covers the next call or
+    the human stops the run."""
+    settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
+    stored = state.get("budget")
+    limits = limits_of(settings, stored)
+    if isinstance(stored, Mapping) and stored.get("stopped"):
+        limits = Limits()  # a stopped run only finishes
+    raised = False
+    problem: str | None = None
+    while limits.active:
+        usage = state.get("usage")
+        estimate, steps = expected_tokens(name, state, settings)
+        if estimate <= 0:
+            break
+        expected = math.ceil(estimate * MARGIN)
+        spent = total_tokens(usage)
+        spent_cost = next_cost = 0.0
+        if limits.max_cost > 0:
+            price = _price_or_raise(settings.prices, _model_name(settings, usage))
+            spent_cost = cost_of(usage, settings.prices) or 0.0
+            next_cost = _tokens_cost(expected, price)
+        reason = _over(limits, spent, spent_cost, expected, next_cost)
+        if reason is None:
+            break
+        payload = _payload(name, state, settings, limits, reason, expected, steps, spent, spent_cost, problem)
+        emit("budget_paused", reason, node=name, spent=spent, expected=expected)
+        answer = interrupt(payload)
+        try:
+            decision = parse_budget_answer(answer)
+        except ValueError as exc:
+            problem = str(exc)
+            continue
+        if isinstance(decision, _Stop):
+            return _Checked(stop=_stop_update(name, limits, spent, reason))
+        limits = Limits(decision.max_tokens or limits.max_tokens, decision.max_cost or limits.max_cost)
+        raised = True
+        problem = f"the new budget does not cover the next call either ({reason})"
+    return _Checked(raised=limits if raised else None)
+
+
+def _payload(
+    name: str,
+    state: Mapping[str, Any],
+    settings: PlanModeContext,
+    limits: Limits,
+    reason: str,
+    expected: int,
+    steps: list[str],
+    spent: int,
+    spent_cost: float,
+    problem: str | None,
+) -> dict[str, Any]:
+    plan = state.get("plan")
+    estimate = plan_estimate(plan, state.get("usage"), settings) if isinstance(plan, Plan) else None
+    need = max(spent + expected, estimate["total"] if estimate else 0)
+    what = f"execute and verify step(s) {', '.join(steps)}" if steps else f"the {name} call"
+    lines = [
+        f"**Budget reached** before {what}: {reason}.",
+        f"Spent {spent} tokens" + (f" (${spent_cost:.4f})" if limits.max_cost else "") + f"; next: ~{expected}.",
+    ]
+    if estimate:
+        lines.append(f"Estimated to finish the plan: ~{estimate['remaining']} more tokens ({estimate['basis']}).")
+    lines.append("Raise the budget ({'max_tokens': N} / {'max_cost': X}) or stop ({'action': 'stop'}).")
+    return {
+        "type": INTERRUPT_TYPE,
+        "node": name,
+        "steps": steps,
+        "reason": reason,
+        "spent": {"tokens": spent, "cost": round(spent_cost, 6) if limits.max_cost else None},
+        "next": {"tokens": expected, "what": what},
+        "budget": {"max_tokens": limits.max_tokens or None, "max_cost": limits.max_cost or None},
+        "estimate": estimate,
+        "suggested": {"max_tokens": need},
+        "resume": "{'max_tokens': N} and/or {'max_cost': X} to raise the budget, {'action': 'stop'} to stop",
+        "answer_error": problem,
+        "markdown": "\n\n".join(lines),
+    }
+
+
+def finalize_fits(state: Mapping[str, Any], settings: PlanModeContext) -> bool:
+    """True when the final summary call fits the budget (it is skipped otherwise)."""
+    limits = limits_of(settings, state.get("budget"))
+    if not limits.max_tokens:
+        return True
+    expected, _ = expected_tokens("finalize", state, settings)
+    return total_tokens(state.get("usage")) + expected <= limits.max_tokens
+
+
+def approval_budget(plan: Plan, state: Mapping[str, Any], settings: PlanModeContext) -> dict[str, Any]:
+    """The approval payload's ``budget`` section: the plan's estimate beside the budget."""
+    usage = state.get("usage")
+    limits = limits_of(settings, state.get("budget"))
+    estimate = plan_estimate(plan, usage, settings)
+    out: dict[str, Any] = {
+        "estimate": estimate,
+        "max_tokens": limits.max_tokens or None,
+        "max_cost": limits.max_cost or None,
+        "fits": not limits.max_tokens or estimate["total"] <= limits.max_tokens,
+    }
+    price = price_of(settings.prices, _model_name(settings, usage)) if settings.prices else None
+    if price is not None:
+        spent = cost_of(usage, settings.prices) or 0.0
+        out["estimated_cost"] = round(spent + _tokens_cost(estimate["remaining"], price), 6)
+        if limits.max_cost:
+            out["fits"] = out["fits"] and out["estimated_cost"] <= limits.max_cost
+    return out
+
+
+def approval_markdown(section: Mapping[str, Any]) -> str:
+    """One line for the approval's markdown."""
+    est = section["estimate"]
+    text = f"Estimated tokens: ~{est['total']} ({est['basis']})"
+    if section.get("estimated_cost") is not None:
+        text += f", ~${section['estimated_cost']:.4f}"
+    limits = [f"{section['max_tokens']} tokens" if section.get("max_tokens") else ""]
+    limits.append(f"${section['max_cost']:.4f}" if section.get("max_cost") else "")
+    named = " / ".join(x for x in limits if x)
+    text += f"; budget: {named}" + ("" if section["fits"] else " (the estimate exceeds it)") if named else ""
+    return text
+
+
+def _report_after(state: Any, result: Any, delta: dict[str, Any]) -> Any:
+    """finalize's report with the run's usage (its own call included) and budget."""
+    from planmode.usage import merge_usage
+
+    if not isinstance(result, dict) or not isinstance(result.get("report"), dict):
+        return result
+    usage = merge_usage(state.get("usage"), delta)
+    settings = resolve_settings(None, state.get("settings"))
+    report = {**result["report"], "usage": usage}
+    cost = cost_of(usage, settings.prices) if settings.prices else None
+    if cost is not None:
+        report["cost"] = round(cost, 6)
+    budget = state.get("budget")
+    limits = limits_of(settings, budget)
+    if limits.active or isinstance(budget, Mapping):
+        report["budget"] = {**limits.to_state(), **(dict(budget) if isinstance(budget, Mapping) else {})}
+    return {**result, "report": report}
+
+
+_GUARDED = frozenset({"plan", "dispatch", "reflect", "patch", "respond"})
+
+
+def accounted(name: str, node: Any) -> Any:
+    """``node`` with its model calls counted (`planmode.usage.metered`) and, for the nodes that start model
+    calls, behind the budget check (`guarded`). detect starts a new run's count and budget."""
+    inner = guarded(name, node) if name in _GUARDED else node
+    if name == "detect":
+        return metered(name, inner, reset=True, after=lambda s, r, d: _detect_after(r))
+    if name == "finalize":
+        return metered(name, inner, after=_report_after)
+    return metered(name, inner)
+
+
+def _detect_after(result: Any) -> Any:
+    import dataclasses
+
+    from langgraph.types import Command
+
+    if isinstance(result, Command) and isinstance(result.update, dict):
+        return dataclasses.replace(result, update={**result.update, "budget": None})
+    return result
