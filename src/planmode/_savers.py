@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -10,12 +11,11 @@ __all__ = ["is_postgres", "pg_connection"]
 
 
 def is_postgres(saver: Any) -> bool:
-    """True for a ``PostgresSaver`` (False when the postgres extra is not installed)."""
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError:  # the postgres extra is not installed, so this cannot be one
-        return False
-    return isinstance(saver, PostgresSaver)
+    """True for a ``PostgresSaver``. Imports nothing: a saver of that class exists only once its module is
+    loaded, and a first import of psycopg (it runs ``ldconfig`` in a subprocess to find libpq) must not happen
+    on an event loop (the LangGraph server's blocking-call detector refuses it)."""
+    module = sys.modules.get("langgraph.checkpoint.postgres")
+    return module is not None and isinstance(saver, module.PostgresSaver)
 
 
 @contextmanager

@@ -44,7 +44,7 @@ from planmode.nodes import (
     make_verify,
 )
 from planmode.nodes.dispatch import StepTask
-from planmode.nodes.model_unavailable import make_model_unavailable, pausable
+from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
@@ -94,7 +94,7 @@ def build_state_graph(
     g.add_node("reflect", accounted("reflect", pausable("reflect", make_reflect(deps))))
     g.add_node("patch", accounted("patch", pausable("patch", make_patch(deps))))
     g.add_node("finalize", accounted("finalize", make_finalize(deps)))
-    g.add_node("model_unavailable", make_model_unavailable(deps))
+    g.add_node("model_unavailable", make_model_unavailable(deps), destinations=RESUME_NODES)
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
     g.add_edge("execute_step", "verify")

@@ -24,7 +24,7 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import Command, interrupt
@@ -35,12 +35,22 @@ from planmode.events import emit
 from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate
 from planmode.state.graph_state import PlanModeState
 
-__all__ = ["INTERRUPT_TYPE", "ResumeNode", "make_model_unavailable", "pausable", "unavailable_update"]
+__all__ = [
+    "INTERRUPT_TYPE",
+    "RESUME_NODES",
+    "ResumeNode",
+    "make_model_unavailable",
+    "model_unavailable",
+    "pausable",
+    "unavailable_update",
+]
 
 #: The ``type`` of this node's interrupt payload.
 INTERRUPT_TYPE = "planmode.model_unavailable"
 
 ResumeNode = Literal["respond", "plan", "dispatch", "verify", "reflect", "patch"]
+#: Where this node sends the run back (its ``destinations`` in the graph).
+RESUME_NODES: tuple[ResumeNode, ...] = get_args(ResumeNode)
 _SETTING_NAMES = {f.name for f in fields(PlanModeContext)}
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -133,46 +143,53 @@ def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:
     return replace(settings, **values)
 
 
-def make_model_unavailable(deps: Deps) -> Node[PlanModeState, Command[ResumeNode]]:
-    """Build the model_unavailable node."""
+def make_model_unavailable(deps: Deps) -> RunnableCallable:
+    """Build the model_unavailable node: the same function on both paths (it only reads state and interrupts:
+    nothing to await). Add it with ``destinations=`` the `ResumeNode` names (a runnable has no return type
+    hint for LangGraph to draw its edges from)."""
     del deps  # no model here: this node only waits for one
 
-    def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
-        info = dict(state.get("unavailable") or {})
-        settings = resolve_settings(runtime.context, state.get("settings"))
-        moved = (settings.base_url, settings.model) != (info.get("base_url"), info.get("model"))
-        if not info or not moved:
-            problem: str | None = None
-            while True:  # a resume this node cannot take asks again, with the reason
-                answer = interrupt(
-                    {
-                        "type": INTERRUPT_TYPE,
-                        "error": info.get("error") or "the model could not be reached",
-                        "node": info.get("failed_node"),
-                        "step_id": info.get("step_id"),
-                        "base_url": settings.base_url,
-                        "model": settings.model,
-                        "resume": (
-                            "{'base_url': ..., 'model': ...} for another endpoint or model, {'action': 'retry'} "
-                            "to try the same one again"
-                        ),
-                        "answer_error": problem,
-                    }
-                )
-                try:
-                    settings = _apply(settings, answer)
-                    break
-                except ValueError as exc:
-                    problem = str(exc)
-        target: ResumeNode = info.get("node") or "dispatch"
-        return Command(
-            goto=target,
-            update={
-                "settings": settings_dict(settings),
-                "status": info.get("status") or "running",
-                "unavailable": None,
-                "error": None,
-            },
-        )
+    async def amodel_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
+        return model_unavailable(state, runtime)
 
-    return model_unavailable
+    return RunnableCallable(model_unavailable, amodel_unavailable, name="model_unavailable", trace=False)
+
+
+def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
+    """Wait for a reachable model (see the module docstring), then go back to the node that lost it."""
+    info = dict(state.get("unavailable") or {})
+    settings = resolve_settings(runtime.context, state.get("settings"))
+    moved = (settings.base_url, settings.model) != (info.get("base_url"), info.get("model"))
+    if not info or not moved:
+        problem: str | None = None
+        while True:  # a resume this node cannot take asks again, with the reason
+            answer = interrupt(
+                {
+                    "type": INTERRUPT_TYPE,
+                    "error": info.get("error") or "the model could not be reached",
+                    "node": info.get("failed_node"),
+                    "step_id": info.get("step_id"),
+                    "base_url": settings.base_url,
+                    "model": settings.model,
+                    "resume": (
+                        "{'base_url': ..., 'model': ...} for another endpoint or model, {'action': 'retry'} "
+                        "to try the same one again"
+                    ),
+                    "answer_error": problem,
+                }
+            )
+            try:
+                settings = _apply(settings, answer)
+                break
+            except ValueError as exc:
+                problem = str(exc)
+    target: ResumeNode = info.get("node") or "dispatch"
+    return Command(
+        goto=target,
+        update={
+            "settings": settings_dict(settings),
+            "status": info.get("status") or "running",
+            "unavailable": None,
+            "error": None,
+        },
+    )

@@ -1,25 +1,36 @@
 """verify: judge each executed step against its acceptance criteria. Only a verified step becomes done;
-a failed verification counts an attempt (the step is retried, or fails when its attempts are used up)."""
+a failed verification counts an attempt (the step is retried, or fails when its attempts are used up).
+
+Two paths, one logic: ``invoke`` judges the steps in a thread pool, ``ainvoke`` (the LangGraph server) awaits
+the judges together on the event loop, both bounded by ``max_parallel``."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables.config import ContextThreadPoolExecutor
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
+from planmode.context import PlanModeContext
 from planmode.events import emit
-from planmode.executors import StepContext, Verdict, llm_verifier, run_verifier
-from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of, store_of
-from planmode.nodes._outputs import stored_output
+from planmode.executors import StepContext, Verdict, allm_verifier, arun_verifier, llm_verifier, run_verifier
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
+from planmode.nodes._outputs import astored_output, stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
-from planmode.state.models import PlanSource, Step, StepStatus, StepTransition
+from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 from planmode.text import clip
 from planmode.usage import step_scope
 
-__all__ = ["make_verify", "summarize"]
+__all__ = ["bounded_gather", "make_verify", "summarize"]
 
 S = StepStatus
+Work = list[tuple[Step, StepOutcome]]
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 def summarize(text: str, limit: int) -> str:
@@ -27,89 +38,177 @@ def summarize(text: str, limit: int) -> str:
     return clip(text, limit, marker=" …[truncated]")
 
 
-def make_verify(deps: Deps) -> StateNode:
-    """Build the verify node."""
+def make_verify(deps: Deps) -> RunnableCallable:
+    """Build the verify node: a sync function for ``invoke`` (judges in a thread pool) and an async one for
+    ``ainvoke`` (judges awaited together with `arun_verifier`, outputs read with the store's ``aget``)."""
 
-    def verify(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
+    def verify(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
         settings = settings_of(state, runtime)
-        plan = state.get("plan")
-        outcomes = state.get("step_outcomes") or {}
-        if plan is None or not outcomes:
+        plan, work = _work(state)
+        if plan is None:
             return {}
-        work: list[tuple[Step, StepOutcome]] = []
-        for sid, outcome in outcomes.items():
-            step = plan.get(sid)
-            if step is not None and step.status is S.RUNNING:
-                work.append((step, outcome))
-        needs_model = deps.verifier is None and any(o.ok and s.acceptance for s, o in work)
-        model = deps.models.get(settings) if needs_model else None
+        model = deps.models.get(settings) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         full = {step.id: stored_output(outcome, store) for step, outcome in work}  # here: the pool has no config
 
         def judge(item: tuple[Step, StepOutcome]) -> Verdict:
             step, outcome = item
-            if not outcome.ok:
-                return Verdict(passed=False, reason=outcome.error or "the attempt failed")
-            ctx = StepContext(
-                goal=plan.goal,
-                dependencies={},
-                attempt=step.attempts,
-                previous_error=step.error,
-                settings=settings,
-                tools=(),
-                model=model,
-            )
+            failed = _failed(outcome)
+            if failed is not None:
+                return failed
             with step_scope(step.id):  # the judge's tokens count for its step
+                ctx = _context(plan, step, settings, model)
                 return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
 
         # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
-        with ContextThreadPoolExecutor(max_workers=max(1, min(len(work), settings.max_parallel))) as pool:
+        with ContextThreadPoolExecutor(max_workers=_width(work, settings)) as pool:
             verdicts = list(pool.map(judge, work))
-        transitions: list[StepTransition] = []
-        for (step, outcome), verdict in zip(work, verdicts, strict=True):
-            if verdict.passed:
-                summary = summarize(full[step.id], settings.result_chars)
-                transitions.append(
-                    StepTransition(
-                        id=step.id, status=S.DONE, result=summary, error=None, output_ref=outcome.output_ref, clear=True
-                    )
-                )
-                emit("step_completed", summary, step_id=step.id, plan_version=plan.version, attempt=step.attempts)
-                continue
-            reason = verdict.reason or "verification failed"
-            if outcome.blocked:  # retrying cannot help: reflect decides (patch, skip, or give up)
-                transitions.append(StepTransition(id=step.id, status=S.BLOCKED, error=reason, clear=True))
-                emit(
-                    "step_failed",
-                    reason,
-                    step_id=step.id,
-                    plan_version=plan.version,
-                    attempt=step.attempts,
-                    final=True,
-                    blocked=True,
-                )
-                continue
-            exhausted = step.attempts >= settings.max_attempts
+        return _update(state, plan, work, verdicts, full, settings)
+
+    async def averify(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
+        settings = settings_of(state, runtime)
+        plan, work = _work(state)
+        if plan is None:
+            return {}
+        model = await deps.models.aget(settings) if _needs_model(deps, work) else None
+        store = store_of(deps, runtime)
+        texts = await asyncio.gather(*(astored_output(outcome, store) for _, outcome in work))
+        full = {step.id: text for (step, _), text in zip(work, texts, strict=True)}
+
+        async def ajudge(item: tuple[Step, StepOutcome]) -> Verdict:
+            step, outcome = item
+            failed = _failed(outcome)
+            if failed is not None:
+                return failed
+            with step_scope(step.id):  # each judge is its own task: the scope stays with its calls
+                ctx = _context(plan, step, settings, model)
+                return await arun_verifier(deps.verifier or allm_verifier, step, full[step.id], ctx)
+
+        verdicts = await bounded_gather(ajudge, work, _width(work, settings))
+        return _update(state, plan, work, verdicts, full, settings)
+
+    return RunnableCallable(verify, averify, name="verify", trace=False)
+
+
+async def bounded_gather(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T], limit: int) -> list[_R]:
+    """``fn`` over ``items`` concurrently, at most ``limit`` at a time, results in order.
+
+    The first exception (an interrupt, a lost model) cancels the calls still running, waits for them, and is
+    raised as itself (not in an ``ExceptionGroup``: `pausable` and LangGraph look for the plain exception)."""
+    gate = asyncio.Semaphore(max(1, limit))
+
+    async def one(item: _T) -> _R:
+        async with gate:
+            return await fn(item)
+
+    tasks = [asyncio.ensure_future(one(item)) for item in items]  # each copies the run's context
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+# -- the parts both paths share --------------------------------------------------------------------------
+
+
+def _work(state: PlanModeState) -> tuple[Plan | None, Work]:
+    """The plan and the (step, outcome) pairs to judge: outcomes of steps still running (None: nothing to do)."""
+    plan = state.get("plan")
+    outcomes = state.get("step_outcomes") or {}
+    if plan is None or not outcomes:
+        return None, []
+    work: Work = []
+    for sid, outcome in outcomes.items():
+        step = plan.get(sid)
+        if step is not None and step.status is S.RUNNING:
+            work.append((step, outcome))
+    return plan, work
+
+
+def _needs_model(deps: Deps, work: Work) -> bool:
+    """Only the default judge needs the model, and only for a successful attempt with acceptance criteria."""
+    return deps.verifier is None and any(o.ok and s.acceptance for s, o in work)
+
+
+def _width(work: Work, settings: PlanModeContext) -> int:
+    return max(1, min(len(work), settings.max_parallel))
+
+
+def _failed(outcome: StepOutcome) -> Verdict | None:
+    """The verdict on an attempt that failed by itself (no judge is asked)."""
+    if outcome.ok:
+        return None
+    return Verdict(passed=False, reason=outcome.error or "the attempt failed")
+
+
+def _context(plan: Plan, step: Step, settings: PlanModeContext, model: BaseChatModel | None) -> StepContext:
+    return StepContext(
+        goal=plan.goal,
+        dependencies={},
+        attempt=step.attempts,
+        previous_error=step.error,
+        settings=settings,
+        tools=(),
+        model=model,
+    )
+
+
+def _update(
+    state: PlanModeState,
+    plan: Plan,
+    work: Work,
+    verdicts: list[Verdict],
+    full: dict[str, str],
+    settings: PlanModeContext,
+) -> StateUpdate:
+    """The plan's transitions from the verdicts (with their events), and the outcomes cleared."""
+    transitions: list[StepTransition] = []
+    for (step, outcome), verdict in zip(work, verdicts, strict=True):
+        if verdict.passed:
+            summary = summarize(full[step.id], settings.result_chars)
             transitions.append(
                 StepTransition(
-                    id=step.id,
-                    status=S.FAILED if exhausted else S.PENDING,
-                    error=reason,
-                    result=summarize(full[step.id], settings.result_chars) if full[step.id] else None,
-                    clear=True,
+                    id=step.id, status=S.DONE, result=summary, error=None, output_ref=outcome.output_ref, clear=True
                 )
             )
+            emit("step_completed", summary, step_id=step.id, plan_version=plan.version, attempt=step.attempts)
+            continue
+        reason = verdict.reason or "verification failed"
+        if outcome.blocked:  # retrying cannot help: reflect decides (patch, skip, or give up)
+            transitions.append(StepTransition(id=step.id, status=S.BLOCKED, error=reason, clear=True))
             emit(
                 "step_failed",
                 reason,
                 step_id=step.id,
                 plan_version=plan.version,
                 attempt=step.attempts,
-                final=exhausted,
+                final=True,
+                blocked=True,
             )
-        return {
-            "plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY),
-            "step_outcomes": dict.fromkeys(outcomes, None),
-        }
-
-    return verify
+            continue
+        exhausted = step.attempts >= settings.max_attempts
+        transitions.append(
+            StepTransition(
+                id=step.id,
+                status=S.FAILED if exhausted else S.PENDING,
+                error=reason,
+                result=summarize(full[step.id], settings.result_chars) if full[step.id] else None,
+                clear=True,
+            )
+        )
+        emit(
+            "step_failed",
+            reason,
+            step_id=step.id,
+            plan_version=plan.version,
+            attempt=step.attempts,
+            final=exhausted,
+        )
+    outcomes: dict[str, Any] = state.get("step_outcomes") or {}
+    return {
+        "plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY),
+        "step_outcomes": dict.fromkeys(outcomes, None),
+    }
