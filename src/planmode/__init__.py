@@ -5,6 +5,7 @@ repaired with minimal patches that never rewrite work that is already done.
 """
 
 from planmode.agent_tool import as_tool, guard_tools
+from planmode.alease import arun, astream, athread_lease
 from planmode.context import PlanModeContext
 from planmode.edit import EditResult, edit_plan
 from planmode.errors import (
@@ -42,7 +43,10 @@ __all__ = [
     "ThreadNotFoundError",
     "Verdict",
     "apply_patch",
+    "arun",
     "as_tool",
+    "astream",
+    "athread_lease",
     "build_graph",
     "build_state_graph",
     "edit_plan",

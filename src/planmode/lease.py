@@ -177,6 +177,34 @@ def _dead(host: str, pid: int, proc_start: str | None) -> bool:
 
 
 # -- where it is kept ------------------------------------------------------------------------------------
+# The statements, shared with the async stores (planmode.alease); ``?`` placeholders (``%s`` for PostgreSQL).
+
+
+def create_sql(postgres: bool) -> str:
+    """The lease table, created idempotently."""
+    real = "DOUBLE PRECISION" if postgres else "REAL"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+        f"host TEXT NOT NULL, pid INTEGER NOT NULL, proc_start TEXT, token TEXT NOT NULL, "
+        f"since {real} NOT NULL, heartbeat {real} NOT NULL, expires {real} NOT NULL)"
+    )
+
+
+def select_sql(postgres: bool) -> str:
+    """The current holder of a thread's lease (locked for the transaction on PostgreSQL)."""
+    lock = " FOR UPDATE" if postgres else ""
+    return f"SELECT holder, host, pid, proc_start, since, expires FROM {LEASE_TABLE} WHERE thread_id = ?{lock}"
+
+
+INSERT_SQL = (
+    f"INSERT INTO {LEASE_TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING"
+)
+TAKEOVER_SQL = (
+    f"UPDATE {LEASE_TABLE} SET holder = ?, host = ?, pid = ?, proc_start = ?, token = ?, since = ?, "
+    "heartbeat = ?, expires = ? WHERE thread_id = ?"
+)
+RENEW_SQL = f"UPDATE {LEASE_TABLE} SET heartbeat = ?, expires = ? WHERE thread_id = ? AND token = ?"
+RELEASE_SQL = f"DELETE FROM {LEASE_TABLE} WHERE thread_id = ? AND token = ?"
 
 
 class _Store:
@@ -218,20 +246,14 @@ class _SqlStore(_Store):
     def __init__(self, saver: Any, postgres: bool) -> None:
         self.saver = saver
         self.postgres = postgres
-        real = "DOUBLE PRECISION" if postgres else "REAL"
-        create = (
-            f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
-            f"host TEXT NOT NULL, pid INTEGER NOT NULL, proc_start TEXT, token TEXT NOT NULL, "
-            f"since {real} NOT NULL, heartbeat {real} NOT NULL, expires {real} NOT NULL)"
-        )
         try:
             with self._transaction() as execute:
-                execute(create)
+                execute(create_sql(postgres))
         except Exception:
             # PostgreSQL's CREATE TABLE IF NOT EXISTS can fail when another process creates the same table at
             # that moment (a unique violation in its catalog): then the table exists, and once more is a no-op.
             with self._transaction() as execute:
-                execute(create)
+                execute(create_sql(postgres))
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -271,40 +293,23 @@ class _SqlStore(_Store):
     def acquire(self, thread_id: str, ttl: float) -> ThreadLease:
         lease, values = _new_lease(thread_id, ttl)
         with self._transaction() as execute:
-            inserted = execute(
-                f"INSERT INTO {LEASE_TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (thread_id) DO NOTHING",
-                values,
-            ).rowcount
-            if inserted == 1:
+            if execute(INSERT_SQL, values).rowcount == 1:
                 return lease
-            lock = " FOR UPDATE" if self.postgres else ""
-            row = execute(
-                f"SELECT holder, host, pid, proc_start, since, expires FROM {LEASE_TABLE} WHERE thread_id = ?{lock}",
-                (thread_id,),
-            ).fetchone()
+            row = execute(select_sql(self.postgres), (thread_id,)).fetchone()
             _decide(lease, _plain(row))
-            execute(
-                f"UPDATE {LEASE_TABLE} SET holder = ?, host = ?, pid = ?, proc_start = ?, token = ?, since = ?, "
-                "heartbeat = ?, expires = ? WHERE thread_id = ?",
-                (*values[1:], thread_id),
-            )
+            execute(TAKEOVER_SQL, (*values[1:], thread_id))
         log.info("took over the lease of thread %r from %s (gone)", thread_id, lease.taken_over)
         return lease
 
     def renew(self, lease: ThreadLease) -> bool:
         now = time.time()
         with self._transaction() as execute:
-            cur = execute(
-                f"UPDATE {LEASE_TABLE} SET heartbeat = ?, expires = ? WHERE thread_id = ? AND token = ?",
-                (now, now + lease.ttl, lease.thread_id, lease.token),
-            )
-            return bool(cur.rowcount == 1)
+            return bool(execute(RENEW_SQL, (now, now + lease.ttl, lease.thread_id, lease.token)).rowcount == 1)
 
     def release(self, lease: ThreadLease) -> None:
         try:
             with self._transaction() as execute:
-                execute(f"DELETE FROM {LEASE_TABLE} WHERE thread_id = ? AND token = ?", (lease.thread_id, lease.token))
+                execute(RELEASE_SQL, (lease.thread_id, lease.token))
         except Exception as exc:  # the database is gone: the lease expires on its own
             log.warning("could not release the lease of thread %r: %s", lease.thread_id, exc)
 

@@ -7,11 +7,12 @@ types are registered here so checkpoints round-trip silently, now and under ``LA
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from planmode.lease import thread_lease
 __all__ = [
     "SERDE_ALLOWLIST",
     "SERVER_DB_ENV",
+    "aopen_checkpointer",
+    "async_postgres_checkpointer",
     "async_sqlite_checkpointer",
     "await_until_durable",
     "open_checkpointer",
@@ -154,9 +157,15 @@ async def async_sqlite_checkpointer(path: str | Path, *, env: str | None = None)
 
 
 @asynccontextmanager
-async def _async_postgres_checkpointer(url: str, *, max_connections: int = 10) -> AsyncIterator[Any]:
-    """An ``AsyncPostgresSaver`` on an async connection pool, closed on exit (the ``postgres`` extra)."""
+async def _async_postgres_checkpointer(
+    url: str, *, max_connections: int = 10, env: str | None = SERVER_DB_ENV
+) -> AsyncIterator[Any]:
+    """An ``AsyncPostgresSaver`` on an async connection pool, closed on exit (the ``postgres`` extra).
+    ``env``: the variable that named the URL, for error messages."""
+    named = f" ({env})" if env else ""
     try:
+        # a first import of psycopg runs ldconfig in a subprocess (to find libpq): not on the event loop
+        await asyncio.to_thread(importlib.import_module, "langgraph.checkpoint.postgres.aio")
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
@@ -172,11 +181,9 @@ async def _async_postgres_checkpointer(url: str, *, max_connections: int = 10) -
             saver = AsyncPostgresSaver(pool, serde=planmode_serializer())
             await saver.setup()
         except (psycopg.Error, OSError) as exc:
-            raise ConfigurationError(f"cannot use PostgreSQL at {_redact(url)} ({SERVER_DB_ENV}): {exc}") from exc
+            raise ConfigurationError(f"cannot use PostgreSQL at {_redact(url)}{named}: {exc}") from exc
         except Exception as exc:  # psycopg_pool.PoolTimeout and friends: say which database, not a traceback
-            raise ConfigurationError(
-                f"cannot connect to PostgreSQL at {_redact(url)} ({SERVER_DB_ENV}): {exc}"
-            ) from exc
+            raise ConfigurationError(f"cannot connect to PostgreSQL at {_redact(url)}{named}: {exc}") from exc
         yield saver
     finally:
         await pool.close()
@@ -234,6 +241,29 @@ def open_checkpointer(target: str | Path) -> Any:
     if text.startswith(("postgres://", "postgresql://")):
         return postgres_checkpointer(text)
     return sqlite_checkpointer(text)
+
+
+def async_postgres_checkpointer(url: str, *, max_connections: int = 10) -> AbstractAsyncContextManager[Any]:
+    """An ``AsyncPostgresSaver`` on an async connection pool (the ``postgres`` extra), closed on exit::
+
+        async with async_postgres_checkpointer("postgresql://...") as saver: ...
+
+    Nothing in it blocks the event loop; `ConfigurationError` when the database cannot be used."""
+    return _async_postgres_checkpointer(url, max_connections=max_connections, env=None)
+
+
+def aopen_checkpointer(target: str | Path) -> AbstractAsyncContextManager[Any]:
+    """`open_checkpointer` for async code: an ``AsyncPostgresSaver`` for a ``postgresql://`` URL, else an
+    ``AsyncSqliteSaver`` on the file (made with its folder in a worker thread), closed on exit::
+
+        async with aopen_checkpointer("runs.sqlite") as saver:
+            graph = build_graph(checkpointer=saver)
+            await planmode.arun(graph, input, config)
+    """
+    text = str(target)
+    if text.startswith(("postgres://", "postgresql://")):
+        return async_postgres_checkpointer(text)
+    return async_sqlite_checkpointer(target)
 
 
 def _redact(url: str) -> str:

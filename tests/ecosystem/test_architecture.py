@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "planmode.approval": 2,
     "planmode.persistence": 2,
     "planmode.lease": 2,
+    "planmode.alease": 2,
     "planmode.snapshots": 2,
     "planmode.runs": 2,
     "planmode.edit": 2,

@@ -14,20 +14,26 @@ Counter file lines (appended with one ``write`` on an ``O_APPEND`` descriptor, s
 Two ways to run it:
 
 ``python tests/persistence/crash_worker.py run DB THREAD COUNTER [--no-context]
-[--durability=sync|async|exit] [--plan=chain] [--lease] [--work=SECONDS] [--barrier=FILE] [--hold=FILE]``
+[--durability=sync|async|exit] [--plan=chain] [--lease] [--work=SECONDS] [--barrier=FILE] [--hold=FILE] [--async]``
     one run in this interpreter; prints ``started`` once the graph is built (and the imports are done); with
     ``--lease`` the run holds the thread's lease (prints ``leased``), and exits 4 printing ``busy <message>``
     when another process holds it.
 ``python tests/persistence/crash_worker.py serve``
     a fork server: it imports everything once, then for each JSON request line on stdin (``{"db",
-    "thread", "counter", "log", "resume_with_context", "durability", "plan"}``) forks a child that does one run,
+    "thread", "counter", "log", "resume_with_context", "durability", "plan", "aio"}``) forks a child that does one run,
     answers ``{"pid": ...}`` and, when the child has ended, ``{"pid": ..., "exit": ...}`` (``-9`` when it
     was killed). The child is a real process on its own SQLite connection; forking only saves the
     interpreter start-up (about two seconds here) so that many kill trials fit in the normal test suite.
+
+With ``--async`` (``"aio": true``) the run is the async path: an async checkpointer (`aopen_checkpointer`:
+AsyncSqliteSaver, or AsyncPostgresSaver for a URL), ``planmode.arun`` (so it holds the thread's lease) and an
+``async def`` executor awaited on the event loop; ``"slow_saves": SECONDS`` delays every checkpoint write
+(a slow disk or network: with "async" durability the run goes on while the write is pending).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -39,10 +45,11 @@ from typing import Any
 
 from langgraph.types import Command
 
+from planmode.alease import arun
 from planmode.errors import ThreadBusyError
 from planmode.graph.builder import build_graph
 from planmode.lease import thread_lease
-from planmode.persistence import open_checkpointer
+from planmode.persistence import aopen_checkpointer, open_checkpointer
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -108,6 +115,18 @@ class SideEffectExecutor:
         return f"step {step.id} done"
 
 
+class AsyncSideEffectExecutor(SideEffectExecutor):
+    """The same side effect from an ``async def`` executor (awaited on the event loop by the async path)."""
+
+    async def __call__(self, step: Step, ctx: Any) -> str:  # type: ignore[override]  # the async executor shape
+        self._append("start", step)
+        with self.lock:
+            pause = 0.0 if step.id in self.instant else self.work or self.rng.uniform(*WORK)
+        await asyncio.sleep(pause)
+        self._append("finish", step)
+        return f"step {step.id} done"
+
+
 def run_once(
     db: str,
     thread: str,
@@ -121,6 +140,8 @@ def run_once(
     work: float | None = None,
     barrier: str | None = None,
     hold: str | None = None,
+    aio: bool = False,
+    slow_saves: float = 0.0,
 ) -> str:
     """Start or resume the run of ``thread`` on ``db``; returns the final status.
 
@@ -131,8 +152,12 @@ def run_once(
     the whole run holds the thread's lease (`planmode.thread_lease`); a busy thread returns ``"busy"``.
     ``work``: seconds every step works (default: a random 0.05-0.15). ``barrier``: a file to wait for after
     the start-up (so that several processes begin at the same moment). ``hold``: with ``lease``, a file to wait
-    for once the lease is held, before the run.
+    for once the lease is held, before the run. ``aio``: the async path (see the module docstring).
     """
+    if aio:
+        return asyncio.run(
+            _arun_once(db, thread, counter, resume_with_context, durability, announce, plan, work, barrier, slow_saves)
+        )
     model = ScriptedChatModel(responder=PurposeScript(plan=PLANS[plan]))
     executor = SideEffectExecutor(counter, frozenset({"a"}) if plan == "chain" else frozenset(), work)
     saver = open_checkpointer(db)
@@ -174,6 +199,62 @@ def _run(graph: Any, thread: str, *, resume_with_context: bool, durability: str 
     return str(graph.get_state(config).values.get("status"))
 
 
+async def _arun_once(
+    db: str,
+    thread: str,
+    counter: str,
+    resume_with_context: bool,
+    durability: str | None,
+    announce: bool,
+    plan: str,
+    work: float | None,
+    barrier: str | None,
+    slow_saves: float = 0.0,
+) -> str:
+    """`run_once` on the async path; ``"busy"`` when another process holds the thread's lease."""
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLANS[plan]))
+    executor = AsyncSideEffectExecutor(counter, frozenset({"a"}) if plan == "chain" else frozenset(), work)
+    async with aopen_checkpointer(db) as saver:
+        graph = build_graph(model, executor=executor, checkpointer=saver)
+        if slow_saves:
+            _slow_down(graph.checkpointer, slow_saves)
+        if announce:
+            import langchain_openai  # noqa: F401  (as in run_once)
+
+            print("started", flush=True)
+        while barrier is not None and not os.path.exists(barrier):
+            await asyncio.sleep(0.002)
+        config: Any = {"configurable": {"thread_id": thread}}
+        try:
+            state = await graph.aget_state(config)
+            if state.created_at is None:
+                await arun(graph, {"messages": [("user", TASK)]}, config, context=CONTEXT, durability=durability)
+            elif state.next or state.values.get("status") not in FINISHED:  # as in _run
+                context = CONTEXT if resume_with_context else None
+                await arun(graph, None, config, context=context, durability=durability)
+            for _ in range(5):
+                state = await graph.aget_state(config)
+                if not state.interrupts:
+                    break
+                answer = {"action": "approve", "revision": state.interrupts[0].value["revision"]}
+                await arun(graph, Command(resume=answer), config, durability=durability)
+        except ThreadBusyError as exc:
+            print(f"busy {exc}", flush=True)
+            return "busy"
+        return str((await graph.aget_state(config)).values.get("status"))
+
+
+def _slow_down(saver: Any, seconds: float) -> None:
+    """Every checkpoint write of ``saver`` lands ``seconds`` late."""
+    put = saver.aput
+
+    async def slow_put(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(seconds)
+        return await put(*args, **kwargs)
+
+    saver.aput = slow_put
+
+
 def serve() -> None:
     """The fork server (see the module docstring)."""
     # Imported lazily by planmode.llm on the first structured call (about a second): pay it once, here.
@@ -203,6 +284,8 @@ def serve() -> None:
                     resume_with_context=bool(request.get("resume_with_context", True)),
                     durability=request.get("durability"),
                     plan=request.get("plan", "layers"),
+                    aio=bool(request.get("aio")),
+                    slow_saves=float(request.get("slow_saves") or 0.0),
                 )
                 code = 0 if status == "completed" else 3
             except BaseException:
@@ -238,6 +321,7 @@ def main(argv: list[str]) -> int:
             work=work,
             barrier=barrier,
             hold=hold,
+            aio="--async" in flags,
         )
         print(f"status {status}", flush=True)
         return 0 if status == "completed" else 4 if status == "busy" else 3

@@ -119,6 +119,10 @@ class Job:
     dependencies began) or "dependent" (always the last)."""
     plan: str = "layers"
     """The worker's plan: "layers" (six steps, two layers) or "chain" (a, b, c)."""
+    aio: bool = False
+    """The async path: an async checkpointer, ``planmode.arun`` and an async executor (crash_worker.py)."""
+    slow_saves: float = 0.0
+    """On the async path: seconds every checkpoint write is delayed."""
 
 
 class Child(Protocol):
@@ -150,6 +154,8 @@ class ForkServer:
             "resume_with_context": job.resume_with_context,
             "durability": job.durability,
             "plan": job.plan,
+            "aio": job.aio,
+            "slow_saves": job.slow_saves,
         }
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -210,6 +216,8 @@ class FreshChild:
             if job.durability:
                 args.append(f"--durability={job.durability}")
             args.append(f"--plan={job.plan}")
+            if job.aio:
+                args.append("--async")
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log)
         self.pid = self.proc.pid
         assert self.proc.stdout is not None
