@@ -43,8 +43,10 @@ from planmode.nodes import (
     make_respond,
     make_verify,
 )
+from planmode.nodes.gates import gated_approve, gated_dispatch
 from planmode.nodes.model_unavailable import make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
+from planmode.policy import ApprovalPolicy
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
@@ -71,6 +73,7 @@ def build_state_graph(
     executor: Executor | None = None,
     verifier: Verifier | None = None,
     store: BaseStore | None = None,
+    approval_policy: ApprovalPolicy | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled graph (for users who compile it themselves or add nodes)."""
     deps = Deps(models=ModelProvider(model), tools=tuple(tools), executor=executor, verifier=verifier, store=store)
@@ -81,8 +84,8 @@ def build_state_graph(
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
     g.add_node("respond", pausable("respond", make_respond(deps)))
     g.add_node("plan", pausable("plan", make_plan(deps)))
-    g.add_node("approve", make_approve(deps))
-    g.add_node("dispatch", make_dispatch(deps))
+    g.add_node("approve", gated_approve(make_approve(deps), deps, approval_policy))  # nodes/gates.py
+    g.add_node("dispatch", gated_dispatch(make_dispatch(deps), deps, approval_policy))
     g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)))
     g.add_node("verify", pausable("verify", make_verify(deps)))
     g.add_node("reflect", pausable("reflect", make_reflect(deps)))
@@ -116,6 +119,7 @@ def build_graph(
     store: BaseStore | None = None,
     name: str = "planmode",
     retry_policy: RetryPolicy | None = None,
+    approval_policy: ApprovalPolicy | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build and compile the plan-mode graph.
 
@@ -131,7 +135,11 @@ def build_graph(
         store: a LangGraph store for full step outputs (state keeps summaries).
         name: the graph's name (also its run name in traces).
         retry_policy: unused by default; model calls retry inside the chat model client.
+        approval_policy: decides plan approvals (and, with ``step_approval="writes"``, write steps): approve,
+            ask a human or reject (`planmode.policy`); default: the ``approval`` setting.
     """
     del retry_policy  # reserved; model clients retry on their own
-    graph = build_state_graph(model, tools=tools, executor=executor, verifier=verifier, store=store)
+    graph = build_state_graph(
+        model, tools=tools, executor=executor, verifier=verifier, store=store, approval_policy=approval_policy
+    )
     return graph.compile(checkpointer=with_planmode_types(checkpointer), store=store, name=name)

@@ -16,6 +16,7 @@ from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
 from planmode.llm import call_structured, negotiation_record
 from planmode.nodes._deps import Deps, settings_of
+from planmode.staleness import explored_paths
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, Step, StepDefinition
 from planmode.state.patch import apply_patch, diff_to_patch, validate_plan
@@ -97,6 +98,7 @@ def make_plan(deps: Deps) -> Any:
         feedback = state.get("feedback")
         tool_names = ", ".join(f"{t.name}{'' if is_read_only(t) else ' (writes)'}" for t in deps.tools) or "none"
         findings = ""
+        explored: list[str] | None = None
         if deps.tools and settings.max_explore_calls > 0 and not feedback:
             explore: list[BaseMessage] = [
                 SystemMessage(content=prompts.EXPLORE_SYSTEM.format(max_calls=settings.max_explore_calls)),
@@ -114,6 +116,7 @@ def make_plan(deps: Deps) -> Any:
             )
             if res.text:
                 findings = f"What exploring found:\n{res.text}"
+            explored = explored_paths(res.messages)  # the staleness fingerprint outside a git repository
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.PLAN_SYSTEM.format(max_steps=settings.max_steps, tools=tool_names)),
             HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip()),
@@ -150,6 +153,7 @@ def make_plan(deps: Deps) -> Any:
             "needs_approval": True,
             "feedback": None,
             "approval_error": None,
+            **({"explored_paths": explored} if explored is not None else {}),
             **kept,
         }
 
