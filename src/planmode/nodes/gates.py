@@ -289,7 +289,6 @@ def _ask_step(
             "needs_approval": False,
             "approved_steps": [*(state.get("approved_steps") or []), step_key(step)],
             "approvals": [record],
-            **_fingerprint_now(state, settings),
         }
     if action == "skip":
         patch = PlanPatch(
