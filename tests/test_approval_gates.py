@@ -366,3 +366,41 @@ def test_layers_tolerate_unknown_dependencies() -> None:
     )
     assert layers(plan) == [["a"]]
     assert "s0" in plan_to_mermaid(plan)
+
+
+def test_auto_approval_with_step_approval_asks_only_before_write_steps(checkpointer: SqliteSaver) -> None:
+    graph, _ = make_graph(checkpointer)
+    start(graph, None, approval="auto", step_approval="writes")
+    asked = pending(graph)
+    assert asked["type"] == "planmode.step_approval" and asked["step"]["id"] == "change"
+    graph.invoke(Command(resume={"action": "cancel", "feedback": "not today"}), cfg())
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "cancelled" and values["plan"].get("change").status is StepStatus.PENDING
+    assert values["plan"].get("look").status is StepStatus.DONE
+
+
+def test_a_pause_in_the_same_process_is_checked_after_a_while(
+    checkpointer: SqliteSaver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = git_workspace(tmp_path)
+    graph, _ = make_graph(checkpointer)
+    start(graph, ws, step_approval="writes")
+    approve_plan(graph)
+    (ws / "other.txt").unlink()
+    monkeypatch.setattr(gates, "RECHECK_AFTER_SECONDS", -1.0)  # the human took longer than the recheck interval
+    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    stale = pending(graph)
+    assert stale["type"] == "planmode.stale" and stale["changed"] == ["other.txt"]
+
+
+def test_a_quick_answer_in_the_same_process_is_not_rechecked(
+    checkpointer: SqliteSaver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = git_workspace(tmp_path)
+    graph, _ = make_graph(checkpointer)
+    start(graph, ws, step_approval="writes")
+    approve_plan(graph)
+    (ws / "other.txt").unlink()
+    monkeypatch.setattr(gates, "RECHECK_AFTER_SECONDS", 3600.0)
+    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    assert graph.get_state(cfg()).values["status"] == "completed"

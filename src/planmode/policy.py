@@ -116,8 +116,11 @@ def read_only_auto(request: ApprovalRequest) -> Decision:
 
 
 def from_settings(request: ApprovalRequest) -> Decision:
-    """The ``approval`` run setting as a policy: ``auto`` approves plans; ``ask`` asks a human. Steps (with
-    ``step_approval="writes"``) are asked of a human unless ``approval`` is ``auto``."""
+    """The ``approval`` run setting as a policy: ``auto`` approves plans; ``ask`` asks a human. A step (with
+    ``step_approval="writes"``, which is that very request) is always asked of a human: ``approval="auto"`` with
+    ``step_approval="writes"`` approves plans by itself and asks before each write step."""
+    if request.kind == "step":
+        return ASK
     return APPROVE if getattr(request.settings, "approval", "ask") == "auto" else ASK
 
 

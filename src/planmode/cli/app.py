@@ -35,6 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from planmode.cli.drive import Interrupted, Watcher, drive, require_thread, show_result
+from planmode.cli.gates import GATE_TYPES, answer_gate, print_approvals, show_picture
 from planmode.cli.ui import approval_screen, ask_approval, console, error_text, interactive, unique_prefixes
 from planmode.errors import PlanModeError
 
@@ -158,6 +159,8 @@ def _resume_command(thread: str, db: str, verb: str = "resume") -> str:
 
 def _approver(auto: bool, resume_hint: str) -> Any:
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
+        if payload.get("type") in GATE_TYPES:  # planmode.stale, planmode.step_approval (cli/gates.py)
+            return answer_gate(payload, auto)
         if auto:
             console.print(approval_screen(payload))
             console.print(
@@ -239,6 +242,17 @@ def run(
         bool,
         typer.Option(envvar="PLANMODE_REAPPROVE_PATCHES", help="Patches made during execution need approval again."),
     ] = False,
+    check_staleness: Annotated[
+        bool,
+        typer.Option(
+            envvar="PLANMODE_CHECK_STALENESS",
+            help="Fingerprint the workspace at approval; ask again when a resumed run finds it changed.",
+        ),
+    ] = True,
+    step_approval: Annotated[
+        Literal["off", "writes"],
+        typer.Option(envvar="PLANMODE_STEP_APPROVAL", help="writes: approve each step that uses a write tool."),
+    ] = "off",
     request_timeout: Annotated[
         float,
         typer.Option(envvar="PLANMODE_REQUEST_TIMEOUT", min=0.001, help="Seconds before a model request times out."),
@@ -283,6 +297,8 @@ def run(
         max_steps=max_steps,
         max_attempts=max_attempts,
         reapprove_patches=reapprove_patches,
+        check_staleness=check_staleness,
+        step_approval=step_approval,
         request_timeout=request_timeout,
         workspace=str(ws),
         max_output_tokens=max_output_tokens,
@@ -425,15 +441,26 @@ def resume(
 
 @app.command()
 @friendly
-def show(thread: ThreadArg, db: DbOpt = DEFAULT_DB) -> None:
+def show(
+    thread: ThreadArg,
+    db: DbOpt = DEFAULT_DB,
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="Print the plan as a Mermaid diagram only.")] = False,
+    png: Annotated[
+        Path | None, typer.Option(help="Draw the plan into this PNG file, offline (pip install 'planmode[png]').")
+    ] = None,
+) -> None:
     """Show a run's plan, statuses and result."""
     graph = _graph(_database(db, create=False))
     state = require_thread(graph, _cfg(thread))
+    if mermaid or png is not None:
+        show_picture(state.values.get("plan"), mermaid=mermaid, png=png)
+        return
     settings = state.values.get("settings") or {}
     console.print(Text.assemble("status: ", (str(state.values.get("status")), "bold")))
     if settings.get("workspace"):
         console.print(Text(f"workspace: {settings['workspace']}"))
     show_result(graph, _cfg(thread))
+    print_approvals(state.values.get("approvals"))
 
 
 _LS_STYLE = {
