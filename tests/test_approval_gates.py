@@ -393,7 +393,7 @@ def test_a_pause_in_the_same_process_is_checked_after_a_while(
     assert stale["type"] == "planmode.stale" and stale["changed"] == ["other.txt"]
 
 
-def test_a_quick_answer_in_the_same_process_is_not_rechecked(
+def test_an_answer_at_a_step_question_is_a_pause_and_is_checked(
     checkpointer: SqliteSaver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ws = git_workspace(tmp_path)
@@ -401,6 +401,7 @@ def test_a_quick_answer_in_the_same_process_is_not_rechecked(
     start(graph, ws, step_approval="writes")
     approve_plan(graph)
     (ws / "other.txt").unlink()
-    monkeypatch.setattr(gates, "RECHECK_AFTER_SECONDS", 3600.0)
+    monkeypatch.setattr(gates, "RECHECK_AFTER_SECONDS", 3600.0)  # however quick the answer
     graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
-    assert graph.get_state(cfg()).values["status"] == "completed"
+    stale = pending(graph)
+    assert stale["type"] == "planmode.stale" and stale["changed"] == ["other.txt"]

@@ -289,6 +289,7 @@ def _ask_step(
             "needs_approval": False,
             "approved_steps": [*(state.get("approved_steps") or []), step_key(step)],
             "approvals": [record],
+            "fingerprint_checked": None,  # the run paused for the human: the next dispatch checks the workspace
         }
     if action == "skip":
         patch = PlanPatch(
