@@ -405,3 +405,43 @@ def test_an_answer_at_a_step_question_is_a_pause_and_is_checked(
     graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
     stale = pending(graph)
     assert stale["type"] == "planmode.stale" and stale["changed"] == ["other.txt"]
+
+
+class Crash(BaseException):
+    """Stands in for the process dying in the middle of a step."""
+
+
+def test_a_run_resumed_after_a_crash_asks_before_the_next_step(
+    checkpointer: SqliteSaver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = git_workspace(tmp_path)
+    chain = {
+        "title": "Chain",
+        "steps": [
+            {"id": "a", "description": "first"},
+            {"id": "b", "description": "second", "dependencies": ["a"]},
+            {"id": "c", "description": "third", "dependencies": ["b"]},
+        ],
+    }
+    crashed: list[str] = []
+
+    def executor(step: Step, ctx: Any) -> str:
+        if step.id == "b" and not crashed:
+            crashed.append(step.id)
+            raise Crash
+        return f"{step.id} ok"
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=[chain]))
+    graph = build_graph(model, executor=executor, checkpointer=checkpointer)
+    with pytest.raises(Crash):
+        start(graph, ws, approval="auto")
+    (ws / "config.txt").write_text("changed while the run was down\n")
+    monkeypatch.setattr(gates, "PROCESS_TOKEN", "the-next-process")
+    graph.invoke(None, cfg())
+    stale = pending(graph)
+    assert stale["type"] == "planmode.stale" and stale["changed"] == ["config.txt"]
+    plan = graph.get_state(cfg()).values["plan"]
+    # the step that was running when the process died finished; nothing new started before the question
+    assert [plan.get(s).status for s in "abc"] == [StepStatus.DONE, StepStatus.DONE, StepStatus.PENDING]
+    graph.invoke(Command(resume={"action": "approve", "fingerprint": stale["fingerprint"]}), cfg())
+    assert graph.get_state(cfg()).values["status"] == "completed"
