@@ -3,6 +3,8 @@ resume, the pluggable approval policy with per-step approval of write steps, and
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -18,7 +20,7 @@ from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.nodes import gates
 from planmode.policy import ApprovalRequest, Decision, read_only_auto, reject
-from planmode.staleness import changed_files, explored_paths, fingerprint
+from planmode.staleness import changed_files, explored_paths, fingerprint, stale_payload
 from planmode.state.mermaid import escape_label, layers, plan_to_mermaid
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
@@ -213,10 +215,13 @@ def test_fingerprint_outside_git_hashes_the_explored_files(tmp_path: Path) -> No
         AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": "a.txt"}, "id": "1"}]),
         AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": "gone.txt"}, "id": "2"}]),
     ]
+    os.mkfifo(tmp_path / "fifo")  # a FIFO the exploration named is never read (it would block)
+    messages.append(AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": "fifo"}, "id": "3"}]))
     paths = explored_paths(messages)
-    assert paths == ["a.txt", "gone.txt"]
+    assert paths == ["a.txt", "gone.txt", "fifo"]
     before = fingerprint(str(tmp_path), paths)
     assert before is not None and before["kind"] == "files" and before["files"]["gone.txt"] == "missing"
+    assert before["files"]["fifo"] == "not a regular file"
     (tmp_path / "b.txt").write_text("2")  # not read by the exploration: not part of the fingerprint
     same = fingerprint(str(tmp_path), paths)
     assert same is not None and same["digest"] == before["digest"]
@@ -445,3 +450,29 @@ def test_a_run_resumed_after_a_crash_asks_before_the_next_step(
     assert [plan.get(s).status for s in "abc"] == [StepStatus.DONE, StepStatus.DONE, StepStatus.PENDING]
     graph.invoke(Command(resume={"action": "approve", "fingerprint": stale["fingerprint"]}), cfg())
     assert graph.get_state(cfg()).values["status"] == "completed"
+
+
+def test_fingerprint_ignores_commits_outside_the_workspace_and_survives_hostile_names(tmp_path: Path) -> None:
+    ws = git_workspace(tmp_path)
+    sub = ws / "sub"
+    sub.mkdir()
+    (sub / "kept.txt").write_text("1")
+    git = ["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "."], check=True, timeout=30)
+    subprocess.run([*git, "commit", "-qm", "sub"], check=True, timeout=30)
+    before = fingerprint(str(sub))
+    (ws / "config.txt").write_text("outside the workspace\n")
+    subprocess.run([*git, "commit", "-qam", "outside"], check=True, timeout=30)
+    after = fingerprint(str(sub))
+    assert before is not None and after is not None
+    assert after["head"] != before["head"] and after["digest"] == before["digest"]
+    hostile = os.fsdecode(b"bad\xff\nname`]<b>.txt")
+    (sub / hostile).write_text("x")
+    os.mkfifo(sub / "fifo")  # git status does not list it; nothing opens it
+    dirty = fingerprint(str(sub))
+    assert dirty is not None
+    changed = changed_files(before, dirty)
+    assert changed == ["sub/bad\ufffd\nname`]<b>.txt"]
+    markdown = stale_payload(dirty, changed, error=None)["markdown"]
+    assert "\\nname" in markdown and "`]" not in markdown
+    json.dumps(dirty)  # storable in a checkpoint

@@ -2,18 +2,23 @@
 
 A fingerprint is JSON data kept in state (``workspace_fingerprint``)::
 
-    {"kind": "git", "root": "/abs/workspace", "head": "<commit>" | null,
-     "files": {"<path>": "<sha256 of a dirty or untracked file>" | "deleted"}, "digest": "<hash of it all>"}
+    {"kind": "git", "root": "/abs/workspace", "head": "<commit>" | null, "tree": "<HEAD's tree of the folder>",
+     "files": {"<path>": "<sha256 of a dirty or untracked file>" | "deleted"}, "digest": "<hash of it but head>"}
     {"kind": "files", "root": "/abs/workspace", "files": {"<path>": "<sha256>" | "missing"}, "digest": "..."}
 
-In a git repository the tracked files are fingerprinted by ``HEAD`` (git hashes their content) and the files
-``git status`` reports (modified, staged, untracked; not ignored ones) by their own content hash, so the cost
-is one ``git status`` plus hashing the dirty files, not hashing the whole tree. Outside a repository the files
-the planner's exploration read (``explored_paths``) are hashed. `changed_files` names what differs between two
-fingerprints (for a moved ``HEAD``, with ``git diff --name-only``).
+In a git repository the tracked files are fingerprinted by the tree of the workspace's folder at ``HEAD``
+(git hashes their content; a commit elsewhere in the repository, or one that changes nothing here, is no
+change) and the files ``git status`` reports (modified, staged, untracked; not ignored ones) by their own
+content hash, so the cost is one ``git status`` plus hashing the dirty files, not hashing the whole tree.
+Outside a repository the files the planner's exploration read (``explored_paths``) are hashed. `changed_files`
+names what differs between two fingerprints (for a moved ``HEAD``, with ``git diff --name-only``).
 
-The check runs once per invocation of the graph that resumes a run (after an interrupt or a crash), in the
-dispatch gate (`planmode.nodes.gates`); a changed fingerprint interrupts with ``planmode.stale``::
+The check runs in the dispatch gate (`planmode.nodes.gates`) before new steps start, when the run may have
+paused: in another process than the last check (a crash, ``planmode resume``), after a human answered a step
+question, in the first super-step of a resumed invocation, or more than ``RECHECK_AFTER_SECONDS`` after the
+last check (another pause: a budget, an unreachable model). Steps that were running when a process died are
+re-run first (they had started); nothing new starts before the question. A changed fingerprint interrupts
+with ``planmode.stale``::
 
     {"type": "planmode.stale", "fingerprint": "<digest now>", "changed": ["path", ...], "markdown": "...",
      "actions": ["approve", "replan", "cancel"], "error": null | "why the previous answer was refused"}
@@ -123,6 +128,8 @@ def fingerprint(workspace: str | None, read_paths: Iterable[str] = ()) -> dict[s
     top = _git(root, "rev-parse", "--show-toplevel")
     if top is not None:
         head = _git(root, "rev-parse", "--verify", "-q", "HEAD")
+        # the tree of the workspace's folder at HEAD: its tracked content, whatever else a commit touched
+        tree = _git(root, "rev-parse", "--verify", "-q", "HEAD:./") if head else None
         status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
         if status is not None:
             files: dict[str, str] = {}
@@ -142,8 +149,8 @@ def fingerprint(workspace: str | None, read_paths: Iterable[str] = ()) -> dict[s
                     continue
                 full = toplevel / rel
                 files[_show(rel)] = _hash_file(full) or "deleted"
-            data = {"kind": "git", "root": clean_text(str(root)), "head": (head or "").strip() or None, "files": files}
-            return {**data, "digest": _digest(data)}
+            data = {"kind": "git", "root": clean_text(str(root)), "tree": (tree or "").strip() or None, "files": files}
+            return {**data, "head": (head or "").strip() or None, "digest": _digest(data)}
     hashed: dict[str, str] = {}
     for p in sorted(set(read_paths))[:MAX_HASHED_FILES]:
         path = Path(p) if os.path.isabs(p) else root / p
@@ -161,10 +168,11 @@ def changed_files(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     for path in set(old_files) | set(new_files):
         if old_files.get(path) != new_files.get(path):
             changed.add(str(path))
-    if old.get("kind") == "git" and new.get("kind") == "git" and old.get("head") != new.get("head"):
+    if old.get("kind") == "git" and new.get("kind") == "git" and old.get("tree") != new.get("tree"):
         diff = None
         if old.get("head") and new.get("head"):
-            diff = _git(Path(str(new.get("root"))), "diff", "--name-only", "-z", str(old["head"]), str(new["head"]))
+            root = Path(str(new.get("root")))
+            diff = _git(root, "diff", "--name-only", "-z", str(old["head"]), str(new["head"]), "--", ".")
         if diff is None:
             changed.add(f"(HEAD moved from {old.get('head')} to {new.get('head')})")
         else:
@@ -182,7 +190,7 @@ def stale_payload(current: Mapping[str, Any], changed: list[str], *, error: str 
     lines = [
         "## The workspace changed since the plan was approved",
         "",
-        *("- " + p.replace("`", "'") for p in changed),
+        *("- `" + p.replace("`", "'").replace("\n", "\\n").replace("\r", "\\r") + "`" for p in changed),
         "",
         "approve: go on with the plan as it is · replan: revise the plan with this change · cancel: stop the run",
     ]

@@ -120,7 +120,8 @@ def gated_approve(inner: Node, deps: Deps, policy: Any = None) -> Any:
         )
         decision, failure = decide(chosen, request)
         if decision.action == "approve":
-            emit("plan_approved", f"approved by the policy {name}", plan_version=plan.version, revision=plan.revision)
+            said = "approved automatically" + ("" if chosen is from_settings else f" by the policy {name}")
+            emit("plan_approved", said, plan_version=plan.version, revision=plan.revision)
             return {
                 "approved_revision": plan.revision,
                 "needs_approval": False,
