@@ -476,3 +476,16 @@ def test_fingerprint_ignores_commits_outside_the_workspace_and_survives_hostile_
     markdown = stale_payload(dirty, changed, error=None)["markdown"]
     assert "\\nname" in markdown and "`]" not in markdown
     json.dumps(dirty)  # storable in a checkpoint
+
+
+def test_a_step_approved_for_one_task_is_asked_again_for_the_next_task_on_the_thread(
+    checkpointer: SqliteSaver,
+) -> None:
+    graph, _ = make_graph(checkpointer, [PLAN, PLAN])
+    start(graph, None, approval="auto", step_approval="writes")
+    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    assert graph.get_state(cfg()).values["status"] == "completed"
+    ctx = PlanModeContext(mode="plan", approval="auto", step_approval="writes", max_explore_calls=0)
+    graph.invoke({"task": "Update the other config the same way"}, cfg(), context=ctx)
+    asked = pending(graph)
+    assert asked["type"] == "planmode.step_approval" and asked["step"]["id"] == "change"

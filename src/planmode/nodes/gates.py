@@ -85,9 +85,10 @@ def _fingerprint_now(state: PlanModeState, settings: PlanModeContext) -> dict[st
     return {"workspace_fingerprint": fp, "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()}}
 
 
-def step_key(step: Step) -> str:
-    """A step's approval key: its id and a hash of its definition (an edited step is asked again)."""
-    body = json.dumps([step.description, step.tools, step.dependencies, step.acceptance], ensure_ascii=True)
+def step_key(step: Step, goal: str) -> str:
+    """A step's approval key: its id and a hash of its definition and the plan's goal (an edited step, or the
+    same step in the plan of a new task on the thread, is asked again)."""
+    body = json.dumps([goal, step.description, step.tools, step.dependencies, step.acceptance], ensure_ascii=True)
     return f"{step.id}:{hashlib.sha256(body.encode()).hexdigest()[:10]}"
 
 
@@ -288,7 +289,7 @@ def _ask_step(
         return {
             "step_gate": None,
             "needs_approval": False,
-            "approved_steps": [*(state.get("approved_steps") or []), step_key(step)],
+            "approved_steps": [*(state.get("approved_steps") or []), step_key(step, plan.goal)],
             "approvals": [record],
             "fingerprint_checked": None,  # the run paused for the human: the next dispatch checks the workspace
         }
@@ -364,7 +365,7 @@ def gated_dispatch(inner: Node, deps: Deps, policy: Any = None) -> Any:
             records: list[dict[str, Any]] = []
             for step in plan.ready_steps()[: max(1, settings.max_parallel)]:
                 writes = [t for t in step.tools if t not in read_only]
-                if not writes or step_key(step) in approved:
+                if not writes or step_key(step, plan.goal) in approved:
                     continue
                 request = ApprovalRequest(
                     kind="step",
@@ -376,7 +377,7 @@ def gated_dispatch(inner: Node, deps: Deps, policy: Any = None) -> Any:
                 )
                 decision, failure = decide(chosen, request)
                 if decision.action == "approve":
-                    approved.append(step_key(step))
+                    approved.append(step_key(step, plan.goal))
                     records.append(_record("step", "approved", name, "policy", plan, step=step.id))
                     continue
                 gate: dict[str, Any] = {"step": step.id, "writes": writes}
