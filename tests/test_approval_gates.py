@@ -115,6 +115,7 @@ def test_a_changed_workspace_is_asked_again_with_the_changed_files(
     assert stale["changed"] == ["config.txt"]
     assert "config.txt" in stale["markdown"] and stale["actions"] == ["approve", "replan", "cancel"]
     assert graph.get_state(cfg()).values["plan"].get("change").status is StepStatus.PENDING  # nothing ran
+    assert graph.get_state(cfg()).values["status"] == "awaiting_approval"  # `planmode ls` lists it as waiting
 
     # bad answers are refused with a clear error and asked again; nothing is lost
     for bad, needle in [
@@ -299,6 +300,7 @@ def test_step_approval_asks_for_write_steps_only_and_shows_dependencies(checkpoi
     approve_plan(graph)
     asked = pending(graph)
     assert asked["type"] == "planmode.step_approval"
+    assert graph.get_state(cfg()).values["status"] == "awaiting_approval"
     plan = graph.get_state(cfg()).values["plan"]
     assert plan.get("look").status is StepStatus.DONE  # the read-only step ran straight through
     assert asked["tools"] == ["write_file"] and asked["write_tools"] == ["write_file"]

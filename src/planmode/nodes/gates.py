@@ -181,6 +181,7 @@ def _ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: st
         return {
             "stale": None,
             "needs_approval": False,
+            "status": "running",
             "approval_error": None,
             "workspace_fingerprint": current,
             "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()},
@@ -268,7 +269,7 @@ def _ask_step(
 ) -> dict[str, Any]:
     step = plan.get(str(gate.get("step")))
     if step is None or step.status is not StepStatus.PENDING:  # the plan changed meanwhile: dispatch looks again
-        return {"step_gate": None, "needs_approval": False}
+        return {"step_gate": None, "needs_approval": False, "status": "running"}
     if gate.get("rejected"):
         reason = str(gate["rejected"])
         emit("plan_cancelled", reason, plan_version=plan.version)
@@ -289,6 +290,7 @@ def _ask_step(
         return {
             "step_gate": None,
             "needs_approval": False,
+            "status": "running",
             "approved_steps": [*(state.get("approved_steps") or []), step_key(step, plan.goal)],
             "approvals": [record],
             "fingerprint_checked": None,  # the run paused for the human: the next dispatch checks the workspace
@@ -301,6 +303,7 @@ def _ask_step(
         return {
             "step_gate": None,
             "needs_approval": False,
+            "status": "running",
             "plan": PlanUpdate(patch=patch, source="human", expected_revision=plan.revision),
             "approvals": [record],
         }
@@ -358,7 +361,11 @@ def gated_dispatch(inner: Node, deps: Deps, policy: Any = None) -> Any:
             now = fingerprint(settings.workspace, state.get("explored_paths") or [])
             if now is not None and now.get("digest") != stored.get("digest"):
                 changed = changed_files(stored, now)
-                return {"stale": {"fingerprint": now, "changed": changed}, "needs_approval": True}
+                return {
+                    "stale": {"fingerprint": now, "changed": changed},
+                    "needs_approval": True,
+                    "status": "awaiting_approval",
+                }
             extra["fingerprint_checked"] = {"token": PROCESS_TOKEN, "at": time.time()}
         if settings.step_approval == "writes":
             approved = list(state.get("approved_steps") or [])
@@ -392,6 +399,7 @@ def gated_dispatch(inner: Node, deps: Deps, policy: Any = None) -> Any:
                     **extra,
                     "step_gate": gate,
                     "needs_approval": True,
+                    "status": "awaiting_approval",
                     "approved_steps": approved,
                     "approvals": records,
                 }
