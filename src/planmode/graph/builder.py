@@ -43,9 +43,11 @@ from planmode.nodes import (
     make_respond,
     make_verify,
 )
-from planmode.nodes.dispatch import StepTask
+from planmode.nodes._task import StepTask
+from planmode.nodes.gates import gated_approve, gated_dispatch
 from planmode.nodes.model_unavailable import make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
+from planmode.policy import ApprovalPolicy
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
@@ -72,6 +74,7 @@ def build_state_graph(
     executor: Executor | None = None,
     verifier: Verifier | None = None,
     store: BaseStore | None = None,
+    approval_policy: ApprovalPolicy | None = None,
 ) -> StateGraph[PlanModeState, PlanModeContext, InputState, OutputState]:
     """The uncompiled graph (for users who compile it themselves or add nodes)."""
     deps = Deps(models=ModelProvider(model), tools=tuple(tools), executor=executor, verifier=verifier, store=store)
@@ -83,8 +86,8 @@ def build_state_graph(
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
     g.add_node("respond", accounted("respond", pausable("respond", make_respond(deps))))
     g.add_node("plan", accounted("plan", pausable("plan", make_plan(deps))))
-    g.add_node("approve", make_approve(deps))
-    g.add_node("dispatch", accounted("dispatch", make_dispatch(deps)))
+    g.add_node("approve", gated_approve(make_approve(deps), deps, approval_policy))  # nodes/gates.py
+    g.add_node("dispatch", accounted("dispatch", gated_dispatch(make_dispatch(deps), deps, approval_policy)))
     g.add_node(
         "execute_step",
         accounted("execute_step", pausable("execute_step", make_execute_step(deps))),
@@ -121,6 +124,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any] | bool | None = None,
     store: BaseStore | None = None,
     name: str = "planmode",
+    approval_policy: ApprovalPolicy | None = None,
 ) -> CompiledStateGraph[PlanModeState, PlanModeContext, InputState, OutputState]:
     """Build and compile the plan-mode graph.
 
@@ -135,6 +139,10 @@ def build_graph(
             subgraph (which then uses its parent's).
         store: a LangGraph store for full step outputs (state keeps summaries).
         name: the graph's name (also its run name in traces).
+        approval_policy: decides plan approvals (and, with ``step_approval="writes"``, write steps): approve,
+            ask a human or reject (`planmode.policy`); default: the ``approval`` setting.
     """
-    graph = build_state_graph(model, tools=tools, executor=executor, verifier=verifier, store=store)
+    graph = build_state_graph(
+        model, tools=tools, executor=executor, verifier=verifier, store=store, approval_policy=approval_policy
+    )
     return graph.compile(checkpointer=with_planmode_types(checkpointer), store=store, name=name)

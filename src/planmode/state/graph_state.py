@@ -10,6 +10,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field, model_validator
 from typing_extensions import TypedDict
 
+from planmode.state.approvals import add_approval_records
 from planmode.state.channel import PlanChannel
 from planmode.state.models import Plan, clean_text
 from planmode.state.usage import merge_usage
@@ -181,3 +182,18 @@ class PlanModeState(InputState, total=False):
     unavailable: Annotated[dict[str, Any] | None, latest]
     """The model call that could not reach the model: the node to re-run, the status before, the error and
     the endpoint (`planmode.nodes.model_unavailable`). Several execute_step tasks may write it at once."""
+    # -- approval policy and staleness (planmode.nodes.gates, planmode.policy, planmode.staleness) --
+    explored_paths: list[str] | None
+    """Paths the planner's read-only exploration read (the fingerprint outside a git repository)."""
+    workspace_fingerprint: dict[str, Any] | None
+    """The workspace fingerprint taken at the last approval (`planmode.staleness.fingerprint`)."""
+    fingerprint_checked: dict[str, Any] | None
+    """When and in which process the fingerprint was last checked (a dispatch checks again after a pause)."""
+    stale: dict[str, Any] | None
+    """The changed fingerprint and files while the ``planmode.stale`` question is open."""
+    step_gate: dict[str, Any] | None
+    """The step waiting for its ``planmode.step_approval`` while that question is open."""
+    approved_steps: list[str] | None
+    """Steps approved to run (``step_approval="writes"``), as `planmode.nodes.gates.step_key`."""
+    approvals: Annotated[list[dict[str, Any]], add_approval_records]
+    """Every approval decision: kind (plan, step, stale), decision, policy name, by (policy, human), plan version."""
