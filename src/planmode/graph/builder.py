@@ -45,6 +45,7 @@ from planmode.nodes import (
 )
 from planmode.nodes.model_unavailable import make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
+from planmode.state.checkpoint_data import data_sends, data_writes, typed_step_task
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
@@ -77,18 +78,19 @@ def build_state_graph(
     g: StateGraph[Any, Any, Any, Any] = StateGraph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
-    g.add_node("detect", make_detect(deps))
+    # Every write is JSON data, so any stock saver reads the checkpoints back (planmode.state.checkpoint_data).
+    g.add_node("detect", data_writes(make_detect(deps)))
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
-    g.add_node("respond", pausable("respond", make_respond(deps)))
-    g.add_node("plan", pausable("plan", make_plan(deps)))
-    g.add_node("approve", make_approve(deps))
-    g.add_node("dispatch", make_dispatch(deps))
-    g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)))
-    g.add_node("verify", pausable("verify", make_verify(deps)))
-    g.add_node("reflect", pausable("reflect", make_reflect(deps)))
-    g.add_node("patch", pausable("patch", make_patch(deps)))
-    g.add_node("finalize", make_finalize(deps))
-    g.add_node("model_unavailable", make_model_unavailable(deps))
+    g.add_node("respond", data_writes(pausable("respond", make_respond(deps))))
+    g.add_node("plan", data_writes(pausable("plan", make_plan(deps))))
+    g.add_node("approve", data_writes(make_approve(deps)))
+    g.add_node("dispatch", data_writes(make_dispatch(deps)))
+    g.add_node("execute_step", data_writes(typed_step_task(pausable("execute_step", make_execute_step(deps)))))
+    g.add_node("verify", data_writes(pausable("verify", make_verify(deps))))
+    g.add_node("reflect", data_writes(pausable("reflect", make_reflect(deps))))
+    g.add_node("patch", data_writes(pausable("patch", make_patch(deps))))
+    g.add_node("finalize", data_writes(make_finalize(deps)))
+    g.add_node("model_unavailable", data_writes(make_model_unavailable(deps)))
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
     g.add_edge("execute_step", "verify")
@@ -99,7 +101,7 @@ def build_state_graph(
     g.add_conditional_edges("patch", route_after_patch)
     g.add_conditional_edges(
         "dispatch",
-        route_after_dispatch,
+        data_sends(route_after_dispatch),
         ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch", "model_unavailable"],
     )
     g.add_conditional_edges("reflect", route_after_reflect)
