@@ -3,10 +3,10 @@
 Run as a script so that ``LANGGRAPH_STRICT_MSGPACK`` is read when LangGraph is imported (it is read once, at
 import, and the savers' default serializer is built then)::
 
-    python tests/serde_scenario.py KIND TARGET
+    python tests/serde_scenario.py KIND[,KIND...] TARGET
 
-KIND is memory, sqlite, async_sqlite, postgres or async_postgres; TARGET a SQLite file or a postgresql://
-URL (ignored for memory). The last line of stdout is a JSON report.
+KIND is memory, sqlite, async_sqlite, postgres, async_postgres or old; TARGET a folder for the SQLite files,
+(old.sqlite in it: a copy of the old database), or a postgresql:// URL. The last line of stdout is the JSON reports.
 
 The run: a four-step plan is approved by a human (the interrupt is answered through a *new* saver on the
 same database, as a new process would), one step fails verification, reflect asks for a patch, the patch
@@ -142,7 +142,9 @@ def run(kind: str, target: str) -> dict[str, Any]:
     from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
     events: list[str] = []
-    register_serde_event_listener(lambda e: events.append(f"{e.get('kind')} {e.get('module')}.{e.get('name')}"))
+    unregister = register_serde_event_listener(
+        lambda e: events.append(f"{e.get('kind')} {e.get('module')}.{e.get('name')}")
+    )
     recorder = Recorder()
     logging.getLogger().addHandler(recorder)
     is_async = kind.startswith("async")
@@ -211,6 +213,7 @@ def run(kind: str, target: str) -> dict[str, Any]:
             tuples = raw(reader, config)
             final = state(graph_on(reader), config).values
     logging.getLogger().removeHandler(recorder)
+    unregister()
     loop.close()
 
     typed = []
@@ -331,14 +334,20 @@ def run_old(path: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    """``serde_scenario.py KIND TARGET`` (one report) or ``serde_scenario.py old COPY_OF_OLD_DB``."""
-    kind, target = argv[1], argv[2] if len(argv) > 2 else ""
-    try:
-        out = run_old(target) if kind == "old" else run(kind, target)
-    except Exception as exc:  # the test shows what went wrong instead of a bare exit code
-        import traceback
+    """``serde_scenario.py KIND[,KIND...] TARGET``: one report per kind, as a JSON object by kind.
 
-        out = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    TARGET is a folder for the SQLite kinds (one file per kind in it; for ``old``, ``old.sqlite``: a copy of
+    ``tests/data/old_checkpoints.sqlite``), or a postgresql:// URL for the PostgreSQL kinds."""
+    kinds, target = argv[1].split(","), argv[2] if len(argv) > 2 else ""
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        where = f"{target}/{kind}.sqlite" if kind in ("sqlite", "async_sqlite", "old") else target
+        try:
+            out[kind] = run_old(where) if kind == "old" else run(kind, where)
+        except Exception as exc:  # the test shows what went wrong instead of a bare exit code
+            import traceback
+
+            out[kind] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     print(json.dumps(out))
 
 

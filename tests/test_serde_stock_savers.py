@@ -53,16 +53,41 @@ STRICT = {"off": "false", "on": "true"}
 ALL_DONE = dict.fromkeys(["a", "fix_b", "c", "b", "d"], "done")
 
 
-def scenario(kind: str, target: str, strict: str) -> dict[str, Any]:
-    """Run ``serde_scenario.py`` in a new process with the strict mode set; its JSON report."""
+def scenario(kinds: str, target: str, strict: str) -> dict[str, dict[str, Any]]:
+    """Run ``serde_scenario.py`` in a new process with the strict mode set; its JSON reports by kind."""
     env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": STRICT[strict]}
     proc = subprocess.run(
-        [sys.executable, str(SCENARIO), kind, target], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, str(SCENARIO), kinds, target], capture_output=True, text=True, env=env, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert "error" not in report, report.get("traceback")
-    return report
+    reports: dict[str, dict[str, Any]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    for kind, report in reports.items():
+        assert "error" not in report, f"{kind}: {report.get('traceback')}"
+    return reports
+
+
+class Reports:
+    """The reports of one process per strict mode and group of savers (a process imports LangGraph once)."""
+
+    def __init__(self, tmp: pytest.TempPathFactory) -> None:
+        self.tmp = tmp
+        self.done: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+    def get(self, kinds: str, strict: str, url: str | None = None) -> dict[str, dict[str, Any]]:
+        """The reports of ``kinds`` (SQLite files in a new folder, with a copy of the old database; or ``url``)."""
+        if (kinds, strict) not in self.done:
+            target = url
+            if target is None:
+                folder = self.tmp.mktemp(f"serde-{strict}")
+                shutil.copyfile(OLD_DB, folder / "old.sqlite")
+                target = str(folder)
+            self.done[kinds, strict] = scenario(kinds, target, strict)
+        return self.done[kinds, strict]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> Reports:
+    return Reports(tmp_path_factory)
 
 
 def check_round_trip(report: dict[str, Any], strict: str) -> None:
@@ -87,13 +112,17 @@ def check_round_trip(report: dict[str, Any], strict: str) -> None:
     assert report["warnings_in_history"] == ["new step 'fix_b' was given status 'done'; new steps start pending"]
 
 
+LOCAL = "memory,sqlite,async_sqlite,old"  # old last: LangGraph logs each type once per process
+POSTGRES = "postgres,async_postgres"
+
+
 @pytest.mark.parametrize("strict", ["off", "on"])
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "async_sqlite"])
-def test_a_run_round_trips_through_a_stock_saver(kind: str, strict: str, tmp_path: Path) -> None:
-    check_round_trip(scenario(kind, str(tmp_path / "checkpoints.sqlite"), strict), strict)
+def test_a_run_round_trips_through_a_stock_saver(kind: str, strict: str, reports: Reports) -> None:
+    check_round_trip(reports.get(LOCAL, strict)[kind], strict)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def fresh_pg_db(pg_url: str) -> Iterator[str]:
     """A new, empty database on the test server (LangGraph's stock savers create their own tables)."""
     import uuid
@@ -109,19 +138,19 @@ def fresh_pg_db(pg_url: str) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("strict", ["off", "on"])
-@pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
-def test_a_run_round_trips_through_a_stock_postgres_saver(kind: str, strict: str, fresh_pg_db: str) -> None:
-    check_round_trip(scenario(kind, fresh_pg_db, strict), strict)
+@pytest.mark.parametrize("kind", POSTGRES.split(","))
+def test_a_run_round_trips_through_a_stock_postgres_saver(
+    kind: str, strict: str, reports: Reports, fresh_pg_db: str
+) -> None:
+    check_round_trip(reports.get(POSTGRES, strict, fresh_pg_db)[kind], strict)
 
 
 # -- checkpoints written before -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("strict", ["off", "on"])
-def test_old_checkpoints_with_planmode_objects_still_load_and_resume(strict: str, tmp_path: Path) -> None:
-    copy = tmp_path / "old.sqlite"
-    shutil.copyfile(OLD_DB, copy)
-    report = scenario("old", str(copy), strict)
+def test_old_checkpoints_with_planmode_objects_still_load_and_resume(strict: str, reports: Reports) -> None:
+    report = reports.get(LOCAL, strict)["old"]
     for label in ("planmode_saver", "stock_saver"):
         read = report[label]
         assert read["checkpoints"] == 29, label  # every checkpoint of both threads is read
