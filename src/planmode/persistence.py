@@ -1,7 +1,10 @@
-"""Checkpointers: SQLite by default (one file), with planmode's state types registered with the serializer.
+"""Checkpointers: SQLite by default (one file), PostgreSQL behind the same interface.
 
-LangGraph's serializer warns about (and in strict mode blocks) types it does not know; planmode's state
-types are registered here so checkpoints round-trip silently, now and under ``LANGGRAPH_STRICT_MSGPACK``.
+planmode's checkpoints hold JSON data only (`planmode.state.checkpoint_data`), so any stock saver reads them
+without a warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or off. The savers made here also register
+planmode's types with the serializer (`SERDE_ALLOWLIST`): checkpoints written by earlier versions hold
+planmode objects, and these savers read them back silently (a stock saver reads them too, with LangGraph's
+"unregistered type" warning, or under strict mode as data that the channels rebuild).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ __all__ = [
 SERVER_DB_ENV = "PLANMODE_SERVER_DB"
 _SERVER_DB_DEFAULT = ".langgraph_api/planmode.sqlite"
 
-#: (module, name) of every planmode type that can be stored in a checkpoint.
+#: (module, name) of every planmode type that checkpoints written before the JSON-data ones may hold.
 SERDE_ALLOWLIST: tuple[tuple[str, str], ...] = (
     *(
         ("planmode.state.models", n)
@@ -88,7 +91,8 @@ def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
 
 
 def with_planmode_types(checkpointer: Any) -> Any:
-    """``checkpointer`` with planmode's types added to its serializer's allowlist (when it has one)."""
+    """``checkpointer`` with planmode's types added to its serializer's allowlist (when it has one), for
+    checkpoints written before they were JSON data; new checkpoints need nothing of it."""
     if checkpointer is None or isinstance(checkpointer, bool) or not hasattr(checkpointer, "with_allowlist"):
         return checkpointer
     return checkpointer.with_allowlist(SERDE_ALLOWLIST)

@@ -58,7 +58,7 @@ LAYERS: dict[str, int] = {
 }
 LEAF, STATE = 0, 1
 #: What state/ may import outside itself.
-STATE_MAY_IMPORT = ("planmode.errors", "planmode.text")
+STATE_MAY_IMPORT = ("planmode.errors", "planmode.text", "planmode._drive")
 
 
 def module_name(path: Path, root: Path) -> str:

@@ -48,6 +48,7 @@ from planmode.nodes.gates import gated_approve, gated_dispatch
 from planmode.nodes.model_unavailable import make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
 from planmode.policy import ApprovalPolicy
+from planmode.state.checkpoint_data import data_sends, data_writes, typed_step_task
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
@@ -82,22 +83,25 @@ def build_state_graph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
     # Every node's model calls are counted, and the nodes that start them check the budget first (budget.py).
-    g.add_node("detect", accounted("detect", make_detect(deps)))
+    # Every write is JSON data, so any stock saver reads the checkpoints back (planmode.state.checkpoint_data).
+    g.add_node("detect", data_writes(accounted("detect", make_detect(deps))))
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
-    g.add_node("respond", accounted("respond", pausable("respond", make_respond(deps))))
-    g.add_node("plan", accounted("plan", pausable("plan", make_plan(deps))))
-    g.add_node("approve", gated_approve(make_approve(deps), deps, approval_policy))  # nodes/gates.py
-    g.add_node("dispatch", accounted("dispatch", gated_dispatch(make_dispatch(deps), deps, approval_policy)))
+    g.add_node("respond", data_writes(accounted("respond", pausable("respond", make_respond(deps)))))
+    g.add_node("plan", data_writes(accounted("plan", pausable("plan", make_plan(deps)))))
+    g.add_node("approve", data_writes(gated_approve(make_approve(deps), deps, approval_policy)))  # nodes/gates.py
+    g.add_node(
+        "dispatch", data_writes(accounted("dispatch", gated_dispatch(make_dispatch(deps), deps, approval_policy)))
+    )
     g.add_node(
         "execute_step",
-        accounted("execute_step", pausable("execute_step", make_execute_step(deps))),
+        data_writes(typed_step_task(accounted("execute_step", pausable("execute_step", make_execute_step(deps))))),
         input_schema=StepTask,
     )
-    g.add_node("verify", accounted("verify", pausable("verify", make_verify(deps))))
-    g.add_node("reflect", accounted("reflect", pausable("reflect", make_reflect(deps))))
-    g.add_node("patch", accounted("patch", pausable("patch", make_patch(deps))))
-    g.add_node("finalize", accounted("finalize", make_finalize(deps)))
-    g.add_node("model_unavailable", make_model_unavailable(deps))
+    g.add_node("verify", data_writes(accounted("verify", pausable("verify", make_verify(deps)))))
+    g.add_node("reflect", data_writes(accounted("reflect", pausable("reflect", make_reflect(deps)))))
+    g.add_node("patch", data_writes(accounted("patch", pausable("patch", make_patch(deps)))))
+    g.add_node("finalize", data_writes(accounted("finalize", make_finalize(deps))))
+    g.add_node("model_unavailable", data_writes(make_model_unavailable(deps)))
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
     g.add_edge("execute_step", "verify")
@@ -108,7 +112,7 @@ def build_state_graph(
     g.add_conditional_edges("patch", route_after_patch)
     g.add_conditional_edges(
         "dispatch",
-        route_after_dispatch,
+        data_sends(route_after_dispatch),
         ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch", "model_unavailable"],
     )
     g.add_conditional_edges("reflect", route_after_reflect)
