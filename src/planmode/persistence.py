@@ -189,11 +189,11 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
 
     LangGraph's default durability ("async") saves each checkpoint in the background while the next
     super-step already runs; a process killed meanwhile loses the steps that checkpoint recorded done, and
-    runs them again on resume. dispatch calls this before it starts any step, so every step verified done is
-    durable before a step that depends on it starts — whatever durability the caller passed, except "exit"
-    (the caller asked for no checkpoint before the run ends; nothing is durable then by design). Outside a
-    run, without a checkpointer, or under "sync" (the checkpoint is already there: one cheap query) it
-    returns at once.
+    runs them again on resume. execute_step calls this before its step starts (once some step is done), so
+    every step verified done is durable before a step that depends on it starts — whatever durability the
+    caller passed, except "exit" (the caller asked for no checkpoint before the run ends; nothing is durable
+    then by design). Outside a run, without a checkpointer, or under "sync" (the checkpoint is already there:
+    one cheap query) it returns at once.
 
     Raises:
         TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).

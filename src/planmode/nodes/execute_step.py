@@ -13,6 +13,7 @@ from planmode.events import emit
 from planmode.executors import StepContext, default_executor, run_executor
 from planmode.nodes._deps import Deps, store_of
 from planmode.nodes.dispatch import StepTask
+from planmode.persistence import wait_until_durable
 from planmode.state.graph_state import StepOutcome
 
 __all__ = ["OUTPUT_NAMESPACE", "make_execute_step", "stored_output"]
@@ -27,6 +28,8 @@ def make_execute_step(deps: Deps) -> Any:
     def execute_step(task: StepTask, runtime: Runtime[Any]) -> dict[str, Any]:
         settings = resolve_settings(runtime.context, task.get("settings"))
         step = task["step"]
+        if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
+            wait_until_durable()
         emit(
             "step_started", step.description, step_id=step.id, plan_version=task["plan_version"], attempt=step.attempts
         )
