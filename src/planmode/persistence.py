@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from planmode._savers import is_postgres, pg_connection
+from planmode._sqlite_saver import SqliteCheckpointSaver
 from planmode.errors import ConfigurationError
 from planmode.lease import thread_lease
 
@@ -71,7 +72,8 @@ def planmode_serializer() -> JsonPlusSerializer:
 
 
 def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
-    """A `SqliteSaver` on one file (created with its folder), safe to share across threads.
+    """A `SqliteSaver` on one file (created with its folder), safe to share across threads, in WAL mode, that
+    syncs the file once per checkpoint (`planmode._sqlite_saver.SqliteCheckpointSaver`).
 
     Raises `ConfigurationError` with a clear message when the file cannot be opened or written.
     """
@@ -80,7 +82,7 @@ def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
         p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30)
         _use_wal(conn)
-        saver = SqliteSaver(conn, serde=planmode_serializer())
+        saver = SqliteCheckpointSaver(conn, serde=planmode_serializer())  # one fsync per checkpoint
         saver.setup()
     except (OSError, sqlite3.Error) as exc:
         raise ConfigurationError(f"cannot use database file {str(p)!r}: {exc}") from exc
