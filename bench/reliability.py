@@ -68,6 +68,15 @@ GROUPS: dict[str, tuple[str, str]] = {
         "others are refused",
         "10 rounds x {n} databases",
     ),
+    "test_planmode_rollback_takes_the_lease_of_a_running_thread": (
+        "Rollback while another process runs the thread: refused with the holder, nothing written",
+        "1 trial",
+    ),
+    "test_hostile_tool_input_comes_back_as_a_bounded_result_and_destroys_nothing": (
+        "Tool abuse: lone surrogates, catastrophic regexes, FIFOs, the run database and its companions given to "
+        "the workspace tools: a result within 5 s, nothing changed",
+        "{n} calls",
+    ),
     "test_an_edit_at_every_node_boundary_leaves_the_run_resumable": (
         "Plan edits (valid and rejected) at every execution-node boundary: the run resumes, done steps run once",
         "{n} cases",
