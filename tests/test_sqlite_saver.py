@@ -80,3 +80,35 @@ def test_a_second_connection_reads_every_checkpoint(tmp_path: Path, reads: int) 
     for _ in range(reads):
         other = build_graph(model, checkpointer=sqlite_checkpointer(db))
         assert len(list(other.get_state_history({"configurable": {"thread_id": "t"}}))) == n
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 400])
+def test_a_plan_encoded_once_is_written_byte_for_byte_as_the_serializer_writes_it(n: int) -> None:
+    from planmode._sqlite_saver import _as_ext
+    from planmode.persistence import planmode_serializer
+    from planmode.state.models import Plan, Step
+
+    serde = planmode_serializer()
+    plan = Plan(goal="g", steps=[Step(id=f"s{i}", description="d" * 50, result="r" * 400) for i in range(n)])
+    encoded = _as_ext(serde.dumps_typed(plan))
+    assert encoded is not None
+    assert serde.dumps_typed({"x": 1, "plan": encoded}) == serde.dumps_typed({"x": 1, "plan": plan})
+    assert serde.loads_typed(serde.dumps_typed({"plan": encoded}))["plan"] == plan
+    assert _as_ext(("msgpack", b"\x93\x01\x02\x03")) is None  # not an extension value: not embedded
+    assert _as_ext(("json", b"{}")) is None
+
+
+def test_every_checkpoint_of_a_run_reads_back_its_plan(tmp_path: Path) -> None:
+    """The execute_step checkpoints reuse the plan's encoding: each reads back the plan of its run."""
+    saver = sqlite_checkpointer(tmp_path / "p.db")
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    graph = build_graph(model, checkpointer=saver, executor=lambda s, c: "ok", verifier=lambda s, o, c: (True, ""))
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    seen: list[tuple[str, ...]] = []
+    for _ in graph.stream({"messages": [("user", "x")]}, cfg, context={"approval": "auto"}):
+        plan = graph.get_state(cfg).values.get("plan")
+        seen.append(tuple(s.status.value for s in plan.steps) if plan is not None else ())
+    history = [h.values.get("plan") for h in graph.get_state_history(cfg)]
+    statuses = {tuple(s.status.value for s in p.steps) for p in history if p is not None}
+    assert {s for s in seen if s} <= statuses
+    assert ("running", "pending") in statuses and ("done", "running") in statuses and ("done", "done") in statuses

@@ -19,13 +19,20 @@ power loss. A FULL commit syncs the WAL file, and with it every commit before it
   when the process dies during them (an executed step not yet verified may run again; a done step never).
 
 A layer then syncs once, as a bare LangGraph loop with one checkpoint per layer does.
+
+SQLite checkpoints store the whole state, the whole plan included, at every super-step. The plan is the
+largest value and does not change in the super-step that executes steps, so the saver keeps the encoding of
+the last plan it wrote and reuses it while the plan channel is unchanged (the same `Plan` object, and
+``plan`` not among the checkpoint's updated channels). The bytes written are the serializer's own.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -50,6 +57,7 @@ class SqliteCheckpointSaver(SqliteSaver):
     def __init__(self, conn: Any, *, serde: Any = None) -> None:
         super().__init__(conn, serde=serde)
         self.lock = threading.RLock()  # type: ignore[assignment]  # put() holds it around SqliteSaver.put, which takes it again
+        self._plan: tuple[weakref.ref[Any], ormsgpack.Ext] | None = None
         with self.lock:
             self.conn.execute("PRAGMA synchronous=NORMAL")
 
@@ -61,6 +69,7 @@ class SqliteCheckpointSaver(SqliteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Save a checkpoint; sync it (and every commit before it) to disk first when `needs_sync`."""
+        checkpoint = self._with_encoded_plan(checkpoint, new_versions)
         if not needs_sync(new_versions):
             return super().put(config, checkpoint, metadata, new_versions)
         with self.lock:
@@ -69,3 +78,47 @@ class SqliteCheckpointSaver(SqliteSaver):
                 return super().put(config, checkpoint, metadata, new_versions)
             finally:
                 self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    def _with_encoded_plan(self, checkpoint: Checkpoint, new_versions: ChannelVersions) -> Checkpoint:
+        """``checkpoint`` with its plan replaced by the plan's encoding (an ``ormsgpack.Ext``, which the
+        serializer writes as it is), computed once per plan object; unchanged when this cannot apply."""
+        values = checkpoint.get("channel_values") or {}
+        plan = values.get("plan")
+        if plan is None or isinstance(plan, dict | str | bytes):
+            return checkpoint
+        cached = self._plan
+        if cached is not None and cached[0]() is plan and "plan" not in new_versions:
+            encoded = cached[1]
+        else:
+            encoded_or_none = _as_ext(self.serde.dumps_typed(plan))
+            try:
+                ref = weakref.ref(plan)
+            except TypeError:  # not weakly referable: no cache
+                return checkpoint
+            if encoded_or_none is None:
+                return checkpoint
+            encoded = encoded_or_none
+            self._plan = (ref, encoded)
+        return {**checkpoint, "channel_values": {**values, "plan": encoded}}
+
+
+def _as_ext(typed: tuple[str, bytes]) -> ormsgpack.Ext | None:
+    """The msgpack extension value ``typed`` encodes (e.g. the serializer's encoding of a pydantic model),
+    to embed as it is in a larger message; None when it is not one."""
+    kind, data = typed
+    if kind != "msgpack" or not data:
+        return None
+    head = data[0]
+    fixed = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+    if head in fixed:
+        size, start = fixed[head], 1
+    elif head in (0xC7, 0xC8, 0xC9):
+        width = {0xC7: 1, 0xC8: 2, 0xC9: 4}[head]
+        size, start = int.from_bytes(data[1 : 1 + width], "big"), 1 + width
+    else:
+        return None
+    code = int.from_bytes(data[start : start + 1], "big", signed=True)
+    body = data[start + 1 :]
+    if len(body) != size:
+        return None
+    return ormsgpack.Ext(code, body)
