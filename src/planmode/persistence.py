@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from planmode._savers import is_postgres, pg_connection
+from planmode._sqlite_saver import SqliteCheckpointSaver
 from planmode.errors import ConfigurationError
 from planmode.lease import thread_lease
 
@@ -74,7 +75,8 @@ def planmode_serializer() -> JsonPlusSerializer:
 
 
 def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
-    """A `SqliteSaver` on one file (created with its folder), safe to share across threads.
+    """A `SqliteSaver` on one file (created with its folder), safe to share across threads, in WAL mode, that
+    syncs the file once per checkpoint (`planmode._sqlite_saver.SqliteCheckpointSaver`).
 
     Raises `ConfigurationError` with a clear message when the file cannot be opened or written.
     """
@@ -83,7 +85,7 @@ def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
         p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30)
         _use_wal(conn)
-        saver = SqliteSaver(conn, serde=planmode_serializer())
+        saver = SqliteCheckpointSaver(conn, serde=planmode_serializer())  # one fsync per checkpoint
         saver.setup()
     except (OSError, sqlite3.Error) as exc:
         raise ConfigurationError(f"cannot use database file {str(p)!r}: {exc}") from exc
@@ -193,11 +195,11 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
 
     LangGraph's default durability ("async") saves each checkpoint in the background while the next
     super-step already runs; a process killed meanwhile loses the steps that checkpoint recorded done, and
-    runs them again on resume. dispatch calls this before it starts any step, so every step verified done is
-    durable before a step that depends on it starts — whatever durability the caller passed, except "exit"
-    (the caller asked for no checkpoint before the run ends; nothing is durable then by design). Outside a
-    run, without a checkpointer, or under "sync" (the checkpoint is already there: one cheap query) it
-    returns at once.
+    runs them again on resume. execute_step calls this before its step starts (once some step is done), so
+    every step verified done is durable before a step that depends on it starts — whatever durability the
+    caller passed, except "exit" (the caller asked for no checkpoint before the run ends; nothing is durable
+    then by design). Outside a run, without a checkpointer, or under "sync" (the checkpoint is already there:
+    one cheap query) it returns at once.
 
     Raises:
         TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).

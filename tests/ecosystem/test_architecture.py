@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "planmode.policy": 2,
     "planmode.staleness": 2,
     "planmode.plan_png": 2,
+    "planmode._sqlite_saver": 2,
     "planmode.text": 0,
     "planmode._cache": 0,
     "planmode._drive": 0,

@@ -18,6 +18,7 @@ from langgraph.types import Command
 
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
+from planmode.nodes import _batch as batch
 from planmode.nodes import gates
 from planmode.policy import ApprovalRequest, Decision, read_only_auto, reject
 from planmode.staleness import changed_files, explored_paths, fingerprint, stale_payload
@@ -63,6 +64,12 @@ def pending(graph: Any, name: str = "t1") -> dict[str, Any]:
     return value
 
 
+def as_another_process(monkeypatch: pytest.MonkeyPatch, token: str) -> None:
+    """This process as another one: the token the gates record and the one the staleness check compares."""
+    monkeypatch.setattr(gates, "PROCESS_TOKEN", token)
+    monkeypatch.setattr(batch, "PROCESS_TOKEN", token)
+
+
 def git_workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -96,7 +103,7 @@ def to_stale_question(graph: Any, ws: Path, monkeypatch: pytest.MonkeyPatch) -> 
     step = pending(graph)
     assert step["type"] == "planmode.step_approval" and step["step"]["id"] == "change"
     (ws / "config.txt").write_text("value = 2\n")
-    monkeypatch.setattr(gates, "PROCESS_TOKEN", "another-process")  # the run resumes in another process
+    as_another_process(monkeypatch, "another-process")  # the run resumes in another process
     graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
     return pending(graph)
 
@@ -173,7 +180,7 @@ def test_the_check_can_be_turned_off(
     start(graph, ws, step_approval="writes", check_staleness=False)
     approve_plan(graph)
     (ws / "config.txt").write_text("value = 2\n")
-    monkeypatch.setattr(gates, "PROCESS_TOKEN", "another-process")
+    as_another_process(monkeypatch, "another-process")
     graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed" and values.get("workspace_fingerprint") is None
@@ -186,7 +193,7 @@ def test_an_unchanged_workspace_is_not_asked_again(
     graph, _ = make_graph(checkpointer)
     start(graph, ws, step_approval="writes")
     approve_plan(graph)
-    monkeypatch.setattr(gates, "PROCESS_TOKEN", "another-process")
+    as_another_process(monkeypatch, "another-process")
     graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
     assert graph.get_state(cfg()).values["status"] == "completed"
 
@@ -443,7 +450,7 @@ def test_a_run_resumed_after_a_crash_asks_before_the_next_step(
     with pytest.raises(Crash):
         start(graph, ws, approval="auto")
     (ws / "config.txt").write_text("changed while the run was down\n")
-    monkeypatch.setattr(gates, "PROCESS_TOKEN", "the-next-process")
+    as_another_process(monkeypatch, "the-next-process")
     graph.invoke(None, cfg())
     stale = pending(graph)
     assert stale["type"] == "planmode.stale" and stale["changed"] == ["config.txt"]

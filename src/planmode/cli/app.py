@@ -659,13 +659,15 @@ def rollback(
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
     restored."""
+    from planmode.lease import thread_lease
     from planmode.snapshots import rollback as do_rollback
 
     path = _database(db, create=False)
     graph = _graph(path)
     require_thread(graph, _cfg(thread))
     target = resolve_snapshot(_checkpoint_ids(graph, thread), snapshot)
-    do_rollback(graph, thread, target)
+    with thread_lease(graph.checkpointer, thread):  # not under a run: "thread X is already running (...)"
+        do_rollback(graph, thread, target)
     console.print(Text(f"Rolled back {thread} to {snapshot}. The history is kept."))
     console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.", style="yellow"))
     console.print(Text(f"Continue with: {_resume_command(thread, path)}"), soft_wrap=True)

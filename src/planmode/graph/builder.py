@@ -1,9 +1,10 @@
 """`build_graph`: the plan-mode StateGraph, compiled.
 
 START -> detect -> respond -> END                                  (simple requests)
-                -> plan -> approve -> dispatch -> execute_step* -> verify -> dispatch ...
-                           ^   |reject    | trouble -> reflect -> patch -> (approve) -> dispatch
-                           +---+          | all done -> finalize -> END
+                -> plan -> approve -> dispatch -> execute_step* -> verify -> execute_step* -> verify ...
+                           ^   |reject    (dispatch and verify route alike:)
+                           +---+          | trouble -> reflect -> patch -> (approve) -> dispatch
+                                          | all done -> finalize -> END
 """
 
 from __future__ import annotations
@@ -105,16 +106,17 @@ def build_state_graph(
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
     g.add_edge("execute_step", "verify")
-    g.add_edge("verify", "dispatch")
     g.add_edge("finalize", END)
     g.add_conditional_edges("plan", route_after_plan)
     g.add_conditional_edges("approve", route_after_approve)
     g.add_conditional_edges("patch", route_after_patch)
-    g.add_conditional_edges(
-        "dispatch",
-        data_sends(route_after_dispatch),
-        ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch", "model_unavailable"],
-    )
+    # verify decides the next batch itself (dispatch's decision, `next_batch`): both route the same way
+    for source in ("dispatch", "verify"):
+        g.add_conditional_edges(
+            source,
+            data_sends(route_after_dispatch),
+            ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch", "model_unavailable"],
+        )
     g.add_conditional_edges("reflect", route_after_reflect)
     return g
 

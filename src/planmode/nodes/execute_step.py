@@ -3,6 +3,8 @@ tool or executor — that is a failed attempt recorded in the outcome."""
 
 from __future__ import annotations
 
+import asyncio
+
 from langchain_core.language_models import BaseChatModel
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.store.base import BaseStore
@@ -13,6 +15,7 @@ from planmode.executors import StepContext, adefault_executor, arun_executor, de
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._task import StepTask
+from planmode.persistence import wait_until_durable
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Step
 
@@ -47,6 +50,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     def execute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
         task = state  # the Send payload: one step and what it needs
+        if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
+            wait_until_durable()
         step, settings, store = start(task, runtime)
         inputs = {d: dependency_output(info, store) for d, info in task["dependencies"].items()}
         model = deps.models.get(settings) if deps.executor is None else None  # only the default executor needs it
@@ -57,6 +62,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
         task = state
+        if task.get("durable"):  # the wait polls the saver: in a worker thread, off the event loop
+            await asyncio.to_thread(wait_until_durable)
         step, settings, store = start(task, runtime)
         inputs = {d: await adependency_output(info, store) for d, info in task["dependencies"].items()}
         model = await deps.models.aget(settings) if deps.executor is None else None

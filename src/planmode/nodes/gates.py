@@ -24,11 +24,9 @@ import hashlib
 import inspect
 import json
 import time
-import uuid
 from collections.abc import Callable, Generator
 from typing import Any
 
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
@@ -36,6 +34,7 @@ from planmode._drive import adrive, drive, per_path
 from planmode.approval import approval_reason
 from planmode.context import PlanModeContext
 from planmode.events import emit
+from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, staleness_check_due
 from planmode.nodes._deps import Deps, settings_of
 from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
 from planmode.staleness import STALE_TYPE, changed_files, fingerprint, parse_stale_resume, stale_payload
@@ -58,10 +57,6 @@ __all__ = [
 STEP_APPROVAL_TYPE = "planmode.step_approval"
 STEP_ACTIONS = ("approve", "skip", "cancel")
 
-#: A dispatch this long after the last fingerprint check checks again (a pause may have happened).
-RECHECK_AFTER_SECONDS = 2.0
-#: Identifies this process: a run resumed in another process (after a crash) checks the fingerprint.
-PROCESS_TOKEN = uuid.uuid4().hex
 
 Node = Callable[[PlanModeState, Runtime[Any]], dict[str, Any]]
 
@@ -368,23 +363,6 @@ def _ask_step(
 # -- dispatch ---------------------------------------------------------------------------------------------
 
 
-def _resuming() -> bool:
-    try:
-        return bool(get_config().get("configurable", {}).get("__pregel_resuming"))
-    except RuntimeError:
-        return False
-
-
-def _check_due(state: PlanModeState) -> bool:
-    checked = state.get("fingerprint_checked")
-    if not isinstance(checked, dict) or checked.get("token") != PROCESS_TOKEN:
-        return True
-    at = checked.get("at")
-    if not isinstance(at, (int, float)) or time.time() - at > RECHECK_AFTER_SECONDS:
-        return True
-    return _resuming()
-
-
 def gated_dispatch(inner: Any, deps: Deps, policy: Any = None) -> Any:
     """The dispatch node with the staleness check and the per-step approval gate."""
     chosen = policy if policy is not None else from_settings
@@ -406,7 +384,7 @@ def gated_dispatch(inner: Any, deps: Deps, policy: Any = None) -> Any:
         extra: dict[str, Any] = {}
         pending_work = bool(plan.ready_steps() or plan.by_status(StepStatus.RUNNING))
         stored = state.get("workspace_fingerprint")
-        if settings.check_staleness and isinstance(stored, dict) and pending_work and _check_due(state):
+        if settings.check_staleness and isinstance(stored, dict) and pending_work and staleness_check_due(state):
             now = yield _fingerprint_request(state, settings)
             if now is not None and now.get("digest") != stored.get("digest"):
                 changed = changed_files(stored, now)

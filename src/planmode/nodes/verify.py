@@ -1,5 +1,9 @@
 """verify: judge each executed step against its acceptance criteria. Only a verified step becomes done;
-a failed verification counts an attempt (the step is retried, or fails when its attempts are used up)."""
+a failed verification counts an attempt (the step is retried, or fails when its attempts are used up).
+
+verify then makes dispatch's decision (`planmode.nodes._batch.next_batch`) on the plan it leaves, in the
+same update: the next batch marked running, or the trouble, the finished run, the pause. Its router is
+dispatch's, so a layer of steps takes two checkpointed super-steps (execute_step, verify), not three."""
 
 from __future__ import annotations
 
@@ -9,10 +13,12 @@ from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from planmode.events import emit
 from planmode.executors import StepContext, Verdict, llm_verifier, run_verifier
+from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of, store_of
 from planmode.nodes._outputs import stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
 from planmode.state.models import PlanSource, Step, StepStatus, StepTransition
+from planmode.state.patch import apply_transitions
 from planmode.state.reducer import PlanUpdate
 from planmode.text import clip
 from planmode.usage import step_scope
@@ -35,7 +41,7 @@ def make_verify(deps: Deps) -> StateNode:
         plan = state.get("plan")
         outcomes = state.get("step_outcomes") or {}
         if plan is None or not outcomes:
-            return {}
+            return next_batch(state, plan, settings.max_parallel)
         work: list[tuple[Step, StepOutcome]] = []
         for sid, outcome in outcomes.items():
             step = plan.get(sid)
@@ -107,9 +113,21 @@ def make_verify(deps: Deps) -> StateNode:
                 attempt=step.attempts,
                 final=exhausted,
             )
+        cleared = dict.fromkeys(outcomes, None)
+        judged = apply_transitions(plan, transitions)
+        if not judged.applied or gates_may_stop(state, settings):
+            # refused transitions (cannot happen for running steps: the reducer records it), or a gate around
+            # dispatch (per-step approval, staleness, the budget) may stop the next batch: dispatch decides
+            return {"plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY), "step_outcomes": cleared}
+        # dispatch's decision on the plan as verify leaves it: the next batch starts without a dispatch
+        # super-step (its steps wait in execute_step until this checkpoint is saved)
+        decision = next_batch({**state, "step_outcomes": {}}, judged.plan, settings.max_parallel)
+        started = decision.pop("plan", None)
+        more = started.transitions if isinstance(started, PlanUpdate) else []
         return {
-            "plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY),
-            "step_outcomes": dict.fromkeys(outcomes, None),
+            **decision,
+            "plan": PlanUpdate(transitions=[*transitions, *more], source=PlanSource.VERIFY),
+            "step_outcomes": cleared,
         }
 
     return verify
