@@ -1,6 +1,6 @@
 """``python -m bench --reliability``: run the reliability suite (slow tests included) and record its figures.
 
-Runs ``tests/test_reliability_*.py`` with pytest (``-m "slow or not slow"``: everything), reads the JUnit
+Runs ``tests/reliability/test_reliability_*.py`` with pytest (``-m "slow or not slow"``: everything), reads the JUnit
 report and writes ``reliability.json``; `bench.report` turns it into the README's reliability table.
 """
 
@@ -67,6 +67,15 @@ GROUPS: dict[str, tuple[str, str]] = {
         "Concurrent resumes: 3 processes start one thread at once, SQLite and PostgreSQL: one runs it, the "
         "others are refused",
         "10 rounds x {n} databases",
+    ),
+    "test_planmode_rollback_takes_the_lease_of_a_running_thread": (
+        "Rollback while another process runs the thread: refused with the holder, nothing written",
+        "1 trial",
+    ),
+    "test_hostile_tool_input_comes_back_as_a_bounded_result_and_destroys_nothing": (
+        "Tool abuse: lone surrogates, catastrophic regexes, FIFOs, the run database and its companions given to "
+        "the workspace tools: a result within 5 s, nothing changed",
+        "{n} calls",
     ),
     "test_an_edit_at_every_node_boundary_leaves_the_run_resumable": (
         "Plan edits (valid and rejected) at every execution-node boundary: the run resumes, done steps run once",

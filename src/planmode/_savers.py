@@ -21,8 +21,11 @@ def is_postgres(saver: Any) -> bool:
 @contextmanager
 def pg_connection(saver: Any) -> Iterator[Any]:
     """A connection of a ``PostgresSaver``: from its pool, or its one connection under its lock."""
+    from psycopg_pool import ConnectionPool
+
     conn = saver.conn
-    if hasattr(conn, "connection"):  # a psycopg_pool.ConnectionPool
+    # (a psycopg Connection has a ``connection`` attribute too: only a pool's is the method to call)
+    if isinstance(conn, ConnectionPool):
         with conn.connection() as c:
             yield c
     else:  # one connection, shared with the saver: take its lock as the saver does

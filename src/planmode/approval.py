@@ -54,6 +54,7 @@ from pydantic import ValidationError
 
 from planmode.errors import PlanParseError
 from planmode.state.diff import plan_changes
+from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, PlanSource, StepStatus, clean_text
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.patch import diff_to_patch
@@ -107,7 +108,7 @@ def approval_payload(
     return {
         "type": APPROVAL_TYPE,
         "plan": json.loads(plan.model_dump_json(exclude={"rejections"})),
-        "markdown": plan.to_markdown(),
+        "markdown": plan.to_markdown() + "\n" + plan_to_mermaid(plan, fenced=True) + "\n",
         "revision": plan.revision,
         "actions": list(ACTIONS),
         "error": clean_text(error) if error is not None else None,

@@ -56,6 +56,17 @@ def _env_prices(name: str) -> dict[str, Any]:
     return value
 
 
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={raw!r}: expected true or false")
+
+
 def _env_choice(name: str, choices: tuple[str, ...], default: str) -> Any:
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -194,6 +205,24 @@ class PlanModeContext:
     )
     max_retries: int = field(
         default=2, metadata={"description": "Retries of a failed model request: 429, 5xx, timeouts (default model)."}
+    )
+    check_staleness: bool = field(
+        default_factory=lambda: _env_bool("PLANMODE_CHECK_STALENESS", True),
+        metadata={
+            "description": (
+                "Fingerprint the workspace at approval and ask again when a resumed run finds it changed "
+                "(env PLANMODE_CHECK_STALENESS)."
+            )
+        },
+    )
+    step_approval: Literal["off", "writes"] = field(
+        default_factory=lambda: _env_choice("PLANMODE_STEP_APPROVAL", ("off", "writes"), "off"),
+        metadata={
+            "description": (
+                "writes: ask for approval of each step that uses a tool that changes things; read-only steps run "
+                "straight through (env PLANMODE_STEP_APPROVAL)."
+            )
+        },
     )
 
     def __setattr__(self, name: str, value: Any) -> None:

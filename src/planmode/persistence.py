@@ -1,7 +1,10 @@
-"""Checkpointers: SQLite by default (one file), with planmode's state types registered with the serializer.
+"""Checkpointers: SQLite by default (one file), PostgreSQL behind the same interface.
 
-LangGraph's serializer warns about (and in strict mode blocks) types it does not know; planmode's state
-types are registered here so checkpoints round-trip silently, now and under ``LANGGRAPH_STRICT_MSGPACK``.
+planmode's checkpoints hold JSON data only (`planmode.state.checkpoint_data`), so any stock saver reads them
+without a warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or off. The savers made here also register
+planmode's types with the serializer (`SERDE_ALLOWLIST`): checkpoints written by earlier versions hold
+planmode objects, and these savers read them back silently (a stock saver reads them too, with LangGraph's
+"unregistered type" warning, or under strict mode as data that the channels rebuild).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from planmode._savers import is_postgres, pg_connection
+from planmode._sqlite_saver import SqliteCheckpointSaver
 from planmode.errors import ConfigurationError
 from planmode.lease import thread_lease
 
@@ -47,7 +51,7 @@ __all__ = [
 SERVER_DB_ENV = "PLANMODE_SERVER_DB"
 _SERVER_DB_DEFAULT = ".langgraph_api/planmode.sqlite"
 
-#: (module, name) of every planmode type that can be stored in a checkpoint.
+#: (module, name) of every planmode type that checkpoints written before the JSON-data ones may hold.
 SERDE_ALLOWLIST: tuple[tuple[str, str], ...] = (
     *(
         ("planmode.state.models", n)
@@ -77,7 +81,8 @@ def planmode_serializer() -> JsonPlusSerializer:
 
 
 def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
-    """A `SqliteSaver` on one file (created with its folder), safe to share across threads.
+    """A `SqliteSaver` on one file (created with its folder), safe to share across threads, in WAL mode, that
+    syncs the file once per checkpoint (`planmode._sqlite_saver.SqliteCheckpointSaver`).
 
     Raises `ConfigurationError` with a clear message when the file cannot be opened or written.
     """
@@ -86,7 +91,7 @@ def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
         p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), check_same_thread=False, timeout=30)
         _use_wal(conn)
-        saver = SqliteSaver(conn, serde=planmode_serializer())
+        saver = SqliteCheckpointSaver(conn, serde=planmode_serializer())  # one fsync per checkpoint
         saver.setup()
     except (OSError, sqlite3.Error) as exc:
         raise ConfigurationError(f"cannot use database file {str(p)!r}: {exc}") from exc
@@ -94,7 +99,8 @@ def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
 
 
 def with_planmode_types(checkpointer: Any) -> Any:
-    """``checkpointer`` with planmode's types added to its serializer's allowlist (when it has one)."""
+    """``checkpointer`` with planmode's types added to its serializer's allowlist (when it has one), for
+    checkpoints written before they were JSON data; new checkpoints need nothing of it."""
     if checkpointer is None or isinstance(checkpointer, bool) or not hasattr(checkpointer, "with_allowlist"):
         return checkpointer
     return checkpointer.with_allowlist(SERDE_ALLOWLIST)
@@ -281,11 +287,11 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
 
     LangGraph's default durability ("async") saves each checkpoint in the background while the next
     super-step already runs; a process killed meanwhile loses the steps that checkpoint recorded done, and
-    runs them again on resume. dispatch calls this before it starts any step, so every step verified done is
-    durable before a step that depends on it starts — whatever durability the caller passed, except "exit"
-    (the caller asked for no checkpoint before the run ends; nothing is durable then by design). Outside a
-    run, without a checkpointer, or under "sync" (the checkpoint is already there: one cheap query) it
-    returns at once.
+    runs them again on resume. execute_step calls this before its step starts (once some step is done), so
+    every step verified done is durable before a step that depends on it starts — whatever durability the
+    caller passed, except "exit" (the caller asked for no checkpoint before the run ends; nothing is durable
+    then by design). Outside a run, without a checkpointer, or under "sync" (the checkpoint is already there:
+    one cheap query) it returns at once.
 
     Raises:
         TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).

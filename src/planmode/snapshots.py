@@ -406,6 +406,10 @@ def _changes(s: StateSnapshot, parent: StateSnapshot | None) -> list[str]:
             prev = old.get(step.id)
             if prev is not None and prev.status is not step.status:
                 moved.setdefault(step.status, []).append(step.id)
+            elif prev is not None and step.status is StepStatus.RUNNING and step.attempts > prev.attempts:
+                # verify judged an attempt and started the next one in one update: a retry, then a start
+                moved.setdefault(StepStatus.PENDING, []).append(step.id)
+                moved.setdefault(StepStatus.RUNNING, []).append(step.id)
         for new_status, ids in moved.items():
             one, many = _TRANSITION_WORDS[new_status]
             parts.append((one if len(ids) == 1 else many).format(_ids(ids)))
@@ -413,9 +417,10 @@ def _changes(s: StateSnapshot, parent: StateSnapshot | None) -> list[str]:
         assessment = (values.get("reflection") or {}).get("assessment", "?")
         parts.append(f"reflection: {assessment}")
     status = values.get("status")
-    if "dispatch" in ran and "finalize" in s.next:
+    decided = "dispatch" in ran or "verify" in ran  # both decide what runs next (nodes.dispatch.next_batch)
+    if decided and "finalize" in s.next:
         parts.append("all steps done, finalizing" if plan is not None and plan.is_complete else f"finalizing: {status}")
-    if "dispatch" in ran and "reflect" in s.next and values.get("trouble"):
+    if decided and "reflect" in s.next and values.get("trouble"):
         parts.append(f"trouble: {_excerpt(str(values['trouble']))}")
     if not s.next and status in _FINISHED:
         parts.append(f"finished: {status}")

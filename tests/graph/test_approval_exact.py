@@ -25,6 +25,7 @@ from planmode.approval import (
     parse_resume,
 )
 from planmode.state import Plan, PlanPatch, Rejection, Step, StepStatus
+from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import PatchRecord
 
 S = StepStatus
@@ -56,7 +57,7 @@ def test_the_payload_has_every_field_and_no_rejections() -> None:
     assert payload["type"] == APPROVAL_TYPE == "planmode.approval"
     assert payload["plan"] == json.loads(plan.model_dump_json(exclude={"rejections"}))
     assert "rejections" not in payload["plan"] and payload["plan"]["goal"] == "g"
-    assert payload["markdown"] == plan.to_markdown()
+    assert payload["markdown"] == plan.to_markdown() + "\n" + plan_to_mermaid(plan, fenced=True) + "\n"
     assert payload["revision"] == plan.revision
     assert payload["actions"] == ["approve", "edit", "reject", "cancel"]
     assert payload["error"] is None

@@ -1,7 +1,7 @@
 """dispatch, verify and model_unavailable as async-native nodes: on ``ainvoke`` their async functions run on the
 event loop (the judges awaited together, bounded by ``max_parallel``; step outputs read with the store's
-``aget``; the durability wait with ``await_until_durable``), with no blocking call on the loop (the LangGraph
-server's detector, blockbuster, is on during the runs); the sync path keeps working unchanged."""
+``aget``), execute_step's durability wait is awaited (``await_until_durable``), with no blocking call on the
+loop (the LangGraph server's detector, blockbuster, is on during the runs); the sync path works unchanged."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
 from planmode.graph import build_graph
-from planmode.nodes import dispatch as dispatch_module
+from planmode.nodes import execute_step as execute_step_module
 from planmode.nodes.verify import bounded_gather
 from planmode.persistence import async_sqlite_checkpointer, await_until_durable, sqlite_checkpointer
 from planmode.state.models import Plan, StepStatus
+from planmode.state.reducer import restore_plan
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
 
 WIDE = {
@@ -257,14 +258,12 @@ def test_bounded_gather_raises_the_first_error_itself_and_cancels_the_rest() -> 
     assert sorted(cancelled) == [0, 2, 3]  # 3 was waiting for the semaphore: cancelled too
 
 
-# -- dispatch ----------------------------------------------------------------------------------------------------
+# -- durability on the async path ------------------------------------------------------------------------
 
 
-def test_the_async_dispatch_waits_for_durability_without_blocking(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On ``ainvoke`` dispatch awaits `await_until_durable` (the old node called the blocking
-    `wait_until_durable`, which this test forbids) before each step that follows a done one."""
+def test_the_async_durability_wait_does_not_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On ``ainvoke`` a step that follows a done one awaits `await_until_durable` (the blocking
+    `wait_until_durable`, which this test forbids, took a worker thread per waiting step: the 6-thread cap)."""
     awaited: list[float] = []
 
     def blocking(**kwargs: Any) -> None:
@@ -274,8 +273,8 @@ def test_the_async_dispatch_waits_for_durability_without_blocking(
         awaited.append(time.monotonic())
         await await_until_durable(**kwargs)
 
-    monkeypatch.setattr(dispatch_module, "wait_until_durable", blocking)
-    monkeypatch.setattr(dispatch_module, "await_until_durable", counted)
+    monkeypatch.setattr(execute_step_module, "wait_until_durable", blocking)
+    monkeypatch.setattr(execute_step_module, "await_until_durable", counted)
     values = _arun(tmp_path / "runs.sqlite", ScriptedChatModel(responder=PurposeScript(plan=CHAIN)))
     assert values["status"] == "completed", values.get("error")
     assert len(awaited) == 2  # before b (a done) and before c (a, b done)
@@ -297,7 +296,7 @@ def test_a_step_starts_only_once_its_done_dependency_is_durable_on_the_async_pat
 
     async def executor(step: Any, ctx: Any) -> str:
         tup = await holder["saver"].aget_tuple(_cfg())  # the newest checkpoint saved so far
-        plan = tup.checkpoint["channel_values"].get("plan") if tup is not None else None
+        plan = restore_plan(tup.checkpoint["channel_values"].get("plan")) if tup is not None else None
         seen[step.id] = sorted(s.id for s in plan.by_status(StepStatus.DONE)) if isinstance(plan, Plan) else []
         return f"{step.id} done"
 

@@ -583,6 +583,35 @@ def test_the_database_in_use_and_its_companions_are_refused(
     assert tools["search_files"].invoke({"pattern": "history"}).startswith("No matches")
 
 
+def test_the_per_thread_edit_lock_beside_the_database_is_refused(ws: Path) -> None:
+    """`planmode.edit.edit_lock` flocks ``<db>.edit-lock``: an agent that replaced or removed it would let two
+    plan edits on one thread race (each would lock a different file)."""
+    from planmode.edit import edit_lock
+    from planmode.persistence import sqlite_checkpointer
+
+    db = ws / "runs.sqlite"
+    saver = sqlite_checkpointer(db)
+    try:
+        with edit_lock(saver, "t"):
+            pass
+    finally:
+        saver.conn.close()
+    lock = ws / "runs.sqlite.edit-lock"
+    assert lock.exists()
+    before = lock.read_bytes()
+    tools = {t.name: t for t in workspace_tools(ws, protected=[db])}
+    for name, args in [
+        ("read_file", {"path": "runs.sqlite.edit-lock"}),
+        ("write_file", {"path": "runs.sqlite.edit-lock", "content": "gone"}),
+        ("edit_file", {"path": "runs.sqlite.edit-lock", "old_string": "a", "new_string": "x"}),
+        ("write_file", {"path": str(lock), "content": "gone"}),
+    ]:
+        out = tools[name].invoke(args)
+        assert out.startswith("refused") and "planmode's own data" in out, (name, out)
+    assert lock.read_bytes() == before
+    assert "runs.sqlite.edit-lock (planmode's data; not accessible)" in tools["list_files"].invoke({"recursive": True})
+
+
 _hostile_text = st.one_of(
     st.text(max_size=40),
     st.lists(

@@ -11,7 +11,7 @@ the run. Checked for every trial:
   in a process that was killed (a step killed mid-execution, or done in a checkpoint the kill lost, may run
   again; nothing else may);
 - no done step runs again: a step runs again only if no process that ran it went on to start a step that
-  depends on it (starting a dependent proves the step was verified done, and dispatch starts no step before
+  depends on it (starting a dependent proves the step was verified done, and no step starts before
   the checkpoint recording every done step is saved, whatever LangGraph durability the caller passed);
 - the database is readable: ``get_state``, ``get_state_history`` and ``PRAGMA integrity_check``.
 

@@ -426,3 +426,45 @@ def test_concurrent_resumes_of_one_thread_run_it_once(
             if code == 4:
                 assert f"thread '{thread}' is already running (" in out
         assert sorted(step for step, _ in starts(counter)) == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_planmode_rollback_takes_the_lease_of_a_running_thread(tmp_path: Path) -> None:
+    """``planmode rollback`` on a thread another process is running is refused with the holder and time, and
+    adds nothing to the history; once that process is gone it rolls back."""
+    db = str(tmp_path / "runs.db")
+    assert Worker(db, tmp_path / "first").finish() == 0  # a finished run with a history to roll back in
+
+    def checkpoints() -> int:
+        with sqlite3.connect(db) as conn:
+            n = int(conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = ?", (THREAD,)).fetchone()[0])
+        conn.close()
+        return n
+
+    def rollback() -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
+        return subprocess.run(
+            [sys.executable, "-m", "planmode.cli", "rollback", THREAD, "2", "--db", db],
+            env={**env, "COLUMNS": "300"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    before = checkpoints()
+    hold = tmp_path / "hold"
+    holder = Worker(db, tmp_path / "second", f"--hold={hold}")
+    holder.expect("leased")
+    try:
+        refused = rollback()
+        assert refused.returncode == 2, (refused.stdout, refused.stderr)
+        assert f"thread '{THREAD}' is already running (" in refused.stdout
+        assert f":{holder.proc.pid}, since " in refused.stdout
+        assert checkpoints() == before  # nothing written while another process holds the thread
+    finally:
+        hold.touch()
+        assert holder.finish() == 0, (holder.lines, holder.err)
+    done = rollback()
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert f"Rolled back {THREAD} to 2" in done.stdout
+    assert checkpoints() == before + 1

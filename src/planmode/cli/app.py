@@ -38,6 +38,7 @@ from rich.text import Text
 from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
 from planmode.cli.budget import budget_answer, parse_prices
 from planmode.cli.drive import Interrupted, Watcher, drive, require_thread, show_result
+from planmode.cli.gates import GATE_TYPES, answer_gate, print_approvals, show_picture
 from planmode.cli.ui import approval_screen, ask_approval, console, error_text, interactive, unique_prefixes
 from planmode.errors import PlanModeError
 from planmode.text import clip
@@ -165,6 +166,8 @@ def _approver(auto: bool, resume_hint: str, budget: dict[str, Any] | None = None
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
         if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
             return budget_answer(payload, **(budget or {"max_tokens": None, "max_cost": None, "stop": False}))
+        if payload.get("type") in GATE_TYPES:  # planmode.stale, planmode.step_approval (cli/gates.py)
+            return answer_gate(payload, auto)
         if auto:
             console.print(approval_screen(payload))
             console.print(
@@ -252,6 +255,17 @@ def run(
         bool,
         typer.Option(envvar="PLANMODE_REAPPROVE_PATCHES", help="Patches made during execution need approval again."),
     ] = False,
+    check_staleness: Annotated[
+        bool,
+        typer.Option(
+            envvar="PLANMODE_CHECK_STALENESS",
+            help="Fingerprint the workspace at approval; ask again when a resumed run finds it changed.",
+        ),
+    ] = True,
+    step_approval: Annotated[
+        Literal["off", "writes"],
+        typer.Option(envvar="PLANMODE_STEP_APPROVAL", help="writes: approve each step that uses a write tool."),
+    ] = "off",
     request_timeout: Annotated[
         float,
         typer.Option(envvar="PLANMODE_REQUEST_TIMEOUT", min=0.001, help="Seconds before a model request times out."),
@@ -312,6 +326,8 @@ def run(
         max_attempts=max_attempts,
         max_reflect_attempts=max_reflect_attempts,
         reapprove_patches=reapprove_patches,
+        check_staleness=check_staleness,
+        step_approval=step_approval,
         request_timeout=request_timeout,
         workspace=str(ws),
         max_output_tokens=max_output_tokens,
@@ -479,15 +495,26 @@ def resume(
 
 @app.command()
 @friendly
-def show(thread: ThreadArg, db: DbOpt = DEFAULT_DB) -> None:
+def show(
+    thread: ThreadArg,
+    db: DbOpt = DEFAULT_DB,
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="Print the plan as a Mermaid diagram only.")] = False,
+    png: Annotated[
+        Path | None, typer.Option(help="Draw the plan into this PNG file, offline (pip install 'planmode[png]').")
+    ] = None,
+) -> None:
     """Show a run's plan, statuses and result."""
     graph = _graph(_database(db, create=False))
     state = require_thread(graph, _cfg(thread))
+    if mermaid or png is not None:
+        show_picture(state.values.get("plan"), mermaid=mermaid, png=png)
+        return
     settings = state.values.get("settings") or {}
     console.print(Text.assemble("status: ", (str(state.values.get("status")), "bold")))
     if settings.get("workspace"):
         console.print(Text(f"workspace: {settings['workspace']}"))
     show_result(graph, _cfg(thread))
+    print_approvals(state.values.get("approvals"))
 
 
 _LS_STYLE = {
@@ -632,13 +659,15 @@ def rollback(
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
     restored."""
+    from planmode.lease import thread_lease
     from planmode.snapshots import rollback as do_rollback
 
     path = _database(db, create=False)
     graph = _graph(path)
     require_thread(graph, _cfg(thread))
     target = resolve_snapshot(_checkpoint_ids(graph, thread), snapshot)
-    do_rollback(graph, thread, target)
+    with thread_lease(graph.checkpointer, thread):  # not under a run: "thread X is already running (...)"
+        do_rollback(graph, thread, target)
     console.print(Text(f"Rolled back {thread} to {snapshot}. The history is kept."))
     console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.", style="yellow"))
     console.print(Text(f"Continue with: {_resume_command(thread, path)}"), soft_wrap=True)

@@ -1,9 +1,10 @@
 """`build_graph`: the plan-mode StateGraph, compiled.
 
 START -> detect -> respond -> END                                  (simple requests)
-                -> plan -> approve -> dispatch -> execute_step* -> verify -> dispatch ...
-                           ^   |reject    | trouble -> reflect -> patch -> (approve) -> dispatch
-                           +---+          | all done -> finalize -> END
+                -> plan -> approve -> dispatch -> execute_step* -> verify -> execute_step* -> verify ...
+                           ^   |reject    (dispatch and verify route alike:)
+                           +---+          | trouble -> reflect -> patch -> (approve) -> dispatch
+                                          | all done -> finalize -> END
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ from planmode.nodes import (
     make_respond,
     make_verify,
 )
-from planmode.nodes.dispatch import StepTask
+from planmode.nodes._task import StepTask
+from planmode.nodes.gates import gated_approve, gated_dispatch
 from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
+from planmode.policy import ApprovalPolicy
+from planmode.state.checkpoint_data import data_sends, data_writes, typed_step_task
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "build_graph", "build_state_graph"]
@@ -72,6 +76,7 @@ def build_state_graph(
     executor: Executor | None = None,
     verifier: Verifier | None = None,
     store: BaseStore | None = None,
+    approval_policy: ApprovalPolicy | None = None,
 ) -> StateGraph[PlanModeState, PlanModeContext, InputState, OutputState]:
     """The uncompiled graph (for users who compile it themselves or add nodes)."""
     deps = Deps(models=ModelProvider(model), tools=tuple(tools), executor=executor, verifier=verifier, store=store)
@@ -79,35 +84,39 @@ def build_state_graph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
     # Every node's model calls are counted, and the nodes that start them check the budget first (budget.py).
-    g.add_node("detect", accounted("detect", make_detect(deps)))
+    # Every write is JSON data, so any stock saver reads the checkpoints back (planmode.state.checkpoint_data).
+    g.add_node("detect", data_writes(accounted("detect", make_detect(deps))))
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
-    g.add_node("respond", accounted("respond", pausable("respond", make_respond(deps))))
-    g.add_node("plan", accounted("plan", pausable("plan", make_plan(deps))))
-    g.add_node("approve", make_approve(deps))
-    g.add_node("dispatch", accounted("dispatch", make_dispatch(deps)))
+    g.add_node("respond", data_writes(accounted("respond", pausable("respond", make_respond(deps)))))
+    g.add_node("plan", data_writes(accounted("plan", pausable("plan", make_plan(deps)))))
+    g.add_node("approve", data_writes(gated_approve(make_approve(deps), deps, approval_policy)))  # nodes/gates.py
+    g.add_node(
+        "dispatch", data_writes(accounted("dispatch", gated_dispatch(make_dispatch(deps), deps, approval_policy)))
+    )
     g.add_node(
         "execute_step",
-        accounted("execute_step", pausable("execute_step", make_execute_step(deps))),
+        data_writes(typed_step_task(accounted("execute_step", pausable("execute_step", make_execute_step(deps))))),
         input_schema=StepTask,
     )
-    g.add_node("verify", accounted("verify", pausable("verify", make_verify(deps))))
-    g.add_node("reflect", accounted("reflect", pausable("reflect", make_reflect(deps))))
-    g.add_node("patch", accounted("patch", pausable("patch", make_patch(deps))))
-    g.add_node("finalize", accounted("finalize", make_finalize(deps)))
-    g.add_node("model_unavailable", make_model_unavailable(deps), destinations=RESUME_NODES)
+    g.add_node("verify", data_writes(accounted("verify", pausable("verify", make_verify(deps)))))
+    g.add_node("reflect", data_writes(accounted("reflect", pausable("reflect", make_reflect(deps)))))
+    g.add_node("patch", data_writes(accounted("patch", pausable("patch", make_patch(deps)))))
+    g.add_node("finalize", data_writes(accounted("finalize", make_finalize(deps))))
+    g.add_node("model_unavailable", data_writes(make_model_unavailable(deps)), destinations=RESUME_NODES)
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
     g.add_edge("execute_step", "verify")
-    g.add_edge("verify", "dispatch")
     g.add_edge("finalize", END)
     g.add_conditional_edges("plan", route_after_plan)
     g.add_conditional_edges("approve", route_after_approve)
     g.add_conditional_edges("patch", route_after_patch)
-    g.add_conditional_edges(
-        "dispatch",
-        route_after_dispatch,
-        ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch", "model_unavailable"],
-    )
+    # verify decides the next batch itself (dispatch's decision, `next_batch`): both route the same way
+    for source in ("dispatch", "verify"):
+        g.add_conditional_edges(
+            source,
+            data_sends(route_after_dispatch),
+            ["execute_step", "verify", "approve", "reflect", "finalize", "dispatch", "model_unavailable"],
+        )
     g.add_conditional_edges("reflect", route_after_reflect)
     return g
 
@@ -121,6 +130,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any] | bool | None = None,
     store: BaseStore | None = None,
     name: str = "planmode",
+    approval_policy: ApprovalPolicy | None = None,
 ) -> CompiledStateGraph[PlanModeState, PlanModeContext, InputState, OutputState]:
     """Build and compile the plan-mode graph.
 
@@ -135,6 +145,10 @@ def build_graph(
             subgraph (which then uses its parent's).
         store: a LangGraph store for full step outputs (state keeps summaries).
         name: the graph's name (also its run name in traces).
+        approval_policy: decides plan approvals (and, with ``step_approval="writes"``, write steps): approve,
+            ask a human or reject (`planmode.policy`); default: the ``approval`` setting.
     """
-    graph = build_state_graph(model, tools=tools, executor=executor, verifier=verifier, store=store)
+    graph = build_state_graph(
+        model, tools=tools, executor=executor, verifier=verifier, store=store, approval_policy=approval_policy
+    )
     return graph.compile(checkpointer=with_planmode_types(checkpointer), store=store, name=name)

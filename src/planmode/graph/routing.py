@@ -14,8 +14,9 @@ from typing import Any, Literal
 
 from langgraph.types import Send
 
+from planmode.nodes._batch import find_trouble
 from planmode.nodes._deps import settings_of
-from planmode.nodes.dispatch import dispatch_sends, find_trouble
+from planmode.nodes.dispatch import dispatch_sends
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, StepStatus
 

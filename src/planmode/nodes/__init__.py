@@ -1,12 +1,13 @@
 """The graph's nodes, one module each. Each ``make_<node>(deps)`` returns the node function."""
 
+from planmode.nodes._batch import find_trouble
 from planmode.nodes._deps import Deps
 from planmode.nodes._outputs import OUTPUT_NAMESPACE
 from planmode.nodes._repair import Reflection
 from planmode.nodes._task import StepTask
 from planmode.nodes.approve import make_approve
 from planmode.nodes.detect import DetectDecision, heuristic_decision, make_detect
-from planmode.nodes.dispatch import find_trouble, make_dispatch
+from planmode.nodes.dispatch import make_dispatch
 from planmode.nodes.execute_step import make_execute_step
 from planmode.nodes.finalize import build_report, make_finalize
 from planmode.nodes.patch import make_patch

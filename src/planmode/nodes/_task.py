@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -21,3 +21,5 @@ class StepTask(TypedDict):
     dependencies: dict[str, dict[str, str | None]]
     """Each dependency's ``result`` summary and ``output_ref`` (store key of the full output)."""
     settings: dict[str, Any]
+    durable: NotRequired[bool]
+    """True when some step is done: the task waits until the checkpoint it runs from is saved before it starts."""

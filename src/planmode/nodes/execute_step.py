@@ -13,6 +13,7 @@ from planmode.executors import StepContext, adefault_executor, arun_executor, de
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._task import StepTask
+from planmode.persistence import await_until_durable, wait_until_durable
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Step
 
@@ -47,6 +48,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     def execute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
         task = state  # the Send payload: one step and what it needs
+        if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
+            wait_until_durable()
         step, settings, store = start(task, runtime)
         inputs = {d: dependency_output(info, store) for d, info in task["dependencies"].items()}
         model = deps.models.get(settings) if deps.executor is None else None  # only the default executor needs it
@@ -57,6 +60,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
         task = state
+        if task.get("durable"):  # the same wait, polling with asyncio.sleep and the saver's aget_tuple
+            await await_until_durable()
         step, settings, store = start(task, runtime)
         inputs = {d: await adependency_output(info, store) for d, info in task["dependencies"].items()}
         model = await deps.models.aget(settings) if deps.executor is None else None

@@ -3,7 +3,7 @@
 A refused connection, or a server error after the client's retries, is not a verdict on the step. A node
 whose model call raises `ModelUnavailableError` (see `planmode.llm.model_failure`) is wrapped by `pausable`:
 it records what to re-run in ``state["unavailable"]`` and the run comes here (plan, patch, respond and
-reflect through their routers, execute_step and verify through dispatch's). The run's status is
+reflect through their routers, execute_step through verify's, verify through its own). The run's status is
 ``model_unavailable``; done steps stay done; a step whose executor lost the model stays ``running`` without an
 outcome, and dispatch runs it again (without counting another attempt).
 
@@ -72,11 +72,11 @@ def _info(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
 
 
 def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
-    """The state update of a node whose model could not be reached (execute_step and verify leave the
-    status to dispatch: parallel tasks cannot all write it)."""
+    """The state update of a node whose model could not be reached (execute_step leaves the status to
+    verify, which runs next: parallel tasks cannot all write it)."""
     info = _info(node, state, exc)
     emit("model_unavailable", str(exc), step_id=info["step_id"], node=node)
-    if node in ("execute_step", "verify"):
+    if node == "execute_step":
         return {"unavailable": info}
     return {"unavailable": info, "status": "model_unavailable", "error": str(exc)}
 
@@ -101,7 +101,7 @@ def _pausable(name: str, node: Node[_In, _Out]) -> Node[_In, _Out | StateUpdate]
         try:
             return node(state, runtime=runtime)
         except ModelUnavailableError as exc:
-            return unavailable_update(name, state, exc)  # the node's router (or dispatch's) pauses the run
+            return unavailable_update(name, state, exc)  # the node's router (or verify's) pauses the run
 
     return wrapped
 

@@ -14,6 +14,7 @@ from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
 from planmode.llm import ask_until_valid, negotiation_record
 from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.staleness import explored_paths
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource
@@ -66,6 +67,7 @@ def make_plan(deps: Deps) -> StateNode:
         feedback = state.get("feedback")
         tool_names = ", ".join(f"{t.name}{'' if is_read_only(t) else ' (writes)'}" for t in deps.tools) or "none"
         findings = ""
+        explored: list[str] | None = None
         if deps.tools and settings.max_explore_calls > 0 and not feedback:
             explore: list[BaseMessage] = [
                 SystemMessage(content=prompts.EXPLORE_SYSTEM.format(max_calls=settings.max_explore_calls)),
@@ -83,6 +85,7 @@ def make_plan(deps: Deps) -> StateNode:
             )
             if res.text:
                 findings = f"What exploring found:\n{res.text}"
+            explored = explored_paths(res.messages)  # the staleness fingerprint outside a git repository
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.PLAN_SYSTEM.format(max_steps=settings.max_steps, tools=tool_names)),
             HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip()),
@@ -119,6 +122,7 @@ def make_plan(deps: Deps) -> StateNode:
             "needs_approval": True,
             "feedback": None,
             "approval_error": None,
+            **({"explored_paths": explored} if explored is not None else {}),
             **kept,
         }
 

@@ -1,6 +1,10 @@
 """verify: judge each executed step against its acceptance criteria. Only a verified step becomes done;
 a failed verification counts an attempt (the step is retried, or fails when its attempts are used up).
 
+verify then makes dispatch's decision (`planmode.nodes._batch.next_batch`) on the plan it leaves, in the
+same update: the next batch marked running, or the trouble, the finished run, the pause. Its router is
+dispatch's, so a layer of steps takes two checkpointed super-steps (execute_step, verify), not three.
+
 Two paths, one logic: ``invoke`` judges the steps in a thread pool, ``ainvoke`` (the LangGraph server) awaits
 the judges together on the event loop, both bounded by ``max_parallel``."""
 
@@ -17,10 +21,12 @@ from langgraph._internal._runnable import RunnableCallable  # a node with a sync
 from planmode.context import PlanModeContext
 from planmode.events import emit
 from planmode.executors import StepContext, Verdict, allm_verifier, arun_verifier, llm_verifier, run_verifier
+from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
 from planmode.nodes._outputs import astored_output, stored_output
 from planmode.state.graph_state import PlanModeState, StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
+from planmode.state.patch import apply_transitions
 from planmode.state.reducer import PlanUpdate
 from planmode.text import clip
 from planmode.usage import step_scope
@@ -46,7 +52,7 @@ def make_verify(deps: Deps) -> RunnableCallable:
         settings = settings_of(state, runtime)
         plan, work = _work(state)
         if plan is None:
-            return {}
+            return next_batch(state, state.get("plan"), settings.max_parallel)
         model = deps.models.get(settings) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         full = {step.id: stored_output(outcome, store) for step, outcome in work}  # here: the pool has no config
@@ -69,7 +75,7 @@ def make_verify(deps: Deps) -> RunnableCallable:
         settings = settings_of(state, runtime)
         plan, work = _work(state)
         if plan is None:
-            return {}
+            return next_batch(state, state.get("plan"), settings.max_parallel)
         model = await deps.models.aget(settings) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         texts = await asyncio.gather(*(astored_output(outcome, store) for _, outcome in work))
@@ -208,7 +214,19 @@ def _update(
             final=exhausted,
         )
     outcomes: dict[str, Any] = state.get("step_outcomes") or {}
+    cleared = dict.fromkeys(outcomes, None)
+    judged = apply_transitions(plan, transitions)
+    if not judged.applied or gates_may_stop(state, settings):
+        # refused transitions (cannot happen for running steps: the reducer records it), or a gate around
+        # dispatch (per-step approval, staleness, the budget) may stop the next batch: dispatch decides
+        return {"plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY), "step_outcomes": cleared}
+    # dispatch's decision on the plan as verify leaves it: the next batch starts without a dispatch
+    # super-step (its steps wait in execute_step until this checkpoint is saved)
+    decision = next_batch({**state, "step_outcomes": {}}, judged.plan, settings.max_parallel)
+    started = decision.pop("plan", None)
+    more = started.transitions if isinstance(started, PlanUpdate) else []
     return {
-        "plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY),
-        "step_outcomes": dict.fromkeys(outcomes, None),
+        **decision,
+        "plan": PlanUpdate(transitions=[*transitions, *more], source=PlanSource.VERIFY),
+        "step_outcomes": cleared,
     }

@@ -7,16 +7,23 @@ step) into state. This channel starts from ``None`` and passes every write — `
 `plan_reducer`, which never raises.
 
 Use it as ``plan: Annotated[Plan | None, PlanChannel]``.
+
+Its checkpoint is the plan's JSON data, not the `Plan` object, so any stock saver reads it back without an
+"unregistered type" warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or off; the plan is rebuilt when the
+checkpoint is read (`planmode.state.checkpoint_data`). Checkpoints written before held the `Plan` object (or,
+under a strict serializer, its fields as a dict): both are read too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Overwrite
+from pydantic import ValidationError
 
+from planmode.state.models import Plan
 from planmode.state.reducer import plan_reducer
 
 __all__ = ["PlanChannel"]
@@ -49,3 +56,28 @@ class PlanChannel(BinaryOperatorAggregate[Any]):
         for value in values:
             self.value = self.operator(self.value, _unwrap(value))
         return True
+
+    def checkpoint(self) -> Any:
+        """The plan as JSON data (``None`` when there is none)."""
+        value = self.value
+        if isinstance(value, Plan):
+            return value.model_dump(mode="json")
+        return value  # None, or a raw value the reducer has not read yet (it copes with it on the next write)
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        """A channel holding the checkpointed plan, rebuilt as a `Plan`; never raises (a thread stays readable)."""
+        channel = super().from_checkpoint(checkpoint)
+        channel.value = _restore_plan(channel.value)
+        return channel
+
+
+def _restore_plan(value: Any) -> Any:
+    """A checkpointed plan value as a `Plan`: from its JSON data (this channel's checkpoints, and old ones read
+    by a strict serializer) or as it is (an old checkpoint's `Plan`, ``None``). Data that is not a plan is
+    left as it is, for `plan_reducer` to read or record on the next write."""
+    if isinstance(value, dict) and "version" in value:
+        try:
+            return Plan.model_validate(value)
+        except ValidationError:
+            return value
+    return value

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, Self
 
 from langchain_core.messages import AnyMessage
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field, model_validator
 from typing_extensions import TypedDict
 
+from planmode.state.approvals import add_approval_records
 from planmode.state.channel import PlanChannel
 from planmode.state.models import Plan, clean_text
 from planmode.state.usage import merge_usage
@@ -20,6 +22,7 @@ __all__ = [
     "PlanModeState",
     "RunStatus",
     "StepOutcome",
+    "StepOutcomesChannel",
     "latest",
     "merge_outcomes",
 ]
@@ -106,6 +109,31 @@ def _outcome(key: Any, value: Any) -> StepOutcome | None:
     return StepOutcome(step_id=clean_text(str(key)), ok=False, error="unreadable step outcome")
 
 
+class StepOutcomesChannel(BinaryOperatorAggregate[Any]):
+    """The ``step_outcomes`` channel: `merge_outcomes`, checkpointed as JSON data.
+
+    The outcomes are `StepOutcome` models in the channel and JSON data in a checkpoint, rebuilt when it is read
+    (as the plan is: `planmode.state.checkpoint_data`), so a stock saver reads them without an "unregistered
+    type" warning, strict mode or not. Old checkpoints that hold `StepOutcome` objects are read too.
+    """
+
+    def __init__(self, typ: Any, operator: Callable[[Any, Any], Any] = merge_outcomes) -> None:
+        super().__init__(typ, operator)
+
+    def checkpoint(self) -> Any:
+        """The outcomes as JSON data."""
+        value = self.value
+        if isinstance(value, Mapping):
+            return {k: v.model_dump(mode="json") if isinstance(v, StepOutcome) else v for k, v in value.items()}
+        return value
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        """A channel holding the checkpointed outcomes as `StepOutcome` models (`merge_outcomes` reads any value)."""
+        channel = super().from_checkpoint(checkpoint)
+        channel.value = merge_outcomes(channel.value, None)
+        return channel
+
+
 class InputState(TypedDict, total=False):
     """What a caller passes in."""
 
@@ -160,8 +188,8 @@ class PlanModeState(InputState, total=False):
     ``approval="auto"`` runs); None before the first answer."""
     needs_approval: bool
     """True when the plan (first version or an off_track patch) must be approved before execution goes on."""
-    step_outcomes: Annotated[dict[str, StepOutcome], merge_outcomes]
-    """Attempts executed and not yet verified, by step id."""
+    step_outcomes: Annotated[dict[str, StepOutcome], StepOutcomesChannel]
+    """Attempts executed and not yet verified, by step id (merged by `merge_outcomes`; checkpointed as data)."""
     trouble: str | None
     """What sent the run to reflect (a failed or blocked step, a deadlock)."""
     reflection: dict[str, Any] | None
@@ -181,3 +209,18 @@ class PlanModeState(InputState, total=False):
     unavailable: Annotated[dict[str, Any] | None, latest]
     """The model call that could not reach the model: the node to re-run, the status before, the error and
     the endpoint (`planmode.nodes.model_unavailable`). Several execute_step tasks may write it at once."""
+    # -- approval policy and staleness (planmode.nodes.gates, planmode.policy, planmode.staleness) --
+    explored_paths: list[str] | None
+    """Paths the planner's read-only exploration read (the fingerprint outside a git repository)."""
+    workspace_fingerprint: dict[str, Any] | None
+    """The workspace fingerprint taken at the last approval (`planmode.staleness.fingerprint`)."""
+    fingerprint_checked: dict[str, Any] | None
+    """When and in which process the fingerprint was last checked (a dispatch checks again after a pause)."""
+    stale: dict[str, Any] | None
+    """The changed fingerprint and files while the ``planmode.stale`` question is open."""
+    step_gate: dict[str, Any] | None
+    """The step waiting for its ``planmode.step_approval`` while that question is open."""
+    approved_steps: list[str] | None
+    """Steps approved to run (``step_approval="writes"``), as `planmode.nodes.gates.step_key`."""
+    approvals: Annotated[list[dict[str, Any]], add_approval_records]
+    """Every approval decision: kind (plan, step, stale), decision, policy name, by (policy, human), plan version."""

@@ -19,8 +19,8 @@ Text the tools return never contains a lone surrogate (a file name that is not v
 
 **Protected paths.** planmode's own folder ``<root>/.planmode/`` and every path given as ``protected`` (the
 CLI passes its database; each file is protected with its SQLite ``-wal``, ``-shm`` and ``-journal``
-companions) are refused by every tool, reads included, and are not listed or searched: the agent cannot
-read or destroy the run history it is recorded in.
+companions and planmode's ``.edit-lock``) are refused by every tool, reads included, and are not listed or
+searched: the agent cannot read or destroy the run history it is recorded in.
 
 Limits of the guarantee: the check is made when the tool runs, so it does not defend against another
 process swapping a directory for a symlink between the check and the access (writes do refuse a symlink
@@ -64,7 +64,9 @@ _SNIFF_BYTES = 8192
 PLANMODE_DIR = ".planmode"
 """planmode's own folder in a workspace (the CLI's default database lives there): always protected."""
 
-_SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+#: Files beside the database that belong to it: SQLite's own, and planmode's per-thread edit lock
+#: (`planmode.edit.edit_lock`): an agent that deleted or replaced it would let two edits race.
+_SQLITE_COMPANIONS = ("-wal", "-shm", "-journal", ".edit-lock")
 
 
 class WorkspaceError(PlanModeError, ToolException):
@@ -524,7 +526,8 @@ def workspace_tools(
         limits: bounds on what the tools read, return and write.
         protected: files the tools refuse to read, write, list or search, such as the run database (relative
             paths are relative to the current directory, as SQLite opens them); each is protected with its
-            ``-wal``, ``-shm`` and ``-journal`` companions. ``<root>/.planmode/`` is always protected.
+            ``-wal``, ``-shm`` and ``-journal`` companions and its ``.edit-lock``. ``<root>/.planmode/`` is
+            always protected.
 
     Raises `WorkspaceError` at once if ``root`` is not an existing directory.
     """

@@ -1,0 +1,124 @@
+"""`SqliteCheckpointSaver`: LangGraph's `SqliteSaver` that syncs the file to disk only where it matters.
+
+A layer of four parallel steps writes two checkpoints (after execute_step, after verify) and, before them,
+five sets of pending writes (each execute_step task's outcome, verify's verdicts). `SqliteSaver` commits each
+as its own transaction, and under SQLite's default ``synchronous=FULL`` every commit waits for an ``fsync``:
+seven per layer, most of a run's time on a busy disk.
+
+This saver commits with ``synchronous=NORMAL`` and syncs (``FULL``) the checkpoints that change anything
+but executed, not yet verified step outcomes (``step_outcomes``) and LangGraph's own trigger channels. In
+WAL mode (which `planmode.persistence.sqlite_checkpointer` sets) a NORMAL commit is written to the WAL file
+but not synced: it survives the process being killed (SIGKILL: the operating system has the data), not a
+power loss. A FULL commit syncs the WAL file, and with it every commit before it. So:
+
+- every checkpoint that records a step done, a plan change, an approval or an edit is on disk when its
+  commit returns, as before (`planmode.persistence.wait_until_durable` waits for that commit before a step
+  starts, so a done step is durable before a step that depends on it starts, even against a power loss);
+- everything survives a killed process, as before; after a power loss, what was written since the last
+  synced checkpoint (pending writes, executed outcomes) may be lost, and those tasks run again on resume — as
+  when the process dies during them (an executed step not yet verified may run again; a done step never).
+
+A layer then syncs once, as a bare LangGraph loop with one checkpoint per layer does.
+
+SQLite checkpoints store the whole state, the whole plan included, at every super-step. The plan is the
+largest value and does not change in the super-step that executes steps, so the saver keeps the encoding of
+the last plan it wrote and reuses it while the plan channel is unchanged (the same `Plan` object, and
+``plan`` not among the checkpoint's updated channels). The bytes written are the serializer's own.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import ormsgpack
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+__all__ = ["SqliteCheckpointSaver", "needs_sync"]
+
+#: Channels whose change alone does not need the file synced at once (the next synced checkpoint syncs it).
+UNSYNCED_CHANNELS = frozenset({"step_outcomes"})
+
+
+def needs_sync(new_versions: ChannelVersions) -> bool:
+    """Whether a checkpoint that updated these channels is synced to disk before its commit returns: unless
+    only executed outcomes and LangGraph's trigger channels (``branch:...``, ``__pregel_...``) changed."""
+    return not new_versions or any(
+        not (c in UNSYNCED_CHANNELS or c.startswith(("branch:", "__pregel_"))) for c in new_versions
+    )
+
+
+class SqliteCheckpointSaver(SqliteSaver):
+    """A `SqliteSaver` that syncs a checkpoint to disk only when `needs_sync` says so (module docstring)."""
+
+    def __init__(self, conn: Any, *, serde: Any = None) -> None:
+        super().__init__(conn, serde=serde)
+        self.lock = threading.RLock()  # type: ignore[assignment]  # put() holds it around SqliteSaver.put, which takes it again
+        self._plan: tuple[weakref.ref[Any], ormsgpack.Ext] | None = None
+        with self.lock:
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint; sync it (and every commit before it) to disk first when `needs_sync`."""
+        checkpoint = self._with_encoded_plan(checkpoint, new_versions)
+        if not needs_sync(new_versions):
+            return super().put(config, checkpoint, metadata, new_versions)
+        with self.lock:
+            self.conn.execute("PRAGMA synchronous=FULL")
+            try:
+                return super().put(config, checkpoint, metadata, new_versions)
+            finally:
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    def _with_encoded_plan(self, checkpoint: Checkpoint, new_versions: ChannelVersions) -> Checkpoint:
+        """``checkpoint`` with its plan replaced by the plan's encoding (an ``ormsgpack.Ext``, which the
+        serializer writes as it is), computed once per plan object; unchanged when this cannot apply."""
+        values = checkpoint.get("channel_values") or {}
+        plan = values.get("plan")
+        if plan is None or isinstance(plan, dict | str | bytes):
+            return checkpoint
+        cached = self._plan
+        if cached is not None and cached[0]() is plan and "plan" not in new_versions:
+            encoded = cached[1]
+        else:
+            encoded_or_none = _as_ext(self.serde.dumps_typed(plan))
+            try:
+                ref = weakref.ref(plan)
+            except TypeError:  # not weakly referable: no cache
+                return checkpoint
+            if encoded_or_none is None:
+                return checkpoint
+            encoded = encoded_or_none
+            self._plan = (ref, encoded)
+        return {**checkpoint, "channel_values": {**values, "plan": encoded}}
+
+
+def _as_ext(typed: tuple[str, bytes]) -> ormsgpack.Ext | None:
+    """The msgpack extension value ``typed`` encodes (e.g. the serializer's encoding of a pydantic model),
+    to embed as it is in a larger message; None when it is not one."""
+    kind, data = typed
+    if kind != "msgpack" or not data:
+        return None
+    head = data[0]
+    fixed = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+    if head in fixed:
+        size, start = fixed[head], 1
+    elif head in (0xC7, 0xC8, 0xC9):
+        width = {0xC7: 1, 0xC8: 2, 0xC9: 4}[head]
+        size, start = int.from_bytes(data[1 : 1 + width], "big"), 1 + width
+    else:
+        return None
+    code = int.from_bytes(data[start : start + 1], "big", signed=True)
+    body = data[start + 1 :]
+    if len(body) != size:
+        return None
+    return ormsgpack.Ext(code, body)

@@ -1,0 +1,90 @@
+"""The CLI's answers to the ``planmode.stale`` and ``planmode.step_approval`` questions, and ``show``'s
+diagram options (``--mermaid``, ``--png``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.markdown import Markdown
+from rich.prompt import Prompt
+from rich.text import Text
+
+from planmode.cli.ui import console, interactive
+from planmode.nodes.gates import STEP_APPROVAL_TYPE
+from planmode.staleness import STALE_TYPE
+from planmode.state.models import Plan
+
+__all__ = ["GATE_TYPES", "answer_gate", "print_approvals", "show_picture"]
+
+GATE_TYPES = (STALE_TYPE, STEP_APPROVAL_TYPE)
+
+
+def _screen(payload: dict[str, Any]) -> None:
+    console.print(Text(str(payload.get("markdown") or "")))  # literal text: the step text is data, not markup
+    if payload.get("error"):
+        console.print(Text(f"Your previous answer was refused: {payload['error']}", style="red"))
+
+
+def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
+    """The answer to a staleness or per-step question: approve with ``--auto-approve``; asked at a terminal;
+    None (left for later) otherwise."""
+    stale = payload.get("type") == STALE_TYPE
+    _screen(payload)
+    approve: dict[str, Any] = (
+        {"action": "approve", "fingerprint": payload.get("fingerprint")}
+        if stale
+        else {"action": "approve", "step": (payload.get("step") or {}).get("id")}
+    )
+    if auto:
+        console.print(Text("Approved automatically (--auto-approve).", style="green"))
+        return approve
+    if not interactive():
+        console.print(Text("This needs an answer at a terminal, or pass --auto-approve.", style="yellow"))
+        return None
+    other = "replan" if stale else "skip"
+    choice = Prompt.ask(
+        Text.assemble(("Go on?", "bold"), f" approve / {other} / cancel / quit"),
+        choices=["a", other[0], "c", "q"],
+        default="a",
+        console=console,
+    )
+    if choice == "q":
+        return None
+    if choice == "a":
+        return approve
+    feedback = Prompt.ask(Text("Why (optional)?"), default="", console=console)
+    if choice == "c":
+        return {"action": "cancel", "feedback": feedback}
+    return {**approve, "action": other, "feedback": feedback}
+
+
+def show_picture(plan: Any, *, mermaid: bool, png: Path | None) -> None:
+    """Print the Mermaid text and/or draw the PNG of ``plan``."""
+    from planmode.errors import PlanModeError
+    from planmode.state.mermaid import plan_to_mermaid
+
+    if not isinstance(plan, Plan):
+        raise PlanModeError("this run has no plan to draw")
+    if mermaid:
+        console.print(Text(plan_to_mermaid(plan)), soft_wrap=True)
+    if png is not None:
+        from planmode.plan_png import plan_to_png
+
+        out = plan_to_png(plan, png)
+        console.print(Text(f"drew the plan into {out}"), soft_wrap=True)
+
+
+def print_approvals(records: Any) -> None:
+    """The approvals log, one line each."""
+    if not isinstance(records, list) or not records:
+        return
+    console.print(Markdown("**Approvals**"))
+    for r in records:
+        if not isinstance(r, dict):
+            continue
+        what = r.get("kind", "?") + (f" {r['step']}" if r.get("step") else "")
+        line = f"- {what} v{r.get('plan_version')}: {r.get('decision')} by {r.get('by')} (policy {r.get('policy')})"
+        if r.get("reason") or r.get("feedback"):
+            line += f": {r.get('reason') or r.get('feedback')}"
+        console.print(Text(line), soft_wrap=True)

@@ -1,0 +1,128 @@
+"""What runs next: dispatch's decision (`next_batch`), made by dispatch and, within a run, by verify on the
+plan it leaves (a layer of steps then takes two checkpointed super-steps); and when verify must leave the
+decision to dispatch because a gate may stop the next batch (`gates_may_stop`)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from langgraph.config import get_config
+
+from planmode.context import PlanModeContext
+from planmode.state.graph_state import PlanModeState
+from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
+from planmode.state.reducer import PlanUpdate
+
+__all__ = [
+    "PROCESS_TOKEN",
+    "RECHECK_AFTER_SECONDS",
+    "find_trouble",
+    "gates_may_stop",
+    "next_batch",
+    "staleness_check_due",
+]
+
+S = StepStatus
+
+#: A dispatch this long after the last fingerprint check checks again (a pause may have happened).
+RECHECK_AFTER_SECONDS = 2.0
+#: Identifies this process: a run resumed in another process (after a crash) checks the fingerprint.
+PROCESS_TOKEN = uuid.uuid4().hex
+
+
+def find_trouble(plan: Plan) -> str | None:
+    """Why execution cannot simply go on: a failed step, a blocked step, or a deadlock (None when fine)."""
+    failed = plan.by_status(S.FAILED)
+    if failed:
+        return "; ".join(
+            f"step {s.id!r} failed after {s.attempts} attempt(s): {s.error or 'no reason'}" for s in failed
+        )
+    blocked = plan.by_status(S.BLOCKED)
+    if blocked:
+        return "; ".join(f"step {s.id!r} is blocked: {s.error or 'no reason'}" for s in blocked)
+    pending = plan.by_status(S.PENDING)
+    if pending and not plan.ready_steps() and not plan.by_status(S.RUNNING):
+        waits = []
+        done = {s.id for s in plan.by_status(S.DONE)}
+        for s in pending:
+            missing = [d for d in s.dependencies if d not in done]
+            waits.append(f"{s.id} waits for {', '.join(missing)}")
+        return "deadlock: no step can run (" + "; ".join(waits) + ")"
+    return None
+
+
+def next_batch(state: PlanModeState, plan: Plan | None, max_parallel: int) -> dict[str, Any]:
+    """What dispatch decides for ``plan`` in ``state``: the state update that marks the next batch running (at
+    most ``max_parallel`` steps), or records the trouble, the finished run, the pause or the re-approval.
+
+    Pure: dispatch calls it on the state it is given, and verify on the state it leaves (its own transitions
+    applied), so that a layer of steps takes two checkpointed super-steps (execute_step, verify), not three.
+    """
+    lost = state.get("unavailable")
+    if lost:  # execute_step or verify could not reach the model: pause (planmode.nodes.model_unavailable)
+        return {"status": "model_unavailable", "error": lost.get("error")}
+    if plan is None or plan.version == 0:
+        return {"status": "failed", "error": "there is no valid plan"}
+    if state.get("needs_approval"):
+        return {}
+    approved = state.get("approved_revision")
+    if approved is not None and plan.revision != approved:  # the plan executed is exactly the plan approved
+        return {
+            "needs_approval": True,
+            "approved_revision": None,
+            "approval_error": "the plan changed after it was approved; review it again",
+        }
+    if plan.is_complete:
+        return {"status": "completed", "approved_revision": None}
+    trouble = find_trouble(plan)
+    if trouble:
+        return {"trouble": trouble, "approved_revision": None}
+    # A step left running without an outcome (after a crash, a rollback or an edit) is dispatched again,
+    # first, as the same attempt (it never finished: a crash, a rollback, an edit or a lost model).
+    outcomes = state.get("step_outcomes") or {}
+    stale = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
+    batch = (stale + plan.ready_steps())[: max(1, max_parallel)]
+    transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
+    return {
+        "plan": PlanUpdate(transitions=transitions, source=PlanSource.DISPATCH),
+        "approved_revision": None,
+        "status": "running",
+    }
+
+
+def _attempt(step: Step) -> int:
+    """The attempt a dispatch starts: the next one, or the same one for a step still running without an
+    outcome (its executor lost the model, or a rollback went back to it): that attempt never finished."""
+    return step.attempts if step.status is S.RUNNING else step.attempts + 1
+
+
+def _resuming() -> bool:
+    try:
+        return bool(get_config().get("configurable", {}).get("__pregel_resuming"))
+    except RuntimeError:
+        return False
+
+
+def staleness_check_due(state: PlanModeState) -> bool:
+    """Whether the workspace fingerprint must be taken again before new steps start: the run may have paused
+    (another process, the first super-step of a resumed invocation, or `RECHECK_AFTER_SECONDS` since the last
+    check)."""
+    checked = state.get("fingerprint_checked")
+    if not isinstance(checked, dict) or checked.get("token") != PROCESS_TOKEN:
+        return True
+    at = checked.get("at")
+    if not isinstance(at, (int, float)) or time.time() - at > RECHECK_AFTER_SECONDS:
+        return True
+    return _resuming()
+
+
+def gates_may_stop(state: PlanModeState, settings: PlanModeContext) -> bool:
+    """Whether a gate around dispatch (`planmode.nodes.gates`: per-step approval, the staleness check;
+    `planmode.budget`: the budget check) may stop the next batch: verify then leaves the decision to dispatch."""
+    if settings.step_approval != "off" or settings.max_tokens or settings.max_cost or state.get("budget"):
+        return True
+    return bool(
+        settings.check_staleness and isinstance(state.get("workspace_fingerprint"), dict) and staleness_check_due(state)
+    )

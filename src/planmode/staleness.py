@@ -1,0 +1,248 @@
+"""Staleness: a fingerprint of the workspace taken at approval, checked again when a run resumes.
+
+A fingerprint is JSON data kept in state (``workspace_fingerprint``)::
+
+    {"kind": "git", "root": "/abs/workspace", "head": "<commit>" | null, "tree": "<HEAD's tree of the folder>",
+     "files": {"<path>": "<sha256 of a dirty or untracked file>" | "deleted"}, "digest": "<hash of it but head>"}
+    {"kind": "files", "root": "/abs/workspace", "files": {"<path>": "<sha256>" | "missing"}, "digest": "..."}
+
+In a git repository the tracked files are fingerprinted by the tree of the workspace's folder at ``HEAD``
+(git hashes their content; a commit elsewhere in the repository, or one that changes nothing here, is no
+change) and the files ``git status`` reports (modified, staged, untracked; not ignored ones) by their own
+content hash, so the cost is one ``git status`` plus hashing the dirty files, not hashing the whole tree.
+Outside a repository the files the planner's exploration read (``explored_paths``) are hashed. `changed_files`
+names what differs between two fingerprints (for a moved ``HEAD``, with ``git diff --name-only``).
+
+The check runs in the dispatch gate (`planmode.nodes.gates`) before new steps start, when the run may have
+paused: in another process than the last check (a crash, ``planmode resume``), after a human answered a step
+question, in the first super-step of a resumed invocation, or more than ``RECHECK_AFTER_SECONDS`` after the
+last check (another pause: a budget, an unreachable model). Steps that were running when a process died are
+re-run first (they had started); nothing new starts before the question. A changed fingerprint interrupts
+with ``planmode.stale``::
+
+    {"type": "planmode.stale", "fingerprint": "<digest now>", "changed": ["path", ...], "markdown": "...",
+     "actions": ["approve", "replan", "cancel"], "error": null | "why the previous answer was refused"}
+
+Resume values: ``{"action": "approve", "fingerprint": "<the digest shown>"}`` (go on with the plan as it is),
+``{"action": "replan", "feedback": "optional"}`` (the planner revises the plan, told which files changed; it is
+then approved again) or ``{"action": "cancel", "feedback": "optional"}``. Anything else is refused with a
+message and asked again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planmode.state.models import clean_text
+
+__all__ = [
+    "STALE_TYPE",
+    "StaleAnswer",
+    "changed_files",
+    "explored_paths",
+    "fingerprint",
+    "parse_stale_resume",
+    "stale_payload",
+]
+
+STALE_TYPE = "planmode.stale"
+STALE_ACTIONS = ("approve", "replan", "cancel")
+
+#: Seconds a git command may take before the fingerprint falls back to hashing the explored files.
+GIT_TIMEOUT = 10.0
+#: Files hashed at most (dirty files in a repository, explored files otherwise); the rest count by name only.
+MAX_HASHED_FILES = 2000
+#: Bytes of one file hashed at most (a larger file is fingerprinted by its size and first bytes).
+MAX_HASHED_BYTES = 16 * 1024 * 1024
+#: Changed paths shown at most.
+MAX_SHOWN = 200
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """Output of ``git -C root args`` or None when git is missing, fails or times out."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},  # status must not take the index lock
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.decode("utf-8", "surrogateescape")
+
+
+def _hash_file(path: Path) -> str | None:
+    """sha256 of a regular file's content (its first MAX_HASHED_BYTES), or None when it is not a readable file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device is never read (it could block)
+            return "not a regular file"
+        h = hashlib.sha256()
+        left = MAX_HASHED_BYTES
+        while left > 0:
+            chunk = os.read(fd, min(1 << 20, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+        return h.hexdigest()[:16]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _digest(data: Mapping[str, Any]) -> str:
+    blob = json.dumps(data, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _show(path: str) -> str:
+    return clean_text(path)
+
+
+def fingerprint(workspace: str | None, read_paths: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The fingerprint of ``workspace`` (None when there is no workspace folder): git HEAD and the dirty files
+    in a git repository, else the hashes of ``read_paths`` (relative to the workspace, or absolute inside it)."""
+    if not workspace:
+        return None
+    root = Path(workspace)
+    if not root.is_dir():
+        return None
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is not None:
+        head = _git(root, "rev-parse", "--verify", "-q", "HEAD")
+        # the tree of the workspace's folder at HEAD: its tracked content, whatever else a commit touched
+        tree = _git(root, "rev-parse", "--verify", "-q", "HEAD:./") if head else None
+        status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+        if status is not None:
+            files: dict[str, str] = {}
+            toplevel = Path(top.strip())
+            entries = status.split("\0")
+            i = 0
+            while i < len(entries):
+                entry = entries[i]
+                i += 1
+                if len(entry) < 4:
+                    continue
+                code, rel = entry[:2], entry[3:]
+                if code[0] in "RC":  # a rename or copy: the next entry is the source path
+                    i += 1
+                if len(files) >= MAX_HASHED_FILES:
+                    files[_show(rel)] = "not hashed"
+                    continue
+                full = toplevel / rel
+                files[_show(rel)] = _hash_file(full) or "deleted"
+            data = {"kind": "git", "root": clean_text(str(root)), "tree": (tree or "").strip() or None, "files": files}
+            return {**data, "head": (head or "").strip() or None, "digest": _digest(data)}
+    hashed: dict[str, str] = {}
+    for p in sorted(set(read_paths))[:MAX_HASHED_FILES]:
+        path = Path(p) if os.path.isabs(p) else root / p
+        hashed[_show(p)] = _hash_file(path) or "missing"
+    data = {"kind": "files", "root": clean_text(str(root)), "files": hashed}
+    return {**data, "digest": _digest(data)}
+
+
+def changed_files(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The paths that differ between two fingerprints (sorted; at most MAX_SHOWN, then a count)."""
+    changed: set[str] = set()
+    old_files = old.get("files") if isinstance(old.get("files"), Mapping) else {}
+    new_files = new.get("files") if isinstance(new.get("files"), Mapping) else {}
+    assert isinstance(old_files, Mapping) and isinstance(new_files, Mapping)
+    for path in set(old_files) | set(new_files):
+        if old_files.get(path) != new_files.get(path):
+            changed.add(str(path))
+    if old.get("kind") == "git" and new.get("kind") == "git" and old.get("tree") != new.get("tree"):
+        diff = None
+        if old.get("head") and new.get("head"):
+            root = Path(str(new.get("root")))
+            diff = _git(root, "diff", "--name-only", "-z", str(old["head"]), str(new["head"]), "--", ".")
+        if diff is None:
+            changed.add(f"(HEAD moved from {old.get('head')} to {new.get('head')})")
+        else:
+            changed.update(_show(p) for p in diff.split("\0") if p)
+    if old.get("kind") != new.get("kind") or old.get("root") != new.get("root"):
+        changed.add(f"(the workspace itself changed: {old.get('root')} -> {new.get('root')})")
+    shown = sorted(changed)
+    if len(shown) > MAX_SHOWN:
+        shown = [*shown[:MAX_SHOWN], f"... and {len(shown) - MAX_SHOWN} more"]
+    return shown
+
+
+def stale_payload(current: Mapping[str, Any], changed: list[str], *, error: str | None) -> dict[str, Any]:
+    """The JSON payload of the ``planmode.stale`` interrupt."""
+    lines = [
+        "## The workspace changed since the plan was approved",
+        "",
+        *("- `" + p.replace("`", "'").replace("\n", "\\n").replace("\r", "\\r") + "`" for p in changed),
+        "",
+        "approve: go on with the plan as it is · replan: revise the plan with this change · cancel: stop the run",
+    ]
+    return {
+        "type": STALE_TYPE,
+        "fingerprint": current.get("digest"),
+        "changed": changed,
+        "markdown": "\n".join(lines),
+        "actions": list(STALE_ACTIONS),
+        "error": clean_text(error) if error else None,
+    }
+
+
+@dataclass(frozen=True)
+class StaleAnswer:
+    action: str  # approve, replan or cancel
+    feedback: str = ""
+
+
+def parse_stale_resume(value: Any, digest: str) -> StaleAnswer | str:
+    """The decision in a resume value at the staleness interrupt, or why it is refused (never raises)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            example = json.dumps({"action": "approve", "fingerprint": digest})
+            return f"unreadable answer {clean_text(value[:80])!r}: resume with {example}"
+    if not isinstance(value, dict):
+        return f"the answer must be a JSON object with an 'action', got {type(value).__name__}"
+    action = value.get("action")
+    if action not in STALE_ACTIONS:
+        return f"unknown action {clean_text(str(action))[:40]!r}; use one of {', '.join(STALE_ACTIONS)}"
+    feedback = value.get("feedback")
+    if feedback is not None and not isinstance(feedback, str):
+        return "'feedback' must be a string"
+    if action == "approve":
+        shown = value.get("fingerprint")
+        if not isinstance(shown, str) or not shown:
+            return f'approve must name the fingerprint shown: {{"action": "approve", "fingerprint": "{digest}"}}'
+        if shown != digest:
+            return f"stale fingerprint {clean_text(shown)[:40]!r}: the workspace changed again; it is now {digest!r}"
+    return StaleAnswer(action=action, feedback=clean_text((feedback or "").strip()))
+
+
+def explored_paths(messages: Iterable[Any], limit: int = MAX_HASHED_FILES) -> list[str]:
+    """The ``path`` arguments of the tool calls in an exploration transcript (read-only tools: the gate
+    refuses the others before approval), in order, without repeats."""
+    out: list[str] = []
+    for m in messages:
+        for call in getattr(m, "tool_calls", None) or ():
+            args = call.get("args") if isinstance(call, Mapping) else None
+            path = args.get("path") if isinstance(args, Mapping) else None
+            if isinstance(path, str) and path and clean_text(path) not in out:
+                out.append(clean_text(path))
+    return out[:limit]
