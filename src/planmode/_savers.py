@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-__all__ = ["is_postgres", "pg_connection"]
+__all__ = ["apg_connection", "is_async_postgres", "is_async_sqlite", "is_postgres", "pg_connection"]
 
 
 def is_postgres(saver: Any) -> bool:
@@ -30,4 +30,29 @@ def pg_connection(saver: Any) -> Iterator[Any]:
             yield c
     else:  # one connection, shared with the saver: take its lock as the saver does
         with saver.lock:
+            yield conn
+
+
+def is_async_sqlite(saver: Any) -> bool:
+    """True for an ``AsyncSqliteSaver`` (imports nothing, as `is_postgres`)."""
+    module = sys.modules.get("langgraph.checkpoint.sqlite.aio")
+    return module is not None and isinstance(saver, module.AsyncSqliteSaver)
+
+
+def is_async_postgres(saver: Any) -> bool:
+    """True for an ``AsyncPostgresSaver`` (imports nothing, as `is_postgres`)."""
+    module = sys.modules.get("langgraph.checkpoint.postgres.aio")
+    return module is not None and isinstance(saver, module.AsyncPostgresSaver)
+
+
+@asynccontextmanager
+async def apg_connection(saver: Any) -> AsyncIterator[Any]:
+    """A connection of an ``AsyncPostgresSaver``: from its pool, or its one connection under its lock."""
+    conn = saver.conn
+    pool = sys.modules.get("psycopg_pool")
+    if pool is not None and isinstance(conn, pool.AsyncConnectionPool):
+        async with conn.connection() as c:
+            yield c
+    else:  # one connection, shared with the saver: take its lock as the saver does
+        async with saver.lock:
             yield conn

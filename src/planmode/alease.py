@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import threading
 import time
 import weakref
@@ -31,6 +30,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from planmode._savers import apg_connection, is_async_postgres, is_async_sqlite
 from planmode.errors import ConfigurationError
 from planmode.lease import (
     INSERT_SQL,
@@ -143,16 +143,6 @@ async def _aheartbeat(store: _AsyncSqlStore, lease: ThreadLease) -> None:
 # -- where it is kept ------------------------------------------------------------------------------------
 
 
-def _is_async_sqlite(saver: Any) -> bool:
-    module = sys.modules.get("langgraph.checkpoint.sqlite.aio")  # loaded by whoever made such a saver
-    return module is not None and isinstance(saver, module.AsyncSqliteSaver)
-
-
-def _is_async_postgres(saver: Any) -> bool:
-    module = sys.modules.get("langgraph.checkpoint.postgres.aio")
-    return module is not None and isinstance(saver, module.AsyncPostgresSaver)
-
-
 class _AsyncSqlStore:
     """The lease table through an async saver's connection (aiosqlite, or psycopg's async connection/pool)."""
 
@@ -176,7 +166,7 @@ class _AsyncSqlStore:
     async def _transaction(self) -> AsyncIterator[Execute]:
         """``await execute(sql, params) -> cursor`` inside one write transaction."""
         if self.postgres:
-            async with _apg_connection(self.saver) as conn, conn.transaction(), conn.cursor() as pg_cur:
+            async with apg_connection(self.saver) as conn, conn.transaction(), conn.cursor() as pg_cur:
 
                 async def execute_pg(sql: str, params: tuple[Any, ...] = ()) -> Any:
                     await pg_cur.execute(sql.replace("?", "%s"), params)
@@ -231,27 +221,15 @@ class _AsyncSqlStore:
             log.warning("could not release the lease of thread %r: %s", lease.thread_id, exc)
 
 
-@asynccontextmanager
-async def _apg_connection(saver: Any) -> AsyncIterator[Any]:
-    """A connection of an ``AsyncPostgresSaver``: from its pool, or its one connection under its lock."""
-    conn = saver.conn
-    if hasattr(conn, "connection"):  # a psycopg_pool.AsyncConnectionPool
-        async with conn.connection() as c:
-            yield c
-    else:
-        async with saver.lock:
-            yield conn
-
-
 _astores: weakref.WeakKeyDictionary[Any, _AsyncSqlStore] = weakref.WeakKeyDictionary()
 
 
 async def _astore_for(saver: Any) -> _AsyncSqlStore | None:
     """The async store of an async saver (its table created once per saver object), else None."""
-    if _is_async_sqlite(saver) or _is_async_postgres(saver):
+    if is_async_sqlite(saver) or is_async_postgres(saver):
         store = _astores.get(saver)
         if store is None:
-            store = _astores[saver] = _AsyncSqlStore(saver, postgres=_is_async_postgres(saver))
+            store = _astores[saver] = _AsyncSqlStore(saver, postgres=is_async_postgres(saver))
         await store.setup()
         return store
     return None

@@ -25,7 +25,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from planmode._savers import is_postgres, pg_connection
+from planmode._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
 from planmode._sqlite_saver import SqliteCheckpointSaver
 from planmode.errors import ConfigurationError
 from planmode.lease import thread_lease
@@ -364,7 +364,16 @@ async def await_until_durable(*, timeout: float = 120.0) -> None:
 
 
 async def _acheckpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
-    """`_checkpoint_saved` from an event loop: ``aget_tuple``, or the sync check in a worker thread."""
+    """`_checkpoint_saved` from an event loop: one indexed query on the async savers planmode ships with
+    (under the saver's lock, as its own queries), ``aget_tuple`` on others, the sync check in a worker thread
+    for a sync saver."""
+    if is_async_sqlite(saver):
+        async with saver.lock, saver.conn.execute(_SAVED_SQL, key) as cur:
+            return await cur.fetchone() is not None
+    if is_async_postgres(saver):
+        async with apg_connection(saver) as conn, conn.cursor() as cur:
+            await cur.execute(_SAVED_SQL.replace("?", "%s"), key)
+            return await cur.fetchone() is not None
     if isinstance(saver, SqliteSaver) or is_postgres(saver):  # sync-only savers: their one indexed query
         return await asyncio.to_thread(_checkpoint_saved, saver, key)
     config = {"configurable": {"thread_id": key[0], "checkpoint_ns": key[1], "checkpoint_id": key[2]}}
@@ -373,6 +382,9 @@ async def _acheckpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
     except NotImplementedError:  # a sync-only saver of another kind
         return await asyncio.to_thread(_checkpoint_saved, saver, key)
     return found is not None
+
+
+_SAVED_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 
 
 def _checkpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:

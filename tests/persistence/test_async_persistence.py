@@ -291,3 +291,28 @@ def test_killed_async_runs_just_after_a_dependent_started_resume_without_re_runn
     results = run_trials(launch, tmp_path, trials=12, seed=16, kill_after="dependent", plan="chain")
     assert sum(t.re_runs_of_done_steps for t in results) == 0
     assert sum(t.kills_after_dependent for t in results) >= 11
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_durability_check_asks_the_async_savers_one_query(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`await_until_durable`'s check on AsyncSqliteSaver and AsyncPostgresSaver: saved or not, by one query on the
+    saver's own connection (no worker thread, no checkpoint loaded)."""
+    from planmode.persistence import _acheckpoint_saved
+
+    target = str(tmp_path / "runs.sqlite") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    thread = uuid.uuid4().hex
+
+    async def main() -> tuple[bool, bool, bool]:
+        async with aopen_checkpointer(target) as saver:
+            graph = _graph(saver)
+            await graph.ainvoke(TASK, _cfg(thread), context={"mode": "plan"})
+            head = (await graph.aget_state(_cfg(thread))).config["configurable"]["checkpoint_id"]
+            with blockbuster_ctx():
+                saved = await _acheckpoint_saved(graph.checkpointer, (thread, "", head))
+                other = await _acheckpoint_saved(graph.checkpointer, (thread, "", "1f0-not-a-checkpoint"))
+                elsewhere = await _acheckpoint_saved(graph.checkpointer, ("another", "", head))
+            return saved, other, elsewhere
+
+    assert asyncio.run(main()) == (True, False, False)
