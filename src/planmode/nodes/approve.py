@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
+from planmode.approver import approver
 from planmode.events import emit
 from planmode.nodes._deps import Deps, settings_of
 from planmode.state.diff import plan_changes, plan_snapshot
@@ -77,15 +78,19 @@ def make_approve(deps: Deps) -> Any:
                 "approval_error": None,
                 "needs_approval": False,
             }
+        who = approver()  # after interrupt(): the user of the run that resumed it
         if isinstance(decision, Edit):
             emit(
                 "plan_approved",
                 "approved with edits",
                 plan_version=decision.plan.version,
                 revision=decision.plan.revision,
+                approved_by=who,
             )
             return {
-                "plan": PlanUpdate(patch=decision.patch, source="human", expected_revision=decision.revision),
+                "plan": PlanUpdate(
+                    patch=decision.patch, source="human", expected_revision=decision.revision, approved_by=who
+                ),
                 "approved_revision": decision.plan.revision,
                 "approval_base": plan_snapshot(decision.plan),
                 "needs_approval": False,
@@ -93,8 +98,9 @@ def make_approve(deps: Deps) -> Any:
                 "status": "running",
             }
         assert isinstance(decision, Approve)
-        emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision)
+        emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision, approved_by=who)
         return {
+            "plan": PlanUpdate(source="approval", expected_revision=decision.revision, approved_by=who),
             "approved_revision": decision.revision,
             "needs_approval": False,
             "approval_error": None,

@@ -150,6 +150,11 @@ class PatchRecord(_Model):
     reordered: bool = False
     retitled: bool = False
     warnings: list[str] = Field(default_factory=list)
+    approved_by: str | None = Field(
+        default=None,
+        description="Who approved the plan with this change (source 'approval', or an edit given as the answer "
+        "to the approval): the server's authenticated user, or the local user.",
+    )
 
 
 class Rejection(_Model):
