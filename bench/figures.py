@@ -23,6 +23,7 @@ from bench.baselines.bare_loop import build_bare_loop
 from bench.model import BenchModel
 from bench.oracle import Oracle
 from bench.scenarios import Scenario, make_scenario
+from bench.server_load import server_load
 from bench.systems import db_bytes, run_full_replan, run_planmode, run_tutorial
 from planmode import prompts
 from planmode.context import PlanModeContext
@@ -558,4 +559,5 @@ FIGURES = {
     "storage": storage,
     "rollback": rollback_latency,
     "memory": peak_memory,
+    "server_load": server_load,
 }

@@ -113,3 +113,20 @@ def test_a_repair_costs_fewer_tokens_than_rewriting_the_remaining_steps(tmp_path
     assert mine["calls"] == 1, "reflection and patch in one call"
     assert mine["total_tokens"] < theirs["total_tokens"]
     assert mine["output_tokens"] < 0.5 * theirs["output_tokens"]
+
+
+@pytest.mark.integration
+def test_the_server_load_bench_runs_on_tiny_sizes(tmp_path: Path) -> None:
+    """``python -m bench.server_load --quick``: one ``langgraph dev``, both graphs, N = 1 and 2; every run
+    completes and makes the 12 calls of the 5-step plan."""
+    from bench.server_load import main as server_load_main
+
+    assert server_load_main(["--quick", "--out", str(tmp_path)]) == 0
+    fig = json.loads((tmp_path / "server_load.json").read_text())
+    assert {(r["graph"], r["n"]) for r in fig["rows"]} == {(g, n) for g in ("planmode", "minimal") for n in (1, 2)}
+    for r in fig["rows"]:
+        assert r["completed"] == r["n"] and r["statuses"] == ["completed"], r
+        assert r["calls_per_run"] == 12, r
+        assert 0 < r["efficiency"] <= 1 and r["p50_s"] >= 10 * fig["delay_s"]
+    assert fig["measured"]["all_completed"] is True and not fig["model_server_errors"]
+    assert (tmp_path / "server_load.png").stat().st_size > 0
