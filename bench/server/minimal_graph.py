@@ -28,7 +28,8 @@ class State(TypedDict, total=False):
 
 @functools.cache
 def _model() -> ChatOpenAI:
-    return ChatOpenAI(model="scripted-model", max_retries=0)  # OPENAI_BASE_URL / OPENAI_API_KEY from the env
+    # as planmode builds its default model: 2 retries, 120 s timeout; OPENAI_BASE_URL / OPENAI_API_KEY from the env
+    return ChatOpenAI(model="scripted-model", max_retries=2, timeout=120.0)
 
 
 async def _call(purpose: str, text: str) -> str:
