@@ -29,6 +29,7 @@ __all__ = [
     "SERDE_ALLOWLIST",
     "SERVER_DB_ENV",
     "async_sqlite_checkpointer",
+    "await_until_durable",
     "open_checkpointer",
     "planmode_serializer",
     "postgres_checkpointer",
@@ -259,6 +260,25 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     Raises:
         TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).
     """
+    target = _durability_target()
+    if target is None:
+        return
+    saver, key = target
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while not _checkpoint_saved(saver, key):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
+                "the checkpointer is failing"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+
+
+def _durability_target() -> tuple[Any, tuple[str, str, str]] | None:
+    """(saver, (thread, namespace, checkpoint id)) of the checkpoint the current task runs from, or None when
+    there is nothing to wait for (see `wait_until_durable`)."""
     from langgraph._internal._constants import (
         CONFIG_KEY_CHECKPOINT_MAP,
         CONFIG_KEY_CHECKPOINT_NS,
@@ -271,26 +291,52 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     try:
         conf = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a run
-        return
+        return None
     saver = conf.get(CONFIG_KEY_CHECKPOINTER)
     if saver is None or conf.get(CONFIG_KEY_DURABILITY) == "exit" or not conf.get("thread_id"):
-        return
+        return None
     task_ns = str(conf.get(CONFIG_KEY_CHECKPOINT_NS) or "")
     graph_ns = task_ns.rpartition(NS_SEP)[0]
     checkpoint_id = (conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get(graph_ns)
     if not checkpoint_id:
+        return None
+    return saver, (str(conf["thread_id"]), graph_ns, str(checkpoint_id))
+
+
+async def await_until_durable(*, timeout: float = 120.0) -> None:
+    """`wait_until_durable` for async nodes: the same wait, without blocking the event loop (it sleeps with
+    ``asyncio.sleep`` and asks an async saver with ``aget_tuple``; a sync-only saver is asked in a worker
+    thread).
+
+    Raises:
+        TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).
+    """
+    target = _durability_target()
+    if target is None:
         return
-    key = (str(conf["thread_id"]), graph_ns, str(checkpoint_id))
+    saver, key = target
     deadline = time.monotonic() + timeout
     pause = 0.0005
-    while not _checkpoint_saved(saver, key):
+    while not await _acheckpoint_saved(saver, key):
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
                 "the checkpointer is failing"
             )
-        time.sleep(pause)
+        await asyncio.sleep(pause)
         pause = min(pause * 2, 0.02)
+
+
+async def _acheckpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
+    """`_checkpoint_saved` from an event loop: ``aget_tuple``, or the sync check in a worker thread."""
+    if isinstance(saver, SqliteSaver) or is_postgres(saver):  # sync-only savers: their one indexed query
+        return await asyncio.to_thread(_checkpoint_saved, saver, key)
+    config = {"configurable": {"thread_id": key[0], "checkpoint_ns": key[1], "checkpoint_id": key[2]}}
+    try:
+        found = await saver.aget_tuple(config)
+    except NotImplementedError:  # a sync-only saver of another kind
+        return await asyncio.to_thread(_checkpoint_saved, saver, key)
+    return found is not None
 
 
 def _checkpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
