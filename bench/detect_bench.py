@@ -2,7 +2,7 @@
 
     python -m bench.detect_bench [--out bench/results/detect.json]
 
-The labelled set is ``tests/data/detect_requests.jsonl`` (English, French, German and Spanish; "plan" for
+The labelled set is ``tests/graph/data/detect_requests.jsonl`` (English, French, German and Spanish; "plan" for
 requests that need a multi-step plan, "direct" for trivial ones; labels are ours). Reported:
 
 - the heuristic's decisions: how many requests it decides without a model call, how many of those are right,
@@ -29,7 +29,7 @@ from planmode.nodes import heuristic_decision
 from planmode.persistence import planmode_serializer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "detect_requests.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "graph" / "data" / "detect_requests.jsonl"
 OUT = Path(__file__).resolve().parent / "results" / "detect.json"
 PLAN = {"title": "t", "steps": [{"id": "a", "description": "do a"}]}
 

@@ -10,7 +10,7 @@ llama-cpp-python's (``planmode[local]``) serving Gemma 3 270M (Q4_K_M); the scri
 `planmode.testing.openai_server`, answering like a model that follows the schema, and refusing
 ``json_schema`` with the same HTTP 500 as llama-cpp-python so that "auto" has to negotiate.
 
-tests/test_local_llama.py uses the same helpers (`RecordingProxy`, `run_api`, `run_cli`, `role_violation`).
+tests/ecosystem/test_local_llama.py uses the same helpers (`RecordingProxy`, `run_api`, `run_cli`, `role_violation`).
 """
 
 from __future__ import annotations

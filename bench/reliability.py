@@ -83,7 +83,7 @@ def run_reliability(out: Path) -> dict[str, Any]:
     """Run the suite and write ``out / "reliability.json"``."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
-        files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_reliability_*.py"))
+        files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "reliability").glob("test_reliability_*.py"))
         started = time.perf_counter()
         proc = subprocess.run(
             [

@@ -218,18 +218,6 @@ class BreaksOnce:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("malformed") / "threads.sqlite"
-
-
-@pytest.fixture
-def saver(db: Path) -> Iterator[SqliteSaver]:
-    s = sqlite_checkpointer(db)
-    yield s
-    s.conn.close()
-
-
-@pytest.fixture(scope="module")
 def reader(db: Path) -> Iterator[Any]:
     """The graph on a second connection to the same file: what a restarted process would read."""
     s = sqlite_checkpointer(db)

@@ -1,6 +1,7 @@
 """Reliability: SIGKILL crash-resume trials, as figures for the README.
 
-Reuses the crash-resume machinery of ``tests/test_crash_resume.py`` and its worker ``tests/crash_worker.py``
+Reuses the crash-resume machinery of ``tests/persistence/test_crash_resume.py`` and its worker
+``tests/persistence/crash_worker.py``
 (a six-step run killed with SIGKILL one to three times, then resumed to completion; checked: every run
 completes, no done step runs again, the database stays readable). This file only adds the trial runs the
 reliability figures quote, with their own seeds: 30 random kills, and 30 durability trials per database (the
@@ -11,24 +12,14 @@ dependency began; no done step may run again).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-crash = pytest.importorskip("test_crash_resume", reason="tests/test_crash_resume.py provides the crash machinery")
+from tests.persistence import test_crash_resume as crash
 
 TRIALS = 30
-
-
-@pytest.fixture
-def fork_server() -> Iterator[crash.ForkServer]:
-    server = crash.ForkServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.mark.slow

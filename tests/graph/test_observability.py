@@ -37,7 +37,7 @@ from planmode.graph.builder import NODE_NAMES, build_graph
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "planmode"
+SRC = Path(__file__).resolve().parents[2] / "src" / "planmode"
 TASK = "Collect the changes, then write the notes and the docs"
 PLAN = {
     "title": "Release",

@@ -16,7 +16,7 @@ import pytest
 from planmode.events import EVENT_TYPES
 from planmode.graph import mermaid
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _block(name: str) -> str:
@@ -34,7 +34,10 @@ def test_readme_commands_install_then_run_demo_and_tests() -> None:
     setup, tests = _block("setup-command"), _block("test-command")
     assert "pip install" in setup and "'.[dev]'" in setup
     assert setup.rstrip().endswith("planmode demo")
-    assert "pytest" in tests
+    assert tests == "make test"
+    makefile = (README.parent / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe and "-m pytest" in recipe.group(1), "the Makefile's test target runs pytest"
 
 
 # -- every Python block of the README runs -------------------------------------------------------------------

@@ -10,7 +10,7 @@ Each property runs twice: with the suite's hypothesis profile (``tests/conftest.
 examples; at most 60 for the write sequences) in the normal suite, and with the ``long`` profile (5000
 examples, or more) under ``slow``::
 
-    .venv/bin/python -m pytest -q -m slow tests/test_reliability_fuzz.py
+    .venv/bin/python -m pytest -q -m slow tests/reliability/test_reliability_fuzz.py
 """
 
 from __future__ import annotations

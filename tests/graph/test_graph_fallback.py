@@ -3,7 +3,6 @@ whole plan carries no statuses; done steps in it keep their records, so the diff
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,7 @@ from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
 from planmode.state.models import StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_graph_repair import HEADLESS, NEEDS_ADJUSTMENT, PLAN, TASK, Counting, thread
+from tests.graph.test_graph_repair import HEADLESS, NEEDS_ADJUSTMENT, PLAN, TASK, Counting, thread
 
 # what the model answers when asked for a whole plan: every step (done ones included, without statuses)
 FULL_PLAN = {

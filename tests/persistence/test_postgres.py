@@ -133,12 +133,10 @@ def _database_per_trial(pg_url: str) -> Any:
 
 
 def test_crash_resume_on_postgres(pg_url: str, tmp_path: Any) -> None:
-    """The SIGKILL crash-resume trials of tests/test_crash_resume.py, each on its own PostgreSQL database:
+    """The SIGKILL crash-resume trials of tests/persistence/test_crash_resume.py, each on its own PostgreSQL database:
     every run completes, no done step runs again, every database stays readable."""
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_crash_resume import ForkServer, run_trials
+    from tests.persistence.test_crash_resume import ForkServer, run_trials
 
     server = ForkServer()
     try:
@@ -151,10 +149,8 @@ def test_crash_resume_on_postgres(pg_url: str, tmp_path: Any) -> None:
 def test_killed_just_after_a_dependent_started_on_postgres(pg_url: str, tmp_path: Any) -> None:
     """The durability trials (chain a -> b -> c, killed 0-100 ms after b or c began, LangGraph's default
     "async" durability) on PostgreSQL: 30 trials, no done step runs again."""
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_crash_resume import ForkServer, run_trials
+    from tests.persistence.test_crash_resume import ForkServer, run_trials
 
     server = ForkServer()
     try:
@@ -175,13 +171,13 @@ def test_killed_just_after_a_dependent_started_on_postgres(pg_url: str, tmp_path
 
 def test_two_processes_on_one_thread_postgres(pg_url: str, tmp_path: Any) -> None:
     """The per-thread lease on PostgreSQL: a second process is refused while the first runs."""
-    from test_reliability_lease import two_processes_on_one_thread
+    from tests.reliability.test_reliability_lease import two_processes_on_one_thread
 
     two_processes_on_one_thread(_database_per_trial(pg_url)(0), tmp_path)
 
 
 def test_a_sigkilled_holder_is_taken_over_postgres(pg_url: str, tmp_path: Any) -> None:
     """The per-thread lease on PostgreSQL: a holder killed with SIGKILL is taken over at once."""
-    from test_reliability_lease import sigkilled_holder_is_taken_over
+    from tests.reliability.test_reliability_lease import sigkilled_holder_is_taken_over
 
     sigkilled_holder_is_taken_over(_database_per_trial(pg_url)(0), tmp_path)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +19,6 @@ from langgraph.types import Command
 from planmode.context import PlanModeContext
 from planmode.executors import StepContext
 from planmode.graph import build_graph
-from planmode.persistence import sqlite_checkpointer
 from planmode.state.models import Step, StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -104,18 +101,6 @@ class Recorder:
         with self.lock:
             self.runs.append(step.id)
         return f"{step.id} done"
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("resume") / "threads.sqlite"
-
-
-@pytest.fixture
-def saver(db: Path) -> Iterator[SqliteSaver]:
-    s = sqlite_checkpointer(db)
-    yield s
-    s.conn.close()
 
 
 def _with_revision(value: Any, revision: str) -> Any:

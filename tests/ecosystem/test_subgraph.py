@@ -27,7 +27,7 @@ from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "parent_agent.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "parent_agent.py"
 
 TASK = "Plan the release: collect the changelog, then write the notes and update the docs, finally publish it."
 PLAN = {

@@ -1,8 +1,8 @@
 """Prompts are data, and the prompts the graph actually sends are snapshot-tested: a change to a prompt
-constant or to how a node formats it shows up in review as a diff of tests/snapshots/prompts.txt.
+constant or to how a node formats it shows up in review as a diff of tests/graph/snapshots/prompts.txt.
 
 Regenerate after an intended change: ``PLANMODE_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest
-tests/test_prompts_snapshot.py``.
+tests/graph/test_prompts_snapshot.py``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.local_server import LocalServer, llama_server, missing_server_modules, settings_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
 

@@ -1,6 +1,6 @@
 """Reliability: one process runs a thread at a time (the per-thread lease of `planmode.lease`).
 
-Real processes on one SQLite file (tests/test_postgres.py runs the same on PostgreSQL): a second process on
+Real processes on one SQLite file (tests/persistence/test_postgres.py runs the same on PostgreSQL): a second process on
 a running thread is refused with a clear error and runs nothing; a holder killed with SIGKILL is taken over
 at once (its pid is dead), long before the lease would expire; two ``planmode resume`` processes on one
 thread run the plan once. In-process: the error names the holder and the time, a lease from another host
@@ -35,7 +35,7 @@ from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
 pytestmark = pytest.mark.integration
 
-WORKER = Path(__file__).with_name("crash_worker.py")
+WORKER = Path(__file__).resolve().parents[1] / "persistence" / "crash_worker.py"
 THREAD = "leased"
 
 

@@ -22,7 +22,7 @@ from nbclient.exceptions import CellExecutionError
 
 pytestmark = pytest.mark.integration
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = [
     "01_quickstart.ipynb",

@@ -1,4 +1,4 @@
-"""A planmode run that the crash-resume tests kill with SIGKILL (see ``tests/test_crash_resume.py``).
+"""A planmode run that the crash-resume tests kill with SIGKILL (see ``tests/persistence/test_crash_resume.py``).
 
 One run on a SQLite file (or a ``postgresql://`` URL in place of the file): the scripted model plans six
 steps in two parallel layers, approval is automatic,
@@ -13,12 +13,12 @@ Counter file lines (appended with one ``write`` on an ``O_APPEND`` descriptor, s
 
 Two ways to run it:
 
-``python tests/crash_worker.py run DB THREAD COUNTER [--no-context] [--durability=sync|async|exit] [--plan=chain]
-[--lease] [--work=SECONDS] [--barrier=FILE] [--hold=FILE]``
+``python tests/persistence/crash_worker.py run DB THREAD COUNTER [--no-context]
+[--durability=sync|async|exit] [--plan=chain] [--lease] [--work=SECONDS] [--barrier=FILE] [--hold=FILE]``
     one run in this interpreter; prints ``started`` once the graph is built (and the imports are done); with
     ``--lease`` the run holds the thread's lease (prints ``leased``), and exits 4 printing ``busy <message>``
     when another process holds it.
-``python tests/crash_worker.py serve``
+``python tests/persistence/crash_worker.py serve``
     a fork server: it imports everything once, then for each JSON request line on stdin (``{"db",
     "thread", "counter", "log", "resume_with_context", "durability", "plan"}``) forks a child that does one run,
     answers ``{"pid": ...}`` and, when the child has ended, ``{"pid": ..., "exit": ...}`` (``-9`` when it

@@ -1,6 +1,6 @@
 """Crash-resume for real: a planmode run in a subprocess on a SQLite file, killed with SIGKILL, resumed.
 
-Each trial runs ``tests/crash_worker.py`` (six steps in two parallel layers, automatic approval, an executor
+Each trial runs ``tests/persistence/crash_worker.py`` (six steps in two parallel layers, automatic approval, an executor
 whose side effect is a line in a counter file) and kills it one to three times — at a random moment, just
 after a step began executing, or just after a step with dependencies began — then lets a last process finish
 the run. Checked for every trial:
@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -53,8 +53,7 @@ from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).with_name("crash_worker.py")
-sys.path.insert(0, str(WORKER.parent))
-from crash_worker import PLANS, STEP_IDS  # noqa: E402  (a script next to this file, not a package)
+from tests.persistence.crash_worker import PLANS, STEP_IDS  # noqa: E402  (after WORKER, which names the script)
 
 THREAD = "crash"
 
@@ -110,7 +109,7 @@ class LineReader:
 @dataclass
 class Job:
     db: Path | str
-    """A SQLite file, or a ``postgresql://`` URL (tests/test_postgres.py)."""
+    """A SQLite file, or a ``postgresql://`` URL (tests/persistence/test_postgres.py)."""
     counter: Path
     log: Path
     resume_with_context: bool = True
@@ -231,15 +230,6 @@ class FreshChild:
 
 
 Launcher = Callable[[Job], Child]
-
-
-@pytest.fixture
-def fork_server() -> Iterator[ForkServer]:
-    server = ForkServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 # -- one trial -------------------------------------------------------------------------------------------

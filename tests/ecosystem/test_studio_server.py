@@ -35,7 +35,7 @@ from planmode.testing.openai_server import Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
 START_TIMEOUT = 60.0
 RUN_TIMEOUT = 30.0
