@@ -21,7 +21,7 @@ from planmode.testing.responders import PlanResponder
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "auth" / "langgraph.json"
 RUN_TIMEOUT = 60.0
 TASK = "Rotate the keys: make new keys, then deploy them, then revoke the old ones."

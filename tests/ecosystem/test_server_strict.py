@@ -24,7 +24,7 @@ from planmode.testing.responders import PlanResponder
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 60.0
 TASK = "Plan the release: collect the changelog, then write the notes and update the docs, finally publish it."
 PLAN = {
