@@ -129,6 +129,7 @@ def server_load(
         env = {
             "OPENAI_BASE_URL": llm.base_url,
             "OPENAI_API_KEY": "bench",
+            "LANGSMITH_TRACING": "false",
             "PLANMODE_SERVER_DB": str(work / "server.sqlite"),
         }
         with langgraph_dev(cwd=CONFIG_DIR, env=env, args=["--n-jobs-per-worker", str(jobs)]) as server:

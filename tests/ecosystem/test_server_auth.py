@@ -90,6 +90,7 @@ def test_only_a_user_with_the_approve_permission_answers_the_approval(tmp_path: 
         env = {
             "OPENAI_BASE_URL": llm.base_url,
             "OPENAI_API_KEY": "test",
+            "LANGSMITH_TRACING": "false",
             "PLANMODE_SERVER_DB": str(tmp_path / "server.sqlite"),
             "BG_JOB_ISOLATED_LOOPS": "true",
         }

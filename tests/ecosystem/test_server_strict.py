@@ -74,6 +74,7 @@ def test_a_run_through_approval_under_isolated_loops(tmp_path: Path) -> None:
         env = {
             "OPENAI_BASE_URL": llm.base_url,
             "OPENAI_API_KEY": "test",
+            "LANGSMITH_TRACING": "false",
             "PLANMODE_SERVER_DB": str(db),
             "BG_JOB_ISOLATED_LOOPS": "true",
         }

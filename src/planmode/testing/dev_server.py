@@ -1,5 +1,5 @@
-"""``langgraph dev`` as a subprocess on 127.0.0.1, for tests and benchmarks (offline: no browser, no tracing,
-no analytics, no reload).
+"""``langgraph dev`` as a subprocess on 127.0.0.1, for tests and benchmarks (offline: no browser, no analytics,
+no reload).
 
     with langgraph_dev(cwd=repo, env={"OPENAI_BASE_URL": ...}, args=["--n-jobs-per-worker", "50"]) as server:
         client = get_client(url=server.url)
@@ -29,10 +29,9 @@ from planmode.errors import PlanModeError
 
 __all__ = ["OFFLINE_ENV", "DevServer", "DevServerError", "langgraph_dev"]
 
-#: Environment for an offline ``langgraph dev``: no LangSmith tracing, no analytics, no file persistence.
+#: Environment for an offline ``langgraph dev``: no analytics, no file persistence. (Tracing is the caller's
+#: to switch off through ``env``: planmode's code never touches the tracing settings.)
 OFFLINE_ENV: dict[str, str] = {
-    "LANGSMITH_TRACING": "false",
-    "LANGCHAIN_TRACING_V2": "false",
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     "LANGGRAPH_DISABLE_FILE_PERSISTENCE": "true",
     "PYTHONUNBUFFERED": "1",
