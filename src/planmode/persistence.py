@@ -9,6 +9,7 @@ planmode objects, and these savers read them back silently (a stock saver reads 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -31,6 +32,8 @@ from planmode.lease import thread_lease
 __all__ = [
     "SERDE_ALLOWLIST",
     "SERVER_DB_ENV",
+    "async_sqlite_checkpointer",
+    "await_until_durable",
     "open_checkpointer",
     "planmode_serializer",
     "postgres_checkpointer",
@@ -101,29 +104,88 @@ def with_planmode_types(checkpointer: Any) -> Any:
 
 
 @asynccontextmanager
-async def server_checkpointer() -> AsyncIterator[AsyncSqliteSaver]:
-    """The LangGraph server's checkpointer, for ``langgraph.json``'s ``checkpointer.path``: an
-    `AsyncSqliteSaver` on the file named by ``PLANMODE_SERVER_DB`` (default ``.langgraph_api/planmode.sqlite``,
-    relative to where ``langgraph dev`` runs), with planmode's types registered with its serializer.
+async def server_checkpointer() -> AsyncIterator[Any]:
+    """The LangGraph server's checkpointer, for ``langgraph.json``'s ``checkpointer.path``, with planmode's
+    types registered with its serializer. ``PLANMODE_SERVER_DB`` names where it keeps its checkpoints:
 
-    The server enters it once at start-up and closes it at shutdown.
+    - a SQLite file (default ``.langgraph_api/planmode.sqlite``, relative to where ``langgraph dev`` runs):
+      an `AsyncSqliteSaver`;
+    - a ``postgresql://`` URL: an ``AsyncPostgresSaver`` on a connection pool (the ``postgres`` extra).
+
+    The server enters it once at start-up and closes it at shutdown. Nothing here blocks the event loop
+    (the server's blocking-call detector and ``BG_JOB_ISOLATED_LOOPS=true`` refuse that): the folder is
+    made and the file is opened in worker threads.
+    """
+    target = os.environ.get(SERVER_DB_ENV) or _SERVER_DB_DEFAULT
+    if target.startswith(("postgres://", "postgresql://")):
+        async with _async_postgres_checkpointer(target) as pg_saver:
+            yield pg_saver
+        return
+    async with async_sqlite_checkpointer(target, env=SERVER_DB_ENV) as saver:
+        yield saver
+
+
+@asynccontextmanager
+async def async_sqlite_checkpointer(path: str | Path, *, env: str | None = None) -> AsyncIterator[AsyncSqliteSaver]:
+    """An `AsyncSqliteSaver` on one file (created with its folder, in WAL mode), closed on exit.
+
+    The file-system work runs in a worker thread, so this is safe on a running event loop. Raises
+    `ConfigurationError` when the file cannot be opened or written (``env``: the variable that named it).
     """
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    p = Path(os.environ.get(SERVER_DB_ENV) or _SERVER_DB_DEFAULT).expanduser()
-    try:
+    named = f" ({env})" if env else ""
+
+    def prepare() -> Path:
+        p = Path(path).expanduser()
         p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    try:
+        p = await asyncio.to_thread(prepare)
         conn = await aiosqlite.connect(str(p), timeout=30)
     except (OSError, sqlite3.Error) as exc:
-        raise ConfigurationError(f"cannot use database file {str(p)!r} ({SERVER_DB_ENV}): {exc}") from exc
+        raise ConfigurationError(f"cannot use database file {str(path)!r}{named}: {exc}") from exc
     try:
-        await conn.execute("PRAGMA journal_mode=WAL")
-        saver = AsyncSqliteSaver(conn, serde=planmode_serializer())
-        await saver.setup()
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            saver = AsyncSqliteSaver(conn, serde=planmode_serializer())
+            await saver.setup()
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot use database file {str(p)!r}{named}: {exc}") from exc
         yield saver
     finally:
         await conn.close()
+
+
+@asynccontextmanager
+async def _async_postgres_checkpointer(url: str, *, max_connections: int = 10) -> AsyncIterator[Any]:
+    """An ``AsyncPostgresSaver`` on an async connection pool, closed on exit (the ``postgres`` extra)."""
+    try:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError as exc:  # the optional extra is missing
+        raise ConfigurationError("PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'") from exc
+    import psycopg
+
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    pool: Any = AsyncConnectionPool(url, kwargs=kwargs, min_size=1, max_size=max_connections, open=False)
+    try:
+        try:
+            await pool.open(wait=True, timeout=10)
+            saver = AsyncPostgresSaver(pool, serde=planmode_serializer())
+            await saver.setup()
+        except (psycopg.Error, OSError) as exc:
+            raise ConfigurationError(f"cannot use PostgreSQL at {_redact(url)} ({SERVER_DB_ENV}): {exc}") from exc
+        except Exception as exc:  # psycopg_pool.PoolTimeout and friends: say which database, not a traceback
+            raise ConfigurationError(
+                f"cannot connect to PostgreSQL at {_redact(url)} ({SERVER_DB_ENV}): {exc}"
+            ) from exc
+        yield saver
+    finally:
+        await pool.close()
 
 
 def _use_wal(conn: sqlite3.Connection, *, wait: float = 30.0) -> None:
@@ -204,6 +266,25 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     Raises:
         TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).
     """
+    target = _durability_target()
+    if target is None:
+        return
+    saver, key = target
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while not _checkpoint_saved(saver, key):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
+                "the checkpointer is failing"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+
+
+def _durability_target() -> tuple[Any, tuple[str, str, str]] | None:
+    """(saver, (thread, namespace, checkpoint id)) of the checkpoint the current task runs from, or None when
+    there is nothing to wait for (see `wait_until_durable`)."""
     from langgraph._internal._constants import (
         CONFIG_KEY_CHECKPOINT_MAP,
         CONFIG_KEY_CHECKPOINT_NS,
@@ -216,26 +297,52 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     try:
         conf = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a run
-        return
+        return None
     saver = conf.get(CONFIG_KEY_CHECKPOINTER)
     if saver is None or conf.get(CONFIG_KEY_DURABILITY) == "exit" or not conf.get("thread_id"):
-        return
+        return None
     task_ns = str(conf.get(CONFIG_KEY_CHECKPOINT_NS) or "")
     graph_ns = task_ns.rpartition(NS_SEP)[0]
     checkpoint_id = (conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get(graph_ns)
     if not checkpoint_id:
+        return None
+    return saver, (str(conf["thread_id"]), graph_ns, str(checkpoint_id))
+
+
+async def await_until_durable(*, timeout: float = 120.0) -> None:
+    """`wait_until_durable` for async nodes: the same wait, without blocking the event loop (it sleeps with
+    ``asyncio.sleep`` and asks an async saver with ``aget_tuple``; a sync-only saver is asked in a worker
+    thread).
+
+    Raises:
+        TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).
+    """
+    target = _durability_target()
+    if target is None:
         return
-    key = (str(conf["thread_id"]), graph_ns, str(checkpoint_id))
+    saver, key = target
     deadline = time.monotonic() + timeout
     pause = 0.0005
-    while not _checkpoint_saved(saver, key):
+    while not await _acheckpoint_saved(saver, key):
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
                 "the checkpointer is failing"
             )
-        time.sleep(pause)
+        await asyncio.sleep(pause)
         pause = min(pause * 2, 0.02)
+
+
+async def _acheckpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
+    """`_checkpoint_saved` from an event loop: ``aget_tuple``, or the sync check in a worker thread."""
+    if isinstance(saver, SqliteSaver) or is_postgres(saver):  # sync-only savers: their one indexed query
+        return await asyncio.to_thread(_checkpoint_saved, saver, key)
+    config = {"configurable": {"thread_id": key[0], "checkpoint_ns": key[1], "checkpoint_id": key[2]}}
+    try:
+        found = await saver.aget_tuple(config)
+    except NotImplementedError:  # a sync-only saver of another kind
+        return await asyncio.to_thread(_checkpoint_saved, saver, key)
+    return found is not None
 
 
 def _checkpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:
