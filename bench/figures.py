@@ -24,6 +24,7 @@ from bench.budget_bench import budget_estimates
 from bench.model import BenchModel
 from bench.oracle import Oracle
 from bench.scenarios import Scenario, make_scenario
+from bench.server_load import server_load
 from bench.systems import db_bytes, run_full_replan, run_planmode, run_tutorial
 from planmode import prompts
 from planmode.context import PlanModeContext
@@ -560,4 +561,5 @@ FIGURES = {
     "rollback": rollback_latency,
     "memory": peak_memory,
     "budget": budget_estimates,
+    "server_load": server_load,
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench import server_load
+
 __all__ = ["headline_table", "sync_docs", "write_report"]
 
 INTRO = """
@@ -203,6 +205,8 @@ def _summary(results: dict[str, Fig]) -> list[list[Any]]:
                 _mark(f["met"]),
             ]
         )
+    if f := results.get("server_load"):
+        rows += server_load.summary_rows(f)
     return rows
 
 
@@ -415,6 +419,8 @@ def _details(results: dict[str, Fig]) -> list[str]:
             ),
             "",
         ]
+    if f := results.get("server_load"):
+        parts += server_load.details(f)
     return parts
 
 
@@ -470,6 +476,8 @@ def _plots(results: dict[str, Fig], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if f := results.get("server_load"):
+        server_load.plot(f, out, plt)
     if f := results.get("replan_tokens"):
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         steps = [r["steps"] for r in f["rows"]]
@@ -577,7 +585,7 @@ def sync_docs(results: dict[str, Fig], meta: dict[str, Any], root: Path) -> None
     notes = notes.replace("\n### ", "\n## ").replace("### ", "## ", 1) if notes.startswith("### ") else notes
     images = " ".join(
         f"![{name.replace('_', ' ')}](../bench/results/{name}.png)"
-        for name in ("replan_tokens", "tokens_per_task", "wall_clock", "overhead", "storage")
+        for name in ("replan_tokens", "tokens_per_task", "wall_clock", "overhead", "storage", "server_load")
         if (root / "bench" / "results" / f"{name}.png").exists()
     )
     doc = [

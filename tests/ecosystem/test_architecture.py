@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "planmode.staleness": 2,
     "planmode.plan_png": 2,
     "planmode._sqlite_saver": 2,
+    "planmode.approver": 2,
     "planmode.text": 0,
     "planmode._cache": 0,
     "planmode._drive": 0,

@@ -130,3 +130,20 @@ def test_the_budget_bench_pauses_before_the_overspend_in_every_scenario(tmp_path
         assert run["first_pause"]["in_state"] <= run["budget"] < row["actual"]
     errors = [abs(r["error"]) for r in fig["rows"]]
     assert fig["measured"]["mean_absolute_error_tokens"] == round(sum(errors) / len(errors), 1)
+
+
+@pytest.mark.integration
+def test_the_server_load_bench_runs_on_tiny_sizes(tmp_path: Path) -> None:
+    """``python -m bench.server_load --quick``: one ``langgraph dev``, both graphs, N = 1 and 2; every run
+    completes and makes the 12 calls of the 5-step plan."""
+    from bench.server_load import main as server_load_main
+
+    assert server_load_main(["--quick", "--out", str(tmp_path)]) == 0
+    fig = json.loads((tmp_path / "server_load.json").read_text())
+    assert {(r["graph"], r["n"]) for r in fig["rows"]} == {(g, n) for g in ("planmode", "minimal") for n in (1, 2)}
+    for r in fig["rows"]:
+        assert r["completed"] == r["n"] and r["statuses"] == ["completed"], r
+        assert r["calls_per_run"] == 12, r
+        assert 0 < r["efficiency"] <= 1 and r["p50_s"] >= 10 * fig["delay_s"]
+    assert fig["measured"]["all_completed"] is True and not fig["model_server_errors"]
+    assert (tmp_path / "server_load.png").stat().st_size > 0

@@ -67,7 +67,7 @@ def test_reject_with_feedback_revises_the_plan_and_asks_again(checkpointer: Sqli
     values = graph.get_state(thread()).values
     assert values["status"] == "completed"
     assert values["report"]["done"] == ["read", "write", "test"]
-    assert values["plan"].history[-1].source == "planner (revision)"
+    assert [r.source for r in values["plan"].history[-2:]] == ["planner (revision)", "approval"]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.types import interrupt
 
 from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
+from planmode.approver import approver
 from planmode.budget import approval_budget, approval_markdown
 from planmode.events import emit
 from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
@@ -81,16 +82,21 @@ def make_approve(deps: Deps) -> StateNode:
                 "approval_error": None,
                 "needs_approval": False,
             }
+        who = approver()  # after interrupt(): the user of the run that resumed it
         if isinstance(decision, Edit):
             emit(
                 "plan_approved",
                 "approved with edits",
                 plan_version=decision.plan.version,
                 revision=decision.plan.revision,
+                approved_by=who,
             )
             return {
                 "plan": PlanUpdate(
-                    patch=decision.patch, source=PlanSource.HUMAN_EDIT, expected_revision=decision.revision
+                    patch=decision.patch,
+                    source=PlanSource.HUMAN_EDIT,
+                    expected_revision=decision.revision,
+                    approved_by=who,
                 ),
                 "approved_revision": decision.plan.revision,
                 "approval_base": plan_snapshot(decision.plan),
@@ -99,8 +105,9 @@ def make_approve(deps: Deps) -> StateNode:
                 "status": "running",
             }
         assert isinstance(decision, Approve)
-        emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision)
+        emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision, approved_by=who)
         return {
+            "plan": PlanUpdate(source=PlanSource.APPROVAL, expected_revision=decision.revision, approved_by=who),
             "approved_revision": decision.revision,
             "needs_approval": False,
             "approval_error": None,

@@ -30,6 +30,7 @@ def build_report(plan: Plan | None, status: str, error: str | None, reflections:
             "skipped": [],
             "pending": [],
             "patches": [],
+            "approvals": [],
             "reflections": reflections,
             "plan_version": 0,
         }
@@ -42,7 +43,12 @@ def build_report(plan: Plan | None, status: str, error: str | None, reflections:
         "failed": [s.id for s in plan.by_status(S.FAILED)],
         "skipped": [s.id for s in plan.by_status(S.SKIPPED)],
         "pending": [s.id for s in plan.by_status(S.PENDING, S.RUNNING, S.BLOCKED)],
-        "patches": [r.model_dump(mode="json") for r in plan.history[1:]],
+        "patches": [r.model_dump(mode="json") for r in plan.history[1:] if r.source != "approval"],
+        "approvals": [
+            {"version": r.version, "by": r.approved_by, "edited": r.source != "approval"}
+            for r in plan.history
+            if r.approved_by is not None
+        ],
         "rejected_updates": len(plan.rejections),
         "reflections": reflections,
     }

@@ -199,7 +199,9 @@ def gated_approve(inner: Any, deps: Deps, policy: Any = None) -> Any:
 
 def _human_outcome(out: dict[str, Any]) -> str | None:
     if out.get("approved_revision"):
-        return "edited" if "plan" in out else "approved"
+        update = out.get("plan")  # an approval names its approver in a plan update; an edit carries a change
+        edited = getattr(update, "patch", None) is not None or getattr(update, "plan", None) is not None
+        return "edited" if edited else "approved"
     if out.get("status") == "cancelled":
         return "cancelled"
     if out.get("status") == "planning" and out.get("feedback"):

@@ -79,6 +79,8 @@ class PlanSource(str, Enum):
     """Execution: steps judged (done, retried, failed or blocked)."""
     REFLECT = "reflect"
     """Execution: steps re-opened or skipped by a reflection."""
+    APPROVAL = "approval"
+    """A human's approval of the plan as shown (a history record naming the approver; no step changes)."""
     UNKNOWN = "unknown"
     """An update that names no source (a raw plan, patch or transition sent through ``update_state``)."""
 
@@ -178,6 +180,11 @@ class PatchRecord(_Model):
     reordered: bool = False
     retitled: bool = False
     warnings: list[str] = Field(default_factory=list)
+    approved_by: str | None = Field(
+        default=None,
+        description="Who approved the plan with this change (source 'approval', or an edit given as the answer "
+        "to the approval): the server's authenticated user, or the local user.",
+    )
 
 
 class Rejection(_Model):

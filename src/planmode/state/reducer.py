@@ -41,6 +41,7 @@ from planmode.state.models import (
     ResetPlan,
     Step,
     StepTransition,
+    clean_text,
 )
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.patch import apply_patch, apply_transitions, diff_to_patch, validate_plan
@@ -67,6 +68,11 @@ class PlanUpdate(BaseModel):
         default=None,
         description="The revision of the plan this update was made against. When set and the plan is at another "
         "revision, the update is refused and recorded (a stale edit: the plan changed since it was read).",
+    )
+    approved_by: str | None = Field(
+        default=None,
+        description="Who approved (`planmode.approver`): recorded on the patch's history record, or alone as a "
+        "record with source 'approval' that changes nothing else.",
     )
 
 
@@ -250,4 +256,19 @@ def _reduce(current: Plan | None, update: Any) -> Preview:
         if not tres.applied:
             return _refused(original, "transition", tres.reasons, source=src)
         current, changed = tres.plan, True
+    if upd.approved_by is not None:
+        current = _record_approval(current, clean_text(upd.approved_by)[:200], edited=upd.patch is not None)
+        record, changed = current.history[-1], True
     return Preview(current, "applied" if changed else "unchanged", warnings=warnings, record=record)
+
+
+def _record_approval(plan: Plan, who: str, *, edited: bool) -> Plan:
+    """``plan`` with its approval by ``who`` in its history: on the record of the edit just applied, or as a
+    record of its own (same version: an approval changes no step, so the revision stays the same)."""
+    if edited:
+        last = plan.history[-1].model_copy(update={"approved_by": who})
+        return plan.model_copy(update={"history": [*plan.history[:-1], last]})
+    record = PatchRecord(
+        version=plan.version, reason=f"approved revision {plan.revision}", source=PlanSource.APPROVAL, approved_by=who
+    )
+    return plan.model_copy(update={"history": [*plan.history, record]})

@@ -262,6 +262,7 @@ class ScriptedOpenAIServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = False  # so server_close() joins the handler threads
+    request_queue_size = 128  # the listen backlog (default 5): many clients at once (bench/server_load.py)
     owner: ScriptedOpenAIServer
 
     def __init__(

@@ -1,0 +1,258 @@
+"""Server load: planmode served by ``langgraph dev`` under N concurrent runs, against a minimal async graph.
+
+    python -m bench.server_load [--quick] [--n 1 5 20 50] [--delay 0.2] [--out bench/results]
+    python -m bench --only server_load
+
+Set-up (issue 16): the scripted OpenAI-compatible server (`planmode.testing.openai_server`) answers every call
+after ``--delay`` seconds (200 ms); a 5-step plan with dependencies (a; b and c after a; d after both; e after
+d) under ``approval="auto"``: 12 model calls per run (plan, execute + verify per step, final), 10 of them on
+the critical path, so the ideal is 10 x 200 ms = 2.0 s per run at any concurrency, N x 30 runs/min. One
+``langgraph dev`` (``--n-jobs-per-worker`` above the largest N, so the server runs them all at once) serves
+both graphs of ``bench/server/langgraph.json`` on planmode's SQLite checkpointer:
+
+- ``planmode``: the real graph (``src/planmode/graph/studio.py``);
+- ``minimal``: ``bench/server/minimal_graph.py``, async nodes making the same calls in the same pattern,
+  nothing else: the limit.
+
+For each graph and N, N runs start at once through ``langgraph-sdk`` (a thread and ``runs.wait`` each): runs/min
+(N over the wall time of the batch), p50/p95 run latency, efficiency (runs/min over the ideal N x 30), and
+whether every run completed. Target: at N = max, planmode's runs/min >= 70% of the minimal graph's, every run
+completed. Writes ``server_load.json`` and ``server_load.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from planmode.testing.dev_server import langgraph_dev
+from planmode.testing.openai_server import ScriptedOpenAIServer
+from planmode.testing.responders import PlanResponder
+
+__all__ = ["details", "plot", "server_load", "summary_rows"]
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+CONFIG_DIR = HERE / "server"
+TASK = "Ship the release: build, then test and document, then package, then publish."
+PLAN = {
+    "title": "Release",
+    "steps": [
+        {"id": "a", "description": "Build", "acceptance": "it builds"},
+        {"id": "b", "description": "Test", "acceptance": "the tests pass", "dependencies": ["a"]},
+        {"id": "c", "description": "Document", "acceptance": "the docs cover it", "dependencies": ["a"]},
+        {"id": "d", "description": "Package", "acceptance": "a package exists", "dependencies": ["b", "c"]},
+        {"id": "e", "description": "Publish", "acceptance": "it is published", "dependencies": ["d"]},
+    ],
+}
+CALLS_PER_RUN = 12
+CRITICAL_CALLS = 10
+TARGET = 0.70
+GRAPHS = ("planmode", "minimal")
+RUN_TIMEOUT = 600.0
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def _one(client: Any, graph: str) -> tuple[float, str]:
+    """One run through the SDK: (latency in seconds, final status)."""
+    tid = (await client.threads.create())["thread_id"]
+    context = {"mode": "plan", "approval": "auto", "model": "scripted-model"} if graph == "planmode" else None
+    t0 = time.perf_counter()
+    try:
+        await client.runs.wait(tid, graph, input={"messages": [{"role": "user", "content": TASK}]}, context=context)
+    except Exception as exc:  # a failed run is a measurement (counted as not completed), not a crash of the bench
+        return time.perf_counter() - t0, f"error: {type(exc).__name__}: {exc}"[:200]
+    latency = time.perf_counter() - t0
+    state = await client.threads.get_state(tid)
+    values = state["values"] or {}
+    if graph == "planmode":
+        return latency, str(values.get("status"))
+    return latency, "completed" if sorted(values.get("done") or []) == ["a", "b", "c", "d", "e"] else "incomplete"
+
+
+async def _batch(url: str, graph: str, n: int) -> tuple[float, list[tuple[float, str]]]:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=url, timeout=RUN_TIMEOUT)
+    try:
+        t0 = time.perf_counter()
+        async with asyncio.timeout(RUN_TIMEOUT):
+            results = await asyncio.gather(*(_one(client, graph) for _ in range(n)))
+        return time.perf_counter() - t0, list(results)
+    finally:
+        await client.aclose()
+
+
+def _row(graph: str, n: int, wall: float, results: list[tuple[float, str]], delay: float, calls: int) -> dict[str, Any]:
+    latencies = [lat for lat, _ in results]
+    completed = sum(status == "completed" for _, status in results)
+    ideal = CRITICAL_CALLS * delay
+    per_min = n / wall * 60
+    return {
+        "graph": graph,
+        "n": n,
+        "completed": completed,
+        "statuses": sorted({status for _, status in results}),
+        "wall_s": round(wall, 3),
+        "runs_per_min": round(per_min, 1),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(_pct(latencies, 0.95), 3),
+        "ideal_run_s": ideal,
+        "efficiency": round(per_min / (n * 60 / ideal), 4),
+        "calls_per_run": round(calls / n, 2),
+    }
+
+
+def server_load(
+    work: Path, quick: bool = False, *, sizes: list[int] | None = None, delay: float = 0.2
+) -> dict[str, Any]:
+    """The figure (see the module docstring); ``quick``: N = 1, 2 at 50 ms per call."""
+    if quick:
+        sizes, delay = sizes or [1, 2], 0.05
+    sizes = sizes or [1, 5, 20, 50]
+    responder = PlanResponder(plan=PLAN, final="Released.", delay=delay)
+    rows: list[dict[str, Any]] = []
+    jobs = max(sizes) + 10
+    with ScriptedOpenAIServer(responder) as llm:
+        env = {
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "bench",
+            "LANGSMITH_TRACING": "false",
+            "PLANMODE_SERVER_DB": str(work / "server.sqlite"),
+        }
+        with langgraph_dev(cwd=CONFIG_DIR, env=env, args=["--n-jobs-per-worker", str(jobs)]) as server:
+            for graph in GRAPHS:  # warm-up: imports, first connections
+                asyncio.run(_batch(server.url, graph, 1))
+            for n in sizes:
+                for graph in GRAPHS:
+                    before = len(responder.seen)
+                    wall, results = asyncio.run(_batch(server.url, graph, n))
+                    rows.append(_row(graph, n, wall, results, delay, len(responder.seen) - before))
+                    r = rows[-1]
+                    print(
+                        f"[server_load] {graph:8} N={n:3}: {r['runs_per_min']:7.1f} runs/min, p50 {r['p50_s']} s, "
+                        f"p95 {r['p95_s']} s, {r['completed']}/{n} completed",
+                        flush=True,
+                    )
+        errors = list(llm.errors)
+    top = max(sizes)
+    at = {r["graph"]: r for r in rows if r["n"] == top}
+    ratio = round(at["planmode"]["runs_per_min"] / at["minimal"]["runs_per_min"], 4)
+    all_done = all(r["completed"] == r["n"] for r in rows)
+    return {
+        "title": f"Server load: N concurrent runs on langgraph dev, {int(delay * 1000)} ms per model call",
+        "delay_s": delay,
+        "calls_per_run": CALLS_PER_RUN,
+        "critical_calls": CRITICAL_CALLS,
+        "n_jobs_per_worker": jobs,
+        "cores": os.cpu_count(),
+        "rows": rows,
+        "target": f"planmode >= {TARGET:.0%} of the minimal async graph's runs/min at N={top}, all runs completed",
+        "measured": {"n": top, "throughput_ratio": ratio, "all_completed": all_done},
+        "met": ratio >= TARGET and all_done,
+        "model_server_errors": [repr(e) for e in errors][:5],
+    }
+
+
+# -- report hooks (bench/report.py) ---------------------------------------------------------------------------
+
+
+def summary_rows(f: dict[str, Any]) -> list[list[Any]]:
+    """The headline table's row."""
+    m = f["measured"]
+    mark = "met" if f["met"] else "**missed**"
+    return [
+        [
+            f"Server throughput at N={m['n']} concurrent runs vs a minimal async graph (langgraph dev)",
+            f">= {TARGET:.0%}, all completed",
+            f"{m['throughput_ratio']:.0%}" + ("" if m["all_completed"] else ", some runs failed"),
+            mark,
+        ]
+    ]
+
+
+def details(f: dict[str, Any]) -> list[str]:
+    """The section of RESULTS.md."""
+    head = ["graph", "N", "runs/min", "p50 (s)", "p95 (s)", "efficiency vs ideal", "completed", "calls/run"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in f["rows"]:
+        cells = [
+            r["graph"],
+            r["n"],
+            r["runs_per_min"],
+            r["p50_s"],
+            r["p95_s"],
+            f"{r['efficiency']:.0%}",
+            f"{r['completed']}/{r['n']}",
+            r["calls_per_run"],
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return [
+        f"### {f['title']}",
+        "",
+        f"{f['calls_per_run']} calls per run, {f['critical_calls']} on the critical path (ideal "
+        f"{f['critical_calls'] * f['delay_s']:.1f} s per run); `langgraph dev --n-jobs-per-worker "
+        f"{f['n_jobs_per_worker']}`, {f['cores']} cores. Target: {f['target']}.",
+        "",
+        *lines,
+        "",
+        "![server load](server_load.png)",
+        "",
+    ]
+
+
+def plot(f: dict[str, Any], out: Path, plt: Any) -> None:
+    """``server_load.png``: runs/min against N for both graphs and the ideal."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    sizes = sorted({r["n"] for r in f["rows"]})
+    for graph in GRAPHS:
+        rows = sorted((r for r in f["rows"] if r["graph"] == graph), key=lambda r: r["n"])
+        ax.plot([r["n"] for r in rows], [r["runs_per_min"] for r in rows], "o-", label=graph)
+    ideal = f["critical_calls"] * f["delay_s"]
+    ax.plot(sizes, [n * 60 / ideal for n in sizes], "k:", label=f"ideal ({ideal:.1f} s per run)")
+    ax.set(xlabel="concurrent runs (N)", ylabel="runs/min", title=f["title"], ylim=(0, None))
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "server_load.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.server_load", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="N = 1, 2 at 50 ms per call (seconds)")
+    parser.add_argument("--n", type=int, nargs="+", help="concurrent runs (default 1 5 20 50)")
+    parser.add_argument("--delay", type=float, default=0.2, help="seconds per model call (default 0.2)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="planmode-server-load-") as tmp:
+        t = time.perf_counter()
+        fig = server_load(Path(tmp), args.quick, sizes=args.n, delay=args.delay)
+        fig["seconds"] = round(time.perf_counter() - t, 2)
+        fig["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    (args.out / "server_load.json").write_text(json.dumps(fig, indent=2) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plot(fig, args.out, plt)
+    print(f"[server_load] {fig['measured']} ({'met' if fig['met'] else 'MISSED'}): {args.out / 'server_load.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
