@@ -122,7 +122,9 @@ def violations(graph: Mapping[str, set[str]]) -> list[str]:
     for module, imported in sorted(graph.items()):
         layer = layer_of(module)
         if layer is None:
-            out.append(f"{module} is in no layer: add it to LAYERS in tests/ecosystem/test_architecture.py and to the diagram")
+            out.append(
+                f"{module} is in no layer: add it to LAYERS in tests/ecosystem/test_architecture.py and to the diagram"
+            )
             continue
         for target in sorted(imported):
             target_layer = layer_of(target)

@@ -42,6 +42,7 @@ from planmode.nodes import (
     make_respond,
     make_verify,
 )
+from planmode.nodes.detect import DETECT_ROUTES
 from planmode.nodes.dispatch import StepTask
 from planmode.nodes.model_unavailable import make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
@@ -77,17 +78,17 @@ def build_state_graph(
     g: StateGraph[PlanModeState, PlanModeContext, InputState, OutputState] = StateGraph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
-    g.add_node("detect", make_detect(deps))
+    g.add_node("detect", make_detect(deps), input_schema=PlanModeState, destinations=DETECT_ROUTES)
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
-    g.add_node("respond", pausable("respond", make_respond(deps)))
-    g.add_node("plan", pausable("plan", make_plan(deps)))
-    g.add_node("approve", make_approve(deps))
+    g.add_node("respond", pausable("respond", make_respond(deps)), input_schema=PlanModeState)
+    g.add_node("plan", pausable("plan", make_plan(deps)), input_schema=PlanModeState)
+    g.add_node("approve", make_approve(deps), input_schema=PlanModeState)
     g.add_node("dispatch", make_dispatch(deps))
     g.add_node("execute_step", pausable("execute_step", make_execute_step(deps)), input_schema=StepTask)
     g.add_node("verify", pausable("verify", make_verify(deps)))
-    g.add_node("reflect", pausable("reflect", make_reflect(deps)))
-    g.add_node("patch", pausable("patch", make_patch(deps)))
-    g.add_node("finalize", make_finalize(deps))
+    g.add_node("reflect", pausable("reflect", make_reflect(deps)), input_schema=PlanModeState)
+    g.add_node("patch", pausable("patch", make_patch(deps)), input_schema=PlanModeState)
+    g.add_node("finalize", make_finalize(deps), input_schema=PlanModeState)
     g.add_node("model_unavailable", make_model_unavailable(deps))
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
