@@ -250,15 +250,19 @@ def test_a_repair_reflects_and_patches_on_the_event_loop(tmp_path: Path, node_th
     responder = OnLoop(repair.script(reflect=NEEDS_ADJUSTMENT, patch=[EDITS_DONE_STEP, FIX_PATCH]))
     model = LoopOnlyModel(responder=responder)
 
-    async def main() -> tuple[int, dict[str, Any]]:
+    async def main() -> tuple[int, list[str], dict[str, Any]]:
         async with session(tmp_path / "runs.sqlite", model, verifier=repair.verify) as graph:
-            await graph.ainvoke({"messages": [("user", "build the service")]}, CFG, context=HEADLESS)
-            return threading.get_ident(), dict((await graph.aget_state(CFG)).values)
+            task = {"messages": [("user", "build the service")]}
+            events = [e["type"] async for e in graph.astream(task, CFG, context=HEADLESS, stream_mode="custom")]
+            return threading.get_ident(), events, dict((await graph.aget_state(CFG)).values)
 
-    loop_thread, values = asyncio.run(main())
+    loop_thread, events, values = asyncio.run(main())
     plan = values["plan"]
     assert values["status"] == "completed", values.get("error")
     assert [s.id for s in plan.steps] == ["a", "fix_b", "b"]
+    # the async nodes' progress events reach the custom stream, in order
+    repair_events = [e for e in events if e in ("reflection", "patch_rejected", "plan_patched", "run_finished")]
+    assert repair_events == ["reflection", "patch_rejected", "plan_patched", "run_finished"]
     assert (model.calls("reflect"), model.calls("patch")) == (1, 2)
     assert "'a' is done" in [r for r in model.requests if r.purpose == "patch"][1].text()
     [rejection] = plan.rejections
