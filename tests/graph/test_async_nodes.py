@@ -412,3 +412,41 @@ def test_no_blocking_call_on_the_event_loop(tmp_path: Path) -> None:
     assert [s.id for s in values["plan"].steps] == ["a", "fix_b", "b"]
     assert (model.calls("detect"), model.calls("explore"), model.calls("reflect"), model.calls("patch")) == (1, 2, 1, 2)
     assert model.sync_calls == []
+
+
+def test_a_tool_interrupt_while_exploring_pauses_the_async_plan_node_and_resumes_it(tmp_path: Path) -> None:
+    """The interrupt of a read-only tool in plan's awaited exploring loop passes through the node's body: the
+    run pauses on the AsyncSqliteSaver, and the answer reaches the planner on resume."""
+    from langgraph.types import interrupt
+
+    asked: list[str] = []
+
+    @tool
+    async def ask_human(question: str) -> str:
+        """Ask the human (read-only)."""
+        asked.append(question)
+        return str(interrupt({"type": "question", "question": question}))
+
+    def explore(req: ScriptRequest) -> Any:
+        done = req.tool_results()
+        if not done:
+            return {"tool_calls": [tool_call("ask_human", question="Which environment?")]}
+        return f"the human said {done[-1].content}"
+
+    model = LoopOnlyModel(responder=OnLoop(PurposeScript(explore=explore, plan=PLAN)))
+
+    async def main() -> tuple[Any, Any, dict[str, Any]]:
+        async with session(tmp_path / "runs.sqlite", model, tools=[read_only(ask_human)], verifier=passes) as graph:
+            first = await graph.ainvoke({"messages": [("user", "deploy")]}, CFG, context={"mode": "plan"})
+            paused = await graph.aget_state(CFG)
+            second = await graph.ainvoke(Command(resume="staging"), CFG)
+            return first, paused, second
+
+    first, paused, second = asyncio.run(main())
+    assert first["__interrupt__"][0].value == {"type": "question", "question": "Which environment?"}
+    assert paused.next == ("plan",)
+    assert second["__interrupt__"][0].value["type"] == "planmode.approval"
+    [plan_request] = [r for r in model.requests if r.purpose == "plan"]
+    assert "the human said staging" in plan_request.text()
+    assert asked == ["Which environment?", "Which environment?"]  # the tool re-runs from its start on resume
+    assert model.sync_calls == []
