@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, TypeVar
@@ -273,14 +274,31 @@ def _settings(values: dict[str, Any]) -> PlanModeContext:
     if values.keys() != _FIELD_NAMES:
         return PlanModeContext(**values)
     try:
-        return _cached_settings(tuple(sorted(values.items())))
-    except TypeError:  # an unhashable value (a hand-edited state): not cached
+        key = _frozen(values)
+        hash(key)
+    except TypeError:  # a value that cannot be frozen (a hand-edited state): not cached
         return PlanModeContext(**values)
+    with _CACHE_LOCK:
+        found = _CACHE.get(key)
+        if found is None:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.pop(next(iter(_CACHE)))
+            found = _CACHE[key] = PlanModeContext(**values)
+        return found
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_settings(items: tuple[tuple[str, Any], ...]) -> PlanModeContext:
-    return PlanModeContext(**dict(items))
+_CACHE: dict[Any, PlanModeContext] = {}
+_CACHE_SIZE = 256
+_CACHE_LOCK = threading.Lock()
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` as a hashable key: dicts (``prices``) and lists become sorted tuples, tagged by type."""
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), _frozen(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_frozen(v) for v in value))
+    return (type(value).__name__, value)
 
 
 def _known(values: dict[str, Any] | None) -> dict[str, Any]:

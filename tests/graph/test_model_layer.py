@@ -390,7 +390,7 @@ def _ctx(model: Any = None) -> Any:
     from planmode.executors import StepContext
 
     return StepContext(
-        goal="g", plan_text="", dependencies={}, attempt=1, previous_error=None, settings=PlanModeContext(), model=model
+        goal="g", dependencies={}, attempt=1, previous_error=None, settings=PlanModeContext(), model=model
     )
 
 

@@ -48,15 +48,8 @@ class Seen:
 def test_every_node_of_a_run_gets_the_same_settings_object(
     checkpointer: SqliteSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    made: list[int] = []
-    real = context_module._cached_settings.__wrapped__
-
-    def counting(items: Any) -> PlanModeContext:
-        made.append(1)
-        return real(items)
-
-    context_module._cached_settings.cache_clear()
-    monkeypatch.setattr(context_module, "_cached_settings", context_module.functools.lru_cache(maxsize=8)(counting))
+    made: dict[Any, PlanModeContext] = {}
+    monkeypatch.setattr(context_module, "_CACHE", made)  # the settings objects resolved in this run
     seen = Seen()
     model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
     graph = build_graph(model, executor=seen.execute, verifier=seen.verify, checkpointer=checkpointer)
@@ -66,6 +59,7 @@ def test_every_node_of_a_run_gets_the_same_settings_object(
     assert len(seen.settings) == 8  # four executions, four verifications
     assert len({id(s) for s in seen.settings}) == 1  # one object, across the approval interrupt too
     assert len(made) == 1  # resolved once from the stored settings, not once per node or per step
+    assert next(iter(made.values())) is seen.settings[0]
 
 
 def _revision(graph: Any) -> str:
@@ -126,3 +120,12 @@ def test_reflect_retries_an_unreadable_answer_up_to_its_own_bound(reflect_attemp
     out = graph.invoke({"messages": [("user", "do four things")]}, context=settings)
     assert out["status"] == "failed" and "no readable assessment" in out["report"]["error"]
     assert model.calls("reflect") == reflect_attempts
+
+
+def test_settings_with_prices_resolve_to_one_object_and_different_prices_do_not() -> None:
+    """``prices`` is a dict: the settings still resolve to one shared object per distinct value."""
+    stored = settings_dict(PlanModeContext(model="m", prices={"m": {"input": 1.0, "output": 2.0}}))
+    first = resolve_settings(None, dict(stored))
+    assert resolve_settings(None, dict(stored)) is first
+    other = resolve_settings(None, {**stored, "prices": {"m": {"input": 1.0, "output": 3.0}}})
+    assert other is not first and other.prices["m"]["output"] == 3.0

@@ -45,6 +45,7 @@ from planmode.nodes import (
     make_verify,
 )
 from planmode.nodes._task import StepTask
+from planmode.nodes.detect import DETECT_ROUTES
 from planmode.nodes.gates import gated_approve, gated_dispatch
 from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
@@ -85,11 +86,22 @@ def build_state_graph(
     )
     # Every node's model calls are counted, and the nodes that start them check the budget first (budget.py).
     # Every write is JSON data, so any stock saver reads the checkpoints back (planmode.state.checkpoint_data).
-    g.add_node("detect", data_writes(accounted("detect", make_detect(deps))))
+    g.add_node(
+        "detect",
+        data_writes(accounted("detect", make_detect(deps))),
+        input_schema=PlanModeState,
+        destinations=DETECT_ROUTES,
+    )
     # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
-    g.add_node("respond", data_writes(accounted("respond", pausable("respond", make_respond(deps)))))
-    g.add_node("plan", data_writes(accounted("plan", pausable("plan", make_plan(deps)))))
-    g.add_node("approve", data_writes(gated_approve(make_approve(deps), deps, approval_policy)))  # nodes/gates.py
+    g.add_node(
+        "respond",
+        data_writes(accounted("respond", pausable("respond", make_respond(deps)))),
+        input_schema=PlanModeState,
+    )
+    g.add_node("plan", data_writes(accounted("plan", pausable("plan", make_plan(deps)))), input_schema=PlanModeState)
+    g.add_node(
+        "approve", data_writes(gated_approve(make_approve(deps), deps, approval_policy)), input_schema=PlanModeState
+    )  # nodes/gates.py
     g.add_node(
         "dispatch", data_writes(accounted("dispatch", gated_dispatch(make_dispatch(deps), deps, approval_policy)))
     )
@@ -99,9 +111,15 @@ def build_state_graph(
         input_schema=StepTask,
     )
     g.add_node("verify", data_writes(accounted("verify", pausable("verify", make_verify(deps)))))
-    g.add_node("reflect", data_writes(accounted("reflect", pausable("reflect", make_reflect(deps)))))
-    g.add_node("patch", data_writes(accounted("patch", pausable("patch", make_patch(deps)))))
-    g.add_node("finalize", data_writes(accounted("finalize", make_finalize(deps))))
+    g.add_node(
+        "reflect",
+        data_writes(accounted("reflect", pausable("reflect", make_reflect(deps)))),
+        input_schema=PlanModeState,
+    )
+    g.add_node(
+        "patch", data_writes(accounted("patch", pausable("patch", make_patch(deps)))), input_schema=PlanModeState
+    )
+    g.add_node("finalize", data_writes(accounted("finalize", make_finalize(deps))), input_schema=PlanModeState)
     g.add_node("model_unavailable", data_writes(make_model_unavailable(deps)), destinations=RESUME_NODES)
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)

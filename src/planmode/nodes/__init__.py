@@ -1,4 +1,5 @@
-"""The graph's nodes, one module each. Each ``make_<node>(deps)`` returns the node function."""
+"""The graph's nodes, one module each. Each ``make_<node>(deps)`` returns the node: a function, or a
+`RunnableCallable` with a sync path for ``invoke`` and an async one for ``ainvoke``."""
 
 from planmode.nodes._batch import find_trouble
 from planmode.nodes._deps import Deps

@@ -13,15 +13,15 @@ reducer refuses it, should the plan have changed in between.
 
 from __future__ import annotations
 
-from typing import Any
-
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import interrupt
 
 from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
 from planmode.approver import approver
 from planmode.budget import approval_budget, approval_markdown
 from planmode.events import emit
-from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._twin import inline_node
 from planmode.state.diff import plan_changes, plan_snapshot
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import PlanSource
@@ -30,10 +30,10 @@ from planmode.state.reducer import PlanUpdate
 __all__ = ["make_approve"]
 
 
-def make_approve(deps: Deps) -> StateNode:
-    """Build the approve node."""
+def make_approve(deps: Deps) -> RunnableCallable:
+    """Build the approve node. It has no IO: ``ainvoke`` runs it on the event loop, not in a worker thread."""
 
-    def approve(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
+    def approve(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None or plan.version == 0:
@@ -115,4 +115,4 @@ def make_approve(deps: Deps) -> StateNode:
             "approval_base": plan_snapshot(plan),
         }
 
-    return approve
+    return inline_node("approve", approve)

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode.context import PlanModeContext, settings_dict
 from planmode.errors import ModelUnavailableError
-from planmode.llm import call_structured
-from planmode.nodes._deps import Deps, Node, NodeRuntime, settings_of, task_of
+from planmode.nodes._deps import Deps, NodeRuntime, settings_of, task_of
+from planmode.nodes._twin import Body, model_for, structured, twin_node
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import ResetPlan
 
-__all__ = ["DetectDecision", "heuristic_decision", "make_detect"]
+__all__ = ["DETECT_ROUTES", "DetectDecision", "heuristic_decision", "make_detect"]
 
 # The heuristic only decides what is clear: a request that plainly asks for a plan (enumerated tasks, several
 # actions in sequence) goes to planning, and only a plainly trivial one (a greeting, or a short question that
@@ -99,12 +100,15 @@ def heuristic_decision(task: str) -> bool | None:
 
 
 DetectRoute = Literal["plan", "respond", "finalize"]
+#: Where detect routes (its ``Command`` destinations: ``add_node(..., destinations=DETECT_ROUTES)``).
+DETECT_ROUTES: tuple[DetectRoute, ...] = get_args(DetectRoute)
 
 
-def make_detect(deps: Deps) -> Node[PlanModeState, Command[DetectRoute]]:
-    """Build the detect node."""
+def make_detect(deps: Deps) -> RunnableCallable:
+    """Build the detect node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the classifier called
+    with ``ainvoke``). Add it with ``destinations=DETECT_ROUTES``: a runnable has no return hint to read them from."""
 
-    def detect(state: PlanModeState, runtime: NodeRuntime) -> Command[DetectRoute]:
+    def detect(state: PlanModeState, runtime: NodeRuntime) -> Body[Command[DetectRoute]]:
         settings = settings_of({}, runtime)  # a new run takes its settings from the context (or defaults)
         task = task_of(state)
         reset: dict[str, Any] = {
@@ -125,30 +129,30 @@ def make_detect(deps: Deps) -> Node[PlanModeState, Command[DetectRoute]]:
         }
         if not task:
             return Command(goto="finalize", update={**reset, "status": "failed", "error": "no task was given"})
-        deps.models.get(settings)  # a missing API key is a clear error now, before any work
+        yield from model_for(deps, settings)  # a missing API key is a clear error now, before any work
         if settings.mode != "auto":
             route: Literal["plan", "direct"] = "plan" if settings.mode == "plan" else "direct"
         else:
             decision = heuristic_decision(task)
             if decision is None:
-                decision = _classify(deps, task, settings)
+                decision = yield from _classify(deps, task, settings)
             route = "plan" if decision else "direct"
         goto: Literal["plan", "respond"] = "plan" if route == "plan" else "respond"
         status = "planning" if route == "plan" else "running"
         return Command(goto=goto, update={**reset, "route": route, "status": status, "goal": task, "task": None})
 
-    return detect
+    return twin_node("detect", detect)
 
 
-def _classify(deps: Deps, task: str, settings: PlanModeContext) -> bool:
+def _classify(deps: Deps, task: str, settings: PlanModeContext) -> Body[bool]:
     key = hashlib.sha256(task.encode("utf-8")).hexdigest()
     with deps.lock:
         if key in deps.detect_cache:
             return deps.detect_cache[key]
-    model = deps.models.get(settings)
+    model = yield from model_for(deps, settings)
     messages = [SystemMessage(content=prompts.DETECT_SYSTEM), HumanMessage(content=task)]
     try:
-        decision, _err, _raw = call_structured(model, DetectDecision, messages, settings)
+        decision, _err, _raw = yield from structured(model, DetectDecision, messages, settings)
     except ModelUnavailableError:  # plan: the planner pauses the run until the model is back
         return True
     # An unreadable classifier answer falls back to planning: the plan is shown before anything runs.

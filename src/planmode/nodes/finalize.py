@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
 from planmode.budget import finalize_fits
 from planmode.events import emit
 from planmode.llm import text_of
-from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._twin import Body, chat, model_for, twin_node
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, StepStatus
 
@@ -54,10 +56,11 @@ def build_report(plan: Plan | None, status: str, error: str | None, reflections:
     }
 
 
-def make_finalize(deps: Deps) -> StateNode:
-    """Build the finalize node."""
+def make_finalize(deps: Deps) -> RunnableCallable:
+    """Build the finalize node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the summary call
+    awaited)."""
 
-    def finalize(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
+    def finalize(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         plan = state.get("plan")
         error = state.get("error")
         status = state.get("status") or "failed"
@@ -71,7 +74,7 @@ def make_finalize(deps: Deps) -> StateNode:
             error = "the run did not complete"
         report = build_report(plan, status, error, state.get("reflections") or 0)
         if status == "completed" and plan is not None:
-            answer = _final_answer(deps, state, runtime, plan)
+            answer = yield from _final_answer(deps, state, runtime, plan)
         else:
             answer = f"The run failed: {error}"
         emit("run_finished", answer, plan_version=plan.version if plan else None, status=status, report=report)
@@ -82,7 +85,7 @@ def make_finalize(deps: Deps) -> StateNode:
             "error": error if status == "failed" else None,
         }
 
-    return finalize
+    return twin_node("finalize", finalize)
 
 
 def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
@@ -103,18 +106,19 @@ def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
     }
 
 
-def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan) -> str:
+def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan) -> Body[str]:
     summary = "\n".join(f"- {s.id}: {s.result or s.status.value}" for s in plan.steps)
     settings = settings_of(state, runtime)
     if not finalize_fits(state, settings):  # the summary call would go over the budget: a plain summary
         return f"Done: {plan.goal} (the final summary was skipped: it does not fit the budget)\n{summary}"
     try:
-        model = deps.models.get(settings)
-        reply = model.invoke(
+        model = yield from model_for(deps, settings)
+        reply = yield from chat(
+            model,
             [
                 SystemMessage(content=prompts.FINAL_SYSTEM),
                 HumanMessage(content=f"Goal: {plan.goal}\nStep results:\n{summary}"),
-            ]
+            ],
         )
         text = text_of(reply).strip() if hasattr(reply, "content") else str(reply)
     except Exception as exc:  # the work is done; a failed summary call must not fail the run

@@ -14,14 +14,15 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from pydantic import ValidationError
 
 from planmode import prompts
 from planmode.context import PlanModeContext
 from planmode.events import emit
-from planmode.llm import ask_until_valid, call_structured
-from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
+from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource, Rejection
@@ -31,15 +32,16 @@ from planmode.state.reducer import PlanUpdate, Preview, preview
 __all__ = ["make_patch"]
 
 
-def make_patch(deps: Deps) -> StateNode:
-    """Build the patch node."""
+def make_patch(deps: Deps) -> RunnableCallable:
+    """Build the patch node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the patch calls and
+    the full-plan fallback awaited)."""
 
-    def patch(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
+    def patch(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         if plan is None:
             return {"status": "failed", "error": "no plan to patch"}
-        model = deps.models.get(settings)
+        model = yield from model_for(deps, settings)
         reflection = state.get("reflection") or {}
         trouble = state.get("trouble") or ""
         guidance = reflection.get("guidance") or reflection.get("reasoning") or "(none)"
@@ -58,7 +60,7 @@ def make_patch(deps: Deps) -> StateNode:
             outcome = preview(plan, update)
             return ((update, outcome), []) if outcome.applied else (None, outcome.reasons)
 
-        chosen = ask_until_valid(
+        asked = yield from ask(
             model,
             PlanPatch,
             messages,
@@ -69,9 +71,10 @@ def make_patch(deps: Deps) -> StateNode:
             show=lambda c: json.dumps(c.model_dump(mode="json", exclude_defaults=True)),
             first=_proposal(reflection),  # the reflection's patch is the first attempt, without a call
             on_reject=reject,
-        ).value
+        )
+        chosen = asked.value
         if chosen is None:
-            chosen = _full_plan_fallback(model, settings, plan, trouble, rejections)
+            chosen = yield from _full_plan_fallback(model, settings, plan, trouble, rejections)
         if chosen is None:
             msg = f"no valid patch after {settings.max_patch_attempts} attempt(s) and a full-plan fallback"
             return {
@@ -100,7 +103,7 @@ def make_patch(deps: Deps) -> StateNode:
             return {**written, "needs_approval": True, "status": "awaiting_approval"}
         return {**written, "needs_approval": False}
 
-    return patch
+    return twin_node("patch", patch)
 
 
 def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, AIMessage] | None:
@@ -119,16 +122,17 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
 
 def _full_plan_fallback(
     model: BaseChatModel, settings: PlanModeContext, plan: Plan, trouble: str, rejections: list[Rejection]
-) -> tuple[PlanUpdate, Preview] | None:
+) -> Body[tuple[PlanUpdate, Preview] | None]:
     """A whole plan asked for, converted into a patch by diff: the update and what it does; None (the
-    reasons recorded in ``rejections``) when there is none that applies."""
+    reasons recorded in ``rejections``) when there is none that applies. A step of the node's body (``yield
+    from``): the call is ``call_structured`` on the sync path, ``acall_structured`` on the async one."""
     messages: list[BaseMessage] = [
         SystemMessage(
             content=prompts.PLAN_SYSTEM.format(max_steps=plan.max_steps or settings.max_steps, tools="as before")
         ),
         HumanMessage(content=prompts.FULL_PLAN_FALLBACK.format(trouble=trouble, plan=plan.to_prompt())),
     ]
-    draft, err, _raw = call_structured(model, PlanDraft, messages, settings)
+    draft, err, _raw = yield from structured(model, PlanDraft, messages, settings)
     if draft is None:
         rejections.append(
             Rejection(version=plan.version, kind="plan", source=PlanSource.DIFF, reasons=[err or "no plan"])

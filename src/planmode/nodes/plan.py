@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
-from planmode._agent import is_read_only, run_tool_loop
+from planmode._agent import is_read_only
 from planmode.context import PlanModeContext, settings_dict
 from planmode.events import emit
-from planmode.llm import ask_until_valid, negotiation_record
-from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.llm import negotiation_record
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
 from planmode.staleness import explored_paths
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
@@ -31,9 +32,11 @@ def request_plan(
     goal: str,
     current: Plan | None,
     attempts: int,
-) -> tuple[Plan | None, list[str]]:
+) -> Body[tuple[Plan | None, list[str]]]:
     """Ask for a plan until one is valid (as a first plan, or as a revision of ``current``) or attempts run
-    out. Returns the plan, or None and the errors of every attempt."""
+    out: the plan, or None and the errors of every attempt. A node body's step (``yield from``, see
+    `planmode.nodes._twin`): the call is ``ask_until_valid`` on the sync path, ``aask_until_valid`` on the async
+    one."""
 
     def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
@@ -46,7 +49,7 @@ def request_plan(
             reasons = preview(current if revising else None, PlanUpdate(plan=plan, source=source)).reasons
         return (None, reasons) if reasons else (plan, [])
 
-    asked = ask_until_valid(
+    asked = yield from ask(
         model, PlanDraft, messages, settings, attempts=attempts, accept=accept, retry_prompt=_plan_retry
     )
     return asked.value, asked.errors
@@ -56,12 +59,13 @@ def _plan_retry(reasons: list[str]) -> str:
     return prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))
 
 
-def make_plan(deps: Deps) -> StateNode:
-    """Build the plan node."""
+def make_plan(deps: Deps) -> RunnableCallable:
+    """Build the plan node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the exploring tool loop
+    and the plan calls awaited)."""
 
-    def plan(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
+    def plan(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
-        model = deps.models.get(settings)
+        model = yield from model_for(deps, settings)
         goal = state.get("goal", "")
         current = state.get("plan")
         feedback = state.get("feedback")
@@ -74,7 +78,7 @@ def make_plan(deps: Deps) -> StateNode:
                 HumanMessage(content=f"Task: {goal}"),
             ]
             # Before approval only read-only tools run: the gate refuses the others where they are dispatched.
-            res = run_tool_loop(
+            res = yield from tool_loop(
                 model,
                 deps.tools,
                 explore,
@@ -95,7 +99,7 @@ def make_plan(deps: Deps) -> StateNode:
             messages.append(
                 HumanMessage(content=prompts.PLAN_FEEDBACK.format(feedback=feedback, plan=current.to_prompt()))
             )
-        new, errors = request_plan(
+        new, errors = yield from request_plan(
             model, messages, settings, goal, current if revising else None, settings.max_plan_attempts
         )
         if new is None:
@@ -126,4 +130,4 @@ def make_plan(deps: Deps) -> StateNode:
             **kept,
         }
 
-    return plan
+    return twin_node("plan", plan)

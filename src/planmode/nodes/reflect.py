@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
 from planmode.events import emit
-from planmode.llm import ask_until_valid
-from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._repair import Reflection, repair_view
+from planmode.nodes._twin import Body, ask, model_for, twin_node
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import PlanSource, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
@@ -20,11 +21,12 @@ __all__ = ["Reflection", "make_reflect"]
 S = StepStatus
 
 
-def make_reflect(deps: Deps) -> StateNode:
-    """Build the reflect node. It returns only what it changes; `planmode.graph.routing.route_after_reflect`
-    reads the route (dispatch, patch or finalize) from the state it leaves."""
+def make_reflect(deps: Deps) -> RunnableCallable:
+    """Build the reflect node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the assessment call
+    awaited). It returns only what it changes; `planmode.graph.routing.route_after_reflect` reads the route
+    (dispatch, patch or finalize) from the state it leaves."""
 
-    def reflect(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
+    def reflect(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
         trouble = state.get("trouble") or "unknown trouble"
@@ -34,12 +36,12 @@ def make_reflect(deps: Deps) -> StateNode:
         if count > settings.max_reflections:
             msg = f"gave up after {settings.max_reflections} reflection(s); last trouble: {trouble}"
             return {"status": "failed", "error": msg, "reflections": count - 1}
-        model = deps.models.get(settings)
+        model = yield from model_for(deps, settings)
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.REFLECT_SYSTEM),
             HumanMessage(content=prompts.REFLECT_USER.format(trouble=trouble, plan=repair_view(plan))),
         ]
-        asked = ask_until_valid(
+        asked = yield from ask(
             model,
             Reflection,
             messages,
@@ -67,4 +69,4 @@ def make_reflect(deps: Deps) -> StateNode:
             return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source=PlanSource.REFLECT)}
         return {**update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"}
 
-    return reflect
+    return twin_node("reflect", reflect)

@@ -2,32 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
-from planmode._agent import run_tool_loop
 from planmode.events import emit
-from planmode.nodes._deps import Deps, NodeRuntime, StateNode, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._twin import Body, model_for, tool_loop, twin_node
 from planmode.state.graph_state import PlanModeState
 
 __all__ = ["make_respond"]
 
 
-def make_respond(deps: Deps) -> StateNode:
-    """Build the respond node."""
+def make_respond(deps: Deps) -> RunnableCallable:
+    """Build the respond node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the tool loop
+    awaited)."""
 
-    def respond(state: PlanModeState, runtime: NodeRuntime) -> dict[str, Any]:
+    def respond(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
-        model = deps.models.get(settings)
+        model = yield from model_for(deps, settings)
         history: list[BaseMessage] = [SystemMessage(content=prompts.RESPOND_SYSTEM), *state.get("messages", [])]
         if not state.get("messages"):
-            from langchain_core.messages import HumanMessage
-
             history.append(HumanMessage(content=state.get("goal", "")))
         # No plan was approved on this path: world-changing tools are refused unless approval is automatic.
-        res = run_tool_loop(
+        res = yield from tool_loop(
             model,
             deps.tools,
             history,
@@ -42,4 +40,4 @@ def make_respond(deps: Deps) -> StateNode:
         emit("direct_answer", res.text)
         return {"messages": [AIMessage(content=res.text)], "status": "answered"}
 
-    return respond
+    return twin_node("respond", respond)
