@@ -16,6 +16,8 @@ under a strict serializer, its fields as a dict): both are read too.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
@@ -23,7 +25,7 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Overwrite
 from pydantic import ValidationError
 
-from planmode.state.models import Plan
+from planmode.state.models import Plan, Step
 from planmode.state.reducer import plan_reducer
 
 __all__ = ["PlanChannel"]
@@ -61,7 +63,7 @@ class PlanChannel(BinaryOperatorAggregate[Any]):
         """The plan as JSON data (``None`` when there is none)."""
         value = self.value
         if isinstance(value, Plan):
-            return value.model_dump(mode="json")
+            return _plan_data(value)
         return value  # None, or a raw value the reducer has not read yet (it copes with it on the next write)
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
@@ -69,6 +71,50 @@ class PlanChannel(BinaryOperatorAggregate[Any]):
         channel = super().from_checkpoint(checkpoint)
         channel.value = _restore_plan(channel.value)
         return channel
+
+
+#: The JSON data of the last plans checkpointed, by identity: a plan is immutable (every change makes a new
+#: one), and most super-steps leave it unchanged, so its data is made once, not at every checkpoint.
+_DUMPED: OrderedDict[tuple[int, ...], tuple[Plan, dict[str, Any]]] = OrderedDict()
+_DUMPED_SIZE = 16
+_DUMPED_LOCK = threading.Lock()
+
+
+def _plan_data(plan: Plan) -> dict[str, Any]:
+    # the identity, plus what an in-place edit would change most likely (planmode never edits a plan in place)
+    key = (id(plan), plan.version, len(plan.steps), len(plan.history), len(plan.rejections))
+    with _DUMPED_LOCK:
+        hit = _DUMPED.get(key)
+        if hit is not None and hit[0] is plan:
+            _DUMPED.move_to_end(key)
+            return hit[1]
+    data = plan.model_dump(mode="json", exclude={"steps"})
+    data["steps"] = [_step_data(step) for step in plan.steps]
+    with _DUMPED_LOCK:
+        _DUMPED[key] = (plan, data)
+        while len(_DUMPED) > _DUMPED_SIZE:
+            _DUMPED.popitem(last=False)
+    return data
+
+
+#: The JSON data of steps, by identity: a new plan version keeps the `Step` objects it did not change, so a
+#: checkpoint re-dumps only the steps that changed (a layer of steps), not the whole plan.
+_STEPS: OrderedDict[int, tuple[Step, dict[str, Any]]] = OrderedDict()
+_STEPS_SIZE = 8192
+
+
+def _step_data(step: Step) -> dict[str, Any]:
+    with _DUMPED_LOCK:
+        hit = _STEPS.get(id(step))
+        if hit is not None and hit[0] is step:
+            _STEPS.move_to_end(id(step))
+            return hit[1]
+    data = step.model_dump(mode="json")
+    with _DUMPED_LOCK:
+        _STEPS[id(step)] = (step, data)
+        while len(_STEPS) > _STEPS_SIZE:
+            _STEPS.popitem(last=False)
+    return data
 
 
 def _restore_plan(value: Any) -> Any:
