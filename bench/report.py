@@ -435,7 +435,7 @@ def _reliability(out: Path) -> list[str]:
     return [
         "## Reliability",
         "",
-        f"`python -m bench --only reliability` runs `tests/test_reliability_*.py` with the slow tests: "
+        f"`python -m bench --only reliability` runs `tests/reliability/test_reliability_*.py` with the slow tests: "
         f"{data['passed']} passed, {data['failed']} failed, {data['skipped']} skipped in {data['seconds']} s.",
         "",
         _table(["what", "how many", "passed", "seconds"], rows),
