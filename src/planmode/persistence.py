@@ -75,6 +75,10 @@ SERDE_ALLOWLIST: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The PostgreSQL advisory lock key under which LangGraph's checkpoint tables are created (any fixed number).
+_SETUP_LOCK = 0x706C616E6D6F6465  # "planmode"
+
+
 def planmode_serializer() -> JsonPlusSerializer:
     """LangGraph's serializer with planmode's types allowed explicitly."""
     return JsonPlusSerializer(allowed_msgpack_modules=SERDE_ALLOWLIST)
@@ -185,7 +189,12 @@ async def _async_postgres_checkpointer(
         try:
             await pool.open(wait=True, timeout=10)
             saver = AsyncPostgresSaver(pool, serde=planmode_serializer())
-            await saver.setup()
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:  # as the sync saver
+                await lock.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+                try:
+                    await saver.setup()
+                finally:
+                    await lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
         except (psycopg.Error, OSError) as exc:
             raise ConfigurationError(f"cannot use PostgreSQL at {_redact(url)}{named}: {exc}") from exc
         except Exception as exc:  # psycopg_pool.PoolTimeout and friends: say which database, not a traceback
@@ -233,7 +242,14 @@ def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
         pool: Any = ConnectionPool(url, kwargs=kwargs, min_size=1, max_size=max_connections, open=False)
         pool.open(wait=True, timeout=10)
         saver = PostgresSaver(pool, serde=planmode_serializer())
-        saver.setup()
+        # Processes starting at once on a new database would race to create LangGraph's tables (a duplicate
+        # migration row): one at a time, under a PostgreSQL advisory lock held on a connection of its own.
+        with psycopg.connect(url, autocommit=True) as lock:
+            lock.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+            try:
+                saver.setup()
+            finally:
+                lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
     except (psycopg.Error, OSError) as exc:
         raise ConfigurationError(f"cannot use PostgreSQL at {_redact(url)}: {exc}") from exc
     except Exception as exc:  # psycopg_pool.PoolTimeout and friends: say which database, not a traceback

@@ -417,7 +417,12 @@ def test_concurrent_resumes_of_one_thread_run_it_once(
         ]
         for p in procs:  # every process has started up: then they all begin at once
             assert p.stdout is not None
-            assert p.stdout.readline().strip() == "started"
+            line = p.stdout.readline().strip()
+            if line != "started":  # a worker died before its run: say why, and leave no process or pipe behind
+                for q in procs:
+                    q.kill()
+                errors = [q.communicate(timeout=30)[1][-2000:] for q in procs]
+                pytest.fail(f"a worker did not start (round {r}, read {line!r}): {errors}")
         go.touch()
         results = [(p.communicate(timeout=180), p.returncode) for p in procs]
         codes = sorted(code for _, code in results)
