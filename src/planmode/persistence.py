@@ -190,7 +190,11 @@ async def _async_postgres_checkpointer(
             await pool.open(wait=True, timeout=10)
             saver = AsyncPostgresSaver(pool, serde=planmode_serializer())
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:  # as the sync saver
-                await lock.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+                deadline = time.monotonic() + 60
+                while not (await (await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))).fetchone())[0]:  # type: ignore[index]  # one row
+                    if time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.05)
                 try:
                     await saver.setup()
                 finally:
@@ -245,7 +249,13 @@ def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
         # Processes starting at once on a new database would race to create LangGraph's tables (a duplicate
         # migration row): one at a time, under a PostgreSQL advisory lock held on a connection of its own.
         with psycopg.connect(url, autocommit=True) as lock:
-            lock.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+            # try-and-sleep, not a blocking pg_advisory_lock: a waiter blocked in that statement holds a
+            # transaction open, and the holder's CREATE INDEX CONCURRENTLY would wait for it (a deadlock)
+            deadline = time.monotonic() + 60
+            while not lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,)).fetchone()[0]:  # type: ignore[index]  # one row
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
             try:
                 saver.setup()
             finally:
