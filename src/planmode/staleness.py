@@ -210,22 +210,32 @@ class StaleAnswer:
     feedback: str = ""
 
 
-def parse_stale_resume(value: Any, digest: str) -> StaleAnswer | str:
-    """The decision in a resume value at the staleness interrupt, or why it is refused (never raises)."""
+def read_answer(value: Any, actions: tuple[str, ...], example: dict[str, str]) -> tuple[dict[str, Any], str] | str:
+    """A gate's resume value as a dict with a known ``action`` and a string (or no) ``feedback``, and that
+    action; or why it is refused (never raises). A JSON string is read as its object."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
-            example = json.dumps({"action": "approve", "fingerprint": digest})
-            return f"unreadable answer {clean_text(value[:80])!r}: resume with {example}"
+            return f"unreadable answer {clean_text(value[:80])!r}: resume with {json.dumps(example)}"
     if not isinstance(value, dict):
         return f"the answer must be a JSON object with an 'action', got {type(value).__name__}"
     action = value.get("action")
-    if action not in STALE_ACTIONS:
-        return f"unknown action {clean_text(str(action))[:40]!r}; use one of {', '.join(STALE_ACTIONS)}"
+    if action not in actions:
+        return f"unknown action {clean_text(str(action))[:40]!r}; use one of {', '.join(actions)}"
     feedback = value.get("feedback")
     if feedback is not None and not isinstance(feedback, str):
         return "'feedback' must be a string"
+    return value, str(action)
+
+
+def parse_stale_resume(value: Any, digest: str) -> StaleAnswer | str:
+    """The decision in a resume value at the staleness interrupt, or why it is refused (never raises)."""
+    read = read_answer(value, STALE_ACTIONS, {"action": "approve", "fingerprint": digest})
+    if isinstance(read, str):
+        return read
+    value, action = read
+    feedback = value.get("feedback")
     if action == "approve":
         shown = value.get("fingerprint")
         if not isinstance(shown, str) or not shown:

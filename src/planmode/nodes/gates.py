@@ -37,7 +37,7 @@ from planmode.events import emit
 from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, staleness_check_due
 from planmode.nodes._deps import Deps, settings_of
 from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
-from planmode.staleness import STALE_TYPE, changed_files, fingerprint, parse_stale_resume, stale_payload
+from planmode.staleness import STALE_TYPE, changed_files, fingerprint, parse_stale_resume, read_answer, stale_payload
 from planmode.state.graph_state import PlanModeState
 from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, Step, StepStatus, StepUpdate, clean_text
@@ -289,20 +289,11 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
 
 def parse_step_resume(value: Any, step_id: str) -> tuple[str, str] | str:
     """(action, feedback) from a resume value at the per-step approval, or why it is refused (never raises)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
-            example = json.dumps({"action": "approve", "step": step_id})
-            return f"unreadable answer {clean_text(value[:80])!r}: resume with {example}"
-    if not isinstance(value, dict):
-        return f"the answer must be a JSON object with an 'action', got {type(value).__name__}"
-    action = value.get("action")
-    if action not in STEP_ACTIONS:
-        return f"unknown action {clean_text(str(action))[:40]!r}; use one of {', '.join(STEP_ACTIONS)}"
+    read = read_answer(value, STEP_ACTIONS, {"action": "approve", "step": step_id})
+    if isinstance(read, str):
+        return read
+    value, action = read
     feedback = value.get("feedback")
-    if feedback is not None and not isinstance(feedback, str):
-        return "'feedback' must be a string"
     shown = value.get("step")
     if action in ("approve", "skip") and shown != step_id:
         return f'{action} must name the step shown: {{"action": "{action}", "step": "{step_id}"}}'
