@@ -3,6 +3,7 @@ model-facing function, through the scripted chat model and the scripted OpenAI-c
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Sequence
 from typing import Any
@@ -94,6 +95,49 @@ def test_json_object_mode_renders_the_schema_once_over_http(monkeypatch: pytest.
     assert renders == 1
     assert all(b["response_format"]["type"] == "json_object" for b in bodies)
     assert all("matches this JSON schema" in b["messages"][0]["content"] for b in bodies)
+
+
+def test_json_schema_mode_sends_what_langchain_openai_sends_and_renders_the_schema_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """json_schema mode binds the response_format rendered once: the body is the one
+    ``with_structured_output(schema, method="json_schema")`` sends, the schema is not rendered per call (openai's
+    parse() rendered it on every call when given the class), and sync and async calls read the same values."""
+    renders = 0
+    original = Answer.model_json_schema.__func__  # type: ignore[attr-defined]  # a classmethod's function
+
+    def counting(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        nonlocal renders
+        renders += 1
+        return original(cls, *args, **kwargs)  # type: ignore[no-any-return]  # pydantic's own return type
+
+    settings = PlanModeContext(structured_output="json_schema", context_tokens=8192)
+    replies = ['{"value": 0}', '{"value": 1, "note": "n"}', '{"value": 2}', '{"value": 3}', '{"value": 4}']
+    with ScriptedOpenAIServer(queue_responder(replies)) as srv:
+        model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="scripted", max_retries=0)
+        reference = model.with_structured_output(Answer, method="json_schema", include_raw=True)
+        assert reference.invoke(MESSAGES)["parsed"] == Answer(value=0)
+        monkeypatch.setattr(Answer, "model_json_schema", classmethod(counting))
+        values = [call_structured(model, Answer, MESSAGES, settings)[0] for _ in range(2)]
+        values += [asyncio.run(acall_structured(model, Answer, MESSAGES, settings))[0] for _ in range(2)]
+        bodies = list(srv.requests)
+    assert values == [Answer(value=1, note="n"), Answer(value=2), Answer(value=3), Answer(value=4)]
+    assert renders <= 1  # rendered when the runnable was built (or not at all: the client renders it itself)
+    assert len(bodies) == 5
+    assert all(body == bodies[0] for body in bodies[1:])
+    assert bodies[0]["response_format"]["type"] == "json_schema"
+    assert bodies[0]["response_format"]["json_schema"]["name"] == "Answer"
+
+
+def test_json_schema_mode_reads_a_refusal_as_an_error_to_feed_back() -> None:
+    """A model that refuses (the ``refusal`` field of an OpenAI answer) gives an error value, not an exception."""
+    refusal = {"content": None, "refusal": "I can't help with [red]that[/red]."}
+    settings = PlanModeContext(structured_output="json_schema", context_tokens=8192)
+    with ScriptedOpenAIServer(queue_responder([refusal])) as srv:
+        model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="scripted", max_retries=0)
+        value, error, raw = call_structured(model, Answer, MESSAGES, settings)
+    assert value is None and raw is not None
+    assert error is not None and "refused" in error and "[red]that[/red]" in error
 
 
 # -- one helper per job: clip, ask_until_valid -------------------------------------------------------------

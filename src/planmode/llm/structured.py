@@ -41,6 +41,7 @@ __all__ = [
     "grammar_safe_schema",
     "negotiated_mode",
     "negotiation_record",
+    "openai_response_format",
     "structured_runnable",
 ]
 
@@ -51,6 +52,9 @@ def _from_raw(raw: AIMessage | None, schema: type[T]) -> T:
     """Read a schema value from a raw message: its tool call arguments, or JSON in its text."""
     if raw is None:
         raise PlanParseError("the model returned nothing")
+    refusal = (raw.additional_kwargs or {}).get("refusal")
+    if refusal:
+        raise PlanParseError(f"the model refused to answer: {clip(str(refusal), 300)}")
     for call in raw.tool_calls or []:
         return schema.model_validate(call["args"])
     for bad in getattr(raw, "invalid_tool_calls", None) or []:
@@ -249,12 +253,33 @@ def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepare
         tool = convert_to_openai_tool(schema)
         tool["function"]["parameters"] = grammar_safe_schema(tool["function"].get("parameters") or {})
         return Prepared(model.bind_tools([tool], tool_choice=tool["function"]["name"]), raw_only=True)
+    if mode == "json_schema" and is_openai(model):
+        response_format = openai_response_format(schema)
+        if response_format is not None:
+            # The response_format rendered once, as a dict: given the Pydantic class, langchain-openai hands it to
+            # openai's parse(), which renders the strict JSON schema again on every call (a few ms of the event
+            # loop each: at 50 concurrent runs on one server, a tenth of its time with the runnable chain of
+            # with_structured_output). The body sent is the same; Pydantic reads the answer (`_from_raw`).
+            tracing = {"kwargs": {"method": "json_schema", "strict": True}, "schema": response_format["json_schema"]}
+            bound = model.bind(response_format=response_format, ls_structured_output_format=tracing)
+            return Prepared(bound, raw_only=True)
     method = "json_schema" if mode == "json_schema" else "function_calling"
     try:
         runnable = model.with_structured_output(schema, method=method, include_raw=True)
     except TypeError:  # models whose with_structured_output has no `method`
         runnable = model.with_structured_output(schema, include_raw=True)
     return Prepared(runnable)
+
+
+def openai_response_format(schema: type[BaseModel]) -> dict[str, Any] | None:
+    """The ``response_format`` the openai client sends for ``schema`` in json_schema mode (its strict JSON schema,
+    named after the class), rendered by the client's own function; None when this openai version lacks it."""
+    try:
+        from openai.lib._parsing._completions import type_to_response_format_param
+    except ImportError:  # pragma: no cover - a private helper of the openai client; older versions fall back
+        return None
+    rendered = type_to_response_format_param(schema)
+    return dict(rendered) if isinstance(rendered, dict) else None
 
 
 _GRAMMAR_UNSAFE = frozenset({"format", "minLength", "maxLength"})

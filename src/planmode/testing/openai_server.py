@@ -401,9 +401,9 @@ def _message(reply: str | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The assistant message of a non-fault reply, and its finish reason."""
     if isinstance(reply, str):
         return {"role": "assistant", "content": reply, "refusal": None}, "stop"
-    unknown = set(reply) - {"content", "tool_calls"}
+    unknown = set(reply) - {"content", "tool_calls", "refusal"}
     if unknown:
-        raise ValueError(f"a reply dict takes 'content' and/or 'tool_calls', not {sorted(unknown)}")
+        raise ValueError(f"a reply dict takes 'content', 'tool_calls' and/or 'refusal', not {sorted(unknown)}")
     calls = [
         {
             "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",
@@ -415,7 +415,7 @@ def _message(reply: str | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
         }
         for call in reply.get("tool_calls") or []
     ]
-    message: dict[str, Any] = {"role": "assistant", "content": reply.get("content"), "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": reply.get("content"), "refusal": reply.get("refusal")}
     if calls:
         message["tool_calls"] = calls
     return message, "tool_calls" if calls else "stop"
