@@ -129,3 +129,32 @@ def test_settings_with_prices_resolve_to_one_object_and_different_prices_do_not(
     assert resolve_settings(None, dict(stored)) is first
     other = resolve_settings(None, {**stored, "prices": {"m": {"input": 1.0, "output": 3.0}}})
     assert other is not first and other.prices["m"]["output"] == 3.0
+
+
+def test_the_context_json_schema_is_rendered_once_and_kept_by_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LangGraph server asks for the context's JSON schema on every run given a context; planmode's graph
+    renders it once (LangGraph built a new TypeAdapter of the dataclass each time), the server's per-run copy
+    keeps that, and each caller gets its own dict."""
+    import langgraph.pregel.main as pregel_main
+    from pydantic import TypeAdapter
+
+    import planmode.graph.builder as builder_module
+
+    adapters = 0
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal adapters
+        adapters += 1
+        return TypeAdapter(*args, **kwargs)
+
+    monkeypatch.setattr(pregel_main, "TypeAdapter", counting)
+    monkeypatch.setattr(builder_module, "_CONTEXT_JSONSCHEMA", {})
+    graph = build_graph()
+    copies = [graph.copy(update={"checkpointer": None}) for _ in range(3)]
+    schemas = [g.get_context_jsonschema() for g in (graph, *copies, graph)]
+    assert adapters == 1
+    assert all(type(g) is type(graph) for g in copies)
+    expected = TypeAdapter(PlanModeContext).json_schema()
+    assert all(s == expected for s in schemas)
+    schemas[0]["properties"].clear()  # a caller that changes its copy changes nobody else's
+    assert graph.get_context_jsonschema() == expected
