@@ -177,7 +177,10 @@ def test_an_exhausted_script_answers_500_with_a_message() -> None:
 
 
 def test_a_bad_reply_dict_answers_500_naming_the_keys() -> None:
-    with serve({"text": "oops"}) as srv, pytest.raises(openai.InternalServerError, match="'content' and/or"):
+    with (
+        serve({"text": "oops"}) as srv,
+        pytest.raises(openai.InternalServerError, match="'content', 'tool_calls' and/or 'refusal', not \\['text'\\]"),
+    ):
         chat(srv).invoke("x")
 
 
