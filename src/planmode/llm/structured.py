@@ -239,8 +239,7 @@ def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepare
         if is_openai(model):
             # Through extra_body: langchain-openai would turn a response_format into its parse() path, and
             # LangChain's json_mode sends the type alone, which leaves the model free to write any JSON.
-            extra = {**(getattr(model, "extra_body", None) or {}), "response_format": response_format}
-            bound: Any = model.bind(extra_body=extra)
+            bound: Any = _with_extra_body(model, response_format)
         else:
             bound = model.bind(response_format=response_format)
         hint = "Answer with one JSON object, and nothing else, that matches this JSON schema:\n" + json.dumps(spec)
@@ -254,22 +253,27 @@ def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepare
         tool["function"]["parameters"] = grammar_safe_schema(tool["function"].get("parameters") or {})
         return Prepared(model.bind_tools([tool], tool_choice=tool["function"]["name"]), raw_only=True)
     if mode == "json_schema" and is_openai(model):
-        response_format = openai_response_format(schema)
-        if response_format is not None:
+        rendered = openai_response_format(schema)
+        if rendered is not None:
             # The response_format rendered once, sent through extra_body: given the Pydantic class,
             # langchain-openai hands it to openai's parse(), which renders the strict JSON schema again on every
             # call, and the client walks any response_format it is given, node by node, to transform it. The
             # body sent is the same; Pydantic reads the answer (`_from_raw`). At 50 concurrent runs on one
             # server, this and with_structured_output's runnable chain were a fifth of its event loop's time.
-            extra = {**(getattr(model, "extra_body", None) or {}), "response_format": response_format}
-            tracing = {"kwargs": {"method": "json_schema", "strict": True}, "schema": response_format["json_schema"]}
-            return Prepared(model.bind(extra_body=extra, ls_structured_output_format=tracing), raw_only=True)
+            tracing = {"kwargs": {"method": "json_schema", "strict": True}, "schema": rendered["json_schema"]}
+            return Prepared(_with_extra_body(model, rendered, ls_structured_output_format=tracing), raw_only=True)
     method = "json_schema" if mode == "json_schema" else "function_calling"
     try:
         runnable = model.with_structured_output(schema, method=method, include_raw=True)
     except TypeError:  # models whose with_structured_output has no `method`
         runnable = model.with_structured_output(schema, include_raw=True)
     return Prepared(runnable)
+
+
+def _with_extra_body(model: BaseChatModel, response_format: dict[str, Any], **kwargs: Any) -> Any:
+    """``model`` bound to send ``response_format`` in the body as it is (besides its own extra_body)."""
+    extra = {**(getattr(model, "extra_body", None) or {}), "response_format": response_format}
+    return model.bind(extra_body=extra, **kwargs)
 
 
 def openai_response_format(schema: type[BaseModel]) -> dict[str, Any] | None:
