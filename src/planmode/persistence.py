@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from planmode._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
+from planmode._saves import SAVES, Announcing
 from planmode._sqlite_saver import SqliteCheckpointSaver
 from planmode.errors import ConfigurationError
 from planmode.lease import thread_lease
@@ -33,6 +34,7 @@ from planmode.lease import thread_lease
 __all__ = [
     "SERDE_ALLOWLIST",
     "SERVER_DB_ENV",
+    "announcing",
     "aopen_checkpointer",
     "async_postgres_checkpointer",
     "async_sqlite_checkpointer",
@@ -157,7 +159,7 @@ async def async_sqlite_checkpointer(path: str | Path, *, env: str | None = None)
     try:
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
-            saver = AsyncSqliteSaver(conn, serde=planmode_serializer())
+            saver = announcing(AsyncSqliteSaver)(conn, serde=planmode_serializer())
             await saver.setup()
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot use database file {str(p)!r}{named}: {exc}") from exc
@@ -188,7 +190,7 @@ async def _async_postgres_checkpointer(
     try:
         try:
             await pool.open(wait=True, timeout=10)
-            saver = AsyncPostgresSaver(pool, serde=planmode_serializer())
+            saver = announcing(AsyncPostgresSaver)(pool, serde=planmode_serializer())
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:  # as the sync saver
                 deadline = time.monotonic() + 60
                 while not (await (await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))).fetchone())[0]:  # type: ignore[index]  # one row
@@ -366,9 +368,13 @@ def _durability_target() -> tuple[Any, tuple[str, str, str]] | None:
 
 
 async def await_until_durable(*, timeout: float = 120.0) -> None:
-    """`wait_until_durable` for async nodes: the same wait, without blocking the event loop (it sleeps with
-    ``asyncio.sleep`` and asks an async saver with ``aget_tuple``; a sync-only saver is asked in a worker
-    thread).
+    """`wait_until_durable` for async nodes: the same wait, without blocking the event loop.
+
+    A saver made by planmode (`async_sqlite_checkpointer`, `async_postgres_checkpointer`, `server_checkpointer`)
+    announces each checkpoint it saves (`planmode._saves`): the wait returns as soon as that checkpoint is
+    announced, and asks the database (one indexed query) at the start and then every quarter second, for a
+    checkpoint saved by another process. Other async savers are asked with ``aget_tuple``, sync-only ones in
+    a worker thread, with a short backoff.
 
     Raises:
         TimeoutError: the checkpoint was not saved within ``timeout`` seconds (the saver is failing).
@@ -377,16 +383,44 @@ async def await_until_durable(*, timeout: float = 120.0) -> None:
     if target is None:
         return
     saver, key = target
+    announced = bool(getattr(saver, "announces_saves", False))
+    if announced:
+        saver = saver.announcing_saver()  # the saver itself, under a wrapper such as the LangGraph server's
+    future = SAVES.watch(key) if announced else None
+    if announced and future is None:  # announced already
+        return
     deadline = time.monotonic() + timeout
     pause = 0.0005
-    while not await _acheckpoint_saved(saver, key):
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
-                "the checkpointer is failing"
-            )
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.02)
+    try:
+        while not await _acheckpoint_saved(saver, key):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
+                    "the checkpointer is failing"
+                )
+            if future is None:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.02)
+            elif (await asyncio.wait({future}, timeout=_ANNOUNCED_RECHECK))[0]:
+                return
+    finally:
+        if future is not None:
+            SAVES.unwatch(key, future)
+
+
+#: Seconds between two database checks while waiting for an announced save.
+_ANNOUNCED_RECHECK = 0.25
+#: The announcing subclass of each saver class (`announcing`).
+_ANNOUNCING: dict[type, type] = {}
+
+
+def announcing(saver_class: type) -> Any:
+    """The subclass of an async saver class that announces each checkpoint it saves (`planmode._saves`)."""
+    made = _ANNOUNCING.get(saver_class)
+    if made is None:
+        made = type(f"Announcing{saver_class.__name__}", (Announcing, saver_class), {"__module__": __name__})
+        _ANNOUNCING[saver_class] = made
+    return made
 
 
 async def _acheckpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:

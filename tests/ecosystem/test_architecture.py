@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "planmode.prompts": 0,
     "planmode.context": 0,
     "planmode._savers": 0,
+    "planmode._saves": 0,
     "planmode._budget": 0,
     "planmode.usage": 2,
     "planmode.events": 2,

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from blockbuster import blockbuster_ctx
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from planmode import ThreadBusyError, arun, astream, athread_lease, list_runs, thread_lease
@@ -316,3 +317,177 @@ def test_the_durability_check_asks_the_async_savers_one_query(
             return saved, other, elsewhere
 
     assert asyncio.run(main()) == (True, False, False)
+
+
+# -- durability waits wake on the saver's announcement ------------------------------------------------------------
+
+
+class Forwarding(BaseCheckpointSaver[Any]):
+    """A wrapper that forwards what it does not define to the saver it wraps, as the LangGraph server's
+    checkpointer adapter does (``__getattr__``); its ``aget_tuple`` is counted (a durability poll through it
+    loaded a whole checkpoint)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(serde=inner.serde)
+        self._inner = inner
+        self.loads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def aget_tuple(self, config: Any) -> Any:
+        self.loads += 1
+        return await self._inner.aget_tuple(config)
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        return await self._inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        await self._inner.aput_writes(config, writes, task_id, task_path)
+
+    def alist(self, config: Any, **kwargs: Any) -> Any:
+        return self._inner.alist(config, **kwargs)
+
+    def get_next_version(self, current: Any, channel: Any) -> Any:
+        return self._inner.get_next_version(current, channel)
+
+
+def test_a_durability_wait_wakes_on_the_announcement_and_asks_the_database_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose checkpoints land 30 ms behind its steps (LangGraph's "async" durability): every wait of
+    execute_step ends on the saver's announcement, with at most one database check per wait (polling took one
+    every few ms); through a forwarding wrapper, the check is still the indexed query, never a checkpoint load;
+    and every step still runs once."""
+    import planmode.persistence as persistence
+    from planmode._saves import SAVES
+
+    checks: list[tuple[str, str, str]] = []
+    waits = 0
+    check = persistence._acheckpoint_saved
+    wait = persistence.await_until_durable
+
+    async def counted_check(saver: Any, key: tuple[str, str, str]) -> bool:
+        assert not isinstance(saver, Forwarding)  # unwrapped: the saver's own indexed query
+        checks.append(key)
+        return await check(saver, key)
+
+    async def counted_wait(**kwargs: Any) -> None:
+        nonlocal waits
+        waits += 1
+        await wait(**kwargs)
+
+    monkeypatch.setattr(persistence, "_acheckpoint_saved", counted_check)
+    import planmode.nodes.execute_step as execute_step_module
+
+    monkeypatch.setattr(execute_step_module, "await_until_durable", counted_wait)
+    executed: list[str] = []
+
+    async def main() -> tuple[str, int]:
+        async with aopen_checkpointer(str(tmp_path / "runs.sqlite")) as saver:
+            put = saver.aput
+
+            async def slow_put(*args: Any, **kwargs: Any) -> Any:
+                await asyncio.sleep(0.03)
+                return await put(*args, **kwargs)
+
+            saver.aput = slow_put  # type: ignore[method-assign]  # checkpoints land behind the steps
+            wrapped = Forwarding(saver)
+            graph = _graph(saver, executed).copy(update={"checkpointer": wrapped})
+            cfg = _cfg(uuid.uuid4().hex)
+            await graph.ainvoke(TASK, cfg, context={"mode": "plan", "approval": "auto"})
+            return str((await graph.aget_state(cfg)).values.get("status")), wrapped.loads
+
+    status, loads = asyncio.run(main())
+    assert status == "completed"
+    assert sorted(executed) == ["a", "b", "c"]
+    assert waits >= 2  # b and c waited for the checkpoint that recorded a done
+    assert len(checks) <= waits
+    assert SAVES.waiting() == 0
+    assert loads <= 2  # the run's own reads (its start, the final state): no poll loaded a checkpoint
+
+
+def test_a_checkpoint_saved_elsewhere_ends_the_wait_and_one_never_saved_times_out(tmp_path: Path) -> None:
+    """Announcements are a shortcut, not the truth: a checkpoint another process saved (never announced here)
+    ends the wait through the database, and one never saved raises TimeoutError after the timeout, leaving no
+    waiter behind."""
+    from langgraph._internal._constants import (
+        CONFIG_KEY_CHECKPOINT_MAP,
+        CONFIG_KEY_CHECKPOINT_NS,
+        CONFIG_KEY_CHECKPOINTER,
+    )
+    from langgraph.config import var_child_runnable_config
+
+    from planmode._saves import SAVES
+    from planmode.persistence import await_until_durable
+
+    db = str(tmp_path / "runs.sqlite")
+    thread = uuid.uuid4().hex
+
+    async def main() -> tuple[float, bool]:
+        async with aopen_checkpointer(db) as saver:  # the "other process": saves without this loop waiting
+            await _graph(saver).ainvoke(TASK, _cfg(thread), context={"mode": "plan"})
+            head = (await _graph(saver).aget_state(_cfg(thread))).config["configurable"]["checkpoint_id"]
+        async with aopen_checkpointer(db) as saver:
+
+            def config(checkpoint_id: str) -> Any:
+                return {
+                    "configurable": {
+                        "thread_id": thread,
+                        CONFIG_KEY_CHECKPOINTER: Forwarding(saver),
+                        CONFIG_KEY_CHECKPOINT_NS: "execute_step:1",
+                        CONFIG_KEY_CHECKPOINT_MAP: {"": checkpoint_id},
+                    }
+                }
+
+            SAVES._recent.clear()  # nothing announced in "this process"
+            token = var_child_runnable_config.set(config(head))
+            try:
+                t0 = time.perf_counter()
+                await await_until_durable(timeout=5)
+                found = time.perf_counter() - t0
+            finally:
+                var_child_runnable_config.reset(token)
+            token = var_child_runnable_config.set(config("1f0-never-saved"))
+            try:
+                with pytest.raises(TimeoutError, match="was not saved within"):
+                    await await_until_durable(timeout=0.3)
+            finally:
+                var_child_runnable_config.reset(token)
+            return found, SAVES.waiting() == 0
+
+    found, clean = asyncio.run(main())
+    assert found < 0.2  # the first database check found it
+    assert clean
+
+
+def test_an_announcement_from_another_thread_wakes_a_waiter_on_its_loop() -> None:
+    """`Saves`: a key announced before a watch needs no wait; one announced later, from another thread (a saver
+    on another event loop), wakes the waiter on the waiter's loop; unwatch forgets the waiter."""
+    import threading
+
+    from planmode._saves import Saves
+
+    saves = Saves(keep=2)
+    saves.announce(("t", "", "1"))
+
+    async def main() -> tuple[bool, bool, int]:
+        early = saves.watch(("t", "", "1")) is None
+        future = saves.watch(("t", "", "2"))
+        assert future is not None
+        threading.Timer(0.05, saves.announce, args=(("t", "", "2"),)).start()
+        done, _ = await asyncio.wait({future}, timeout=5)
+        saves.unwatch(("t", "", "2"), future)
+        return early, bool(done), saves.waiting()
+
+    assert asyncio.run(main()) == (True, True, 0)
+    saves.announce(("t", "", "3"))
+    saves.announce(("t", "", "4"))  # keep=2: the oldest announcement is forgotten
+
+    async def forgotten() -> bool:
+        future = saves.watch(("t", "", "1"))
+        if future is not None:
+            saves.unwatch(("t", "", "1"), future)
+        return future is not None
+
+    assert asyncio.run(forgotten())
