@@ -258,9 +258,23 @@ def resolve_settings(context: Any, stored: dict[str, Any] | None) -> PlanModeCon
     if isinstance(context, PlanModeContext):
         if not stored:
             return context
-        given = context.given()
-    else:
-        given = _known(context) if isinstance(context, dict) else {}
+        # Every node of a run asks with the same two objects: answer from the last answers, by identity (the
+        # context's record of given fields changes object whenever a field is set, so a changed context misses).
+        memo_key = (id(context), id(stored))
+        hit = _MEMO.get(memo_key)
+        if hit is not None and hit[0] is context and hit[1] is stored and hit[2] is context.__dict__.get("_given"):
+            return hit[3]
+        resolved = _resolve(context.given(), stored)
+        with _CACHE_LOCK:
+            if len(_MEMO) >= _CACHE_SIZE:
+                _MEMO.pop(next(iter(_MEMO)))
+            _MEMO[memo_key] = (context, stored, context.__dict__.get("_given"), resolved)
+        return resolved
+    given = _known(context) if isinstance(context, dict) else {}
+    return _resolve(given, stored)
+
+
+def _resolve(given: dict[str, Any], stored: dict[str, Any] | None) -> PlanModeContext:
     if given.get("negotiated_output") == "":
         given.pop("negotiated_output")
     if not stored:
@@ -288,6 +302,8 @@ def _settings(values: dict[str, Any]) -> PlanModeContext:
 
 
 _CACHE: dict[Any, PlanModeContext] = {}
+#: resolve_settings' last answers by (context, stored settings) identity: (context, stored, given, settings).
+_MEMO: dict[tuple[int, int], tuple[Any, Any, Any, PlanModeContext]] = {}
 _CACHE_SIZE = 256
 _CACHE_LOCK = threading.Lock()
 

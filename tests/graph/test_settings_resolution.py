@@ -158,3 +158,32 @@ def test_the_context_json_schema_is_rendered_once_and_kept_by_copies(monkeypatch
     assert all(s == expected for s in schemas)
     schemas[0]["properties"].clear()  # a caller that changes its copy changes nobody else's
     assert graph.get_context_jsonschema() == expected
+
+
+def test_the_same_context_and_stored_settings_resolve_once_and_a_changed_context_resolves_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every node of a run asks with the same context and stored-settings objects: answered from the last
+    answer (the value-keyed cache hashed ~40 fields per node); a field set on the context afterwards, or other
+    stored settings, are seen."""
+    built = 0
+    original = context_module._settings
+
+    def counting(values: dict[str, Any]) -> PlanModeContext:
+        nonlocal built
+        built += 1
+        return original(values)
+
+    monkeypatch.setattr(context_module, "_settings", counting)
+    context = PlanModeContext(max_parallel=3)
+    stored = settings_dict(PlanModeContext(max_parallel=1, max_retries=5))
+    first = [resolve_settings(context, stored) for _ in range(10)]
+    assert built == 1
+    assert all(s is first[0] for s in first)
+    assert (first[0].max_parallel, first[0].max_retries) == (3, 5)
+    context.max_retries = 7  # set after the context was made: given, and seen
+    assert resolve_settings(context, stored).max_retries == 7
+    assert built == 2
+    other = dict(stored, max_attempts=9)
+    assert resolve_settings(context, other).max_attempts == 9
+    assert resolve_settings(context, stored).max_retries == 7
