@@ -127,7 +127,11 @@ def build_state_graph(
     g.add_edge("execute_step", "verify")
     g.add_edge("finalize", END)
     g.add_conditional_edges("plan", route_after_plan)
-    g.add_conditional_edges("approve", route_after_approve)
+    g.add_conditional_edges(
+        "approve",
+        data_sends(route_after_approve),
+        ["execute_step", "verify", "approve", "plan", "reflect", "finalize", "dispatch", "model_unavailable"],
+    )
     g.add_conditional_edges("patch", route_after_patch)
     # verify decides the next batch itself (dispatch's decision, `next_batch`): both route the same way
     for source in ("dispatch", "verify"):

@@ -39,8 +39,14 @@ def route_after_plan(state: PlanModeState) -> Literal["approve", "finalize", "mo
     return "finalize" if state.get("status") in ("failed", "cancelled") else "approve"
 
 
-def route_after_approve(state: PlanModeState) -> Literal["dispatch", "plan", "approve", "finalize"]:
-    """Approved (or edited): execute. Rejected: plan again. Cancelled: finish. Otherwise ask again."""
+def route_after_approve(
+    state: PlanModeState,
+) -> list[Send] | Literal["dispatch", "plan", "approve", "reflect", "finalize", "verify", "model_unavailable"]:
+    """Approved (or edited): execute. Rejected: plan again. Cancelled: finish. Otherwise ask again.
+
+    A human's approval goes to dispatch, which checks that the plan is still the revision approved. An
+    approval the policy gave started the first batch itself (`planmode.nodes.gates`; it leaves no approved
+    revision behind): route as dispatch would, a ``Send`` per running step."""
     status = state.get("status")
     if status == "cancelled":
         return "finalize"
@@ -48,6 +54,8 @@ def route_after_approve(state: PlanModeState) -> Literal["dispatch", "plan", "ap
         return "plan"
     if state.get("approval_error") or state.get("needs_approval") or status == "awaiting_approval":
         return "approve"
+    if state.get("approved_revision") is None:
+        return route_after_dispatch(state)
     return "dispatch"
 
 

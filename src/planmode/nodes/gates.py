@@ -25,7 +25,7 @@ import inspect
 import json
 import time
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
@@ -34,7 +34,7 @@ from planmode._drive import adrive, drive, per_path
 from planmode.approval import approval_reason
 from planmode.context import PlanModeContext
 from planmode.events import emit
-from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, staleness_check_due
+from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, gates_may_stop, next_batch, staleness_check_due
 from planmode.nodes._deps import Deps, settings_of
 from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
 from planmode.staleness import STALE_TYPE, changed_files, fingerprint, parse_stale_resume, read_answer, stale_payload
@@ -166,7 +166,7 @@ def gated_approve(inner: Any, deps: Deps, policy: Any = None) -> Any:
         if decision.action == "approve":
             said = "approved automatically" + ("" if chosen is from_settings else f" by the policy {name}")
             emit("plan_approved", said, plan_version=plan.version, revision=plan.revision)
-            return {
+            approved = {
                 "approved_revision": plan.revision,
                 "needs_approval": False,
                 "approval_error": None,
@@ -174,6 +174,7 @@ def gated_approve(inner: Any, deps: Deps, policy: Any = None) -> Any:
                 "approvals": [_record("plan", "approved", name, "policy", plan, reason=reason)],
                 **(yield from _fingerprint_now(state, settings)),
             }
+            return {**approved, **_first_batch(cast(PlanModeState, {**state, **approved}), settings)}
         if decision.action == "reject":
             emit("plan_cancelled", decision.reason, plan_version=plan.version)
             return {
@@ -195,6 +196,15 @@ def gated_approve(inner: Any, deps: Deps, policy: Any = None) -> Any:
         return out
 
     return _gate(inner, approve, "approve")
+
+
+def _first_batch(approved: PlanModeState, settings: PlanModeContext) -> dict[str, Any]:
+    """An approval the policy gave (no human, no plan change) starts the first batch in the same super-step, as
+    verify starts the later ones (`next_batch`, bound to the revision just approved): one checkpointed
+    super-step fewer per run. Nothing when a gate around dispatch may stop the batch: dispatch then decides."""
+    if gates_may_stop(approved, settings):
+        return {}
+    return next_batch(approved, approved.get("plan"), settings.max_parallel)
 
 
 def _human_outcome(out: dict[str, Any]) -> str | None:
