@@ -5,6 +5,9 @@ START -> detect -> respond -> END                                  (simple reque
                            ^   |reject    (dispatch and verify route alike:)
                            +---+          | trouble -> reflect -> patch -> (approve) -> dispatch
                                           | all done -> finalize -> END
+
+An approval the policy gives (``approval="auto"``) routes as dispatch does, straight to execute_step: approve
+started the first batch itself. A human's approval goes through dispatch, which checks the revision.
 """
 
 from __future__ import annotations

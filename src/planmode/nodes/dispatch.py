@@ -27,8 +27,10 @@ def make_dispatch(deps: Deps) -> RunnableCallable:
     `planmode.graph.routing.route_after_dispatch` reads the route from that state: a ``Send`` per running
     step without an outcome, reflect, finalize or approve. So an edit through ``update_state`` between two
     nodes re-runs that router on the edited state instead of stranding the run. dispatch runs where
-    execution starts (after approve, patch, reflect, a pause); within a run verify decides the next batch
-    itself. No step starts before the checkpoint it runs from is durable: execute_step waits for it.
+    execution starts (after a human's approval, which it checks is of this very plan revision; after patch,
+    reflect, a pause, or when a gate may stop the batch); an approval the policy gave starts the first batch
+    in approve's super-step (`planmode.nodes.gates`), and within a run verify decides the next batch itself.
+    No step starts before the checkpoint it runs from is durable: execute_step waits for it.
     """
     del deps  # dispatch needs no model, tools or store
 
