@@ -367,3 +367,69 @@ def test_a_new_task_on_the_same_thread_is_an_initial_plan_again(checkpointer: Sq
     assert [s["id"] for s in payload["plan"]["steps"]] == ["x"]
     assert payload["reason"] == "initial plan"
     assert payload["changes"]["since_revision"] is None and payload["changes"]["removed"] == []
+
+
+# -- execution stays bound to the approved plan -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("breakpoint", "after_steps"),
+    [("execute_step", 0), ("verify", 0), ("execute_step", 1)],
+    ids=["before-the-first-step", "before-its-verification", "before-a-later-step"],
+)
+def test_a_step_edited_in_during_execution_runs_only_after_a_human_approves_it(
+    checkpointer: SqliteSaver, breakpoint: str, after_steps: int
+) -> None:
+    """The approval binds the whole execution, not just its start: a step added by ``update_state`` at any
+    boundary after the approval (the first batch already started) is shown at the approval before it can
+    run; the human removes it and it never runs, or approves it and it runs once."""
+    for answer in ("remove", "approve"):
+        runs = Recorder()
+        model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+        graph = build_graph(model, executor=runs, checkpointer=checkpointer)
+        name = f"{breakpoint}-{after_steps}-{answer}"
+        graph.invoke({"messages": [("user", TASK)]}, cfg(name), context=ASK)
+        shown = interrupt_of(graph, name)
+        resume = Command(resume={"action": "approve", "revision": shown["revision"]})
+        graph.invoke(resume, cfg(name), interrupt_before=[breakpoint])
+        for _ in range(after_steps):
+            graph.invoke(None, cfg(name), interrupt_before=[breakpoint])
+        assert graph.get_state(cfg(name)).next == (breakpoint,)
+        assert graph.get_state(cfg(name)).values["approved_shape"] is not None  # execution has started
+
+        graph.update_state(cfg(name), {"plan": EVIL})  # evil depends on a
+        graph.invoke(None, cfg(name))
+
+        assert "evil" not in runs.runs
+        payload = interrupt_of(graph, name)
+        assert payload["error"] == "the plan changed after it was approved; review it again"
+        assert payload["changes"]["added"] == ["evil"]
+        if answer == "remove":
+            patch = {"remove_steps": ["evil"]}
+            graph.invoke(Command(resume={"action": "edit", "revision": payload["revision"], "patch": patch}), cfg(name))
+        else:
+            graph.invoke(Command(resume={"action": "approve", "revision": payload["revision"]}), cfg(name))
+        assert graph.get_state(cfg(name)).values["status"] == "completed"
+        expected = ["a", "b", "c"] if answer == "remove" else ["a", "b", "c", "evil"]
+        assert sorted(runs.runs) == expected, answer  # every step once: the approved ones, and only those
+
+
+def test_a_patch_applied_without_reapproval_goes_on_without_asking(checkpointer: SqliteSaver) -> None:
+    """A patch the settings let through (``reapprove_patches`` off, a needs_adjustment reflection) rebinds
+    execution to the patched plan: the human approved once, the repair runs without a second question."""
+    from tests.graph.test_graph_repair import FIX_PATCH, NEEDS_ADJUSTMENT, Counting
+    from tests.graph.test_graph_repair import PLAN as SERVICE
+
+    counting = Counting()
+    model = ScriptedChatModel(responder=PurposeScript(plan=SERVICE, reflect=NEEDS_ADJUSTMENT, patch=FIX_PATCH))
+    graph = build_graph(model, checkpointer=checkpointer, executor=counting.execute, verifier=counting.verify)
+    context = {**ASK, "max_attempts": 1}
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=context)
+    shown = interrupt_of(graph)
+    graph.invoke(Command(resume={"action": "approve", "revision": shown["revision"]}), cfg())
+
+    state = graph.get_state(cfg())
+    assert not state.interrupts
+    assert state.values["status"] == "completed"
+    assert "fix_b" in [s.id for s in state.values["plan"].steps]
+    assert state.values["approved_shape"] == state.values["plan"].shape

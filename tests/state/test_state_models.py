@@ -272,3 +272,38 @@ def test_prompt_rendering_gives_done_steps_one_short_line() -> None:
     assert "Do B" in b_line and "after a" in b_line and "tools=t2" in b_line
     assert "accept: B works" in b_line and "error: boom" in b_line
     assert len(lines) == 4
+
+
+def test_the_shape_follows_what_the_plan_asks_to_do_not_how_far_it_got() -> None:
+    """`Plan.shape` (what execution is bound to after the approval): statuses, attempts, results, errors, the
+    version and the title leave it unchanged; a step's id, description, dependencies, tools, complexity or
+    acceptance, an added or removed step, and the goal change it."""
+    plan = _plan()
+    shape = plan.shape
+    ran = plan.model_copy(
+        update={
+            "version": plan.version + 3,
+            "title": "Another title",
+            "steps": [
+                s.model_copy(update={"status": StepStatus.DONE, "attempts": 2, "result": "ok", "error": "e"})
+                for s in plan.steps
+            ],
+        }
+    )
+    assert ran.shape == shape and ran.revision != plan.revision
+    first = plan.steps[1]
+    changes = [
+        {"id": "clean2"},
+        {"description": "Clean the data twice"},
+        {"dependencies": []},
+        {"tools": ["polars"]},
+        {"complexity": Complexity.HIGH},
+        {"acceptance": "no nulls"},
+    ]
+    for change in changes:
+        steps = [*plan.steps[:1], first.model_copy(update=change), *plan.steps[2:]]
+        assert plan.model_copy(update={"steps": steps}).shape != shape, change
+    assert plan.model_copy(update={"steps": plan.steps[:-1]}).shape != shape
+    assert plan.model_copy(update={"goal": "Ship another report"}).shape != shape
+    lone = plan.model_copy(update={"goal": "bad \ud800 goal"})
+    assert lone.shape != shape  # a lone surrogate hashes too

@@ -68,17 +68,20 @@ def next_batch(state: PlanModeState, plan: Plan | None, max_parallel: int) -> di
     if state.get("needs_approval"):
         return {}
     approved = state.get("approved_revision")
-    if approved is not None and plan.revision != approved:  # the plan executed is exactly the plan approved
-        return {
-            "needs_approval": True,
-            "approved_revision": None,
-            "approval_error": "the plan changed after it was approved; review it again",
-        }
+    if approved is not None:
+        if plan.revision != approved:  # the plan executed is exactly the plan approved
+            return _approve_again()
+        bound: dict[str, Any] = {"approved_shape": plan.shape}  # execution is bound to this plan from now on
+    else:
+        shape = state.get("approved_shape")
+        if isinstance(shape, str) and plan.shape != shape:  # a step added or changed since: approve it first
+            return _approve_again()
+        bound = {}
     if plan.is_complete:
-        return {"status": "completed", "approved_revision": None}
+        return {**bound, "status": "completed", "approved_revision": None}
     trouble = find_trouble(plan)
     if trouble:
-        return {"trouble": trouble, "approved_revision": None}
+        return {**bound, "trouble": trouble, "approved_revision": None}
     # A step left running without an outcome (after a crash, a rollback or an edit) is dispatched again,
     # first, as the same attempt (it never finished: a crash, a rollback, an edit or a lost model).
     outcomes = state.get("step_outcomes") or {}
@@ -86,9 +89,19 @@ def next_batch(state: PlanModeState, plan: Plan | None, max_parallel: int) -> di
     batch = (stale + plan.ready_steps())[: max(1, max_parallel)]
     transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
     return {
+        **bound,
         "plan": PlanUpdate(transitions=transitions, source=PlanSource.DISPATCH),
         "approved_revision": None,
         "status": "running",
+    }
+
+
+def _approve_again() -> dict[str, Any]:
+    """The plan is not the one approved: back to the approval (which shows what changed)."""
+    return {
+        "needs_approval": True,
+        "approved_revision": None,
+        "approval_error": "the plan changed after it was approved; review it again",
     }
 
 

@@ -117,6 +117,7 @@ def make_detect(deps: Deps) -> RunnableCallable:
             "feedback": None,
             "approval_error": None,
             "approved_revision": None,
+            "approved_shape": None,
             "approval_base": None,
             "needs_approval": False,
             "trouble": None,

@@ -101,7 +101,9 @@ def make_patch(deps: Deps) -> RunnableCallable:
         }
         if reapprove:
             return {**written, "needs_approval": True, "status": "awaiting_approval"}
-        return {**written, "needs_approval": False}
+        # applied without asking (reapprove_patches off): execution goes on bound to the patched plan
+        shape = outcome.plan.shape if outcome.plan is not None else None
+        return {**written, "needs_approval": False, **({"approved_shape": shape} if shape else {})}
 
     return twin_node("patch", patch)
 

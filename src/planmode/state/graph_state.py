@@ -180,6 +180,11 @@ class PlanModeState(InputState, total=False):
     """Why the previous resume value at the approval interrupt was refused (shown in the next payload)."""
     approved_revision: str | None
     """The revision the human approved; execution checks it when it starts."""
+    approved_shape: str | None
+    """The shape (`Plan.shape`: goal and step definitions) of the plan execution started from, bound when the
+    approved revision starts, rebound by a patch applied without re-approval. A batch never starts while the
+    plan has another shape: a step edited in after the approval (``update_state``, Studio, ``edit_plan``) is
+    approved first. None before execution starts (and in checkpoints written before it existed)."""
     approval_base: dict[str, Any] | None
     """The plan a human last answered at the approval (approved, edited, rejected, or answered naming its
     revision), as `planmode.state.diff.plan_snapshot` data (revision, version, title, each step's definition

@@ -263,6 +263,19 @@ class Plan(_Model):
         blob = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
+    @property
+    def shape(self) -> str:
+        """A stable hash of what the plan asks to do: its goal and every step's id and definition (description,
+        dependencies, tools, complexity, acceptance), not statuses, results, version or logs. Execution is bound
+        to the shape approved (`planmode.nodes._batch.next_batch`): running steps change the revision, never
+        the shape."""
+        content = [
+            self.goal,
+            [[s.id, *(_definition_value(getattr(s, f)) for f in DEFINITION_FIELDS)] for s in self.steps],
+        ]
+        blob = json.dumps(content, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
     # -- rendering ------------------------------------------------------------------------------------
     def to_markdown(self) -> str:
         """A human-readable rendering (for approval screens, reports and Studio)."""
@@ -337,3 +350,8 @@ class ResetPlan(_Model):
 
     reset: Literal[True] = True
     reason: str = ""
+
+
+def _definition_value(value: Any) -> Any:
+    """A step definition field as JSON data (an enum by its value)."""
+    return value.value if isinstance(value, Enum) else value
