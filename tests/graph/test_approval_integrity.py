@@ -3,7 +3,8 @@
 - an answer that approves (approve, edit) is bound to the revision shown: a plan changed meanwhile by
   ``update_state`` (a step ``evil`` added) never runs on an edit without a revision or with the old one;
 - execution refuses a plan that is not the approved revision (dispatch's check), so a step edited in after
-  the approval cannot run unapproved;
+  the approval cannot run unapproved, and stays bound to the approved plan's shape: a step edited in at
+  any later boundary is approved before it runs;
 - the payload says why it is asked again and what changed since the plan a human last answered;
 - a full-plan edit that changes a step's status is refused with a reason;
 - a lone surrogate in a plan's text is cleaned where it enters the state, in every structured-output mode.
