@@ -1,6 +1,6 @@
 """Server load: planmode served by ``langgraph dev`` under N concurrent runs, against a minimal async graph.
 
-    python -m bench.server_load [--quick] [--n 1 5 20 50] [--delay 0.2] [--out bench/results]
+    python -m bench.server_load [--quick] [--n 1 5 20 50] [--delay 0.2] [--repeats 3] [--out bench/results]
     python -m bench --only server_load
 
 Set-up (issue 16): the scripted OpenAI-compatible server (`planmode.testing.openai_server`) answers every call
@@ -14,8 +14,9 @@ both graphs of ``bench/server/langgraph.json`` on planmode's SQLite checkpointer
 - ``minimal``: ``bench/server/minimal_graph.py``, async nodes making the same calls in the same pattern,
   nothing else: the limit.
 
-For each graph and N, N runs start at once through ``langgraph-sdk`` (a thread and ``runs.wait`` each): runs/min
-(N over the wall time of the batch), p50/p95 run latency, efficiency (runs/min over the ideal N x 30), and
+For each graph and N, N runs start at once through ``langgraph-sdk`` (a thread and ``runs.wait`` each), in
+``--repeats`` batches (3) interleaved with the other graph's: runs/min (N over the wall time of the median
+batch, with the range), p50/p95 run latency over every run, efficiency (runs/min over the ideal N x 30), and
 whether every run completed. Target: at N = max, planmode's runs/min >= 70% of the minimal graph's, every run
 completed. Writes ``server_load.json`` and ``server_load.png``.
 """
@@ -55,6 +56,8 @@ PLAN = {
 }
 CALLS_PER_RUN = 12
 CRITICAL_CALLS = 10
+#: Batches per graph and N, interleaved; runs/min is the median batch's (this machine's load varies by +-15%).
+REPEATS = 3
 TARGET = 0.70
 GRAPHS = ("planmode", "minimal")
 RUN_TIMEOUT = 600.0
@@ -95,33 +98,49 @@ async def _batch(url: str, graph: str, n: int) -> tuple[float, list[tuple[float,
         await client.aclose()
 
 
-def _row(graph: str, n: int, wall: float, results: list[tuple[float, str]], delay: float, calls: int) -> dict[str, Any]:
+def _row(
+    graph: str, n: int, batches: list[tuple[float, list[tuple[float, str]]]], delay: float, calls: int
+) -> dict[str, Any]:
+    """One graph at one N over its repeated batches: the median batch's runs/min (and the range), latencies of
+    every run, how many completed."""
+    results = [r for _, batch in batches for r in batch]
     latencies = [lat for lat, _ in results]
     completed = sum(status == "completed" for _, status in results)
     ideal = CRITICAL_CALLS * delay
-    per_min = n / wall * 60
+    rates = sorted(n / wall * 60 for wall, _ in batches)
+    per_min = statistics.median(rates)
     return {
         "graph": graph,
         "n": n,
+        "repeats": len(batches),
         "completed": completed,
+        "runs": len(results),
         "statuses": sorted({status for _, status in results}),
-        "wall_s": round(wall, 3),
+        "wall_s": round(statistics.median(wall for wall, _ in batches), 3),
         "runs_per_min": round(per_min, 1),
+        "runs_per_min_range": [round(rates[0], 1), round(rates[-1], 1)],
         "p50_s": round(statistics.median(latencies), 3),
         "p95_s": round(_pct(latencies, 0.95), 3),
         "ideal_run_s": ideal,
         "efficiency": round(per_min / (n * 60 / ideal), 4),
-        "calls_per_run": round(calls / n, 2),
+        "calls_per_run": round(calls / len(results), 2),
     }
 
 
 def server_load(
-    work: Path, quick: bool = False, *, sizes: list[int] | None = None, delay: float = 0.2
+    work: Path,
+    quick: bool = False,
+    *,
+    sizes: list[int] | None = None,
+    delay: float = 0.2,
+    repeats: int | None = None,
 ) -> dict[str, Any]:
-    """The figure (see the module docstring); ``quick``: N = 1, 2 at 50 ms per call."""
+    """The figure (see the module docstring); ``quick``: N = 1, 2 at 50 ms per call, once each (unless
+    ``repeats`` says otherwise)."""
     if quick:
-        sizes, delay = sizes or [1, 2], 0.05
+        sizes, delay, repeats = sizes or [1, 2], 0.05, repeats or 1
     sizes = sizes or [1, 5, 20, 50]
+    repeats = max(1, repeats or REPEATS)
     responder = PlanResponder(plan=PLAN, final="Released.", delay=delay)
     rows: list[dict[str, Any]] = []
     jobs = max(sizes) + 10
@@ -136,21 +155,27 @@ def server_load(
             for graph in GRAPHS:  # warm-up: imports, first connections
                 asyncio.run(_batch(server.url, graph, 1))
             for n in sizes:
+                batches: dict[str, list[tuple[float, list[tuple[float, str]]]]] = {g: [] for g in GRAPHS}
+                calls = dict.fromkeys(GRAPHS, 0)
+                for _ in range(repeats):  # interleaved: both graphs see the same machine, repeat by repeat
+                    for graph in GRAPHS:
+                        before = len(responder.seen)
+                        batches[graph].append(asyncio.run(_batch(server.url, graph, n)))
+                        calls[graph] += len(responder.seen) - before
                 for graph in GRAPHS:
-                    before = len(responder.seen)
-                    wall, results = asyncio.run(_batch(server.url, graph, n))
-                    rows.append(_row(graph, n, wall, results, delay, len(responder.seen) - before))
+                    rows.append(_row(graph, n, batches[graph], delay, calls[graph]))
                     r = rows[-1]
+                    low, high = r["runs_per_min_range"]
                     print(
-                        f"[server_load] {graph:8} N={n:3}: {r['runs_per_min']:7.1f} runs/min, p50 {r['p50_s']} s, "
-                        f"p95 {r['p95_s']} s, {r['completed']}/{n} completed",
+                        f"[server_load] {graph:8} N={n:3}: {r['runs_per_min']:7.1f} runs/min ({low}-{high}), "
+                        f"p50 {r['p50_s']} s, p95 {r['p95_s']} s, {r['completed']}/{r['runs']} completed",
                         flush=True,
                     )
         errors = list(llm.errors)
     top = max(sizes)
     at = {r["graph"]: r for r in rows if r["n"] == top}
     ratio = round(at["planmode"]["runs_per_min"] / at["minimal"]["runs_per_min"], 4)
-    all_done = all(r["completed"] == r["n"] for r in rows)
+    all_done = all(r["completed"] == r["runs"] for r in rows)
     return {
         "title": f"Server load: N concurrent runs on langgraph dev, {int(delay * 1000)} ms per model call",
         "delay_s": delay,
@@ -160,6 +185,7 @@ def server_load(
         "cores": os.cpu_count(),
         "rows": rows,
         "target": f"planmode >= {TARGET:.0%} of the minimal async graph's runs/min at N={top}, all runs completed",
+        "repeats": repeats,
         "measured": {"n": top, "throughput_ratio": ratio, "all_completed": all_done},
         "met": ratio >= TARGET and all_done,
         "model_server_errors": [repr(e) for e in errors][:5],
@@ -185,17 +211,26 @@ def summary_rows(f: dict[str, Any]) -> list[list[Any]]:
 
 def details(f: dict[str, Any]) -> list[str]:
     """The section of RESULTS.md."""
-    head = ["graph", "N", "runs/min", "p50 (s)", "p95 (s)", "efficiency vs ideal", "completed", "calls/run"]
+    head = [
+        "graph",
+        "N",
+        "runs/min (median, range)",
+        "p50 (s)",
+        "p95 (s)",
+        "efficiency vs ideal",
+        "completed",
+        "calls/run",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in f["rows"]:
         cells = [
             r["graph"],
             r["n"],
-            r["runs_per_min"],
+            f"{r['runs_per_min']} ({'-'.join(str(x) for x in r.get('runs_per_min_range') or [r['runs_per_min']] * 2)})",
             r["p50_s"],
             r["p95_s"],
             f"{r['efficiency']:.0%}",
-            f"{r['completed']}/{r['n']}",
+            f"{r['completed']}/{r.get('runs', r['n'])}",
             r["calls_per_run"],
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
@@ -204,7 +239,8 @@ def details(f: dict[str, Any]) -> list[str]:
         "",
         f"{f['calls_per_run']} calls per run, {f['critical_calls']} on the critical path (ideal "
         f"{f['critical_calls'] * f['delay_s']:.1f} s per run); `langgraph dev --n-jobs-per-worker "
-        f"{f['n_jobs_per_worker']}`, {f['cores']} cores. Target: {f['target']}.",
+        f"{f['n_jobs_per_worker']}`, {f['cores']} cores, {f.get('repeats', 1)} interleaved batches per graph and N "
+        f"(runs/min of the median batch). Target: {f['target']}.",
         "",
         *lines,
         "",
@@ -235,12 +271,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="N = 1, 2 at 50 ms per call (seconds)")
     parser.add_argument("--n", type=int, nargs="+", help="concurrent runs (default 1 5 20 50)")
     parser.add_argument("--delay", type=float, default=0.2, help="seconds per model call (default 0.2)")
+    parser.add_argument("--repeats", type=int, help=f"batches per graph and N (default {REPEATS}; 1 with --quick)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="planmode-server-load-") as tmp:
         t = time.perf_counter()
-        fig = server_load(Path(tmp), args.quick, sizes=args.n, delay=args.delay)
+        fig = server_load(Path(tmp), args.quick, sizes=args.n, delay=args.delay, repeats=args.repeats)
         fig["seconds"] = round(time.perf_counter() - t, 2)
         fig["load_average"] = [round(x, 2) for x in os.getloadavg()]
     (args.out / "server_load.json").write_text(json.dumps(fig, indent=2) + "\n")

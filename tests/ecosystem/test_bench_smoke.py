@@ -134,15 +134,19 @@ def test_the_budget_bench_pauses_before_the_overspend_in_every_scenario(tmp_path
 
 @pytest.mark.integration
 def test_the_server_load_bench_runs_on_tiny_sizes(tmp_path: Path) -> None:
-    """``python -m bench.server_load --quick``: one ``langgraph dev``, both graphs, N = 1 and 2; every run
-    completes and makes the 12 calls of the 5-step plan."""
+    """``python -m bench.server_load --quick --repeats 2``: one ``langgraph dev``, both graphs, N = 1 and 2, two
+    interleaved batches each; every run completes and makes the 12 calls of the 5-step plan; runs/min is the
+    median batch's, within the range reported."""
     from bench.server_load import main as server_load_main
 
-    assert server_load_main(["--quick", "--out", str(tmp_path)]) == 0
+    assert server_load_main(["--quick", "--repeats", "2", "--out", str(tmp_path)]) == 0
     fig = json.loads((tmp_path / "server_load.json").read_text())
+    assert fig["repeats"] == 2
     assert {(r["graph"], r["n"]) for r in fig["rows"]} == {(g, n) for g in ("planmode", "minimal") for n in (1, 2)}
     for r in fig["rows"]:
-        assert r["completed"] == r["n"] and r["statuses"] == ["completed"], r
+        assert r["runs"] == 2 * r["n"] and r["completed"] == r["runs"] and r["statuses"] == ["completed"], r
+        low, high = r["runs_per_min_range"]
+        assert low <= r["runs_per_min"] <= high, r
         assert r["calls_per_run"] == 12, r
         assert 0 < r["efficiency"] <= 1 and r["p50_s"] >= 10 * fig["delay_s"]
     assert fig["measured"]["all_completed"] is True and not fig["model_server_errors"]
