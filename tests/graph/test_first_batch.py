@@ -11,8 +11,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from planmode.graph import build_graph
-from planmode.state.models import Step, StepStatus
+from planmode.state.models import StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
+from tests.graph.test_approval_integrity import Recorder, cfg
 
 PLAN = {
     "title": "Release",
@@ -23,19 +24,6 @@ PLAN = {
     ],
 }
 TASK = {"messages": [("user", "build, then test and document")]}
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.runs: list[str] = []
-
-    def __call__(self, step: Step, ctx: Any) -> str:
-        self.runs.append(step.id)
-        return f"{step.id} done"
-
-
-def cfg(name: str = "t") -> dict[str, Any]:
-    return {"configurable": {"thread_id": name}}
 
 
 def _tasks(graph: Any, payload: Any, context: dict[str, Any] | None, **kwargs: Any) -> list[list[str]]:

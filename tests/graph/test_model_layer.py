@@ -75,24 +75,34 @@ def test_the_structured_runnable_is_built_once_per_model_and_schema() -> None:
     assert len(model.requests) == 6  # every call still reached the model
 
 
+class SchemaRenders:
+    """Counts how often `Answer`'s JSON schema is rendered, once `start` patched it in."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.monkeypatch = monkeypatch
+        self.count = 0
+
+    def start(self) -> None:
+        original = Answer.model_json_schema.__func__  # type: ignore[attr-defined]  # a classmethod's function
+
+        def counting(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
+            self.count += 1
+            return original(cls, *args, **kwargs)  # type: ignore[no-any-return]  # pydantic's own return type
+
+        self.monkeypatch.setattr(Answer, "model_json_schema", classmethod(counting))
+
+
 def test_json_object_mode_renders_the_schema_once_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
     """json_object sends the schema in the request and the prompt: it is rendered on the first call only."""
-    renders = 0
-    original = Answer.model_json_schema.__func__  # type: ignore[attr-defined]  # a classmethod's function
-
-    def counting(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        nonlocal renders
-        renders += 1
-        return original(cls, *args, **kwargs)  # type: ignore[no-any-return]  # pydantic's own return type
-
-    monkeypatch.setattr(Answer, "model_json_schema", classmethod(counting))
+    renders = SchemaRenders(monkeypatch)
+    renders.start()
     settings = PlanModeContext(structured_output="json_object", context_tokens=8192)
     with ScriptedOpenAIServer(queue_responder([f'{{"value": {i}}}' for i in range(4)])) as srv:
         model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="scripted", max_retries=0)
         values = [call_structured(model, Answer, MESSAGES, settings)[0] for _ in range(4)]
         bodies = list(srv.requests)
     assert values == [Answer(value=i) for i in range(4)]
-    assert renders == 1
+    assert renders.count == 1
     assert all(b["response_format"]["type"] == "json_object" for b in bodies)
     assert all("matches this JSON schema" in b["messages"][0]["content"] for b in bodies)
 
@@ -103,26 +113,19 @@ def test_json_schema_mode_sends_what_langchain_openai_sends_and_renders_the_sche
     """json_schema mode binds the response_format rendered once: the body is the one
     ``with_structured_output(schema, method="json_schema")`` sends, the schema is not rendered per call (openai's
     parse() rendered it on every call when given the class), and sync and async calls read the same values."""
-    renders = 0
-    original = Answer.model_json_schema.__func__  # type: ignore[attr-defined]  # a classmethod's function
-
-    def counting(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        nonlocal renders
-        renders += 1
-        return original(cls, *args, **kwargs)  # type: ignore[no-any-return]  # pydantic's own return type
-
+    renders = SchemaRenders(monkeypatch)
     settings = PlanModeContext(structured_output="json_schema", context_tokens=8192)
     replies = ['{"value": 0}', '{"value": 1, "note": "n"}', '{"value": 2}', '{"value": 3}', '{"value": 4}']
     with ScriptedOpenAIServer(queue_responder(replies)) as srv:
         model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="scripted", max_retries=0)
         reference = model.with_structured_output(Answer, method="json_schema", include_raw=True)
         assert reference.invoke(MESSAGES)["parsed"] == Answer(value=0)
-        monkeypatch.setattr(Answer, "model_json_schema", classmethod(counting))
+        renders.start()
         values = [call_structured(model, Answer, MESSAGES, settings)[0] for _ in range(2)]
         values += [asyncio.run(acall_structured(model, Answer, MESSAGES, settings))[0] for _ in range(2)]
         bodies = list(srv.requests)
     assert values == [Answer(value=1, note="n"), Answer(value=2), Answer(value=3), Answer(value=4)]
-    assert renders <= 1  # rendered when the runnable was built (or not at all: the client renders it itself)
+    assert renders.count <= 1  # rendered when the runnable was built (or not at all: the client renders it itself)
     assert len(bodies) == 5
     assert all(body == bodies[0] for body in bodies[1:])
     assert bodies[0]["response_format"]["type"] == "json_schema"
