@@ -29,6 +29,7 @@ from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.executors import Executor, Verifier
 from planmode.graph import build_graph
+from planmode.policy import ApprovalPolicy
 from planmode.state.models import Plan, StepStatus
 from planmode.tools import is_read_only
 
@@ -80,6 +81,7 @@ def as_tool(
     graph: CompiledStateGraph[Any, Any, Any, Any] | None = None,
     name: str = "plan_mode",
     description: str = DEFAULT_DESCRIPTION,
+    approval_policy: ApprovalPolicy | None = None,
 ) -> BaseTool:
     """A LangChain tool ``plan_mode(task)`` that runs planmode as a nested graph of the calling agent.
 
@@ -95,16 +97,26 @@ def as_tool(
             *without* a checkpointer, or its interrupt would not reach the parent.
         name: the tool's name.
         description: what the parent's model reads about the tool.
+        approval_policy: decides plan approvals (`planmode.policy`, as in `planmode.build_graph`); default: the
+            ``approval`` setting. With ``graph``, give the policy to `build_graph` instead.
 
     Returns:
         A tool whose result is a tool message: the readable report as content, and ``{"status", "report",
         "plan"}`` as its ``artifact``. Add it to the parent's tools through `guard_tools`.
 
     Raises:
-        ConfigurationError: ``graph`` brings its own checkpointer.
+        ConfigurationError: ``graph`` brings its own checkpointer, or comes with an ``approval_policy`` (the
+            graph has its policy already).
     """
     if graph is None:
-        graph = build_graph(model, tools=tools, executor=executor, verifier=verifier, store=store)
+        graph = build_graph(
+            model, tools=tools, executor=executor, verifier=verifier, store=store, approval_policy=approval_policy
+        )
+    elif approval_policy is not None:
+        raise ConfigurationError(
+            "as_tool(graph=..., approval_policy=...): a graph built already has its policy; pass approval_policy "
+            "to planmode.build_graph instead"
+        )
     elif graph.checkpointer not in (None, False):
         raise ConfigurationError(
             "as_tool(graph=...) needs a planmode graph compiled without a checkpointer: it runs on the parent "

@@ -39,6 +39,7 @@ from planmode.agent_tool import DEFAULT_DESCRIPTION, PlanModeGuard, ToolResult, 
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.executors import Executor, Verifier
+from planmode.policy import ApprovalPolicy
 
 __all__ = ["PLAN_MODE_SYSTEM_PROMPT", "PlanModeMiddleware"]
 
@@ -66,6 +67,7 @@ class PlanModeMiddleware(AgentMiddleware):
         name: the tool's name.
         description: what the agent's model reads about the tool.
         system_prompt: appended to the agent's system message; None leaves the system message alone.
+        approval_policy: decides plan approvals (`planmode.policy`); default: the ``approval`` setting.
 
     Raises:
         ConfigurationError: ``tool`` was not made by `as_tool`.
@@ -85,6 +87,7 @@ class PlanModeMiddleware(AgentMiddleware):
         name: str = "plan_mode",
         description: str = DEFAULT_DESCRIPTION,
         system_prompt: str | None = PLAN_MODE_SYSTEM_PROMPT,
+        approval_policy: ApprovalPolicy | None = None,
     ) -> None:
         super().__init__()
         if tool is None:
@@ -98,6 +101,11 @@ class PlanModeMiddleware(AgentMiddleware):
                 graph=graph,
                 name=name,
                 description=description,
+                approval_policy=approval_policy,
+            )
+        elif approval_policy is not None:
+            raise ConfigurationError(
+                "PlanModeMiddleware(tool=..., approval_policy=...): give the policy to planmode.as_tool instead"
             )
         elif not is_plan_mode_tool(tool):
             raise ConfigurationError("PlanModeMiddleware(tool=...) needs a tool made by planmode.as_tool(...)")

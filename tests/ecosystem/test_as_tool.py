@@ -682,3 +682,63 @@ def test_a_tool_of_the_plan_that_asks_the_human_pauses_the_parent_and_resumes(tm
     (report,) = tool_messages(out, "plan_mode")
     assert "- paint [done]: Paint the wall — painted red" in report.content
     assert len(bumps) == 1 and planner.calls("execute") == 3
+
+
+# -- an approval policy given to the tool or the middleware ---------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["as_tool", "PlanModeMiddleware"])
+@pytest.mark.parametrize("verdict", ["approve", "reject"])
+def test_an_approval_policy_given_to_the_tool_decides_inside_the_parent(
+    db: Path, savers: list[SqliteSaver], where: str, verdict: str
+) -> None:
+    """``as_tool(..., approval_policy=...)`` and ``PlanModeMiddleware(..., approval_policy=...)``: the policy
+    answers the approval inside the parent agent (no interrupt reaches it), its decision is in the tool's
+    result, and a rejected plan runs nothing."""
+    from planmode.policy import auto_approve, reject
+
+    def policy(request: Any) -> Any:
+        return auto_approve(request) if verdict == "approve" else reject("the release is frozen")
+
+    world = World()
+    parent = Parent([tool_call("plan_mode", task=TASK)])
+    planner = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    saver = sqlite_checkpointer(db)
+    savers.append(saver)
+    if where == "as_tool":
+        plan_mode = as_tool(planner, executor=world.execute, approval_policy=policy)
+        agent = create_agent(
+            ScriptedChatModel(responder=parent),
+            world.parent_tools(),
+            checkpointer=saver,
+            middleware=[PlanModeMiddleware(tool=plan_mode)],
+        )
+    else:
+        middleware = PlanModeMiddleware(planner, executor=world.execute, approval_policy=policy)
+        agent = create_agent(
+            ScriptedChatModel(responder=parent), world.parent_tools(), checkpointer=saver, middleware=[middleware]
+        )
+
+    out = agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
+
+    assert not agent.get_state(cfg()).interrupts
+    (result,) = tool_messages(out, "plan_mode")
+    artifact = result.artifact
+    if verdict == "approve":
+        assert artifact["status"] == "completed"
+        assert world.executions == {"changelog": 1, "notes": 1}
+    else:
+        assert artifact["status"] == "cancelled"
+        assert world.executions == {}
+        assert "the release is frozen" in str(result.content)
+
+
+def test_a_policy_cannot_be_given_twice() -> None:
+    """A graph built already (or a tool made already) carries its policy: giving another is a clear error."""
+    from planmode.policy import auto_approve
+
+    planner = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    with pytest.raises(ConfigurationError, match=r"pass approval_policy to planmode\.build_graph"):
+        as_tool(graph=build_graph(planner), approval_policy=auto_approve)
+    with pytest.raises(ConfigurationError, match=r"give the policy to planmode\.as_tool"):
+        PlanModeMiddleware(tool=as_tool(planner), approval_policy=auto_approve)
