@@ -434,3 +434,33 @@ def test_a_patch_applied_without_reapproval_goes_on_without_asking(checkpointer:
     assert state.values["status"] == "completed"
     assert "fix_b" in [s.id for s in state.values["plan"].steps]
     assert state.values["approved_shape"] == state.values["plan"].shape
+
+
+def test_a_step_edited_in_before_a_patch_is_not_approved_by_the_patch(checkpointer: SqliteSaver) -> None:
+    """A patch applied without re-approval rebinds execution to the patched plan, but only when the plan it
+    patched was the approved one: a step added by ``update_state`` just before the patch (a breakpoint at
+    patch) still waits for a human."""
+    from tests.graph.test_graph_repair import FIX_PATCH, NEEDS_ADJUSTMENT, Counting
+    from tests.graph.test_graph_repair import PLAN as SERVICE
+
+    counting = Counting()
+    model = ScriptedChatModel(responder=PurposeScript(plan=SERVICE, reflect=NEEDS_ADJUSTMENT, patch=FIX_PATCH))
+    graph = build_graph(model, checkpointer=checkpointer, executor=counting.execute, verifier=counting.verify)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context={**ASK, "max_attempts": 1})
+    shown = interrupt_of(graph)
+    graph.invoke(
+        Command(resume={"action": "approve", "revision": shown["revision"]}), cfg(), interrupt_before=["patch"]
+    )
+    assert graph.get_state(cfg()).next == ("patch",)
+    graph.update_state(cfg(), {"plan": EVIL})
+
+    graph.invoke(None, cfg())
+
+    assert "evil" not in counting.runs
+    payload = interrupt_of(graph)
+    assert payload["error"] == "the plan changed after it was approved; review it again"
+    assert "evil" in [s["id"] for s in payload["plan"]["steps"]]
+    patch = {"remove_steps": ["evil"]}
+    graph.invoke(Command(resume={"action": "edit", "revision": payload["revision"], "patch": patch}), cfg())
+    assert graph.get_state(cfg()).values["status"] == "completed"
+    assert "evil" not in counting.runs and counting.runs["fix_b"] == 1

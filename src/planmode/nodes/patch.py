@@ -101,9 +101,13 @@ def make_patch(deps: Deps) -> RunnableCallable:
         }
         if reapprove:
             return {**written, "needs_approval": True, "status": "awaiting_approval"}
-        # applied without asking (reapprove_patches off): execution goes on bound to the patched plan
-        shape = outcome.plan.shape if outcome.plan is not None else None
-        return {**written, "needs_approval": False, **({"approved_shape": shape} if shape else {})}
+        # Applied without asking (reapprove_patches off): execution goes on bound to the patched plan, provided
+        # the plan patched was the approved one. A step edited in meanwhile keeps the old binding, so the next
+        # batch asks for approval (a patch must not approve an edit it happened to be applied on top of).
+        patched = outcome.plan
+        if patched is not None and state.get("approved_shape") == plan.shape:
+            written["approved_shape"] = patched.shape
+        return {**written, "needs_approval": False}
 
     return twin_node("patch", patch)
 
