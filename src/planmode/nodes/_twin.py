@@ -119,34 +119,17 @@ def ask(
     on_reject: Callable[[list[str]], None] | None = None,
 ) -> Body[Asked[R]]:
     """Ask until valid (`ask_until_valid` / `aask_until_valid`: the same arguments)."""
-    return call(
-        lambda: ask_until_valid(
-            model,
-            schema,
-            messages,
-            settings,
-            attempts=attempts,
-            accept=accept,
-            retry_prompt=retry_prompt,
-            show=show,
-            show_chars=show_chars,
-            first=first,
-            on_reject=on_reject,
-        ),
-        lambda: aask_until_valid(
-            model,
-            schema,
-            messages,
-            settings,
-            attempts=attempts,
-            accept=accept,
-            retry_prompt=retry_prompt,
-            show=show,
-            show_chars=show_chars,
-            first=first,
-            on_reject=on_reject,
-        ),
-    )
+    args = (model, schema, messages, settings)
+    kwargs: dict[str, Any] = {
+        "attempts": attempts,
+        "accept": accept,
+        "retry_prompt": retry_prompt,
+        "show": show,
+        "show_chars": show_chars,
+        "first": first,
+        "on_reject": on_reject,
+    }
+    return call(lambda: ask_until_valid(*args, **kwargs), lambda: aask_until_valid(*args, **kwargs))
 
 
 def tool_loop(
@@ -160,26 +143,13 @@ def tool_loop(
     max_tool_calls: int | None = None,
 ) -> Body[LoopResult]:
     """The tool-calling loop (`run_tool_loop` / `arun_tool_loop`: the same arguments)."""
-    return call(
-        lambda: run_tool_loop(
-            model,
-            tools,
-            messages,
-            settings,
-            allow_writes=allow_writes,
-            max_iterations=max_iterations,
-            max_tool_calls=max_tool_calls,
-        ),
-        lambda: arun_tool_loop(
-            model,
-            tools,
-            messages,
-            settings,
-            allow_writes=allow_writes,
-            max_iterations=max_iterations,
-            max_tool_calls=max_tool_calls,
-        ),
-    )
+    args = (model, tools, messages, settings)
+    kwargs: dict[str, Any] = {
+        "allow_writes": allow_writes,
+        "max_iterations": max_iterations,
+        "max_tool_calls": max_tool_calls,
+    }
+    return call(lambda: run_tool_loop(*args, **kwargs), lambda: arun_tool_loop(*args, **kwargs))
 
 
 def chat(model: BaseChatModel, messages: list[BaseMessage]) -> Body[BaseMessage]:
