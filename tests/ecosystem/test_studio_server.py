@@ -14,14 +14,8 @@ import contextlib
 import json
 import os
 import re
-import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +25,13 @@ import pytest
 from langgraph_sdk import get_client
 
 from planmode.context import PlanModeContext, resolve_settings
+from planmode.testing import dev_server
+from planmode.testing.dev_server import DevServer
 from planmode.testing.openai_server import Reply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-LANGGRAPH = Path(sys.executable).with_name("langgraph")
 START_TIMEOUT = 60.0
 RUN_TIMEOUT = 30.0
 
@@ -56,8 +51,6 @@ EDIT = {
 }
 _PURPOSE = re.compile(r"^planmode:(\w+)")
 _STEP = re.compile(r"Step `([^`]+)`")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_API_URL = re.compile(r"API:\s*(http://127\.0\.0\.1:(\d+))")
 
 
 def _text(content: Any) -> str:
@@ -105,81 +98,11 @@ class Responder:
             return [p for p, _, _ in self.seen]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class DevServer:
-    url: str
-    output: list[str]
-
-
 @contextlib.contextmanager
 def langgraph_dev(env: dict[str, str]) -> Iterator[DevServer]:
-    """``langgraph dev`` from the repository root on a free port; yields once ``/ok`` answers. The process
-    group is terminated (then killed) on exit."""
-    if not LANGGRAPH.exists():
-        pytest.skip(f"langgraph CLI not installed next to {sys.executable}")
-    port = _free_port()
-    cmd = [str(LANGGRAPH), "dev", "--no-browser", "--host", "127.0.0.1", "--port", str(port), "--no-reload"]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
-    output: list[str] = []
-    found: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            plain = _ANSI.sub("", line.rstrip())
-            output.append(plain)
-            m = _API_URL.search(plain)
-            if m and not found:
-                found.append(m.group(1))  # the port it really uses (it moves on when ours got taken)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        ready = False
-        while time.monotonic() < deadline and proc.poll() is None:
-            if found:
-                try:
-                    with urllib.request.urlopen(found[0] + "/ok", timeout=2) as res:
-                        ready = res.status == 200
-                except OSError:
-                    pass
-                if ready:
-                    break
-            time.sleep(0.2)
-        if not ready:
-            tail = "\n".join(output[-40:])
-            pytest.fail(
-                f"langgraph dev did not become ready in {START_TIMEOUT:.0f}s (exit code {proc.poll()}):\n{tail}"
-            )
-        yield DevServer(url=found[0], output=output)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        reader.join(timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    """``langgraph dev`` from the repository root on a free port (`planmode.testing.dev_server`)."""
+    with dev_server.langgraph_dev(cwd=ROOT, env=env, start_timeout=START_TIMEOUT) as server:
+        yield server
 
 
 async def _stream(
