@@ -22,6 +22,7 @@ from planmode.nodes import _batch as batch
 from planmode.nodes import gates
 from planmode.policy import ApprovalRequest, Decision, read_only_auto, reject
 from planmode.staleness import changed_files, explored_paths, fingerprint, stale_payload
+from planmode.state.approvals import current_run, decisions, definition_digest
 from planmode.state.mermaid import escape_label, layers, plan_to_mermaid
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
@@ -104,7 +105,9 @@ def to_stale_question(graph: Any, ws: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert step["type"] == "planmode.step_approval" and step["step"]["id"] == "change"
     (ws / "config.txt").write_text("value = 2\n")
     as_another_process(monkeypatch, "another-process")  # the run resumes in another process
-    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    graph.invoke(
+        Command(resume={"action": "approve", "step": "change", "definition": pending(graph)["definition"]}), cfg()
+    )
     return pending(graph)
 
 
@@ -142,7 +145,7 @@ def test_a_changed_workspace_is_asked_again_with_the_changed_files(
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed"
     assert values["plan"].get("change").status is StepStatus.DONE
-    records = [(r["kind"], r["decision"], r["by"]) for r in values["approvals"]]
+    records = [(r["kind"], r["decision"], r["by"]) for r in decisions(values["approvals"])]
     assert ("stale", "approve", "human") in records and ("plan", "approved", "human") in records
 
 
@@ -181,7 +184,9 @@ def test_the_check_can_be_turned_off(
     approve_plan(graph)
     (ws / "config.txt").write_text("value = 2\n")
     as_another_process(monkeypatch, "another-process")
-    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    graph.invoke(
+        Command(resume={"action": "approve", "step": "change", "definition": pending(graph)["definition"]}), cfg()
+    )
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed" and values.get("workspace_fingerprint") is None
 
@@ -194,7 +199,9 @@ def test_an_unchanged_workspace_is_not_asked_again(
     start(graph, ws, step_approval="writes")
     approve_plan(graph)
     as_another_process(monkeypatch, "another-process")
-    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    graph.invoke(
+        Command(resume={"action": "approve", "step": "change", "definition": pending(graph)["definition"]}), cfg()
+    )
     assert graph.get_state(cfg()).values["status"] == "completed"
 
 
@@ -247,15 +254,20 @@ def test_read_only_plans_are_approved_by_the_read_only_policy(checkpointer: Sqli
     start(graph, None)
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed"
-    assert values["approvals"][0] | {"at": 0} == {
+    first = decisions(values["approvals"])[0]
+    plan = values["plan"]
+    assert first | {"at": 0} == {
         "kind": "plan",
         "decision": "approved",
         "policy": "read_only_auto",
         "by": "policy",
         "plan_version": 1,
-        "revision": values["approvals"][0]["revision"],
+        "revision": first["revision"],
         "at": 0,
         "reason": "initial plan",
+        "run": current_run(values["approvals"]),
+        "steps": {"look": definition_digest(plan.get("look"), plan.goal)},
+        "shape": plan.shape,
     }
 
 
@@ -273,7 +285,10 @@ def test_a_policy_that_rejects_cancels_the_run_with_its_reason(checkpointer: Sql
     start(graph, None)
     values = graph.get_state(cfg()).values
     assert values["status"] == "cancelled" and "writes are frozen today" in values["feedback"]
-    assert values["approvals"][-1]["policy"] == "no_writes" and values["approvals"][-1]["decision"] == "rejected"
+    assert (
+        decisions(values["approvals"])[-1]["policy"] == "no_writes"
+        and decisions(values["approvals"])[-1]["decision"] == "rejected"
+    )
     assert all(s.status is StepStatus.PENDING for s in values["plan"].steps)
 
 
@@ -289,7 +304,7 @@ def test_a_broken_policy_asks_a_human_and_the_error_is_recorded(checkpointer: Sq
     approve_plan(graph)
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed"
-    record = values["approvals"][0]
+    record = decisions(values["approvals"])[0]
     assert record["by"] == "human" and record["policy"] == "broken" and "broken" in record["policy_error"]
 
 
@@ -298,7 +313,9 @@ def test_the_approval_setting_still_works_as_the_default_policy(checkpointer: Sq
     start(graph, None, approval="auto")
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed"
-    assert [(r["decision"], r["policy"], r["by"]) for r in values["approvals"]] == [("approved", "settings", "policy")]
+    assert [(r["decision"], r["policy"], r["by"]) for r in decisions(values["approvals"])] == [
+        ("approved", "settings", "policy")
+    ]
 
 
 def test_step_approval_asks_for_write_steps_only_and_shows_dependencies(checkpointer: SqliteSaver) -> None:
@@ -316,17 +333,32 @@ def test_step_approval_asks_for_write_steps_only_and_shows_dependencies(checkpoi
     for bad, needle in [
         ({"action": "approve"}, "must name the step"),
         ({"action": "approve", "step": "look"}, "must name the step"),
+        ({"action": "approve", "step": "change"}, "must name the definition shown"),
+        ({"action": "approve", "step": "change", "definition": "0" * 24}, "must name the definition shown"),
         ({"action": "go"}, "unknown action"),
         ("{", "unreadable answer"),
     ]:
         graph.invoke(Command(resume=bad), cfg())
         again = pending(graph)
         assert again["type"] == "planmode.step_approval" and needle in again["error"]
-    graph.invoke(Command(resume={"action": "skip", "step": "change", "feedback": "by hand"}), cfg())
+    graph.invoke(
+        Command(
+            resume={
+                "action": "skip",
+                "step": "change",
+                "definition": pending(graph)["definition"],
+                "feedback": "by hand",
+            }
+        ),
+        cfg(),
+    )
     values = graph.get_state(cfg()).values
     assert values["plan"].get("change").status is StepStatus.SKIPPED
     assert values["status"] == "completed"
-    assert values["approvals"][-1]["decision"] == "skip" and values["approvals"][-1]["step"] == "change"
+    assert (
+        decisions(values["approvals"])[-1]["decision"] == "skip"
+        and decisions(values["approvals"])[-1]["step"] == "change"
+    )
 
 
 def test_step_approval_by_a_policy_runs_without_asking(checkpointer: SqliteSaver) -> None:
@@ -337,7 +369,7 @@ def test_step_approval_by_a_policy_runs_without_asking(checkpointer: SqliteSaver
     start(graph, None, step_approval="writes")
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed"
-    assert [(r["kind"], r.get("step")) for r in values["approvals"]] == [("plan", None), ("step", "change")]
+    assert [(r["kind"], r.get("step")) for r in decisions(values["approvals"])] == [("plan", None), ("step", "change")]
 
 
 # -- 5. the plan as a picture ------------------------------------------------------------------------------
@@ -402,7 +434,9 @@ def test_a_pause_in_the_same_process_is_checked_after_a_while(
     approve_plan(graph)
     (ws / "other.txt").unlink()
     monkeypatch.setattr(gates, "RECHECK_AFTER_SECONDS", -1.0)  # the human took longer than the recheck interval
-    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    graph.invoke(
+        Command(resume={"action": "approve", "step": "change", "definition": pending(graph)["definition"]}), cfg()
+    )
     stale = pending(graph)
     assert stale["type"] == "planmode.stale" and stale["changed"] == ["other.txt"]
 
@@ -416,7 +450,9 @@ def test_an_answer_at_a_step_question_is_a_pause_and_is_checked(
     approve_plan(graph)
     (ws / "other.txt").unlink()
     monkeypatch.setattr(gates, "RECHECK_AFTER_SECONDS", 3600.0)  # however quick the answer
-    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    graph.invoke(
+        Command(resume={"action": "approve", "step": "change", "definition": pending(graph)["definition"]}), cfg()
+    )
     stale = pending(graph)
     assert stale["type"] == "planmode.stale" and stale["changed"] == ["other.txt"]
 
@@ -492,7 +528,9 @@ def test_a_step_approved_for_one_task_is_asked_again_for_the_next_task_on_the_th
 ) -> None:
     graph, _ = make_graph(checkpointer, [PLAN, PLAN])
     start(graph, None, approval="auto", step_approval="writes")
-    graph.invoke(Command(resume={"action": "approve", "step": "change"}), cfg())
+    graph.invoke(
+        Command(resume={"action": "approve", "step": "change", "definition": pending(graph)["definition"]}), cfg()
+    )
     assert graph.get_state(cfg()).values["status"] == "completed"
     ctx = PlanModeContext(mode="plan", approval="auto", step_approval="writes", max_explore_calls=0)
     graph.invoke({"task": "Update the other config the same way"}, cfg(), context=ctx)

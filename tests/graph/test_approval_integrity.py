@@ -22,6 +22,7 @@ from langgraph.types import Command
 
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
+from planmode.state.approvals import decisions, granted_shape
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
 
@@ -201,7 +202,8 @@ def test_a_step_edited_in_after_the_approval_cannot_run_unapproved(checkpointer:
         Command(resume={"action": "approve", "revision": shown["revision"]}), cfg(), interrupt_before=["dispatch"]
     )  # a breakpoint right after the approval
     state = graph.get_state(cfg())
-    assert state.next == ("dispatch",) and state.values["approved_revision"] == shown["revision"]
+    granted = decisions(state.values["approvals"])[-1]
+    assert state.next == ("dispatch",) and (granted["revision"], granted["by"]) == (shown["revision"], "human")
     graph.update_state(cfg(), {"plan": EVIL})
     assert graph.get_state(cfg()).next == ("dispatch",)
 
@@ -396,7 +398,8 @@ def test_a_step_edited_in_during_execution_runs_only_after_a_human_approves_it(
         for _ in range(after_steps):
             graph.invoke(None, cfg(name), interrupt_before=[breakpoint])
         assert graph.get_state(cfg(name)).next == (breakpoint,)
-        assert graph.get_state(cfg(name)).values["approved_shape"] is not None  # execution has started
+        values = graph.get_state(cfg(name)).values
+        assert granted_shape(values["approvals"]) == values["plan"].shape  # the approval grants this very plan
 
         graph.update_state(cfg(name), {"plan": EVIL})  # evil depends on a
         graph.invoke(None, cfg(name))
@@ -433,7 +436,9 @@ def test_a_patch_applied_without_reapproval_goes_on_without_asking(checkpointer:
     assert not state.interrupts
     assert state.values["status"] == "completed"
     assert "fix_b" in [s.id for s in state.values["plan"].steps]
-    assert state.values["approved_shape"] == state.values["plan"].shape
+    assert granted_shape(state.values["approvals"]) == state.values["plan"].shape  # the patch's grant
+    patch_grants = [r for r in decisions(state.values["approvals"]) if r["kind"] == "patch"]
+    assert [(r["decision"], r["by"]) for r in patch_grants] == [("approved", "settings")]
 
 
 def test_a_step_edited_in_before_a_patch_is_not_approved_by_the_patch(checkpointer: SqliteSaver) -> None:

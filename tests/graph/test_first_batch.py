@@ -11,6 +11,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from planmode.graph import build_graph
+from planmode.state.approvals import decisions
 from planmode.state.models import StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 from tests.graph.test_approval_integrity import Recorder, cfg
@@ -62,10 +63,9 @@ def test_an_auto_approval_starts_the_first_batch_in_its_own_super_step(checkpoin
     assert after_approve.next == ("execute_step",)
     plan = after_approve.values["plan"]
     assert [s.id for s in plan.by_status(StepStatus.RUNNING)] == ["a"]
-    assert after_approve.values["approved_revision"] is None
-    assert [(r["kind"], r["decision"], r["by"], r["revision"]) for r in after_approve.values["approvals"]] == [
-        ("plan", "approved", "policy", approved.revision)
-    ]
+    assert [
+        (r["kind"], r["decision"], r["by"], r["revision"]) for r in decisions(after_approve.values["approvals"])
+    ] == [("plan", "approved", "policy", approved.revision)]
 
 
 def test_a_human_approval_still_goes_through_dispatchs_revision_check(checkpointer: SqliteSaver) -> None:

@@ -27,20 +27,23 @@ def _screen(payload: dict[str, Any]) -> None:
 
 
 def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
-    """The answer to a staleness or per-step question: approve with ``--auto-approve``; asked at a terminal;
-    None (left for later) otherwise."""
+    """The answer to a staleness or per-step question: asked at a terminal; None (left for later) otherwise.
+    ``--auto-approve`` answers the staleness question; a per-step question (``--step-approval writes``) always
+    asks the human at the terminal: auto-approving it would turn off the very question the user asked for."""
     stale = payload.get("type") == STALE_TYPE
     _screen(payload)
+    step_id = (payload.get("step") or {}).get("id")
     approve: dict[str, Any] = (
         {"action": "approve", "fingerprint": payload.get("fingerprint")}
         if stale
-        else {"action": "approve", "step": (payload.get("step") or {}).get("id")}
+        else {"action": "approve", "step": step_id, "definition": payload.get("definition")}
     )
-    if auto:
+    if auto and stale:
         console.print(Text("Approved automatically (--auto-approve).", style="green"))
         return approve
     if not interactive():
-        console.print(Text("This needs an answer at a terminal, or pass --auto-approve.", style="yellow"))
+        hint = "or pass --auto-approve" if stale else "(--step-approval writes asks a human for each write step)"
+        console.print(Text(f"This needs an answer at a terminal {hint}.", style="yellow"))
         return None
     other = "replan" if stale else "skip"
     choice = Prompt.ask(
@@ -77,7 +80,10 @@ def show_picture(plan: Any, *, mermaid: bool, png: Path | None) -> None:
 
 def print_approvals(records: Any) -> None:
     """The approvals log, one line each."""
-    if not isinstance(records, list) or not records:
+    from planmode.state.approvals import decisions
+
+    records = decisions(records)
+    if not records:
         return
     console.print(Markdown("**Approvals**"))
     for r in records:

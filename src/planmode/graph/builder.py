@@ -50,7 +50,6 @@ from planmode.nodes import (
 )
 from planmode.nodes._task import StepTask
 from planmode.nodes.detect import DETECT_ROUTES
-from planmode.nodes.gates import gated_approve, gated_dispatch
 from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
 from planmode.policy import ApprovalPolicy
@@ -103,12 +102,9 @@ def build_state_graph(
         input_schema=PlanModeState,
     )
     g.add_node("plan", data_writes(accounted("plan", pausable("plan", make_plan(deps)))), input_schema=PlanModeState)
-    g.add_node(
-        "approve", data_writes(gated_approve(make_approve(deps), deps, approval_policy)), input_schema=PlanModeState
-    )  # nodes/gates.py
-    g.add_node(
-        "dispatch", data_writes(accounted("dispatch", gated_dispatch(make_dispatch(deps), deps, approval_policy)))
-    )
+    # approve: the policy, then a human (nodes/approve.py); dispatch: its gates, then the batch (nodes/dispatch.py)
+    g.add_node("approve", data_writes(make_approve(deps, approval_policy)), input_schema=PlanModeState)
+    g.add_node("dispatch", data_writes(accounted("dispatch", make_dispatch(deps, approval_policy))))
     g.add_node(
         "execute_step",
         data_writes(typed_step_task(accounted("execute_step", pausable("execute_step", make_execute_step(deps))))),

@@ -44,9 +44,9 @@ def route_after_approve(
 ) -> list[Send] | Literal["dispatch", "plan", "approve", "reflect", "finalize", "verify", "model_unavailable"]:
     """Approved (or edited): execute. Rejected: plan again. Cancelled: finish. Otherwise ask again.
 
-    A human's approval goes to dispatch, which checks that the plan is still the revision approved. An
-    approval the policy gave started the first batch itself (`planmode.nodes.gates`; it leaves no approved
-    revision behind): route as dispatch would, a ``Send`` per running step."""
+    Approved, the run routes as dispatch would: a ``Send`` per running step (an approval the policy gave started
+    the first batch itself), else dispatch (after a human's approval). execute_step checks every step it is
+    sent against the approval record either way."""
     status = state.get("status")
     if status == "cancelled":
         return "finalize"
@@ -54,9 +54,7 @@ def route_after_approve(
         return "plan"
     if state.get("approval_error") or state.get("needs_approval") or status == "awaiting_approval":
         return "approve"
-    if state.get("approved_revision") is None:
-        return route_after_dispatch(state)
-    return "dispatch"
+    return route_after_dispatch(state)
 
 
 def route_after_patch(state: PlanModeState) -> Literal["dispatch", "approve", "finalize", "model_unavailable"]:

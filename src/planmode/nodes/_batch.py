@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.config import get_config
 
 from planmode.context import PlanModeContext
+from planmode.state.approvals import covering_grant, granted_shape, held_steps
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
@@ -22,6 +24,7 @@ __all__ = [
     "gates_may_stop",
     "next_batch",
     "staleness_check_due",
+    "unapproved_steps",
 ]
 
 S = StepStatus
@@ -67,40 +70,40 @@ def next_batch(state: PlanModeState, plan: Plan | None, max_parallel: int) -> di
         return {"status": "failed", "error": "there is no valid plan"}
     if state.get("needs_approval"):
         return {}
-    approved = state.get("approved_revision")
-    if approved is not None:
-        if plan.revision != approved:  # the plan executed is exactly the plan approved
-            return _approve_again()
-        bound: dict[str, Any] = {"approved_shape": plan.shape}  # execution is bound to this plan from now on
-    else:
-        shape = state.get("approved_shape")
-        if isinstance(shape, str) and plan.shape != shape:  # a step added or changed since: approve it first
-            return _approve_again()
-        bound = {}
+    unapproved = unapproved_steps(state, plan)
+    if unapproved:  # a step added or changed since the approval: approve it first (execute_step would refuse it)
+        return _approve_again(unapproved)
     if plan.is_complete:
-        return {**bound, "status": "completed", "approved_revision": None}
+        return {"status": "completed"}
     trouble = find_trouble(plan)
     if trouble:
-        return {**bound, "trouble": trouble, "approved_revision": None}
+        return {"trouble": trouble}
     # A step left running without an outcome (after a crash, a rollback or an edit) is dispatched again,
     # first, as the same attempt (it never finished: a crash, a rollback, an edit or a lost model).
     outcomes = state.get("step_outcomes") or {}
     stale = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
     batch = (stale + plan.ready_steps())[: max(1, max_parallel)]
     transitions = [StepTransition(id=s.id, status=S.RUNNING, attempts=_attempt(s)) for s in batch]
-    return {
-        **bound,
-        "plan": PlanUpdate(transitions=transitions, source=PlanSource.DISPATCH),
-        "approved_revision": None,
-        "status": "running",
-    }
+    return {"plan": PlanUpdate(transitions=transitions, source=PlanSource.DISPATCH), "status": "running"}
 
 
-def _approve_again() -> dict[str, Any]:
-    """The plan is not the one approved: back to the approval (which shows what changed)."""
+def unapproved_steps(state: Mapping[str, Any], plan: Plan) -> list[str]:
+    """The steps still to run (not done or skipped) whose exact definition no grant of the run's approval record
+    covers (`planmode.state.approvals`): a step added or edited after the approval."""
+    log = state.get("approvals")
+    if granted_shape(log) == plan.shape:  # the plan as the latest grant covered it whole
+        return []
+    return [
+        s.id for s in plan.steps if s.status not in (S.DONE, S.SKIPPED) and covering_grant(log, s, plan.goal) is None
+    ]
+
+
+def _approve_again(steps: list[str]) -> dict[str, Any]:
+    """The plan is not the one approved (``steps`` are not): back to the approval (which shows what changed)."""
+    del steps  # the approval payload's ``changes`` name them
     return {
         "needs_approval": True,
-        "approved_revision": None,
+        "status": "awaiting_approval",
         "approval_error": "the plan changed after it was approved; review it again",
     }
 
@@ -109,6 +112,14 @@ def _attempt(step: Step) -> int:
     """The attempt a dispatch starts: the next one, or the same one for a step still running without an
     outcome (its executor lost the model, or a rollback went back to it): that attempt never finished."""
     return step.attempts if step.status is S.RUNNING else step.attempts + 1
+
+
+def _held(state: PlanModeState) -> bool:
+    plan = state.get("plan")
+    if not isinstance(plan, Plan):
+        return False
+    log = state.get("approvals")
+    return any(s.id in held_steps(covering_grant(log, s, plan.goal)) for s in plan.ready_steps())
 
 
 def _resuming() -> bool:
@@ -135,6 +146,8 @@ def gates_may_stop(state: PlanModeState, settings: PlanModeContext) -> bool:
     """Whether a gate around dispatch (`planmode.nodes.gates`: per-step approval, the staleness check;
     `planmode.budget`: the budget check) may stop the next batch: verify then leaves the decision to dispatch."""
     if settings.step_approval != "off" or settings.max_tokens or settings.max_cost or state.get("budget"):
+        return True
+    if _held(state):  # an approval given under step_approval="writes" still holds steps for their own answer
         return True
     return bool(
         settings.check_staleness and isinstance(state.get("workspace_fingerprint"), dict) and staleness_check_due(state)

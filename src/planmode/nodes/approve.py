@@ -1,17 +1,27 @@
-"""approve: the human-in-the-loop interrupt. Nothing with side effects runs before ``interrupt()``: the
-node re-runs from its start on resume.
+"""approve: the one place a plan is approved — by the approval policy, or by a human at the interrupt.
 
-The node returns only what it changes; `route_after_approve` reads the route from state. So a human who
-edits the state during the interrupt (``update_state``, as Studio does) is asked again, not dropped.
+The node, in order:
 
-The payload's ``changes`` compare the plan with ``approval_base`` (state): the plan a human last answered
-with its revision (approve, edit), rejected, or approved. The node writes it when it returns after an
-answer; a refused answer that names a stale revision (or none) keeps the old base, since the human did not
-answer the plan shown now. An edit is written with ``expected_revision`` (the revision shown), so the plan
-reducer refuses it, should the plan have changed in between.
+1. an open staleness or per-step question (set by dispatch: `planmode.nodes.gates`) is asked first;
+2. the approval policy decides the plan (`planmode.policy`; default `from_settings`, the ``approval`` setting).
+   It is the only decider: ``approve`` writes a grant ``by: policy``; ``reject`` cancels the run; ``ask`` (or a
+   policy that fails) asks a human;
+3. a human answers the ``planmode.approval`` interrupt (`planmode.approval`): approve and edit name the
+   revision they were made against; the grant they write covers exactly the plan shown (or as edited),
+   ``by: human``.
+
+A grant (`planmode.state.approvals`) is what execute_step checks before any step runs; under
+``step_approval="writes"`` it holds every step that uses a tool that changes things for its own answer.
+Nothing with side effects runs before ``interrupt()`` (the node re-runs from its start on resume): the
+workspace fingerprint (`planmode.staleness`) is taken after the answer. The node returns only what it
+changes; `route_after_approve` reads the route from state, so an edit during the interrupt is asked again.
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
 
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import interrupt
@@ -19,100 +29,173 @@ from langgraph.types import interrupt
 from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
 from planmode.approver import approver
 from planmode.budget import approval_budget, approval_markdown
+from planmode.context import PlanModeContext
 from planmode.events import emit
+from planmode.nodes._batch import PROCESS_TOKEN, gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
-from planmode.nodes._twin import inline_node
+from planmode.nodes._twin import Body, call, twin_node
+from planmode.nodes.gates import ask_stale, ask_step, write_holds
+from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
+from planmode.staleness import fingerprint
+from planmode.state.approvals import add_approval_records, grant, record
 from planmode.state.diff import plan_changes, plan_snapshot
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import PlanSource
-from planmode.state.reducer import PlanUpdate
+from planmode.state.models import Plan, PlanSource
+from planmode.state.reducer import PlanUpdate, preview
 
 __all__ = ["make_approve"]
 
 
-def make_approve(deps: Deps) -> RunnableCallable:
-    """Build the approve node. It has no IO: ``ainvoke`` runs it on the event loop, not in a worker thread."""
+def make_approve(deps: Deps, policy: Any = None) -> RunnableCallable:
+    """Build the approve node with its approval policy (default: the ``approval`` setting)."""
+    chosen = policy if policy is not None else from_settings
+    name = policy_name(chosen)
+    read_only = read_only_tools_of(deps.tools)
 
-    def approve(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
+    def fingerprinted(state: PlanModeState, settings: PlanModeContext) -> Body[StateUpdate]:
+        """The workspace fingerprint taken at an approval (nothing when the check is off or there is none)."""
+        if not settings.check_staleness:
+            return {}
+        paths = list(state.get("explored_paths") or [])
+        fp = yield from call(
+            lambda: fingerprint(settings.workspace, paths),
+            lambda: asyncio.to_thread(fingerprint, settings.workspace, paths),
+        )
+        if fp is None:
+            return {}
+        return {"workspace_fingerprint": fp, "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()}}
+
+    def approve(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
         plan = state.get("plan")
-        if plan is None or plan.version == 0:
+        log = state.get("approvals")
+        if not isinstance(plan, Plan) or plan.version == 0:
             return {"approval_error": None, "status": "planning"}
-        # Headless policy: everything is approved automatically (off_track patches included).
-        if settings.approval == "auto":
-            emit("plan_approved", "approved automatically", plan_version=plan.version, revision=plan.revision)
-            return {
-                "approved_revision": plan.revision,
-                "needs_approval": False,
-                "approval_error": None,
-                "status": "running",
-            }
+        stale = state.get("stale")
+        if isinstance(stale, dict):
+            return ask_stale(state, plan, stale, name)
+        gate = state.get("step_gate")
+        if isinstance(gate, dict):
+            return ask_step(state, settings, plan, gate, name)
         base = state.get("approval_base")
         if not isinstance(base, dict) or base.get("goal") != plan.goal:  # none yet, or another run's plan
             base = None
         error = state.get("approval_error")
-        payload = approval_payload(
-            plan, error=error, reason=approval_reason(plan, base, error=error), changes=plan_changes(base, plan)
+        reason = approval_reason(plan, base, error=error)
+        request = ApprovalRequest(
+            kind="plan", subject=plan, reason=reason, settings=settings, read_only_tools=read_only
         )
+        decision, failure = decide(chosen, request)
+        holds = write_holds(plan, settings, read_only)
+        if decision.action == "approve":
+            said = "approved automatically" + ("" if chosen is from_settings else f" by the policy {name}")
+            emit("plan_approved", said, plan_version=plan.version, revision=plan.revision)
+            approved: StateUpdate = {
+                "needs_approval": False,
+                "approval_error": None,
+                "status": "running",
+                "approvals": [grant(log, "plan", plan, policy=name, by="policy", hold=holds, reason=reason)],
+                **(yield from fingerprinted(state, settings)),
+            }
+            after = {**state, **approved, "approvals": add_approval_records(log, approved["approvals"])}
+            return {**approved, **_first_batch(cast(PlanModeState, after), settings)}
+        if decision.action == "reject":
+            emit("plan_cancelled", decision.reason, plan_version=plan.version)
+            return {
+                "status": "cancelled",
+                "feedback": f"rejected by the approval policy {name}: {decision.reason}",
+                "needs_approval": False,
+                "approval_error": None,
+                "approvals": [record(log, "plan", "rejected", name, "policy", plan, reason=decision.reason)],
+            }
+        payload = approval_payload(plan, error=error, reason=reason, changes=plan_changes(base, plan))
         if settings.max_tokens or settings.max_cost or state.get("usage"):  # the estimate beside the budget
             payload["budget"] = approval_budget(plan, state, settings)
             payload["markdown"] += "\n\n" + approval_markdown(payload["budget"])
         answer = interrupt(payload)
-        decision = parse_resume(answer, plan)
-        if isinstance(decision, str):
+        human = parse_resume(answer, plan)
+        if isinstance(human, str):
             named = answer.get("revision") if isinstance(answer, dict) else None
             # the human answered the plan shown now (by its revision): later changes are shown against it
             return {
-                "approval_error": decision,
+                "approval_error": human,
                 **({"approval_base": plan_snapshot(plan)} if named == plan.revision else {}),
             }
-        if isinstance(decision, Reject):
-            emit("plan_rejected", decision.feedback, plan_version=plan.version)
+        if isinstance(human, Reject):
+            emit("plan_rejected", human.feedback, plan_version=plan.version)
             return {
-                "feedback": decision.feedback,
+                "feedback": human.feedback,
                 "approval_error": None,
                 "status": "planning",
                 "approval_base": plan_snapshot(plan),
+                "approvals": [record(log, "plan", "rejected", name, "human", plan, feedback=human.feedback)],
             }
-        if isinstance(decision, Cancel):  # the human leaves plan mode: nothing more is executed
-            emit("plan_cancelled", decision.feedback, plan_version=plan.version)
+        if isinstance(human, Cancel):  # the human leaves plan mode: nothing more is executed
+            emit("plan_cancelled", human.feedback, plan_version=plan.version)
             return {
                 "status": "cancelled",
-                "feedback": decision.feedback or None,
+                "feedback": human.feedback or None,
                 "approval_error": None,
                 "needs_approval": False,
+                "approvals": [record(log, "plan", "cancelled", name, "human", plan, feedback=human.feedback)],
             }
         who = approver()  # after interrupt(): the user of the run that resumed it
-        if isinstance(decision, Edit):
+        if isinstance(human, Edit):
+            update = PlanUpdate(
+                patch=human.patch, source=PlanSource.HUMAN_EDIT, expected_revision=human.revision, approved_by=who
+            )
+            edited = preview(plan, update).plan or human.plan
             emit(
                 "plan_approved",
                 "approved with edits",
-                plan_version=decision.plan.version,
-                revision=decision.plan.revision,
+                plan_version=edited.version,
+                revision=edited.revision,
                 approved_by=who,
             )
+            approvals = grant(
+                log,
+                "plan",
+                edited,
+                policy=name,
+                by="human",
+                decision="edited",
+                who=who,
+                hold=write_holds(edited, settings, read_only),
+                reason=reason,
+                policy_error=failure,
+            )
             return {
-                "plan": PlanUpdate(
-                    patch=decision.patch,
-                    source=PlanSource.HUMAN_EDIT,
-                    expected_revision=decision.revision,
-                    approved_by=who,
-                ),
-                "approved_revision": decision.plan.revision,
-                "approval_base": plan_snapshot(decision.plan),
+                "plan": update,
+                "approval_base": plan_snapshot(edited),
                 "needs_approval": False,
                 "approval_error": None,
                 "status": "running",
+                "approvals": [approvals],
+                **(yield from fingerprinted(state, settings)),
             }
-        assert isinstance(decision, Approve)
-        emit("plan_approved", "approved", plan_version=plan.version, revision=decision.revision, approved_by=who)
+        assert isinstance(human, Approve)
+        emit("plan_approved", "approved", plan_version=plan.version, revision=human.revision, approved_by=who)
         return {
-            "plan": PlanUpdate(source=PlanSource.APPROVAL, expected_revision=decision.revision, approved_by=who),
-            "approved_revision": decision.revision,
+            "plan": PlanUpdate(source=PlanSource.APPROVAL, expected_revision=human.revision, approved_by=who),
             "needs_approval": False,
             "approval_error": None,
             "status": "running",
             "approval_base": plan_snapshot(plan),
+            "approvals": [
+                grant(
+                    log, "plan", plan, policy=name, by="human", who=who, hold=holds, reason=reason, policy_error=failure
+                )
+            ],
+            **(yield from fingerprinted(state, settings)),
         }
 
-    return inline_node("approve", approve)
+    return twin_node("approve", approve)
+
+
+def _first_batch(approved: PlanModeState, settings: PlanModeContext) -> StateUpdate:
+    """An approval the policy gave (no human, no plan change) starts the first batch in the same super-step, as
+    verify starts the later ones (`next_batch`): one checkpointed super-step fewer per run. Nothing when a gate
+    around dispatch may stop the batch: dispatch then decides."""
+    if gates_may_stop(approved, settings):
+        return {}
+    return next_batch(approved, approved.get("plan"), settings.max_parallel)

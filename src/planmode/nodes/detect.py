@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Literal, get_args
+import uuid
+from typing import Literal, get_args
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
@@ -16,8 +17,7 @@ from planmode.context import PlanModeContext, settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, NodeRuntime, settings_of, task_of
 from planmode.nodes._twin import Body, model_for, structured, twin_node
-from planmode.state.graph_state import PlanModeState
-from planmode.state.models import ResetPlan
+from planmode.state.graph_state import PlanModeState, new_run
 
 __all__ = ["DETECT_ROUTES", "DetectDecision", "heuristic_decision", "make_detect"]
 
@@ -111,23 +111,7 @@ def make_detect(deps: Deps) -> RunnableCallable:
     def detect(state: PlanModeState, runtime: NodeRuntime) -> Body[Command[DetectRoute]]:
         settings = settings_of({}, runtime)  # a new run takes its settings from the context (or defaults)
         task = task_of(state)
-        reset: dict[str, Any] = {
-            "settings": settings_dict(settings),
-            "plan": ResetPlan(reason="new run"),
-            "feedback": None,
-            "approval_error": None,
-            "approved_revision": None,
-            "approved_shape": None,
-            "approval_base": None,
-            "needs_approval": False,
-            "trouble": None,
-            "reflection": None,
-            "reflections": 0,
-            "patches_applied": 0,
-            "report": None,
-            "error": None,
-            "step_outcomes": dict.fromkeys(state.get("step_outcomes") or {}, None),
-        }
+        reset = new_run(settings_dict(settings), state.get("step_outcomes"), uuid.uuid4().hex)
         if not task:
             return Command(goto="finalize", update={**reset, "status": "failed", "error": "no task was given"})
         yield from model_for(deps, settings)  # a missing API key is a clear error now, before any work

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast
 
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import Send
@@ -11,6 +12,10 @@ from langgraph.types import Send
 from planmode.nodes._batch import find_trouble, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._task import StepTask
+from planmode.nodes._twin import Body, call, twin_node
+from planmode.nodes.gates import dispatch_gates
+from planmode.policy import from_settings, policy_name, read_only_tools_of
+from planmode.staleness import fingerprint
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, Step, StepStatus
 
@@ -19,28 +24,45 @@ __all__ = ["StepTask", "dispatch_sends", "find_trouble", "make_dispatch", "next_
 S = StepStatus
 
 
-def make_dispatch(deps: Deps) -> RunnableCallable:
-    """Build the dispatch node: one pure decision (`next_batch`) on both paths, ``invoke`` and ``ainvoke`` (it
-    awaits nothing: it runs on the event loop instead of taking a worker thread).
+def make_dispatch(deps: Deps, policy: Any = None) -> RunnableCallable:
+    """Build the dispatch node: its gates (`planmode.nodes.gates.dispatch_gates`: the staleness check, the policy
+    on steps that need their own approval), then one pure decision (`next_batch`), on both paths (``invoke``, and
+    ``ainvoke`` with the fingerprint taken in a worker thread).
 
     It returns only what it changes (`next_batch`: steps marked running, the trouble, the status); the router
     `planmode.graph.routing.route_after_dispatch` reads the route from that state: a ``Send`` per running
     step without an outcome, reflect, finalize or approve. So an edit through ``update_state`` between two
     nodes re-runs that router on the edited state instead of stranding the run. dispatch runs where
-    execution starts (after a human's approval, which it checks is of this very plan revision; after patch,
-    reflect, a pause, or when a gate may stop the batch); an approval the policy gave starts the first batch
-    in approve's super-step (`planmode.nodes.gates`), and within a run verify decides the next batch itself.
-    No step starts before the checkpoint it runs from is durable: execute_step waits for it.
+    execution starts (after a human's approval, after patch, reflect, a pause, or when a gate may stop the
+    batch); an approval the policy gave starts the first batch in approve's super-step, and within a run verify
+    decides the next batch itself. Neither is the guarantee: execute_step checks each step it is sent against
+    the approval record. No step starts before the checkpoint it runs from is durable: execute_step waits for it.
     """
-    del deps  # dispatch needs no model, tools or store
+    chosen = policy if policy is not None else from_settings
+    name = policy_name(chosen)
+    read_only = read_only_tools_of(deps.tools)
 
-    def dispatch(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
-        return next_batch(state, state.get("plan"), settings_of(state, runtime).max_parallel)
+    def dispatch(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
+        settings = settings_of(state, runtime)
+        gates = dispatch_gates(state, settings, chosen, name, read_only)
+        try:
+            request = next(gates)
+            while True:
+                fp = yield from _fingerprint(request[1], request[2])
+                request = gates.send(fp)
+        except StopIteration as done:
+            extra, stop = done.value
+        if stop:
+            return cast(StateUpdate, extra)
+        decided = next_batch(state, state.get("plan"), settings.max_parallel)
+        return {**extra, **decided} if extra else decided
 
-    async def adispatch(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
-        return dispatch(state, runtime)
+    return twin_node("dispatch", dispatch)
 
-    return RunnableCallable(dispatch, adispatch, name="dispatch", trace=False)
+
+def _fingerprint(workspace: str | None, paths: list[str]) -> Body[Any]:
+    """The workspace fingerprint (`planmode.staleness.fingerprint`), in a worker thread on the async path."""
+    return call(lambda: fingerprint(workspace, paths), lambda: asyncio.to_thread(fingerprint, workspace, paths))
 
 
 def dispatch_sends(state: PlanModeState, limit: int | None = None) -> list[Send]:

@@ -1,10 +1,34 @@
-"""execute_step: run one step (a ``Send`` task) with its dependencies' results; never raises for a failing
-tool or executor — that is a failed attempt recorded in the outcome."""
+"""execute_step: run one step — only the step that was approved, exactly as it was approved.
+
+This node is **the execution guard**: the last check before a step's executor runs, on every path (``invoke``,
+``ainvoke``, the LangGraph server, planmode as a tool or behind the middleware, a ``Send`` from anywhere). It
+trusts nothing it is sent: the ``Send`` names a step, and the node reads the step, its plan, the approval record
+and the settings from the graph's own channels (what the super-step started from). The step runs only when:
+
+1. it is a step of the plan, marked ``running`` (a done step never runs again);
+2. every dependency is ``done``;
+3. a sealed grant in the run's approval record (`planmode.state.approvals`) covers its exact definition (goal,
+   id, description, dependencies, tools, complexity, acceptance) — written only by the approve node (a human or
+   the policy), a per-step answer, or a patch the settings let run without re-approval, never by
+   ``update_state``;
+4. a step the grant holds for its own answer (``step_approval="writes"``) has that answer, for this definition;
+5. the budget allows the next call (a stopped run, or a limit already spent, runs nothing more).
+
+Otherwise the step does not run: it goes back to ``pending``, the refusal is recorded in the approval record,
+and a step nobody approved sends the run back to the approval (which shows what changed). A step that does run
+is handed only the tools it declared (plus the read-only ones). A failing tool or executor never raises: it is
+a failed attempt recorded in the outcome.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
+from typing import Any
+
 from langchain_core.language_models import BaseChatModel
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
+from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 
 from planmode.context import PlanModeContext, resolve_settings
@@ -14,63 +38,231 @@ from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._task import StepTask
 from planmode.persistence import await_until_durable, wait_until_durable
+from planmode.policy import read_only_tools_of
+from planmode.state.approvals import covering_grant, current_run, held_steps, seal
 from planmode.state.graph_state import StepOutcome
-from planmode.state.models import Step
+from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
+from planmode.state.reducer import PlanUpdate
 
-__all__ = ["OUTPUT_NAMESPACE", "make_execute_step"]
+__all__ = ["GUARDED_KEYS", "OUTPUT_NAMESPACE", "Cleared", "Refused", "check_step", "make_execute_step"]
+
+S = StepStatus
+
+#: The channels the guard reads (as the super-step started), never the ``Send`` payload.
+GUARDED_KEYS = ["plan", "approvals", "settings", "budget", "usage", "step_outcomes", "needs_approval", "status"]
+
+
+class Refused:
+    """Why a step may not run, and whether it needs a (new) approval."""
+
+    def __init__(self, step_id: str, reason: str, *, approve_again: bool, step: Step | None = None) -> None:
+        self.step_id = step_id
+        self.reason = reason
+        self.approve_again = approve_again
+        self.step = step
+
+
+class Cleared:
+    """A step the guard lets run, with what it runs with (read from the channels)."""
+
+    def __init__(self, step: Step, plan: Plan, settings: PlanModeContext, grant: Mapping[str, Any]) -> None:
+        self.step = step
+        self.plan = plan
+        self.settings = settings
+        self.grant = grant
+
+
+def read_channels() -> dict[str, Any]:
+    """The graph's own state as the current super-step started (LangGraph's channel read, which its ToolNode
+    uses the same way). Empty outside a graph run: the guard then refuses every step."""
+    try:
+        conf = get_config().get("configurable") or {}
+    except RuntimeError:
+        return {}
+    read = conf.get("__pregel_read")
+    if read is None:
+        return {}
+    values = read(GUARDED_KEYS, False)
+    return dict(values) if isinstance(values, Mapping) else {}
+
+
+def check_step(
+    step_id: str, state: Mapping[str, Any], settings: PlanModeContext, read_only: frozenset[str]
+) -> Cleared | Refused:
+    """The execution guard's decision for ``step_id`` in ``state`` (the channels): pure, never raises."""
+    plan = state.get("plan")
+    if not isinstance(plan, Plan) or plan.version == 0:
+        return Refused(step_id, "there is no approved plan to run it from", approve_again=False)
+    step = plan.get(step_id)
+    if step is None:
+        return Refused(step_id, f"{step_id!r} is not a step of the plan", approve_again=False)
+    if step.status is not S.RUNNING:
+        return Refused(
+            step_id, f"step {step_id!r} is {step.status.value}, not started by planmode", approve_again=False
+        )
+    if state.get("needs_approval") or state.get("status") in ("awaiting_approval", "cancelled", "completed", "failed"):
+        reason = "the run is not executing (an approval is open or the run ended)"
+        return Refused(step_id, reason, approve_again=False, step=step)
+    done = {s.id for s in plan.by_status(S.DONE)}
+    waiting = [d for d in step.dependencies if d not in done]
+    if waiting:
+        return Refused(
+            step_id, f"step {step_id!r} waits for {', '.join(waiting)} (not done)", approve_again=False, step=step
+        )
+    log = state.get("approvals")
+    grant = covering_grant(log, step, plan.goal)
+    if grant is None:
+        return Refused(
+            step_id,
+            f"step {step_id!r} as it stands now was never approved (it was added or edited after the approval)",
+            approve_again=True,
+            step=step,
+        )
+    writes = [t for t in step.tools if t not in read_only]
+    own = step.id in held_steps(grant) or (settings.step_approval == "writes" and bool(writes))
+    if own and covering_grant(log, step, plan.goal, kinds=("step",)) is None:
+        reason = f"step {step_id!r} waits for its own approval (it uses {', '.join(writes) or 'tools'})"
+        return Refused(step_id, reason, approve_again=False, step=step)
+    spent = _over_budget(state, settings)
+    if spent:
+        return Refused(step_id, spent, approve_again=False, step=step)
+    return Cleared(step, plan, settings, grant)
+
+
+def _over_budget(state: Mapping[str, Any], settings: PlanModeContext) -> str | None:
+    from planmode.budget import cost_of, limits_of
+    from planmode.usage import total_tokens
+
+    stored = state.get("budget")
+    if isinstance(stored, Mapping) and stored.get("stopped"):
+        return "the run was stopped at its budget"
+    limits = limits_of(settings, stored)
+    usage = state.get("usage")
+    if limits.max_tokens and total_tokens(usage) >= limits.max_tokens:
+        return f"the token budget ({limits.max_tokens}) is spent"
+    if limits.max_cost:
+        try:
+            cost = cost_of(usage, settings.prices)
+        except Exception:  # unknown prices: the model layer's check decides per call
+            cost = None
+        if cost is not None and cost >= limits.max_cost:
+            return f"the cost budget ({limits.max_cost}) is spent"
+    return None
+
+
+def refusal_update(refused: Refused, state: Mapping[str, Any]) -> StateUpdate:
+    """What a refused step writes: back to pending (when planmode had started it), the refusal in the approval
+    record, and, for a step nobody approved, the approval asked again."""
+    emit("step_refused", refused.reason, step_id=refused.step_id)
+    plan = state.get("plan")
+    record = {
+        "kind": "refused",
+        "decision": "refused",
+        "policy": "execution guard",
+        "by": "planmode",
+        "step": clean_text(refused.step_id)[:200],
+        "reason": clean_text(refused.reason)[:500],
+        "plan_version": plan.version if isinstance(plan, Plan) else 0,
+        "revision": plan.revision if isinstance(plan, Plan) else None,
+        "run": current_run(state.get("approvals")),
+        "at": round(time.time(), 3),
+    }
+    out: StateUpdate = {"approvals": [seal(record)]}
+    step = refused.step
+    if step is not None and step.status is S.RUNNING:
+        back = StepTransition(id=step.id, status=S.PENDING, attempts=max(0, step.attempts - 1))
+        out["plan"] = PlanUpdate(transitions=[back], source=PlanSource.DISPATCH)
+    if refused.approve_again:
+        out.update(
+            needs_approval=True,
+            status="awaiting_approval",
+            approval_error=f"not run: {clean_text(refused.reason)}; review the plan again",
+        )
+    return out
 
 
 def make_execute_step(deps: Deps) -> RunnableCallable:
     """Build the execute_step node: a sync function for ``invoke`` and an async one for ``ainvoke`` (the executor
     awaited, the model called with ``ainvoke``, the store read and written with ``aget``/``aput``). Add it with
     ``input_schema=StepTask``: a node given as a runnable has no type hints to infer it from."""
+    read_only = read_only_tools_of(deps.tools)
 
-    def start(task: StepTask, runtime: NodeRuntime) -> tuple[Step, PlanModeContext, BaseStore | None]:
-        settings = resolve_settings(runtime.context, task.get("settings"))
-        step = task["step"]
+    def guard(task: Any, runtime: NodeRuntime) -> tuple[Cleared | Refused, dict[str, Any]]:
+        state = read_channels()
+        step_id = _step_id(task)
+        settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
+        return check_step(step_id, state, settings, read_only), state
+
+    def start(cleared: Cleared, runtime: NodeRuntime) -> BaseStore | None:
+        step = cleared.step
         emit(
-            "step_started", step.description, step_id=step.id, plan_version=task["plan_version"], attempt=step.attempts
+            "step_started", step.description, step_id=step.id, plan_version=cleared.plan.version, attempt=step.attempts
         )
-        return step, settings, store_of(deps, runtime)
+        return store_of(deps, runtime)
 
-    def context(
-        task: StepTask, settings: PlanModeContext, dependencies: dict[str, str], model: BaseChatModel | None
-    ) -> StepContext:
+    def context(cleared: Cleared, dependencies: dict[str, str], model: BaseChatModel | None) -> StepContext:
+        step = cleared.step
         return StepContext(
-            goal=task["goal"],
+            goal=cleared.plan.goal,
             dependencies=dependencies,
-            attempt=task["step"].attempts,
-            previous_error=task["step"].error,
-            settings=settings,
+            attempt=step.attempts,
+            previous_error=step.error,
+            settings=cleared.settings,
             tools=deps.tools,
             model=model,
         )
 
+    def dependency_info(cleared: Cleared) -> dict[str, dict[str, str | None]]:
+        steps = {s.id: s for s in cleared.plan.steps}
+        return {d: {"result": steps[d].result, "output_ref": steps[d].output_ref} for d in cleared.step.dependencies}
+
     def execute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
-        task = state  # the Send payload: one step and what it needs
+        task = state  # the Send payload: only the step's id is read from it
         if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
             wait_until_durable()
-        step, settings, store = start(task, runtime)
-        inputs = {d: dependency_output(info, store) for d, info in task["dependencies"].items()}
+        decision, channels = guard(task, runtime)
+        if isinstance(decision, Refused):
+            return refusal_update(decision, channels)
+        store = start(decision, runtime)
+        step, settings = decision.step, decision.settings
+        inputs = {d: dependency_output(info, store) for d, info in dependency_info(decision).items()}
         model = deps.models.get(settings) if deps.executor is None else None  # only the default executor needs it
-        outcome = run_executor(deps.executor or default_executor, step, context(task, settings, inputs, model))
+        outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
         if store is not None and outcome.ok and outcome.output:
             outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
         return {"step_outcomes": {step.id: outcome}}
 
     async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
         task = state
-        if task.get("durable"):  # the same wait, polling with asyncio.sleep and the saver's aget_tuple
+        if task.get("durable"):  # the same wait, on the saver's announcements
             await await_until_durable()
-        step, settings, store = start(task, runtime)
-        inputs = {d: await adependency_output(info, store) for d, info in task["dependencies"].items()}
+        decision, channels = guard(task, runtime)
+        if isinstance(decision, Refused):
+            return refusal_update(decision, channels)
+        store = start(decision, runtime)
+        step, settings = decision.step, decision.settings
+        inputs = {d: await adependency_output(info, store) for d, info in dependency_info(decision).items()}
         model = await deps.models.aget(settings) if deps.executor is None else None
-        outcome = await arun_executor(deps.executor or adefault_executor, step, context(task, settings, inputs, model))
+        outcome = await arun_executor(deps.executor or adefault_executor, step, context(decision, inputs, model))
         if store is not None and outcome.ok and outcome.output:
             outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
         return {"step_outcomes": {step.id: outcome}}
 
     return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
+
+
+def _step_id(task: Any) -> str:
+    """The id of the step a ``Send`` names (its ``step_id``, or the id of the ``step`` it carries)."""
+    if not isinstance(task, Mapping):
+        return ""
+    if isinstance(task.get("step_id"), str):
+        return str(task["step_id"])
+    step = task.get("step")
+    if isinstance(step, Step):
+        return step.id
+    if isinstance(step, Mapping) and isinstance(step.get("id"), str):
+        return str(step["id"])
+    return ""
 
 
 def _kept(outcome: StepOutcome, key: str, settings: PlanModeContext) -> StepOutcome:

@@ -1,43 +1,32 @@
-"""Gates around approve and dispatch: the approval policy, per-step approval and the staleness check.
+"""The questions besides the plan approval: staleness and per-step approval.
 
-`gated_approve` wraps the approve node: it asks the approval policy (`planmode.policy`) before the human
-approval, records the decision in ``approvals``, takes the workspace fingerprint when a plan is approved
-(`planmode.staleness`), and asks the two other questions that route through approve: ``planmode.stale``
-(the workspace changed since the approval) and ``planmode.step_approval`` (a step that uses a write tool, with
-``step_approval="writes"``).
+`dispatch_gates` runs inside dispatch, before steps start: it checks the workspace fingerprint when the run
+may have paused (`planmode.nodes._batch.staleness_check_due`), and asks the approval policy about each ready
+step that a grant holds for its own answer (``step_approval="writes"``: a step that uses a tool that changes
+things). A step the policy approves gets a ``step`` grant; otherwise the question is handed to approve by
+setting ``stale`` / ``step_gate`` and ``needs_approval``. approve asks it (`ask_stale`, `ask_step`), one
+interrupt per node run (a node re-runs from its start on resume, so two interrupts in one run could receive
+each other's answers), and returns to dispatch when it is answered.
 
-`gated_dispatch` wraps dispatch: before steps start it checks the fingerprint when the run may have paused
-(the first super-step of a resumed invocation, another process, or more than `RECHECK_AFTER_SECONDS` since
-the last check: a git status is cheap, but not free on every super-step), and holds write steps that need an
-approval. Both hand over to approve by setting ``stale`` / ``step_gate`` and ``needs_approval``; approve
-returns to dispatch when the question is answered (the existing routers, unchanged).
-
-Each question is one interrupt per node run (a node re-runs from its start on resume, so two interrupts in
-one run could receive each other's answers).
+A per-step answer names the step and the definition it was shown (``definition`` in the payload), as a plan
+answer names its revision: an answer about another definition is refused and the question asked again.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import hashlib
-import inspect
 import json
 import time
-from collections.abc import Callable, Generator
-from typing import Any, cast
+from collections.abc import Generator
+from typing import Any
 
-from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from planmode._drive import adrive, drive, per_path
-from planmode.approval import approval_reason
 from planmode.context import PlanModeContext
 from planmode.events import emit
-from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, gates_may_stop, next_batch, staleness_check_due
-from planmode.nodes._deps import Deps, settings_of
-from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
-from planmode.staleness import STALE_TYPE, changed_files, fingerprint, parse_stale_resume, read_answer, stale_payload
+from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, staleness_check_due
+from planmode.policy import ApprovalRequest, decide
+from planmode.staleness import STALE_TYPE, changed_files, parse_stale_resume, read_answer, stale_payload
+from planmode.state.approvals import covering_grant, definition_digest, grant, held_steps, record
 from planmode.state.graph_state import PlanModeState
 from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, Step, StepStatus, StepUpdate, clean_text
@@ -47,179 +36,40 @@ __all__ = [
     "RECHECK_AFTER_SECONDS",
     "STALE_TYPE",
     "STEP_APPROVAL_TYPE",
-    "gated_approve",
-    "gated_dispatch",
+    "ask_stale",
+    "ask_step",
+    "dispatch_gates",
+    "needs_own_answer",
     "parse_step_resume",
-    "step_key",
     "step_payload",
+    "write_holds",
 ]
 
 STEP_APPROVAL_TYPE = "planmode.step_approval"
 STEP_ACTIONS = ("approve", "skip", "cancel")
 
-
-Node = Callable[[PlanModeState, Runtime[Any]], dict[str, Any]]
-
-
-def _record(kind: str, decision: str, policy: str, by: str, plan: Plan, **extra: Any) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "decision": decision,
-        "policy": policy,
-        "by": by,
-        "plan_version": plan.version,
-        "revision": plan.revision,
-        "at": round(time.time(), 3),
-        **{k: clean_text(v) if isinstance(v, str) else v for k, v in extra.items() if v not in (None, "")},
-    }
+#: What `dispatch_gates` yields to have the workspace fingerprinted: ("fingerprint", workspace, read paths).
+FingerprintRequest = tuple[str, str | None, list[str]]
 
 
-# A gate is written once as a generator that yields what it needs done -- the wrapped node's run (`_INNER`) or
-# a workspace fingerprint (git in a subprocess, file hashing) -- and receives the answer: `_gate` drives it
-# with plain calls for ``invoke`` and with the node's async function and a worker thread for ``ainvoke``, so
-# the event loop never blocks on git or the file system.
-_INNER = ("inner",)
-_Gate = Generator[tuple[Any, ...], Any, dict[str, Any]]
+def write_holds(plan: Plan, settings: PlanModeContext, read_only: frozenset[str]) -> list[str]:
+    """The steps an approval holds for their own answer: under ``step_approval="writes"``, every step that
+    names a tool that changes things (not read-only, or unknown)."""
+    if settings.step_approval != "writes":
+        return []
+    return [s.id for s in plan.steps if any(t not in read_only for t in s.tools)]
 
 
-def _fingerprint_request(state: PlanModeState, settings: PlanModeContext) -> tuple[Any, ...]:
-    return ("fingerprint", settings.workspace, list(state.get("explored_paths") or []))
+def needs_own_answer(
+    state: PlanModeState, plan: Plan, step: Step, settings: PlanModeContext, writes: list[str]
+) -> bool:
+    """Whether ``step`` needs a per-step answer before it runs: its grant holds it, or ``step_approval="writes"``
+    (a setting can add the question, never remove one a grant holds) and it uses a tool that changes things."""
+    held = step.id in held_steps(covering_grant(state.get("approvals"), step, plan.goal))
+    return held or (settings.step_approval == "writes" and bool(writes))
 
 
-def _fingerprint_now(state: PlanModeState, settings: PlanModeContext) -> _Gate:
-    """The fields that record the workspace fingerprint (nothing when the check is off or there is no workspace)."""
-    if not settings.check_staleness:
-        return {}
-    fp = yield _fingerprint_request(state, settings)
-    if fp is None:
-        return {}
-    return {"workspace_fingerprint": fp, "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()}}
-
-
-def _gate(inner: Any, body: Callable[[PlanModeState, Any], _Gate], name: str) -> Any:
-    """A node that runs ``body`` around ``inner`` on each of ``inner``'s paths (see `_INNER`)."""
-
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def agated(state: PlanModeState, runtime: Any) -> dict[str, Any]:
-                async def call(request: tuple[Any, ...]) -> Any:
-                    if request == _INNER:
-                        return await fn(state, runtime=runtime)
-                    return await asyncio.to_thread(fingerprint, request[1], request[2])
-
-                return await adrive(body(state, runtime), call)
-
-            return agated
-
-        @functools.wraps(fn)
-        def gated(state: PlanModeState, runtime: Any) -> dict[str, Any]:
-            def call(request: tuple[Any, ...]) -> Any:
-                if request == _INNER:
-                    return fn(state, runtime=runtime)
-                return fingerprint(request[1], request[2])
-
-            return drive(body(state, runtime), call)
-
-        return gated
-
-    return per_path(inner, wrap)
-
-
-def step_key(step: Step, goal: str) -> str:
-    """A step's approval key: its id and a hash of its definition and the plan's goal (an edited step, or the
-    same step in the plan of a new task on the thread, is asked again)."""
-    body = json.dumps([goal, step.description, step.tools, step.dependencies, step.acceptance], ensure_ascii=True)
-    return f"{step.id}:{hashlib.sha256(body.encode()).hexdigest()[:10]}"
-
-
-# -- approve ----------------------------------------------------------------------------------------------
-
-
-def gated_approve(inner: Any, deps: Deps, policy: Any = None) -> Any:
-    """The approve node with the policy, the staleness question and the per-step question."""
-    chosen = policy if policy is not None else from_settings
-    name = policy_name(chosen)
-    read_only = read_only_tools_of(deps.tools)
-
-    def approve(state: PlanModeState, runtime: Runtime[Any]) -> _Gate:
-        settings = settings_of(state, runtime)
-        plan = state.get("plan")
-        if not isinstance(plan, Plan) or plan.version == 0:
-            out: dict[str, Any] = yield _INNER
-            return out
-        stale = state.get("stale")
-        if isinstance(stale, dict):
-            return _ask_stale(state, plan, stale, name)
-        gate = state.get("step_gate")
-        if isinstance(gate, dict):
-            return _ask_step(state, settings, plan, gate, name)
-        base = state.get("approval_base")
-        if not isinstance(base, dict) or base.get("goal") != plan.goal:
-            base = None
-        reason = approval_reason(plan, base, error=state.get("approval_error"))
-        request = ApprovalRequest(
-            kind="plan", subject=plan, reason=reason, settings=settings, read_only_tools=read_only
-        )
-        decision, failure = decide(chosen, request)
-        if decision.action == "approve":
-            said = "approved automatically" + ("" if chosen is from_settings else f" by the policy {name}")
-            emit("plan_approved", said, plan_version=plan.version, revision=plan.revision)
-            approved = {
-                "approved_revision": plan.revision,
-                "needs_approval": False,
-                "approval_error": None,
-                "status": "running",
-                "approvals": [_record("plan", "approved", name, "policy", plan, reason=reason)],
-                **(yield from _fingerprint_now(state, settings)),
-            }
-            return {**approved, **_first_batch(cast(PlanModeState, {**state, **approved}), settings)}
-        if decision.action == "reject":
-            emit("plan_cancelled", decision.reason, plan_version=plan.version)
-            return {
-                "status": "cancelled",
-                "feedback": f"rejected by the approval policy {name}: {decision.reason}",
-                "needs_approval": False,
-                "approval_error": None,
-                "approvals": [_record("plan", "rejected", name, "policy", plan, reason=decision.reason)],
-            }
-        out = yield _INNER
-        human = _human_outcome(out)
-        if human is not None:
-            out = {
-                **out,
-                "approvals": [_record("plan", human, name, "human", plan, reason=reason, policy_error=failure)],
-            }
-            if human in ("approved", "edited"):
-                out.update((yield from _fingerprint_now(state, settings)))
-        return out
-
-    return _gate(inner, approve, "approve")
-
-
-def _first_batch(approved: PlanModeState, settings: PlanModeContext) -> dict[str, Any]:
-    """An approval the policy gave (no human, no plan change) starts the first batch in the same super-step, as
-    verify starts the later ones (`next_batch`, bound to the revision just approved): one checkpointed
-    super-step fewer per run. Nothing when a gate around dispatch may stop the batch: dispatch then decides."""
-    if gates_may_stop(approved, settings):
-        return {}
-    return next_batch(approved, approved.get("plan"), settings.max_parallel)
-
-
-def _human_outcome(out: dict[str, Any]) -> str | None:
-    if out.get("approved_revision"):
-        update = out.get("plan")  # an approval names its approver in a plan update; an edit carries a change
-        edited = getattr(update, "patch", None) is not None or getattr(update, "plan", None) is not None
-        return "edited" if edited else "approved"
-    if out.get("status") == "cancelled":
-        return "cancelled"
-    if out.get("status") == "planning" and out.get("feedback"):
-        return "rejected"
-    return None  # a refused answer: asked again
-
-
-def _ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: str) -> dict[str, Any]:
+def ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: str) -> dict[str, Any]:
     current = stale.get("fingerprint") if isinstance(stale.get("fingerprint"), dict) else {}
     assert isinstance(current, dict)
     changed = [str(p) for p in stale.get("changed") or []]
@@ -231,7 +81,8 @@ def _ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: st
     if isinstance(decision, str):
         return {"stale": {**stale, "error": decision}, "needs_approval": True}
     files = ", ".join(changed[:20]) + (f" and {len(changed) - 20} more" if len(changed) > 20 else "")
-    record = _record("stale", decision.action, name, "human", plan, changed=files, feedback=decision.feedback)
+    log = state.get("approvals")
+    done = record(log, "stale", decision.action, name, "human", plan, changed=files, feedback=decision.feedback)
     if decision.action == "approve":
         return {
             "stale": None,
@@ -240,7 +91,7 @@ def _ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: st
             "approval_error": None,
             "workspace_fingerprint": current,
             "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()},
-            "approvals": [record],
+            "approvals": [done],
         }
     if decision.action == "replan":
         feedback = f"The workspace changed since the plan was approved (changed: {files})."
@@ -252,7 +103,7 @@ def _ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: st
             "feedback": feedback,
             "needs_approval": True,
             "approval_error": None,
-            "approvals": [record],
+            "approvals": [done],
         }
     emit("plan_cancelled", decision.feedback or "cancelled: the workspace changed", plan_version=plan.version)
     return {
@@ -261,7 +112,7 @@ def _ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: st
         "feedback": decision.feedback or f"cancelled because the workspace changed ({files})",
         "needs_approval": False,
         "approval_error": None,
-        "approvals": [record],
+        "approvals": [done],
     }
 
 
@@ -292,25 +143,34 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
         "dependencies": dependencies,
         "markdown": "\n".join(lines),
         "revision": plan.revision,
+        "definition": definition_digest(step, plan.goal),
         "actions": list(STEP_ACTIONS),
         "error": clean_text(error) if error else None,
     }
 
 
-def parse_step_resume(value: Any, step_id: str) -> tuple[str, str] | str:
-    """(action, feedback) from a resume value at the per-step approval, or why it is refused (never raises)."""
-    read = read_answer(value, STEP_ACTIONS, {"action": "approve", "step": step_id})
+def parse_step_resume(value: Any, step_id: str, definition: str) -> tuple[str, str] | str:
+    """(action, feedback) from a resume value at the per-step approval, or why it is refused (never raises). An
+    approve or a skip names the step and the ``definition`` shown (the payload's), so an answer given to another
+    version of the step never approves this one."""
+    example = {"action": "approve", "step": step_id, "definition": definition}
+    read = read_answer(value, STEP_ACTIONS, example)
     if isinstance(read, str):
         return read
     value, action = read
     feedback = value.get("feedback")
-    shown = value.get("step")
-    if action in ("approve", "skip") and shown != step_id:
-        return f'{action} must name the step shown: {{"action": "{action}", "step": "{step_id}"}}'
+    if action in ("approve", "skip"):
+        if value.get("step") != step_id:
+            return f"{action} must name the step shown: " + json.dumps({**example, "action": action})
+        if value.get("definition") != definition:
+            return (
+                f"{action} must name the definition shown (the step changed, or the answer names none): "
+                + json.dumps({**example, "action": action})
+            )
     return str(action), clean_text((feedback or "").strip())
 
 
-def _ask_step(
+def ask_step(
     state: PlanModeState, settings: PlanModeContext, plan: Plan, gate: dict[str, Any], name: str
 ) -> dict[str, Any]:
     step = plan.get(str(gate.get("step")))
@@ -325,22 +185,28 @@ def _ask_step(
             "feedback": f"step {step.id!r} rejected by the approval policy {name}: {reason}",
             "needs_approval": False,
         }
+    if gate.get("definition") not in (None, definition_digest(step, plan.goal)):  # edited since it was asked
+        return {"step_gate": None, "needs_approval": False, "status": "running"}
     writes = [str(w) for w in gate.get("writes") or []]
+    definition = definition_digest(step, plan.goal)
     answer = interrupt(step_payload(plan, step, writes, gate.get("error")))
-    parsed = parse_step_resume(answer, step.id)
+    parsed = parse_step_resume(answer, step.id, definition)
     if isinstance(parsed, str):
         return {"step_gate": {**gate, "error": parsed}, "needs_approval": True}
     action, feedback = parsed
-    record = _record("step", action, name, "human", plan, step=step.id, feedback=feedback)
+    log = state.get("approvals")
     if action == "approve":
+        from planmode.approver import approver
+
+        approved = grant(log, "step", plan, steps=[step], policy=name, by="human", who=approver(), step=step.id)
         return {
             "step_gate": None,
             "needs_approval": False,
             "status": "running",
-            "approved_steps": [*(state.get("approved_steps") or []), step_key(step, plan.goal)],
-            "approvals": [record],
+            "approvals": [approved],
             "fingerprint_checked": None,  # the run paused for the human: the next dispatch checks the workspace
         }
+    done = record(log, "step", action, name, "human", plan, step=step.id, feedback=feedback)
     if action == "skip":
         patch = PlanPatch(
             reason=f"skipped at its approval{': ' + feedback if feedback else ''}",
@@ -351,7 +217,7 @@ def _ask_step(
             "needs_approval": False,
             "status": "running",
             "plan": PlanUpdate(patch=patch, source="human", expected_revision=plan.revision),
-            "approvals": [record],
+            "approvals": [done],
         }
     emit("plan_cancelled", feedback or f"cancelled at step {step.id}", plan_version=plan.version)
     return {
@@ -359,83 +225,65 @@ def _ask_step(
         "status": "cancelled",
         "feedback": feedback or f"cancelled at the approval of step {step.id!r}",
         "needs_approval": False,
-        "approvals": [record],
+        "approvals": [done],
     }
 
 
 # -- dispatch ---------------------------------------------------------------------------------------------
 
 
-def gated_dispatch(inner: Any, deps: Deps, policy: Any = None) -> Any:
-    """The dispatch node with the staleness check and the per-step approval gate."""
-    chosen = policy if policy is not None else from_settings
-    name = policy_name(chosen)
-    read_only = read_only_tools_of(deps.tools)
-
-    def dispatch(state: PlanModeState, runtime: Runtime[Any]) -> _Gate:
-        plan = state.get("plan")
-        if (
-            not isinstance(plan, Plan)
-            or plan.version == 0
-            or state.get("needs_approval")
-            or state.get("unavailable")
-            or state.get("status") in ("cancelled", "failed", "completed")
-        ):
-            out: dict[str, Any] = yield _INNER
-            return out
-        settings = settings_of(state, runtime)
-        extra: dict[str, Any] = {}
-        pending_work = bool(plan.ready_steps() or plan.by_status(StepStatus.RUNNING))
-        stored = state.get("workspace_fingerprint")
-        if settings.check_staleness and isinstance(stored, dict) and pending_work and staleness_check_due(state):
-            now = yield _fingerprint_request(state, settings)
-            if now is not None and now.get("digest") != stored.get("digest"):
-                changed = changed_files(stored, now)
-                return {
-                    "stale": {"fingerprint": now, "changed": changed},
-                    "needs_approval": True,
-                    "status": "awaiting_approval",
-                }
-            extra["fingerprint_checked"] = {"token": PROCESS_TOKEN, "at": time.time()}
-        if settings.step_approval == "writes":
-            approved = list(state.get("approved_steps") or [])
-            records: list[dict[str, Any]] = []
-            for step in plan.ready_steps()[: max(1, settings.max_parallel)]:
-                writes = [t for t in step.tools if t not in read_only]
-                if not writes or step_key(step, plan.goal) in approved:
-                    continue
-                request = ApprovalRequest(
-                    kind="step",
-                    subject=plan,
-                    reason=f"step {step.id} uses tools that change things: {', '.join(writes)}",
-                    step=step,
-                    settings=settings,
-                    read_only_tools=read_only,
-                )
-                decision, failure = decide(chosen, request)
-                if decision.action == "approve":
-                    approved.append(step_key(step, plan.goal))
-                    records.append(_record("step", "approved", name, "policy", plan, step=step.id))
-                    continue
-                gate: dict[str, Any] = {"step": step.id, "writes": writes}
-                if decision.action == "reject":
-                    gate["rejected"] = decision.reason
-                    records.append(
-                        _record("step", "rejected", name, "policy", plan, step=step.id, reason=decision.reason)
-                    )
-                elif failure:
-                    gate["error"] = failure
-                return {
-                    **extra,
-                    "step_gate": gate,
-                    "needs_approval": True,
-                    "status": "awaiting_approval",
-                    "approved_steps": approved,
-                    "approvals": records,
-                }
-            if records:
-                extra.update(approved_steps=approved, approvals=records)
-        out = yield _INNER
-        return {**extra, **out} if extra else out
-
-    return _gate(inner, dispatch, "dispatch")
+def dispatch_gates(
+    state: PlanModeState, settings: PlanModeContext, policy: Any, name: str, read_only: frozenset[str]
+) -> Generator[FingerprintRequest, Any, tuple[dict[str, Any], bool]]:
+    """The checks dispatch makes before steps start: ``(update, stop)``. ``stop`` True: the update hands a
+    question to approve (no batch starts); otherwise the update (the fingerprint check time, step grants the
+    policy gave) goes with the batch."""
+    plan = state.get("plan")
+    if (
+        not isinstance(plan, Plan)
+        or plan.version == 0
+        or state.get("needs_approval")
+        or state.get("unavailable")
+        or state.get("status") in ("cancelled", "failed", "completed")
+    ):
+        return {}, False
+    extra: dict[str, Any] = {}
+    pending_work = bool(plan.ready_steps() or plan.by_status(StepStatus.RUNNING))
+    stored = state.get("workspace_fingerprint")
+    if settings.check_staleness and isinstance(stored, dict) and pending_work and staleness_check_due(state):
+        now = yield ("fingerprint", settings.workspace, list(state.get("explored_paths") or []))
+        if now is not None and now.get("digest") != stored.get("digest"):
+            stale = {"fingerprint": now, "changed": changed_files(stored, now)}
+            return {"stale": stale, "needs_approval": True, "status": "awaiting_approval"}, True
+        extra["fingerprint_checked"] = {"token": PROCESS_TOKEN, "at": time.time()}
+    log = state.get("approvals")
+    records: list[dict[str, Any]] = []
+    for step in plan.ready_steps()[: max(1, settings.max_parallel)]:
+        writes = [t for t in step.tools if t not in read_only]
+        if not needs_own_answer(state, plan, step, settings, writes):
+            continue
+        if covering_grant(log, step, plan.goal, kinds=("step",)) is not None:
+            continue
+        request = ApprovalRequest(
+            kind="step",
+            subject=plan,
+            reason=f"step {step.id} uses tools that change things: {', '.join(writes) or '(held by its approval)'}",
+            step=step,
+            settings=settings,
+            read_only_tools=read_only,
+        )
+        decision, failure = decide(policy, request)
+        if decision.action == "approve":
+            records.append(grant(log, "step", plan, steps=[step], policy=name, by="policy", step=step.id))
+            continue
+        gate: dict[str, Any] = {"step": step.id, "writes": writes, "definition": definition_digest(step, plan.goal)}
+        if decision.action == "reject":
+            gate["rejected"] = decision.reason
+            records.append(record(log, "step", "rejected", name, "policy", plan, step=step.id, reason=decision.reason))
+        elif failure:
+            gate["error"] = failure
+        update = {**extra, "step_gate": gate, "needs_approval": True, "status": "awaiting_approval"}
+        return ({**update, "approvals": records} if records else update), True
+    if records:
+        extra["approvals"] = records
+    return extra, False

@@ -20,9 +20,13 @@ from pydantic import ValidationError
 from planmode import prompts
 from planmode.context import PlanModeContext
 from planmode.events import emit
+from planmode.nodes._batch import unapproved_steps
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
+from planmode.nodes.gates import write_holds
+from planmode.policy import read_only_tools_of
+from planmode.state.approvals import grant
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource, Rejection
@@ -35,6 +39,7 @@ __all__ = ["make_patch"]
 def make_patch(deps: Deps) -> RunnableCallable:
     """Build the patch node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the patch calls and
     the full-plan fallback awaited)."""
+    read_only = read_only_tools_of(deps.tools)
 
     def patch(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
@@ -101,12 +106,24 @@ def make_patch(deps: Deps) -> RunnableCallable:
         }
         if reapprove:
             return {**written, "needs_approval": True, "status": "awaiting_approval"}
-        # Applied without asking (reapprove_patches off): execution goes on bound to the patched plan, provided
-        # the plan patched was the approved one. A step edited in meanwhile keeps the old binding, so the next
-        # batch asks for approval (a patch must not approve an edit it happened to be applied on top of).
+        # Applied without asking (reapprove_patches off): the settings approve the patched plan (a grant by the
+        # settings), provided every step of the plan patched was approved. A step edited in meanwhile stays
+        # unapproved, so the next batch asks for approval (a patch must not approve an edit it happened to be
+        # applied on top of).
         patched = outcome.plan
-        if patched is not None and state.get("approved_shape") == plan.shape:
-            written["approved_shape"] = patched.shape
+        if patched is not None and not unapproved_steps(state, plan):
+            holds = write_holds(patched, settings, read_only)
+            written["approvals"] = [
+                grant(
+                    state.get("approvals"),
+                    "patch",
+                    patched,
+                    policy="reapprove_patches=false",
+                    by="settings",
+                    hold=holds,
+                    reason=update.patch.reason if update.patch else None,
+                )
+            ]
         return {**written, "needs_approval": False}
 
     return twin_node("patch", patch)

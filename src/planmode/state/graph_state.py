@@ -17,6 +17,7 @@ from planmode.state.models import Plan, clean_text
 from planmode.state.usage import merge_usage
 
 __all__ = [
+    "KEPT_ACROSS_RUNS",
     "InputState",
     "OutputState",
     "PlanModeState",
@@ -25,6 +26,7 @@ __all__ = [
     "StepOutcomesChannel",
     "latest",
     "merge_outcomes",
+    "new_run",
 ]
 
 RunStatus = Literal[
@@ -178,13 +180,6 @@ class PlanModeState(InputState, total=False):
     """A human's feedback on a rejected plan, for the planner's next revision."""
     approval_error: str | None
     """Why the previous resume value at the approval interrupt was refused (shown in the next payload)."""
-    approved_revision: str | None
-    """The revision the human approved; execution checks it when it starts."""
-    approved_shape: str | None
-    """The shape (`Plan.shape`: goal and step definitions) of the plan execution started from, bound when the
-    approved revision starts, rebound by a patch applied without re-approval. A batch never starts while the
-    plan has another shape: a step edited in after the approval (``update_state``, Studio, ``edit_plan``) is
-    approved first. None before execution starts (and in checkpoints written before it existed)."""
     approval_base: dict[str, Any] | None
     """The plan a human last answered at the approval (approved, edited, rejected, or answered naming its
     revision), as `planmode.state.diff.plan_snapshot` data (revision, version, title, each step's definition
@@ -225,7 +220,49 @@ class PlanModeState(InputState, total=False):
     """The changed fingerprint and files while the ``planmode.stale`` question is open."""
     step_gate: dict[str, Any] | None
     """The step waiting for its ``planmode.step_approval`` while that question is open."""
-    approved_steps: list[str] | None
-    """Steps approved to run (``step_approval="writes"``), as `planmode.nodes.gates.step_key`."""
     approvals: Annotated[list[dict[str, Any]], add_approval_records]
-    """Every approval decision: kind (plan, step, stale), decision, policy name, by (policy, human), plan version."""
+    """The run's approval record (`planmode.state.approvals`): every decision, sealed, append-only — grants of
+    step definitions (plan, step, patch), rejections, staleness answers, refusals of the execution guard. Only
+    planmode's nodes can write it (``update_state`` cannot: its records carry no valid seal); execute_step runs a
+    step only when a grant here covers its exact definition."""
+
+
+#: The keys a new run on a thread keeps: the conversation. Every other key is reset by `new_run`.
+KEPT_ACROSS_RUNS = frozenset({"messages"})
+
+
+def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> dict[str, Any]:
+    """The state update that starts a new run on a thread (detect writes it): every key of `PlanModeState` but
+    `KEPT_ACROSS_RUNS`, so nothing of an earlier run — an approval, a question left open, a budget raised, a
+    fingerprint — carries over to the next. ``step_outcomes``: the outcomes in state now (each is removed)."""
+    from planmode.state.approvals import new_run_record
+    from planmode.state.models import ResetPlan
+
+    return {
+        "task": None,
+        "goal": "",
+        "plan": ResetPlan(reason="new run"),
+        "status": "new",
+        "report": None,
+        "settings": settings,
+        "route": None,
+        "feedback": None,
+        "approval_error": None,
+        "approval_base": None,
+        "needs_approval": False,
+        "step_outcomes": dict.fromkeys(step_outcomes if isinstance(step_outcomes, Mapping) else {}, None),
+        "trouble": None,
+        "reflection": None,
+        "reflections": 0,
+        "patches_applied": 0,
+        "error": None,
+        "usage": {"reset": True},
+        "budget": None,
+        "unavailable": None,
+        "explored_paths": None,
+        "workspace_fingerprint": None,
+        "fingerprint_checked": None,
+        "stale": None,
+        "step_gate": None,
+        "approvals": [new_run_record(run_id)],
+    }
