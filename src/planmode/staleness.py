@@ -13,7 +13,7 @@ content hash, so the cost is one ``git status`` plus hashing the dirty files, no
 Outside a repository the files the planner's exploration read (``explored_paths``) are hashed. `changed_files`
 names what differs between two fingerprints (for a moved ``HEAD``, with ``git diff --name-only``).
 
-The check runs in the dispatch gate (`planmode.nodes.gates`) before new steps start, when the run may have
+The check runs in the dispatch gate (`planmode.nodes._gates`) before new steps start, when the run may have
 paused: in another process than the last check (a crash, ``planmode resume``), after a human answered a step
 question, in the first super-step of a resumed invocation, or more than ``RECHECK_AFTER_SECONDS`` after the
 last check (another pause: a budget, an unreachable model). Steps that were running when a process died are

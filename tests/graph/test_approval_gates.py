@@ -19,7 +19,7 @@ from langgraph.types import Command
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.nodes import _batch as batch
-from planmode.nodes import gates
+from planmode.nodes import _gates as gates
 from planmode.policy import ApprovalRequest, Decision, read_only_auto, reject
 from planmode.staleness import changed_files, explored_paths, fingerprint, stale_payload
 from planmode.state.approvals import current_run, decisions, definition_digest

@@ -11,7 +11,7 @@ from rich.prompt import Prompt
 from rich.text import Text
 
 from planmode.cli.ui import console, interactive
-from planmode.nodes.gates import STEP_APPROVAL_TYPE
+from planmode.nodes._gates import STEP_APPROVAL_TYPE
 from planmode.staleness import STALE_TYPE
 from planmode.state.models import Plan
 

@@ -107,8 +107,9 @@ def build_state_graph(
     g.add_node("dispatch", data_writes(accounted("dispatch", make_dispatch(deps, approval_policy))))
     g.add_node(
         "execute_step",
-        data_writes(typed_step_task(accounted("execute_step", pausable("execute_step", make_execute_step(deps))))),
+        data_writes(typed_step_task(accounted("execute_step", make_execute_step(deps)))),
         input_schema=StepTask,
+        destinations=("verify",),  # a step planmode started goes on to verify (execute_step's Command)
     )
     g.add_node("verify", data_writes(accounted("verify", pausable("verify", make_verify(deps)))))
     g.add_node(
@@ -123,7 +124,6 @@ def build_state_graph(
     g.add_node("model_unavailable", data_writes(make_model_unavailable(deps)), destinations=RESUME_NODES)
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
-    g.add_edge("execute_step", "verify")
     g.add_edge("finalize", END)
     g.add_conditional_edges("plan", route_after_plan)
     g.add_conditional_edges(

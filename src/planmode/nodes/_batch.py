@@ -143,7 +143,7 @@ def staleness_check_due(state: PlanModeState) -> bool:
 
 
 def gates_may_stop(state: PlanModeState, settings: PlanModeContext) -> bool:
-    """Whether a gate around dispatch (`planmode.nodes.gates`: per-step approval, the staleness check;
+    """Whether a gate around dispatch (`planmode.nodes._gates`: per-step approval, the staleness check;
     `planmode.budget`: the budget check) may stop the next batch: verify then leaves the decision to dispatch."""
     if settings.step_approval != "off" or settings.max_tokens or settings.max_cost or state.get("budget"):
         return True

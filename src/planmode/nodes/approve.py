@@ -2,7 +2,7 @@
 
 The node, in order:
 
-1. an open staleness or per-step question (set by dispatch: `planmode.nodes.gates`) is asked first;
+1. an open staleness or per-step question (set by dispatch: `planmode.nodes._gates`) is asked first;
 2. the approval policy decides the plan (`planmode.policy`; default `from_settings`, the ``approval`` setting).
    It is the only decider: ``approve`` writes a grant ``by: policy``; ``reject`` cancels the run; ``ask`` (or a
    policy that fails) asks a human;
@@ -33,8 +33,8 @@ from planmode.context import PlanModeContext
 from planmode.events import emit
 from planmode.nodes._batch import PROCESS_TOKEN, gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._gates import ask_stale, ask_step, write_holds
 from planmode.nodes._twin import Body, call, twin_node
-from planmode.nodes.gates import ask_stale, ask_step, write_holds
 from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
 from planmode.staleness import fingerprint
 from planmode.state.approvals import add_approval_records, grant, record

@@ -11,9 +11,9 @@ from langgraph.types import Send
 
 from planmode.nodes._batch import find_trouble, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._gates import dispatch_gates
 from planmode.nodes._task import StepTask
 from planmode.nodes._twin import Body, call, twin_node
-from planmode.nodes.gates import dispatch_gates
 from planmode.policy import from_settings, policy_name, read_only_tools_of
 from planmode.staleness import fingerprint
 from planmode.state.graph_state import PlanModeState
@@ -25,7 +25,7 @@ S = StepStatus
 
 
 def make_dispatch(deps: Deps, policy: Any = None) -> RunnableCallable:
-    """Build the dispatch node: its gates (`planmode.nodes.gates.dispatch_gates`: the staleness check, the policy
+    """Build the dispatch node: its gates (`planmode.nodes._gates.dispatch_gates`: the staleness check, the policy
     on steps that need their own approval), then one pure decision (`next_batch`), on both paths (``invoke``, and
     ``ainvoke`` with the fingerprint taken in a worker thread).
 

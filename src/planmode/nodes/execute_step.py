@@ -24,18 +24,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.config import get_config
 from langgraph.store.base import BaseStore
+from langgraph.types import Command
 
 from planmode.context import PlanModeContext, resolve_settings
+from planmode.errors import ModelUnavailableError
 from planmode.events import emit
 from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
+from planmode.nodes._paused import unavailable_update
 from planmode.nodes._task import StepTask
 from planmode.persistence import await_until_durable, wait_until_durable
 from planmode.policy import read_only_tools_of
@@ -60,6 +63,11 @@ class Refused:
         self.reason = reason
         self.approve_again = approve_again
         self.step = step
+
+    @property
+    def started(self) -> bool:
+        """Whether planmode started the step (it is marked running in the plan): its refusal goes on to verify."""
+        return self.step is not None and self.step.status is S.RUNNING
 
 
 class Cleared:
@@ -216,39 +224,52 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         steps = {s.id: s for s in cleared.plan.steps}
         return {d: {"result": steps[d].result, "output_ref": steps[d].output_ref} for d in cleared.step.dependencies}
 
-    def execute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
+    def execute_step(state: StepTask, runtime: NodeRuntime) -> Command[Literal["verify"]] | StateUpdate:
         task = state  # the Send payload: only the step's id is read from it
         if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
             wait_until_durable()
         decision, channels = guard(task, runtime)
         if isinstance(decision, Refused):
-            return refusal_update(decision, channels)
+            return _to_verify(refusal_update(decision, channels), decision.started)
         store = start(decision, runtime)
         step, settings = decision.step, decision.settings
-        inputs = {d: dependency_output(info, store) for d, info in dependency_info(decision).items()}
-        model = deps.models.get(settings) if deps.executor is None else None  # only the default executor needs it
-        outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
-        if store is not None and outcome.ok and outcome.output:
-            outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
-        return {"step_outcomes": {step.id: outcome}}
+        try:
+            inputs = {d: dependency_output(info, store) for d, info in dependency_info(decision).items()}
+            model = deps.models.get(settings) if deps.executor is None else None  # only the default executor
+            outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
+            if store is not None and outcome.ok and outcome.output:
+                outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
+        except ModelUnavailableError as exc:  # a pause, not a verdict on the step (verify routes to it)
+            return _to_verify(unavailable_update("execute_step", task, exc), True)
+        return _to_verify({"step_outcomes": {step.id: outcome}}, True)
 
-    async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
+    async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> Command[Literal["verify"]] | StateUpdate:
         task = state
         if task.get("durable"):  # the same wait, on the saver's announcements
             await await_until_durable()
         decision, channels = guard(task, runtime)
         if isinstance(decision, Refused):
-            return refusal_update(decision, channels)
+            return _to_verify(refusal_update(decision, channels), decision.started)
         store = start(decision, runtime)
         step, settings = decision.step, decision.settings
-        inputs = {d: await adependency_output(info, store) for d, info in dependency_info(decision).items()}
-        model = await deps.models.aget(settings) if deps.executor is None else None
-        outcome = await arun_executor(deps.executor or adefault_executor, step, context(decision, inputs, model))
-        if store is not None and outcome.ok and outcome.output:
-            outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
-        return {"step_outcomes": {step.id: outcome}}
+        try:
+            inputs = {d: await adependency_output(info, store) for d, info in dependency_info(decision).items()}
+            model = await deps.models.aget(settings) if deps.executor is None else None
+            outcome = await arun_executor(deps.executor or adefault_executor, step, context(decision, inputs, model))
+            if store is not None and outcome.ok and outcome.output:
+                outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
+        except ModelUnavailableError as exc:
+            return _to_verify(unavailable_update("execute_step", task, exc), True)
+        return _to_verify({"step_outcomes": {step.id: outcome}}, True)
 
     return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
+
+
+def _to_verify(update: StateUpdate, started: bool) -> Command[Literal["verify"]] | StateUpdate:
+    """The task's update, sent on to verify when the step was one planmode started. A task sent from outside
+    the run for a step planmode did not start records its refusal and ends there: it starts no second line of
+    execution beside the run's own."""
+    return Command(update=update, goto="verify") if started else update
 
 
 def _step_id(task: Any) -> str:

@@ -22,9 +22,9 @@ from planmode.context import PlanModeContext
 from planmode.events import emit
 from planmode.nodes._batch import unapproved_steps
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
-from planmode.nodes.gates import write_holds
 from planmode.policy import read_only_tools_of
 from planmode.state.approvals import grant
 from planmode.state.draft import PlanDraft, draft_to_plan

@@ -24,6 +24,7 @@ from planmode.executors import StepContext, Verdict, allm_verifier, arun_verifie
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
 from planmode.nodes._outputs import astored_output, stored_output
+from planmode.state.approvals import covering_grant, record
 from planmode.state.graph_state import PlanModeState, StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.patch import apply_transitions
@@ -52,7 +53,9 @@ def make_verify(deps: Deps) -> RunnableCallable:
         settings = settings_of(state, runtime)
         plan, work = _work(state)
         if plan is None:
-            return next_batch(state, state.get("plan"), settings.max_parallel)
+            return _idle(state, settings)
+        if (unapproved := _unapproved(state, plan, work)) is not None:
+            return unapproved
         model = deps.models.get(settings) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         full = {step.id: stored_output(outcome, store) for step, outcome in work}  # here: the pool has no config
@@ -75,7 +78,9 @@ def make_verify(deps: Deps) -> RunnableCallable:
         settings = settings_of(state, runtime)
         plan, work = _work(state)
         if plan is None:
-            return next_batch(state, state.get("plan"), settings.max_parallel)
+            return _idle(state, settings)
+        if (unapproved := _unapproved(state, plan, work)) is not None:
+            return unapproved
         model = await deps.models.aget(settings) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         texts = await asyncio.gather(*(astored_output(outcome, store) for _, outcome in work))
@@ -118,6 +123,39 @@ async def bounded_gather(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T],
 
 
 # -- the parts both paths share --------------------------------------------------------------------------
+
+
+def _idle(state: PlanModeState, settings: PlanModeContext) -> StateUpdate:
+    """Nothing to judge (a step was refused, could not reach the model, or was sent from outside the run):
+    verify writes nothing, and its router sends the run where the state says — dispatch decides the next batch.
+    (Deciding it here could collide with a dispatch that runs in the same super-step.)"""
+    del state, settings
+    return {}
+
+
+def _unapproved(state: PlanModeState, plan: Plan, work: Work) -> StateUpdate | None:
+    """Outcomes of steps whose definition changed after they ran (an edit at a breakpoint before verify): such an
+    outcome is not judged — "done" would claim work for a definition that never ran. The step goes back to
+    pending and the approval is asked again (which shows the change); the other outcomes wait for it."""
+    log = state.get("approvals")
+    stale = [(s, o) for s, o in work if covering_grant(log, s, plan.goal) is None]
+    if not stale:
+        return None
+    ids = ", ".join(s.id for s, _ in stale)
+    back = [StepTransition(id=s.id, status=S.PENDING, attempts=max(0, s.attempts - 1)) for s, _ in stale]
+    reason = f"the outcome of {ids} is for a definition that was edited after it ran; not judged"
+    emit("step_refused", reason, step_id=stale[0][0].id)
+    return {
+        "plan": PlanUpdate(transitions=back, source=PlanSource.VERIFY),
+        "step_outcomes": {s.id: None for s, _ in stale},
+        "needs_approval": True,
+        "status": "awaiting_approval",
+        "approval_error": "the plan changed after it was approved; review it again",
+        "approvals": [
+            record(log, "refused", "refused", "execution guard", "planmode", plan, step=s.id, reason=reason)
+            for s, _ in stale
+        ],
+    }
 
 
 def _work(state: PlanModeState) -> tuple[Plan | None, Work]:

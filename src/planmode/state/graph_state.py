@@ -209,7 +209,7 @@ class PlanModeState(InputState, total=False):
     unavailable: Annotated[dict[str, Any] | None, latest]
     """The model call that could not reach the model: the node to re-run, the status before, the error and
     the endpoint (`planmode.nodes.model_unavailable`). Several execute_step tasks may write it at once."""
-    # -- approval policy and staleness (planmode.nodes.gates, planmode.policy, planmode.staleness) --
+    # -- approval policy and staleness (planmode.nodes._gates, planmode.policy, planmode.staleness) --
     explored_paths: list[str] | None
     """Paths the planner's read-only exploration read (the fingerprint outside a git repository)."""
     workspace_fingerprint: dict[str, Any] | None
