@@ -31,6 +31,7 @@ EventType = Literal[
     "model_unavailable",
     "budget_paused",
     "budget_stopped",
+    "settings_ignored",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]  # Literal exposes __args__
 
