@@ -37,7 +37,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import interrupt
 
 from planmode._drive import per_path
-from planmode.context import PlanModeContext, resolve_settings
+from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings
 from planmode.errors import ConfigurationError
 from planmode.estimate import expected_tokens, plan_estimate, step_estimate
 from planmode.events import emit
@@ -123,6 +123,18 @@ def price_of(prices: Mapping[str, Any], model: str) -> dict[str, float] | None:
     except (TypeError, ValueError):
         return None
     return out if all(math.isfinite(v) and v >= 0 for v in out.values()) else None
+
+
+def _unpriced(settings: PlanModeContext, usage: Any) -> str | None:
+    """Why a cost budget cannot be checked with these settings (a model without a price), or None."""
+    model = _model_name(settings, usage)
+    if price_of(settings.prices, model) is not None:
+        return None
+    return (
+        f"max_cost needs a price for model {model!r}, and the run has none: resume with prices (planmode resume "
+        f"--prices '{{\"*\": {{\"input\": 0.15, \"output\": 0.6}}}}', or the context's prices), or raise "
+        "max_tokens, or stop"
+    )
 
 
 def _price_or_raise(prices: Mapping[str, Any], model: str) -> dict[str, float]:
@@ -211,6 +223,8 @@ def parse_budget_answer(answer: Any) -> Limits | _Stop:
             raise ValueError(f"max_tokens must be a whole number of tokens, got {raw!r}")
         if raw <= 0:
             raise ValueError(f"max_tokens must be positive, got {raw!r}")
+        if raw > MAX_TOKENS:
+            raise ValueError(f"max_tokens must be at most {MAX_TOKENS:,}, got {raw!r}")
         tokens = int(raw)
     if "max_cost" in values:
         raw = values["max_cost"]
@@ -218,6 +232,8 @@ def parse_budget_answer(answer: Any) -> Limits | _Stop:
             raise ValueError(f"max_cost must be a number of dollars, got {raw!r}")
         if raw <= 0:
             raise ValueError(f"max_cost must be positive, got {raw!r}")
+        if raw > MAX_DOLLARS:
+            raise ValueError(f"max_cost must be at most {MAX_DOLLARS:,} dollars, got {raw!r}")
         cost = float(raw)
     return Limits(tokens, cost)
 
@@ -266,19 +282,21 @@ def guarded(name: str, node: Any) -> Any:
 class _Checked:
     stop: dict[str, Any] | None = None
     raised: Limits | None = None
+    prices: dict[str, Any] | None = None
 
     def apply(self, result: Any) -> Any:
-        """The node's result with the raised budget kept in state."""
+        """The node's result with the raised budget (and the prices it was raised at) kept in state."""
         if self.raised is not None and isinstance(result, dict):
-            return {**result, "budget": self.raised.to_state()}
+            extra = {"prices": self.prices} if self.prices else {}
+            return {**result, "budget": self.raised.to_state(**extra)}
         return result
 
 
 def _check(name: str, state: Any, runtime: Any) -> _Checked:
     """The budget check before node ``name``: pauses (``interrupt``) until the budget covers the next call or
     the human stops the run."""
-    settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
     stored = state.get("budget")
+    settings = with_budget_prices(resolve_settings(getattr(runtime, "context", None), state.get("settings")), stored)
     limits = limits_of(settings, stored)
     if isinstance(stored, Mapping) and stored.get("stopped"):
         limits = Limits()  # a stopped run only finishes
@@ -292,11 +310,12 @@ def _check(name: str, state: Any, runtime: Any) -> _Checked:
         expected = math.ceil(estimate * MARGIN)
         spent = total_tokens(usage)
         spent_cost = next_cost = 0.0
-        if limits.max_cost > 0:
+        reason = _unpriced(settings, usage) if limits.max_cost > 0 else None  # asks for prices (or a stop)
+        if limits.max_cost > 0 and reason is None:
             price = _price_or_raise(settings.prices, _model_name(settings, usage))
             spent_cost = cost_of(usage, settings.prices) or 0.0
             next_cost = _tokens_cost(expected, price)
-        reason = _over(limits, spent, spent_cost, expected, next_cost)
+        reason = reason or _over(limits, spent, spent_cost, expected, next_cost)
         if reason is None:
             break
         payload = _payload(name, state, settings, limits, reason, expected, steps, spent, spent_cost, problem)
@@ -309,10 +328,28 @@ def _check(name: str, state: Any, runtime: Any) -> _Checked:
             continue
         if isinstance(decision, _Stop):
             return _Checked(stop=_stop_update(name, limits, spent, reason))
+        unpriced = _unpriced(settings, usage) if decision.max_cost else None
+        if unpriced is not None:  # a cost budget without a price cannot be checked: refused, asked again
+            problem = unpriced
+            continue
         limits = Limits(decision.max_tokens or limits.max_tokens, decision.max_cost or limits.max_cost)
         raised = True
         problem = f"the new budget does not cover the next call either ({reason})"
-    return _Checked(raised=limits if raised else None)
+    return _Checked(raised=limits if raised else None, prices=settings.prices if raised else None)
+
+
+def with_budget_prices(settings: PlanModeContext, stored: Any) -> PlanModeContext:
+    """``settings`` with the prices a resume gave a run that had none (kept in ``state["budget"]`` beside the
+    raised cost budget they price), so later resumes still have them."""
+    prices = stored.get("prices") if isinstance(stored, Mapping) else None
+    if settings.prices or not isinstance(prices, Mapping) or not prices:
+        return settings
+    import dataclasses
+
+    try:
+        return dataclasses.replace(settings, prices=dict(prices))
+    except ConfigurationError:  # hand-edited junk in the budget key: the run's own (no) prices
+        return settings
 
 
 def _payload(
@@ -403,7 +440,7 @@ def _report_after(state: Any, result: Any, delta: dict[str, Any]) -> Any:
     if not isinstance(result, dict) or not isinstance(result.get("report"), dict):
         return result
     usage = merge_usage(state.get("usage"), delta)
-    settings = resolve_settings(None, state.get("settings"))
+    settings = with_budget_prices(resolve_settings(None, state.get("settings")), state.get("budget"))
     report = {**result["report"], "usage": usage}
     cost = cost_of(usage, settings.prices) if settings.prices else None
     if cost is not None:
