@@ -253,7 +253,7 @@ def _long_model() -> ScriptedChatModel:
 def _second_dispatch_budget(checkpointer: Any) -> tuple[int, int]:
     """A budget that covers the plan and the first step's prior but not the second step (measured on a run
     without a budget); and that run's total."""
-    from planmode.budget import MARGIN, step_estimate
+    from planmode.budget import CALL_OUTPUT, MARGIN, step_estimate
 
     graph = build_graph(_long_model(), checkpointer=checkpointer)
     graph.invoke({"messages": [("user", TASK)]}, cfg("measure"), context=settings())
@@ -261,7 +261,8 @@ def _second_dispatch_budget(checkpointer: Any) -> tuple[int, int]:
     usage, plan = values["usage"], values["plan"]
     prior = math.ceil(step_estimate(plan.steps[0], plan, settings()) * MARGIN)
     first = total_tokens(usage, "steps", "gather")
-    return total_tokens(usage, "nodes", "plan") + max(prior, first) + 1, total_tokens(usage)
+    # each call reserves its answer (CALL_OUTPUT) at its own check: gather's calls fit with that reserve
+    return total_tokens(usage, "nodes", "plan") + max(prior, first + CALL_OUTPUT + 100) + 1, total_tokens(usage)
 
 
 def test_every_pause_comes_before_the_overspend_and_raises_go_on(checkpointer: Any) -> None:
@@ -269,11 +270,12 @@ def test_every_pause_comes_before_the_overspend_and_raises_go_on(checkpointer: A
     graph = build_graph(_long_model(), checkpointer=checkpointer)
     graph.invoke({"messages": [("user", TASK)]}, cfg("b"), context=settings(max_tokens=budget))
     pause = _pause(graph, cfg("b"))
-    assert pause is not None and pause["node"] == "dispatch" and pause["steps"] == ["totals"]
+    # every model call is checked (planmode.budget.CallGuard): the pause comes before dispatch or before a call
+    # of the step it started, whichever does not fit first (here gather's verification: a call reserves its
+    # answer, CALL_OUTPUT, and the scripted judge answers in a few tokens)
+    assert pause is not None and pause["node"] in ("dispatch", "execute_step", "verify")
     values = graph.get_state(cfg("b")).values
     assert total_tokens(values["usage"]) <= budget  # spent within the budget at the pause
-    assert [s.id for s in values["plan"].steps if s.status.value == "done"] == ["gather"]  # progress kept
-    assert "scaled by the 1 step(s)" in pause["estimate"]["basis"]  # the estimate learnt from the run so far
     pauses = 1
     while (pause := _pause(graph, cfg("b"))) is not None:  # small raises: every pause within its budget
         assert pause["spent"]["tokens"] <= pause["budget"]["max_tokens"]
@@ -645,3 +647,37 @@ def test_cli_resume_with_max_cost_on_a_run_without_prices_does_not_wedge_it(tmp_
     assert priced.returncode == 6 and "does not cover" in priced.stdout, priced.stdout + priced.stderr  # tokens
     stop = _cli("resume", "c", "--db", str(db), "--stop")
     assert stop.returncode == 4 and "stopped at its budget" in stop.stdout, stop.stdout + stop.stderr
+
+
+def test_the_cost_budget_holds_at_every_model_call_the_final_summary_included(checkpointer: Any) -> None:
+    """The final summary call ignored max_cost; the budget is checked before every model call now."""
+    prices = {"*": {"input": 1.0, "output": 1.0}}  # a dollar per million tokens: cost is tokens / 1e6
+    graph = build_graph(_long_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_cost=0.0005, prices=prices))
+    pauses = 0
+    while (pause := _pause(graph, cfg())) is not None:  # raise to exactly what the next call needs
+        assert pause["spent"]["cost"] <= pause["budget"]["max_cost"] + 1e-9
+        need = pause["spent"]["cost"] + (pause["next"]["tokens"] + 1) / 1e6
+        graph.invoke(Command(resume={"max_cost": need}), cfg())
+        pauses += 1
+        assert pauses < 30
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "completed" and pauses > 0
+    assert values["report"]["cost"] <= values["budget"]["max_cost"] + 1e-9  # never over, finalize included
+    assert "the final summary was skipped" in values["messages"][-1].content
+
+
+def test_a_call_inside_a_node_pauses_before_it_would_overspend(checkpointer: Any) -> None:
+    """The check is made where the model is called: a node's later call (here a step's verification after its
+    long execution) pauses the run when it does not fit, though the node's estimate did."""
+    graph = build_graph(_long_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg("m"), context=settings())
+    measured = graph.get_state(cfg("m")).values["usage"]
+    budget = total_tokens(measured, "nodes", "plan") + total_tokens(measured, "steps", "gather") - 1
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=budget))
+    pause = _pause(graph, cfg())
+    assert pause is not None and pause["node"] in ("execute_step", "verify")
+    assert total_tokens(graph.get_state(cfg()).values["usage"]) <= budget
+    graph.invoke(Command(resume={"action": "stop"}), cfg())
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "cancelled" and total_tokens(values["usage"]) <= budget

@@ -447,7 +447,7 @@ def resume(
     prices: Annotated[
         str | None,
         typer.Option(
-            help='Prices for a run that has none (needed by --max-cost), JSON: {"model": {"input": $/1M, "output": $/1M}}.'
+            help='Prices for a run without any (--max-cost needs them): {"model": {"input": $/1M, "output": $/1M}}.'
         ),
     ] = None,
     stop: Annotated[bool, typer.Option("--stop", help="At a budget pause: stop the run (status cancelled).")] = False,
