@@ -10,7 +10,11 @@ answer:
 - a run that carries a ``command`` (``Command(resume=...)``: the answer to the interrupt; ``goto``/``update``
   could jump past it just as well);
 - an update of a thread's state (``threads.update_state``, Studio's state editor): writing the state
-  ``as_node="approve"`` would approve by the back door. Thread metadata updates go through the same check.
+  ``as_node="approve"`` would approve by the back door. Thread metadata updates go through the same check;
+- a run whose context (or ``config.configurable``, which the server turns into the context) loosens approval:
+  ``approval: "auto"`` approves plans with nobody asked, ``check_staleness: false`` skips a question. (The
+  graph itself ignores such a value on a run that resumes a waiting thread: a resume may tighten its settings,
+  never loosen them. This refusal comes before any run is made, and covers a new run too.)
 
 The approve node records the identity of the user whose run resumed it in the plan's history and the run
 report (`planmode.approver`).
@@ -28,7 +32,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-__all__ = ["APPROVE", "USERS", "auth"]
+__all__ = ["APPROVE", "LOOSENING", "USERS", "auth"]
 
 #: The permission needed to answer the approval interrupt.
 APPROVE = "planmode:approve"
@@ -60,11 +64,24 @@ def _refuse(ctx: Auth.types.AuthContext, what: str) -> None:
         )
 
 
+#: Run settings that loosen approval, with the values that do.
+LOOSENING: dict[str, tuple[Any, ...]] = {"approval": ("auto",), "check_staleness": (False,)}
+
+
 @auth.on.threads.create_run
 async def on_run(ctx: Auth.types.AuthContext, value: Auth.types.RunsCreate) -> None:
-    """A run that answers an interrupt (carries a command) needs the approve permission."""
-    if (value.get("kwargs") or {}).get("command") is not None:
+    """A run that answers an interrupt (carries a command), or whose settings loosen approval, needs the approve
+    permission."""
+    kwargs = value.get("kwargs") or {}
+    if kwargs.get("command") is not None:
         _refuse(ctx, "answer the approval (resume with a command)")
+    config = kwargs.get("config") or {}
+    for settings in (kwargs.get("context"), config.get("configurable") if isinstance(config, dict) else None):
+        if not isinstance(settings, dict):
+            continue
+        for name, values in LOOSENING.items():
+            if name in settings and any(settings[name] == v and type(settings[name]) is type(v) for v in values):
+                _refuse(ctx, f"start a run with {name}={settings[name]!r} (it loosens approval)")
 
 
 @auth.on.threads.update

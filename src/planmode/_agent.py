@@ -323,6 +323,8 @@ def _model_turn(
         msgs = fit_transcript(model, history(state), settings, tools)
         try:
             reply = bound.invoke(msgs)
+        except GraphBubbleUp:  # a pause at the call's budget check (planmode.budget)
+            raise
         except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
             return {"error": model_failure(exc, model, settings), "final": False}
         return _after_reply(state, reply, max_tool_calls)
@@ -331,6 +333,8 @@ def _model_turn(
         msgs = await afit_transcript(model, history(state), settings, tools)
         try:
             reply = await bound.ainvoke(msgs)
+        except GraphBubbleUp:
+            raise
         except Exception as exc:  # as in call_model
             return {"error": model_failure(exc, model, settings), "final": False}
         return _after_reply(state, reply, max_tool_calls)

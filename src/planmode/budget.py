@@ -29,23 +29,32 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import threading
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.tracers.context import register_configure_hook
 from langgraph.types import interrupt
 
+from planmode._budget import approx_tokens
 from planmode._drive import per_path
-from planmode.context import PlanModeContext, resolve_settings
-from planmode.errors import ConfigurationError
+from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings
+from planmode.errors import ConfigurationError, PlanModeError
 from planmode.estimate import expected_tokens, plan_estimate, step_estimate
 from planmode.events import emit
 from planmode.state.models import Plan, StepStatus
-from planmode.usage import metered, total_tokens
+from planmode.usage import metered, spent_usage, total_tokens
 
 __all__ = [
+    "CALL_OUTPUT",
     "INTERRUPT_TYPE",
+    "BudgetSkipped",
+    "BudgetStopped",
+    "CallGuard",
     "Limits",
     "accounted",
     "approval_budget",
@@ -123,6 +132,18 @@ def price_of(prices: Mapping[str, Any], model: str) -> dict[str, float] | None:
     except (TypeError, ValueError):
         return None
     return out if all(math.isfinite(v) and v >= 0 for v in out.values()) else None
+
+
+def _unpriced(settings: PlanModeContext, usage: Any) -> str | None:
+    """Why a cost budget cannot be checked with these settings (a model without a price), or None."""
+    model = _model_name(settings, usage)
+    if price_of(settings.prices, model) is not None:
+        return None
+    return (
+        f"max_cost needs a price for model {model!r}, and the run has none: resume with prices (planmode resume "
+        f'--prices \'{{"*": {{"input": 0.15, "output": 0.6}}}}\', or the context\'s prices), or raise '
+        "max_tokens, or stop"
+    )
 
 
 def _price_or_raise(prices: Mapping[str, Any], model: str) -> dict[str, float]:
@@ -211,6 +232,8 @@ def parse_budget_answer(answer: Any) -> Limits | _Stop:
             raise ValueError(f"max_tokens must be a whole number of tokens, got {raw!r}")
         if raw <= 0:
             raise ValueError(f"max_tokens must be positive, got {raw!r}")
+        if raw > MAX_TOKENS:
+            raise ValueError(f"max_tokens must be at most {MAX_TOKENS:,}, got {raw!r}")
         tokens = int(raw)
     if "max_cost" in values:
         raw = values["max_cost"]
@@ -218,6 +241,8 @@ def parse_budget_answer(answer: Any) -> Limits | _Stop:
             raise ValueError(f"max_cost must be a number of dollars, got {raw!r}")
         if raw <= 0:
             raise ValueError(f"max_cost must be positive, got {raw!r}")
+        if raw > MAX_DOLLARS:
+            raise ValueError(f"max_cost must be at most {MAX_DOLLARS:,} dollars, got {raw!r}")
         cost = float(raw)
     return Limits(tokens, cost)
 
@@ -235,50 +260,174 @@ def _stop_update(name: str, limits: Limits, spent: int, reason: str) -> dict[str
     return update
 
 
-def guarded(name: str, node: Any) -> Any:
-    """``node`` behind the budget check (see the module docstring)."""
+def guarded(name: str, node: Any, *, precheck: bool = True, skip: bool = False) -> Any:
+    """``node`` behind the budget check (see the module docstring): the check before the node (``precheck``),
+    then the check before every model call the node makes (`CallGuard`; ``skip``: a call that does not fit
+    raises `BudgetSkipped` instead of pausing)."""
+
+    def start(state: Any, runtime: Any) -> tuple[_Checked, CallGuard | None]:
+        checked = _check(name, state, runtime) if precheck else _Checked()
+        if checked.stop is not None:
+            return checked, None
+        return checked, CallGuard(name, state, runtime, checked.raised, skip=skip)
+
+    def finish(checked: _Checked, guard: CallGuard, result: Any) -> Any:
+        if guard.stop is not None:
+            return guard.stop
+        if guard.raised is not None:
+            checked = _Checked(raised=guard.raised, prices=guard.settings.prices or None)
+        return checked.apply(result)
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def awrapped(state: Any, runtime: Any) -> Any:
-                checked = _check(name, state, runtime)
-                if checked.stop is not None:
+                checked, guard = start(state, runtime)
+                if guard is None:
                     return checked.stop
-                return checked.apply(await fn(state, runtime=runtime))
+                token = _guard.set(guard)
+                try:
+                    result = await fn(state, runtime=runtime)
+                except Exception:
+                    if guard.stop is None:
+                        raise
+                    result = None  # stopped at a call's budget pause: the stop is the node's result
+                finally:
+                    _guard.reset(token)
+                return finish(checked, guard, result)
 
             return awrapped
 
         @functools.wraps(fn)
         def wrapped(state: Any, runtime: Any) -> Any:
-            checked = _check(name, state, runtime)
-            if checked.stop is not None:
+            checked, guard = start(state, runtime)
+            if guard is None:
                 return checked.stop
-            return checked.apply(fn(state, runtime=runtime))
+            token = _guard.set(guard)
+            try:
+                result = fn(state, runtime=runtime)
+            except Exception:
+                if guard.stop is None:
+                    raise
+                result = None
+            finally:
+                _guard.reset(token)
+            return finish(checked, guard, result)
 
         return wrapped
 
     return per_path(node, wrap)
 
 
+class BudgetSkipped(PlanModeError):
+    """A model call that does not fit the budget where the node does without it (the final summary, the detect
+    classifier): the call is not made."""
+
+
+class BudgetStopped(PlanModeError):
+    """A human stopped the run at a model call's budget pause: the call is not made, the node ends the run."""
+
+
+#: The answer a call is expected to produce, in tokens, at most (``max_output_tokens`` when lower).
+CALL_OUTPUT = 300
+
+_guard: ContextVar[CallGuard | None] = ContextVar("planmode_budget_guard", default=None)
+register_configure_hook(_guard, inheritable=True)
+
+
+class CallGuard(BaseCallbackHandler):
+    """The budget check before each model call of a node (a LangChain callback attached to every run started
+    in the node's context, as `planmode.usage.UsageRecorder` is): ``spent`` (the run's usage and this node's
+    calls so far) plus this call's estimate (its prompt and `CALL_OUTPUT`) must fit, else the run pauses at the
+    ``planmode.budget`` interrupt before the call (or, with ``skip``, the call is not made)."""
+
+    raise_error = True
+    run_inline = True
+
+    def __init__(self, name: str, state: Any, runtime: Any, raised: Limits | None, *, skip: bool) -> None:
+        new_run = name == "detect" or not isinstance(state, Mapping)  # detect starts a run: the context's settings
+        stored = None if new_run else state.get("budget")
+        settings = resolve_settings(getattr(runtime, "context", None), None if new_run else state.get("settings"))
+        self.settings = with_budget_prices(settings, stored)
+        stopped = isinstance(stored, Mapping) and bool(stored.get("stopped"))
+        self.limits = Limits() if stopped else (raised or limits_of(self.settings, stored))
+        self.name = name
+        self.state = state
+        self.skip = skip
+        self.raised: Limits | None = None
+        self.stop: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], **kwargs: Any) -> None:
+        if not self.limits.active:
+            return
+        with self._lock:  # one question at a time (verify's judges call the model concurrently)
+            self._check(sum(approx_tokens(m) for batch in messages for m in batch))
+
+    def _check(self, prompt: int) -> None:
+        cap = self.settings.max_output_tokens
+        expected = prompt + (min(cap, CALL_OUTPUT) if cap > 0 else CALL_OUTPUT)
+        problem: str | None = None
+        while True:
+            if self.stop is not None:
+                raise BudgetStopped("the run was stopped at its budget")
+            usage = spent_usage()
+            spent = total_tokens(usage)
+            spent_cost = next_cost = 0.0
+            reason = _unpriced(self.settings, usage) if self.limits.max_cost > 0 else None
+            if self.limits.max_cost > 0 and reason is None:
+                price = _price_or_raise(self.settings.prices, _model_name(self.settings, usage))
+                spent_cost = cost_of(usage, self.settings.prices) or 0.0
+                next_cost = _tokens_cost(expected, price)
+            reason = reason or _over(self.limits, spent, spent_cost, expected, next_cost)
+            if reason is None:
+                return
+            if self.skip:
+                raise BudgetSkipped(reason)
+            payload = _payload(
+                self.name, self.state, self.settings, self.limits, reason, expected, [], spent, spent_cost, problem
+            )
+            emit("budget_paused", reason, node=self.name, spent=spent, expected=expected)
+            answer = interrupt(payload)
+            try:
+                decision = parse_budget_answer(answer)
+            except ValueError as exc:
+                problem = str(exc)
+                continue
+            if isinstance(decision, _Stop):
+                self.stop = _stop_update(self.name, self.limits, spent, reason)
+                raise BudgetStopped(reason)
+            unpriced = _unpriced(self.settings, usage) if decision.max_cost else None
+            if unpriced is not None:
+                problem = unpriced
+                continue
+            self.limits = Limits(
+                decision.max_tokens or self.limits.max_tokens, decision.max_cost or self.limits.max_cost
+            )
+            self.raised = self.limits
+            problem = f"the new budget does not cover the next call either ({reason})"
+
+
 @dataclass(frozen=True)
 class _Checked:
     stop: dict[str, Any] | None = None
     raised: Limits | None = None
+    prices: dict[str, Any] | None = None
 
     def apply(self, result: Any) -> Any:
-        """The node's result with the raised budget kept in state."""
+        """The node's result with the raised budget (and the prices it was raised at) kept in state."""
         if self.raised is not None and isinstance(result, dict):
-            return {**result, "budget": self.raised.to_state()}
+            extra = {"prices": self.prices} if self.prices else {}
+            return {**result, "budget": self.raised.to_state(**extra)}
         return result
 
 
 def _check(name: str, state: Any, runtime: Any) -> _Checked:
     """The budget check before node ``name``: pauses (``interrupt``) until the budget covers the next call or
     the human stops the run."""
-    settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
     stored = state.get("budget")
+    settings = with_budget_prices(resolve_settings(getattr(runtime, "context", None), state.get("settings")), stored)
     limits = limits_of(settings, stored)
     if isinstance(stored, Mapping) and stored.get("stopped"):
         limits = Limits()  # a stopped run only finishes
@@ -292,11 +441,12 @@ def _check(name: str, state: Any, runtime: Any) -> _Checked:
         expected = math.ceil(estimate * MARGIN)
         spent = total_tokens(usage)
         spent_cost = next_cost = 0.0
-        if limits.max_cost > 0:
+        reason = _unpriced(settings, usage) if limits.max_cost > 0 else None  # asks for prices (or a stop)
+        if limits.max_cost > 0 and reason is None:
             price = _price_or_raise(settings.prices, _model_name(settings, usage))
             spent_cost = cost_of(usage, settings.prices) or 0.0
             next_cost = _tokens_cost(expected, price)
-        reason = _over(limits, spent, spent_cost, expected, next_cost)
+        reason = reason or _over(limits, spent, spent_cost, expected, next_cost)
         if reason is None:
             break
         payload = _payload(name, state, settings, limits, reason, expected, steps, spent, spent_cost, problem)
@@ -309,10 +459,28 @@ def _check(name: str, state: Any, runtime: Any) -> _Checked:
             continue
         if isinstance(decision, _Stop):
             return _Checked(stop=_stop_update(name, limits, spent, reason))
+        unpriced = _unpriced(settings, usage) if decision.max_cost else None
+        if unpriced is not None:  # a cost budget without a price cannot be checked: refused, asked again
+            problem = unpriced
+            continue
         limits = Limits(decision.max_tokens or limits.max_tokens, decision.max_cost or limits.max_cost)
         raised = True
         problem = f"the new budget does not cover the next call either ({reason})"
-    return _Checked(raised=limits if raised else None)
+    return _Checked(raised=limits if raised else None, prices=settings.prices if raised else None)
+
+
+def with_budget_prices(settings: PlanModeContext, stored: Any) -> PlanModeContext:
+    """``settings`` with the prices a resume gave a run that had none (kept in ``state["budget"]`` beside the
+    raised cost budget they price), so later resumes still have them."""
+    prices = stored.get("prices") if isinstance(stored, Mapping) else None
+    if settings.prices or not isinstance(prices, Mapping) or not prices:
+        return settings
+    import dataclasses
+
+    try:
+        return dataclasses.replace(settings, prices=dict(prices))
+    except ConfigurationError:  # hand-edited junk in the budget key: the run's own (no) prices
+        return settings
 
 
 def _payload(
@@ -403,7 +571,7 @@ def _report_after(state: Any, result: Any, delta: dict[str, Any]) -> Any:
     if not isinstance(result, dict) or not isinstance(result.get("report"), dict):
         return result
     usage = merge_usage(state.get("usage"), delta)
-    settings = resolve_settings(None, state.get("settings"))
+    settings = with_budget_prices(resolve_settings(None, state.get("settings")), state.get("budget"))
     report = {**result["report"], "usage": usage}
     cost = cost_of(usage, settings.prices) if settings.prices else None
     if cost is not None:
@@ -416,12 +584,15 @@ def _report_after(state: Any, result: Any, delta: dict[str, Any]) -> Any:
 
 
 _GUARDED = frozenset({"plan", "dispatch", "reflect", "patch", "respond"})
+#: Nodes that do without a call that does not fit (the final summary, the detect classifier) instead of pausing.
+_SKIPPING = frozenset({"detect", "finalize"})
 
 
 def accounted(name: str, node: Any) -> Any:
-    """``node`` with its model calls counted (`planmode.usage.metered`) and, for the nodes that start model
-    calls, behind the budget check (`guarded`). detect starts a new run's count and budget."""
-    inner = guarded(name, node) if name in _GUARDED else node
+    """``node`` with its model calls counted (`planmode.usage.metered`), each of them behind the budget check
+    (`CallGuard`), and, for the nodes that start model calls, the check of the node's estimate first
+    (`guarded`). detect starts a new run's count and budget."""
+    inner = guarded(name, node, precheck=name in _GUARDED, skip=name in _SKIPPING)
     if name == "detect":
         return metered(name, inner, reset=True, after=lambda s, r, d: _detect_after(r))
     if name == "finalize":

@@ -3,20 +3,52 @@
 Explicit values beat environment variables, which beat defaults. Runtime context is not kept across an
 interrupt, so the settings a run starts with are kept in state (``settings``); a resumed run's context
 overrides them only with the values it was given (a `PlanModeContext` remembers which ones were).
+
+The caller of a resumed run cannot loosen approval or the budget (`TIGHTEN_ONLY`): those settings may tighten
+on a resume, never loosen. A loosening value is ignored, with a warning (log and a ``settings_ignored``
+event): loosening is an answer at the interrupt (approve the plan, raise the budget at the budget pause).
+
+Every value is checked when it is set: a choice outside its list, a number of the wrong type, negative, not
+finite or past its bound (`MAX_TOKENS`, `MAX_DOLLARS`, `MAX_COUNT`) is a `ConfigurationError` that names it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import threading
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
-__all__ = ["DEFAULT_CONTEXT_TOKENS", "PlanModeContext", "resolve_settings", "settings_dict"]
+from planmode.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_CONTEXT_TOKENS",
+    "MAX_COUNT",
+    "MAX_DOLLARS",
+    "MAX_TOKENS",
+    "TIGHTEN_ONLY",
+    "PlanModeContext",
+    "check_dollars",
+    "check_tokens",
+    "resolve_settings",
+    "settings_dict",
+]
+
+log = logging.getLogger("planmode.settings")
+
+#: The largest token count planmode accepts (a budget, a context size, a cap): far past any real run, and far
+#: inside what a checkpoint can store (a 10**30 budget made the checkpoint unsavable).
+MAX_TOKENS = 10**12
+#: The largest amount of dollars (a cost budget, a price per million tokens).
+MAX_DOLLARS = 10**9
+#: The largest value of any other number setting (steps, attempts, seconds, characters...).
+MAX_COUNT = 10**9
 
 _C = TypeVar("_C")
 
@@ -227,6 +259,8 @@ class PlanModeContext:
     )
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FIELD_NAMES:
+            _check_field(name, value)
         object.__setattr__(self, name, value)
         given = self.__dict__.get("_given")
         if given is not None and name in _FIELD_NAMES:  # a field set after __init__ was given too
@@ -239,6 +273,66 @@ class PlanModeContext:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(PlanModeContext))
+_HINTS = typing.get_type_hints(PlanModeContext)
+#: Token-valued settings (bounded by `MAX_TOKENS`); dollar-valued ones (bounded by `MAX_DOLLARS`).
+_TOKEN_FIELDS = frozenset({"max_tokens", "max_output_tokens", "context_tokens"})
+_DOLLAR_FIELDS = frozenset({"max_cost"})
+
+
+def check_tokens(name: str, value: Any) -> int:
+    """``value`` as a token count: a whole number from 0 to `MAX_TOKENS` (`ConfigurationError` otherwise)."""
+    return int(_check_number(name, value, whole=True, bound=MAX_TOKENS, unit="tokens"))
+
+
+def check_dollars(name: str, value: Any) -> float:
+    """``value`` as dollars: a finite number from 0 to `MAX_DOLLARS` (`ConfigurationError` otherwise)."""
+    return float(_check_number(name, value, whole=False, bound=MAX_DOLLARS, unit="dollars"))
+
+
+def _check_number(name: str, value: Any, *, whole: bool, bound: int, unit: str) -> int | float:
+    kind = "a whole number" if whole else "a number"
+    if isinstance(value, bool) or not isinstance(value, int | float) or (whole and not isinstance(value, int)):
+        raise ConfigurationError(f"{name} must be {kind} of {unit}, got {value!r}")
+    if not math.isfinite(value) or value < 0 or value > bound:
+        raise ConfigurationError(f"{name} must be {kind} of {unit} from 0 to {bound:,}, got {value!r}")
+    return value
+
+
+def _check_field(name: str, value: Any) -> None:
+    """A clear error for a value ``name`` cannot take (see the module docstring)."""
+    hint = _HINTS.get(name)
+    if name in _TOKEN_FIELDS:
+        check_tokens(name, value)
+    elif name in _DOLLAR_FIELDS:
+        check_dollars(name, value)
+    elif hint is int:
+        _check_number(name, value, whole=True, bound=MAX_COUNT, unit="units")
+    elif hint is float:
+        _check_number(name, value, whole=False, bound=MAX_COUNT, unit="seconds")
+    elif hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{name} must be true or false, got {value!r}")
+    elif typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigurationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    elif name == "prices":
+        _check_prices(value)
+
+
+def _check_prices(prices: Any) -> None:
+    if not isinstance(prices, Mapping):
+        raise ConfigurationError(
+            f'prices must be an object such as {{"*": {{"input": 0.15, "output": 0.6}}}}, got {prices!r}'
+        )
+    for model, entry in prices.items():
+        if not isinstance(entry, Mapping):
+            raise ConfigurationError(
+                f"prices[{model!r}] must be an object of dollars per million tokens, got {entry!r}"
+            )
+        for kind, price in entry.items():
+            check_dollars(f"prices[{model!r}][{kind!r}]", price)
+
 
 #: The context budget when neither the setting nor the server gives one.
 DEFAULT_CONTEXT_TOKENS = 8192
@@ -279,7 +373,54 @@ def _resolve(given: dict[str, Any], stored: dict[str, Any] | None) -> PlanModeCo
         given.pop("negotiated_output")
     if not stored:
         return PlanModeContext(**given)
-    return _settings({**_known(stored), **given})
+    kept = _known(stored)
+    ignored = {
+        name: given.pop(name) for name in TIGHTEN_ONLY if name in given and name in kept and _loosens(name, kept, given)
+    }
+    if ignored:
+        _warn_ignored(ignored, kept)
+    return _settings({**kept, **given})
+
+
+#: The settings a resumed run's context may tighten but never loosen: a run's caller cannot approve, skip a
+#: question or lift a limit by passing a context (loosening is an answer at the interrupt).
+TIGHTEN_ONLY = ("approval", "step_approval", "reapprove_patches", "check_staleness", "max_tokens", "max_cost", "prices")
+
+
+def _loosens(name: str, stored: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
+    """True when ``given[name]`` would loosen the run's stored ``stored[name]``."""
+    old, new = stored[name], given[name]
+    if old == new:
+        return False
+    if name == "approval":  # ask -> auto approves without a human
+        return bool(new != "ask")
+    if name == "step_approval":  # writes -> off skips the per-step question
+        return bool(old == "writes")
+    if name in ("check_staleness", "reapprove_patches"):  # true -> false skips a question
+        return bool(old)
+    if name in ("max_tokens", "max_cost"):  # a larger limit, or none where there was one
+        try:
+            return bool(old > 0 and (new <= 0 or new > old))
+        except TypeError:  # a value of the wrong type: keep the stored one (the check names the bad value)
+            return True
+    if name == "prices":  # new prices could make the same calls cheap: only a run without prices takes them
+        return bool(old)
+    return True
+
+
+def _warn_ignored(ignored: Mapping[str, Any], kept: Mapping[str, Any]) -> None:
+    """Say that a resume's context tried to loosen the run's settings and was ignored: a log warning and a
+    ``settings_ignored`` event on the custom stream."""
+    from planmode.events import emit  # events imports usage, which must not import the settings at load
+
+    parts = [f"{name}={value!r} (kept {kept[name]!r})" for name, value in ignored.items()]
+    message = (
+        "a resumed run may tighten its settings, never loosen them: ignored "
+        + ", ".join(parts)
+        + "; approve the plan or raise the budget by answering the interrupt"
+    )
+    log.warning("%s", message)
+    emit("settings_ignored", message, ignored={k: kept[k] for k in ignored}, given=dict(ignored))
 
 
 def _settings(values: dict[str, Any]) -> PlanModeContext:

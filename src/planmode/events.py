@@ -32,6 +32,7 @@ EventType = Literal[
     "budget_paused",
     "budget_stopped",
     "step_refused",
+    "settings_ignored",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]  # Literal exposes __args__
 

@@ -49,6 +49,7 @@ __all__ = [
     "format_usage",
     "merge_usage",
     "metered",
+    "spent_usage",
     "step_scope",
     "total_tokens",
 ]
@@ -153,6 +154,17 @@ def event_usage(kind: str, step_id: str | None) -> dict[str, int] | None:
         return total if total["calls"] else None
     bucket = delta["steps"].get(step_id) if step_id else delta["total"]
     return add_counters(bucket, None) if bucket and _count(bucket.get("calls")) else None
+
+
+def spent_usage() -> Any:
+    """The run's usage so far as a node sees it in the middle of its work: the usage in state when it started
+    plus its own calls so far (None outside a metered node)."""
+    recorder = _recorder.get()
+    if recorder is None:
+        return None
+    with recorder._lock:
+        delta = {k: dict(v) for k, v in recorder.delta.items()}
+    return merge_usage(recorder.base, delta)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,8 @@
 """Who may approve, end to end: ``langgraph dev`` on ``examples/auth/langgraph.json`` (LangGraph custom auth),
 driven by the real ``langgraph-sdk`` client as two users with bearer tokens. Bob (no approve permission) starts
-a run, but his answer to the approval interrupt and his state edit are refused before the graph sees them, and
-the thread stays readable and waiting; Alice (``planmode:approve``) approves, and her identity is recorded in
-the plan's history and the run report.
+a run, but his answer to the approval interrupt, his state edit and a plain run of his whose context says
+``approval: "auto"`` are refused before the graph sees them; the thread stays readable and waiting; Alice
+(``planmode:approve``) approves, and her identity is recorded in the plan's history and the run report.
 """
 
 from __future__ import annotations
@@ -71,6 +71,15 @@ async def _scenario(url: str) -> dict[str, Any]:
         with pytest.raises(httpx.HTTPStatusError) as refused:
             await bob.threads.update_state(tid, {"approved_revision": revision, "status": "running"}, as_node="approve")
         assert refused.value.response.status_code == 403
+        # ... nor by starting a plain run whose context (or configurable) says approval "auto": it approved the
+        # plan on the unchanged example (issue 21)
+        for settings in ({"context": {"approval": "auto"}}, {"config": {"configurable": {"approval": "auto"}}}):
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                await bob.runs.wait(tid, "planmode", **settings)
+            assert refused.value.response.status_code == 403, settings
+            assert (
+                "approval='auto'" in refused.value.response.text and "planmode:approve" in refused.value.response.text
+            )
         # ... and the thread is intact: still waiting at the same approval, one run only
         state = await bob.threads.get_state(tid)
         assert state["next"] == ["approve"] and state["interrupts"][0]["value"]["revision"] == revision

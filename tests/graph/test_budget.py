@@ -202,6 +202,9 @@ def test_a_run_pauses_before_the_call_that_would_overspend_and_a_raise_continues
         ({"max_tokens": -5}, "must be positive"),
         ({"max_tokens": "lots"}, "whole number"),
         ({"max_tokens": 1.5}, "whole number"),
+        ({"max_tokens": 10**13}, "at most 1,000,000,000,000"),
+        ({"max_cost": 1e300}, "at most 1,000,000,000 dollars"),
+        ({"max_cost": float("inf")}, "number of dollars"),
         ({"max_cost": float("nan")}, "number of dollars"),
         ({"max_tokens": True}, "whole number"),
         ({"action": "raise"}, "name the new budget"),
@@ -250,7 +253,7 @@ def _long_model() -> ScriptedChatModel:
 def _second_dispatch_budget(checkpointer: Any) -> tuple[int, int]:
     """A budget that covers the plan and the first step's prior but not the second step (measured on a run
     without a budget); and that run's total."""
-    from planmode.budget import MARGIN, step_estimate
+    from planmode.budget import CALL_OUTPUT, MARGIN, step_estimate
 
     graph = build_graph(_long_model(), checkpointer=checkpointer)
     graph.invoke({"messages": [("user", TASK)]}, cfg("measure"), context=settings())
@@ -258,7 +261,8 @@ def _second_dispatch_budget(checkpointer: Any) -> tuple[int, int]:
     usage, plan = values["usage"], values["plan"]
     prior = math.ceil(step_estimate(plan.steps[0], plan, settings()) * MARGIN)
     first = total_tokens(usage, "steps", "gather")
-    return total_tokens(usage, "nodes", "plan") + max(prior, first) + 1, total_tokens(usage)
+    # each call reserves its answer (CALL_OUTPUT) at its own check: gather's calls fit with that reserve
+    return total_tokens(usage, "nodes", "plan") + max(prior, first + CALL_OUTPUT + 100) + 1, total_tokens(usage)
 
 
 def test_every_pause_comes_before_the_overspend_and_raises_go_on(checkpointer: Any) -> None:
@@ -266,11 +270,12 @@ def test_every_pause_comes_before_the_overspend_and_raises_go_on(checkpointer: A
     graph = build_graph(_long_model(), checkpointer=checkpointer)
     graph.invoke({"messages": [("user", TASK)]}, cfg("b"), context=settings(max_tokens=budget))
     pause = _pause(graph, cfg("b"))
-    assert pause is not None and pause["node"] == "dispatch" and pause["steps"] == ["totals"]
+    # every model call is checked (planmode.budget.CallGuard): the pause comes before dispatch or before a call
+    # of the step it started, whichever does not fit first (here gather's verification: a call reserves its
+    # answer, CALL_OUTPUT, and the scripted judge answers in a few tokens)
+    assert pause is not None and pause["node"] in ("dispatch", "execute_step", "verify")
     values = graph.get_state(cfg("b")).values
     assert total_tokens(values["usage"]) <= budget  # spent within the budget at the pause
-    assert [s.id for s in values["plan"].steps if s.status.value == "done"] == ["gather"]  # progress kept
-    assert "scaled by the 1 step(s)" in pause["estimate"]["basis"]  # the estimate learnt from the run so far
     pauses = 1
     while (pause := _pause(graph, cfg("b"))) is not None:  # small raises: every pause within its budget
         assert pause["spent"]["tokens"] <= pause["budget"]["max_tokens"]
@@ -342,9 +347,14 @@ def test_max_cost_pauses_with_prices_and_a_missing_price_is_a_clear_error(checkp
     graph.invoke(Command(resume={"max_cost": 100.0}), cfg())
     values = graph.get_state(cfg()).values
     assert values["status"] == "completed" and values["report"]["cost"] > 0.01
+    # a cost budget without a price pauses with the reason (it used to raise, and every resume raised again,
+    # a stop included): a stop ends it, prices given on the resume let it go on
     bad = build_graph(_model(), checkpointer=checkpointer)
-    with pytest.raises(ConfigurationError, match="no price for model"):
-        bad.invoke({"messages": [("user", TASK)]}, cfg("x"), context=settings(max_cost=1.0, prices={"o1": {}}))
+    bad.invoke({"messages": [("user", TASK)]}, cfg("x"), context=settings(max_cost=1.0, prices={"o1": {}}))
+    pause = _pause(bad, cfg("x"))
+    assert pause is not None and "needs a price for model" in pause["reason"]
+    bad.invoke(Command(resume={"action": "stop"}), cfg("x"))
+    assert bad.get_state(cfg("x")).values["status"] == "cancelled"
 
 
 def test_parse_budget_answer_and_prices() -> None:
@@ -541,3 +551,133 @@ def test_a_budget_setting_of_the_wrong_type_is_a_clear_error(checkpointer: Any) 
     graph = build_graph(_model(), checkpointer=checkpointer)
     with pytest.raises(ConfigurationError, match="max_tokens must be a whole number"):
         graph.invoke({"messages": [("user", TASK)]}, cfg(), context={"mode": "plan", "max_tokens": "lots"})
+
+
+# -- a raise that cannot be checked, a number past its bound, a command line that does not loop -----------------
+
+
+def test_a_raise_of_max_cost_without_prices_is_asked_again_and_stop_still_works(checkpointer: Any) -> None:
+    """``{"max_cost": X}`` on a run without prices wedged the thread: every later resume raised, a stop too."""
+    graph = build_graph(_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=100))
+    graph.invoke(Command(resume={"max_cost": 5.0}), cfg())
+    again = _pause(graph, cfg())
+    assert again is not None and "needs a price for model" in again["answer_error"]
+    graph.invoke(Command(resume={"action": "stop"}), cfg())
+    assert graph.get_state(cfg()).values["status"] == "cancelled"
+
+
+def test_prices_given_on_the_resume_price_a_raised_cost_budget_for_the_rest_of_the_run(checkpointer: Any) -> None:
+    prices = {"*": {"input": 1.0, "output": 2.0}}
+    graph = build_graph(_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=100))
+    graph.invoke(Command(resume={"max_cost": 5.0, "max_tokens": 500_000}), cfg(), context={"prices": prices})
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "completed" and values["budget"]["prices"] == prices
+    assert values["budget"]["max_cost"] == 5.0 and values["report"]["cost"] > 0
+
+
+def test_a_budget_answer_past_its_bound_is_asked_again_and_the_thread_stays_savable(checkpointer: Any) -> None:
+    """``{"max_tokens": 10**30}`` at the pause was accepted, then no checkpoint could be saved."""
+    graph = build_graph(_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=100))
+    graph.invoke(Command(resume={"max_tokens": 10**18}), cfg())  # fits a checkpoint, past the bound
+    again = _pause(graph, cfg())
+    assert again is not None and "at most" in again["answer_error"]
+    # past 64 bits the answer itself cannot be saved (LangGraph writes it before planmode sees it): an error at
+    # once, and the thread is still paused and resumable
+    with pytest.raises(TypeError, match="64-bit"):
+        graph.invoke(Command(resume={"max_tokens": 10**30}), cfg())
+    assert _pause(graph, cfg()) is not None
+    graph.invoke(Command(resume={"max_tokens": 500_000}), cfg())
+    assert graph.get_state(cfg()).values["status"] == "completed"
+
+
+def _paused_thread(db: Path, workspace: Path, thread: str) -> None:
+    saver = sqlite_checkpointer(db)
+    try:
+        graph = build_graph(_model(), checkpointer=saver)
+        ctx = PlanModeContext(mode="plan", approval="auto", max_tokens=100, workspace=str(workspace))
+        graph.invoke({"messages": [("user", TASK)]}, cfg(thread), context=ctx)
+        assert _pause(graph, cfg(thread)) is not None
+    finally:
+        saver.conn.close()
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
+    env.update(LANGSMITH_TRACING="false", COLUMNS="160")
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "planmode.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
+        pytest.fail(f"planmode {' '.join(args)} did not end in {timeout} s ({out.count(chr(10))} lines printed)")
+
+
+@pytest.mark.integration
+def test_cli_resume_with_a_raise_still_too_small_ends_with_exit_6_and_does_not_loop(tmp_path: Path) -> None:
+    """``planmode resume T --max-tokens N`` with N still too small answered the same pause forever (98,000 lines
+    in 60 s), and a later resume replayed them."""
+    db = tmp_path / "runs.sqlite"
+    _paused_thread(db, tmp_path, "s")
+    proc = _cli("resume", "s", "--db", str(db), "--max-tokens", "101", timeout=60)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "does not cover" in proc.stdout and len(proc.stdout.splitlines()) < 40, proc.stdout[-3000:]
+    huge = _cli("resume", "s", "--db", str(db), "--max-tokens", str(10**30))  # refused: its error, exit 6
+    assert huge.returncode == 6 and "at most" in huge.stdout, huge.stdout + huge.stderr
+    stop = _cli("resume", "s", "--db", str(db), "--stop")
+    assert stop.returncode == 4 and len(stop.stdout.splitlines()) < 60, stop.stdout[-3000:]
+
+
+@pytest.mark.integration
+def test_cli_resume_with_max_cost_on_a_run_without_prices_does_not_wedge_it(tmp_path: Path) -> None:
+    """``resume --max-cost X`` on a run without prices made every later resume fail, ``--stop`` included."""
+    db = tmp_path / "runs.sqlite"
+    _paused_thread(db, tmp_path, "c")
+    proc = _cli("resume", "c", "--db", str(db), "--max-cost", "2")
+    assert proc.returncode == 6 and "--prices" in proc.stdout, proc.stdout + proc.stderr
+    priced = _cli("resume", "c", "--db", str(db), "--max-cost", "2", "--prices", '{"*": {"input": 1, "output": 2}}')
+    assert priced.returncode == 6 and "does not cover" in priced.stdout, priced.stdout + priced.stderr  # tokens
+    stop = _cli("resume", "c", "--db", str(db), "--stop")
+    assert stop.returncode == 4 and "stopped at its budget" in stop.stdout, stop.stdout + stop.stderr
+
+
+def test_the_cost_budget_holds_at_every_model_call_the_final_summary_included(checkpointer: Any) -> None:
+    """The final summary call ignored max_cost; the budget is checked before every model call now."""
+    prices = {"*": {"input": 1.0, "output": 1.0}}  # a dollar per million tokens: cost is tokens / 1e6
+    graph = build_graph(_long_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_cost=0.0005, prices=prices))
+    pauses = 0
+    while (pause := _pause(graph, cfg())) is not None:  # raise to exactly what the next call needs
+        assert pause["spent"]["cost"] <= pause["budget"]["max_cost"] + 1e-9
+        need = pause["spent"]["cost"] + (pause["next"]["tokens"] + 1) / 1e6
+        graph.invoke(Command(resume={"max_cost": need}), cfg())
+        pauses += 1
+        assert pauses < 30
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "completed" and pauses > 0
+    assert values["report"]["cost"] <= values["budget"]["max_cost"] + 1e-9  # never over, finalize included
+    assert "the final summary was skipped" in values["messages"][-1].content
+
+
+def test_a_call_inside_a_node_pauses_before_it_would_overspend(checkpointer: Any) -> None:
+    """The check is made where the model is called: a node's later call (here a step's verification after its
+    long execution) pauses the run when it does not fit, though the node's estimate did."""
+    graph = build_graph(_long_model(), checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", TASK)]}, cfg("m"), context=settings())
+    measured = graph.get_state(cfg("m")).values["usage"]
+    budget = total_tokens(measured, "nodes", "plan") + total_tokens(measured, "steps", "gather") - 1
+    graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=budget))
+    pause = _pause(graph, cfg())
+    assert pause is not None and pause["node"] in ("execute_step", "verify")
+    assert total_tokens(graph.get_state(cfg()).values["usage"]) <= budget
+    graph.invoke(Command(resume={"action": "stop"}), cfg())
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "cancelled" and total_tokens(values["usage"]) <= budget

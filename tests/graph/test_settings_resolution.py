@@ -4,7 +4,7 @@ the settings it started with, and a resume's context overrides them only with th
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
@@ -187,3 +187,154 @@ def test_the_same_context_and_stored_settings_resolve_once_and_a_changed_context
     other = dict(stored, max_attempts=9)
     assert resolve_settings(context, other).max_attempts == 9
     assert resolve_settings(context, stored).max_retries == 7
+
+
+# -- the caller of a resumed run cannot loosen approval or the budget (issue 21, section 4) ------------------
+
+
+def _waiting_at_approval(checkpointer: SqliteSaver, seen: Seen, **settings: Any) -> Any:
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    graph = build_graph(model, executor=seen.execute, verifier=seen.verify, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", "do four things")]}, thread(), context={"mode": "plan", **settings})
+    assert graph.get_state(thread()).next == ("approve",)
+    return graph
+
+
+def test_a_resume_context_with_approval_auto_does_not_approve_the_waiting_plan(checkpointer: SqliteSaver) -> None:
+    """``invoke(None, context={"approval": "auto"})`` on a thread waiting at the approval approved it."""
+    seen = Seen()
+    graph = _waiting_at_approval(checkpointer, seen)
+    events = [
+        chunk
+        for chunk in graph.stream(None, thread(), context={"approval": "auto"}, stream_mode="custom")
+        if isinstance(chunk, dict)
+    ]
+    state = graph.get_state(thread())
+    assert state.next == ("approve",) and state.values["status"] == "awaiting_approval"
+    assert state.values["approved_revision"] is None and seen.settings == []  # nothing approved, nothing ran
+    assert state.values["settings"]["approval"] == "ask"
+    ignored = [e for e in events if e.get("type") == "settings_ignored"]
+    assert ignored and "approval='auto'" in ignored[0]["message"]  # said, not silent
+    # the same context as a PlanModeContext object: ignored too
+    graph.invoke(None, thread(), context=PlanModeContext(approval="auto"))
+    assert graph.get_state(thread()).next == ("approve",) and seen.settings == []
+    # answering the interrupt still approves
+    graph.invoke(Command(resume={"action": "approve", "revision": _revision(graph)}), thread())
+    assert graph.get_state(thread()).values["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("stored", "given"),
+    [
+        ({"approval": "ask"}, {"approval": "auto"}),
+        ({"step_approval": "writes"}, {"step_approval": "off"}),
+        ({"check_staleness": True}, {"check_staleness": False}),
+        ({"reapprove_patches": True}, {"reapprove_patches": False}),
+        ({"max_tokens": 1000}, {"max_tokens": 1001}),
+        ({"max_tokens": 1000}, {"max_tokens": 0}),
+        ({"max_cost": 1.0}, {"max_cost": 2.5}),
+        ({"max_cost": 1.0}, {"max_cost": 0}),
+        ({"max_cost": 1.0, "prices": {"*": {"input": 5.0}}}, {"prices": {"*": {"input": 0.0}}}),
+    ],
+)
+def test_a_resume_may_not_loosen_a_setting(stored: dict[str, Any], given: dict[str, Any]) -> None:
+    kept = settings_dict(PlanModeContext(**stored))
+    for context in (given, PlanModeContext(**given)):
+        resolved = resolve_settings(context, kept)
+        for name, value in stored.items():
+            assert getattr(resolved, name) == value, (name, context)
+
+
+@pytest.mark.parametrize(
+    ("stored", "given"),
+    [
+        ({"approval": "auto"}, {"approval": "ask"}),
+        ({"step_approval": "off"}, {"step_approval": "writes"}),
+        ({"check_staleness": False}, {"check_staleness": True}),
+        ({"max_tokens": 1000}, {"max_tokens": 999}),
+        ({"max_tokens": 0}, {"max_tokens": 50}),
+        ({"max_cost": 0.0}, {"max_cost": 0.5}),
+        ({"max_cost": 2.0}, {"max_cost": 0.5}),
+        ({}, {"prices": {"*": {"input": 1.0}}}),  # a run without prices may be given them (to set max_cost)
+    ],
+)
+def test_a_resume_may_tighten_a_setting(stored: dict[str, Any], given: dict[str, Any]) -> None:
+    resolved = resolve_settings(given, settings_dict(PlanModeContext(**stored)))
+    for name, value in given.items():
+        assert getattr(resolved, name) == value
+
+
+def test_a_resume_context_cannot_lift_the_budget_pause(checkpointer: SqliteSaver) -> None:
+    """A run paused at its budget stays paused when resumed with a larger budget (or none) in its context; the
+    answer at the pause raises it."""
+    from planmode.budget import INTERRUPT_TYPE
+
+    seen = Seen()
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    graph = build_graph(model, executor=seen.execute, verifier=seen.verify, checkpointer=checkpointer)
+    graph.invoke({"messages": [("user", "do four things")]}, thread(), context={"mode": "plan", "max_tokens": 100})
+
+    def paused() -> bool:
+        return any(i.value.get("type") == INTERRUPT_TYPE for i in graph.get_state(thread()).interrupts)
+
+    assert paused()
+    for loosened in ({"max_tokens": 10_000_000}, {"max_tokens": 0}):
+        graph.invoke(None, thread(), context=loosened)
+        assert paused() and model.calls("plan") == 0
+    graph.invoke(Command(resume={"max_tokens": 10_000_000}), thread())
+    assert graph.get_state(thread()).next == ("approve",) and model.calls("plan") == 1
+
+
+def test_approval_policy_is_not_a_run_setting() -> None:
+    """The approval policy is an argument of build_graph: a context cannot name one."""
+    assert "approval_policy" not in {f.name for f in fields(PlanModeContext)}
+    assert "approval_policy" not in vars(
+        resolve_settings({"approval_policy": "auto"}, settings_dict(PlanModeContext()))
+    )
+
+
+# -- every number a human or a model sends is bounded (issue 21, section 7) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"max_tokens": 10**30}, "max_tokens must be a whole number of tokens from 0"),
+        ({"max_tokens": -1}, "max_tokens"),
+        ({"max_tokens": 1.5}, "whole number"),
+        ({"max_cost": float("nan")}, "max_cost"),
+        ({"max_cost": float("inf")}, "max_cost"),
+        ({"max_cost": 10**10}, "max_cost"),
+        ({"max_parallel": 10**30}, "max_parallel"),
+        ({"max_steps": True}, "max_steps"),
+        ({"request_timeout": float("inf")}, "request_timeout"),
+        ({"context_tokens": 10**13}, "context_tokens"),
+        ({"approval": "always"}, "approval must be one of"),
+        ({"check_staleness": "no"}, "check_staleness must be true or false"),
+        ({"prices": {"*": {"input": float("nan")}}}, "prices"),
+        ({"prices": {"*": {"input": 10**10}}}, "prices"),
+        ({"prices": {"*": 3}}, "prices"),
+    ],
+)
+def test_an_out_of_range_setting_is_a_clear_error(values: dict[str, Any], error: str) -> None:
+    from planmode.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=error):
+        PlanModeContext(**values)
+    with pytest.raises(ConfigurationError, match=error):
+        resolve_settings(values, None)
+    ctx = PlanModeContext()
+    with pytest.raises(ConfigurationError, match=error):  # set later: checked too
+        for name, value in values.items():
+            setattr(ctx, name, value)
+
+
+def test_a_huge_budget_in_the_context_is_refused_before_anything_is_saved(checkpointer: SqliteSaver) -> None:
+    """``{"max_tokens": 10**30}`` was accepted, then no checkpoint could be saved (a 120 s hang)."""
+    from planmode.errors import ConfigurationError
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+    graph = build_graph(model, executor=Seen().execute, checkpointer=checkpointer)
+    with pytest.raises(ConfigurationError, match="max_tokens"):
+        graph.invoke({"messages": [("user", "do four things")]}, thread(), context={"max_tokens": 10**30})
+    assert model.requests == []

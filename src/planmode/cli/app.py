@@ -163,9 +163,16 @@ def _resume_command(thread: str, db: str, verb: str = "resume") -> str:
 
 
 def _approver(auto: bool, resume_hint: str, budget: dict[str, Any] | None = None) -> Any:
+    flags = dict(budget or {"max_tokens": None, "max_cost": None, "stop": False})
+    answered = [False]
+
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
         if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
-            return budget_answer(payload, **(budget or {"max_tokens": None, "max_cost": None, "stop": False}))
+            # The command line's --max-tokens / --max-cost answer one pause: a pause that comes back (the value
+            # was refused, or the raise ran out) is left paused with its reason (exit 6), never answered again.
+            answer = budget_answer(payload, **flags, repeated=answered[0])
+            answered[0] = answered[0] or any(flags.values())
+            return answer
         if payload.get("type") in GATE_TYPES:  # planmode.stale, planmode.step_approval (cli/gates.py)
             return answer_gate(payload, auto)
         if auto:
@@ -437,6 +444,12 @@ def resume(
     max_cost: Annotated[
         float | None, typer.Option(min=0.000001, help="At a budget pause: raise the cost budget to X dollars.")
     ] = None,
+    prices: Annotated[
+        str | None,
+        typer.Option(
+            help='Prices for a run without any (--max-cost needs them): {"model": {"input": $/1M, "output": $/1M}}.'
+        ),
+    ] = None,
     stop: Annotated[bool, typer.Option("--stop", help="At a budget pause: stop the run (status cancelled).")] = False,
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
@@ -460,6 +473,10 @@ def resume(
         overrides["base_url"] = base_url
     if workspace is not None:
         overrides["workspace"] = str(workspace.expanduser().resolve())
+    if prices:
+        if settings.get("prices"):  # the run's prices stay (a resume may not loosen the budget)
+            raise PlanModeError("--prices: this run has prices already; they cannot change on a resume")
+        overrides["prices"] = _prices(prices)
     stored_ws = overrides.get("workspace") or settings.get("workspace")
     ws = Path(stored_ws) if stored_ws else Path(".").resolve()
     if not ws.is_dir():

@@ -57,9 +57,17 @@ def budget_screen(payload: Mapping[str, Any]) -> Text:
 
 
 def budget_answer(
-    payload: Mapping[str, Any], *, max_tokens: int | None, max_cost: float | None, stop: bool
+    payload: Mapping[str, Any],
+    *,
+    max_tokens: int | None,
+    max_cost: float | None,
+    stop: bool,
+    repeated: bool = False,
 ) -> dict[str, Any] | None:
-    """The resume value for a budget pause, or None to leave the run paused."""
+    """The resume value for a budget pause, or None to leave the run paused.
+
+    ``repeated``: the command line's values answered a pause already; this one is left paused (the values
+    were refused, or the raise ran out), so a too-small raise never loops."""
     console.print(budget_screen(payload))
     if stop:
         return {"action": "stop"}
@@ -68,7 +76,21 @@ def budget_answer(
         given["max_tokens"] = max_tokens
     if max_cost:
         given["max_cost"] = max_cost
+    if given and repeated:
+        console.print(
+            Text(
+                f"The budget given on the command line ({json.dumps(given)}) does not get past this pause: "
+                "resume with a larger --max-tokens / --max-cost, or --stop.",
+                style="red",
+            )
+        )
+        return None
     if given:
+        try:
+            parse_budget_answer(given)
+        except ValueError as exc:
+            console.print(Text(f"Not a budget: {exc}", style="red"))
+            return None
         console.print(Text(f"Raising the budget: {json.dumps(given)}", style="green"))
         return given
     if not interactive():

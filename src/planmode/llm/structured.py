@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable
+from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
 from planmode._budget import fit_messages
@@ -122,7 +123,7 @@ def _structured(
         try:
             prepared = structured_runnable(model, schema, mode)
             out = prepared.read((yield prepared.runnable, prepared.prompt(msgs)))
-        except ConfigurationError:
+        except (ConfigurationError, GraphBubbleUp):  # a setup error; a pause at the call's budget check
             raise
         except NotImplementedError as exc:
             raise ConfigurationError(

@@ -23,3 +23,8 @@ class StepTask(TypedDict):
     settings: dict[str, Any]
     durable: NotRequired[bool]
     """True when some step is done: the task waits until the checkpoint it runs from is saved before it starts."""
+    usage: NotRequired[dict[str, Any] | None]
+    """The run's usage when the step started (its totals and models only): each model call of the step is checked
+    against the budget from there (`planmode.budget.CallGuard`)."""
+    budget: NotRequired[dict[str, Any] | None]
+    """The budget a human raised (or stopped), as in the graph state."""

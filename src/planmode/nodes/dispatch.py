@@ -79,7 +79,12 @@ def dispatch_sends(state: PlanModeState, limit: int | None = None) -> list[Send]
     # saves checkpoints behind execution): each task waits for the checkpoint it runs from when one is done.
     durable = any(s.status is S.DONE for s in plan.steps)
     # Each task carries only its step and its dependencies' summaries, not the whole plan.
-    return [Send("execute_step", _task(plan, s, settings, durable)) for s in running]
+    sends = [Send("execute_step", _task(plan, s, settings, durable)) for s in running]
+    usage, budget = state.get("usage"), state.get("budget")
+    spent = {k: usage[k] for k in ("total", "models") if k in usage} if isinstance(usage, dict) else None
+    for send in sends:  # each model call of a step is checked against the budget from there (planmode.budget)
+        send.arg.update(usage=spent, budget=budget)
+    return sends
 
 
 def _task(plan: Plan, step: Step, settings: dict[str, Any], durable: bool) -> StepTask:

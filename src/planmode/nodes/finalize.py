@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
-from planmode.budget import finalize_fits
+from planmode.budget import BudgetSkipped, finalize_fits
 from planmode.events import emit
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
@@ -121,6 +121,8 @@ def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: 
             ],
         )
         text = text_of(reply).strip() if hasattr(reply, "content") else str(reply)
+    except BudgetSkipped:  # the call's own budget check (planmode.budget.CallGuard): the same plain summary
+        return f"Done: {plan.goal} (the final summary was skipped: it does not fit the budget)\n{summary}"
     except Exception as exc:  # the work is done; a failed summary call must not fail the run
         text = f"(the final summary could not be written: {type(exc).__name__})"
     return text or f"Done: {plan.goal}\n{summary}"
