@@ -15,6 +15,7 @@ import planmode.context as context_module
 from planmode.context import PlanModeContext, resolve_settings, settings_dict
 from planmode.executors import StepContext
 from planmode.graph import build_graph
+from planmode.state.approvals import decisions
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -211,7 +212,8 @@ def test_a_resume_context_with_approval_auto_does_not_approve_the_waiting_plan(c
     ]
     state = graph.get_state(thread())
     assert state.next == ("approve",) and state.values["status"] == "awaiting_approval"
-    assert state.values["approved_revision"] is None and seen.settings == []  # nothing approved, nothing ran
+    granted = [r for r in decisions(state.values["approvals"]) if r["decision"] == "approved"]
+    assert granted == [] and seen.settings == []  # nothing approved, nothing ran
     assert state.values["settings"]["approval"] == "ask"
     ignored = [e for e in events if e.get("type") == "settings_ignored"]
     assert ignored and "approval='auto'" in ignored[0]["message"]  # said, not silent

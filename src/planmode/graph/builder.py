@@ -50,10 +50,11 @@ from planmode.nodes import (
 )
 from planmode.nodes._task import StepTask
 from planmode.nodes.detect import DETECT_ROUTES
+from planmode.nodes.execute_step import trusted_task
 from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
 from planmode.policy import ApprovalPolicy
-from planmode.state.checkpoint_data import data_sends, data_writes, typed_step_task
+from planmode.state.checkpoint_data import data_sends, data_writes
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "PlanModeGraph", "build_graph", "build_state_graph"]
@@ -107,7 +108,7 @@ def build_state_graph(
     g.add_node("dispatch", data_writes(accounted("dispatch", make_dispatch(deps, approval_policy))))
     g.add_node(
         "execute_step",
-        data_writes(typed_step_task(accounted("execute_step", make_execute_step(deps)))),
+        data_writes(trusted_task(accounted("execute_step", make_execute_step(deps)))),
         input_schema=StepTask,
         destinations=("verify",),  # a step planmode started goes on to verify (execute_step's Command)
     )

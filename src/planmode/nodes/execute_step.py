@@ -22,6 +22,8 @@ a failed attempt recorded in the outcome.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -32,6 +34,7 @@ from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
+from planmode._drive import per_path
 from planmode.context import PlanModeContext, resolve_settings
 from planmode.errors import ModelUnavailableError
 from planmode.events import emit
@@ -47,7 +50,15 @@ from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
 from planmode.state.reducer import PlanUpdate
 
-__all__ = ["GUARDED_KEYS", "OUTPUT_NAMESPACE", "Cleared", "Refused", "check_step", "make_execute_step"]
+__all__ = [
+    "GUARDED_KEYS",
+    "OUTPUT_NAMESPACE",
+    "Cleared",
+    "Refused",
+    "check_step",
+    "make_execute_step",
+    "trusted_task",
+]
 
 S = StepStatus
 
@@ -263,6 +274,44 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         return _to_verify({"step_outcomes": {step.id: outcome}}, True)
 
     return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
+
+
+def trusted_task(node: Any) -> Any:
+    """``node`` (execute_step) given its task with what the budget check and the usage count read — ``usage``,
+    ``budget`` and ``settings`` — taken from the graph's channels, not from the ``Send`` (which anyone can send),
+    and its ``step`` as a `Step` (a ``Send`` carries it as data). Wraps the metering too, so every model call of
+    the step is checked against the run's real spending."""
+
+    def trusted(task: Any) -> Any:
+        if not isinstance(task, Mapping):
+            return task
+        out = dict(task)
+        if isinstance(out.get("step"), Mapping):
+            try:
+                out["step"] = Step.model_validate(out["step"])
+            except ValueError:
+                out["step"] = None
+        channels = read_channels()
+        for key in ("usage", "budget", "settings"):
+            out[key] = channels.get(key)
+        return out
+
+    def wrap(fn: Any) -> Any:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapped(task: Any, *args: Any, **kwargs: Any) -> Any:
+                return await fn(trusted(task), *args, **kwargs)
+
+            return awrapped
+
+        @functools.wraps(fn)
+        def wrapped(task: Any, *args: Any, **kwargs: Any) -> Any:
+            return fn(trusted(task), *args, **kwargs)
+
+        return wrapped
+
+    return per_path(node, wrap)
 
 
 def _to_verify(update: StateUpdate, started: bool) -> Command[Literal["verify"]] | StateUpdate:

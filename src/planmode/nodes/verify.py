@@ -128,8 +128,12 @@ async def bounded_gather(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T],
 def _idle(state: PlanModeState, settings: PlanModeContext) -> StateUpdate:
     """Nothing to judge (a step was refused, could not reach the model, or was sent from outside the run):
     verify writes nothing, and its router sends the run where the state says — dispatch decides the next batch.
-    (Deciding it here could collide with a dispatch that runs in the same super-step.)"""
-    del state, settings
+    (Deciding it here could collide with a dispatch that runs in the same super-step.) A step that lost the model
+    pauses the run here, as dispatch's decision would (`next_batch`)."""
+    del settings
+    lost = state.get("unavailable")
+    if isinstance(lost, dict):
+        return {"status": "model_unavailable", "error": lost.get("error")}
     return {}
 
 

@@ -10,7 +10,7 @@ back, warns about a class it does not know ("Deserializing unregistered type ...
 - a node's writes (saved as pending writes before any channel sees them) are made data by `data_writes`,
   and the ``Send`` tasks of a router by `data_sends`; the plan and outcome channels read the JSON forms as
   the models they were (`plan_reducer` and `merge_outcomes` accept both);
-- `typed_step_task` gives execute_step its step as a `Step` again.
+- execute_step gets its step as a `Step` again (`planmode.nodes.execute_step.trusted_task`).
 
 Nodes and the public API keep seeing the typed models.
 """
@@ -28,9 +28,8 @@ from langgraph.types import Command, Send
 from pydantic import BaseModel
 
 from planmode._drive import per_path
-from planmode.state.models import Step
 
-__all__ = ["data_sends", "data_writes", "to_data", "typed_step_task"]
+__all__ = ["data_sends", "data_writes", "to_data"]
 
 
 def to_data(value: Any) -> Any:
@@ -94,29 +93,3 @@ def data_writes(node: Any) -> Any:
 def data_sends(router: Any) -> Any:
     """``router`` whose ``Send`` packets carry JSON data (they are saved as writes too)."""
     return data_writes(router)
-
-
-def typed_step_task(node: Any) -> Any:
-    """``node`` (execute_step) given its task's ``step`` as a `Step` (a ``Send`` carries it as data)."""
-
-    def typed(task: Any) -> Any:
-        if isinstance(task, Mapping) and isinstance(task.get("step"), Mapping):
-            return {**task, "step": Step.model_validate(task["step"])}
-        return task
-
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def awrapped(task: Any, *args: Any, **kwargs: Any) -> Any:
-                return await fn(typed(task), *args, **kwargs)
-
-            return awrapped
-
-        @functools.wraps(fn)
-        def wrapped(task: Any, *args: Any, **kwargs: Any) -> Any:
-            return fn(typed(task), *args, **kwargs)
-
-        return wrapped
-
-    return per_path(node, wrap)
