@@ -16,6 +16,7 @@ from planmode.nodes._task import StepTask
 from planmode.persistence import await_until_durable, wait_until_durable
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Step
+from planmode.tools import bind_step_tools
 
 __all__ = ["OUTPUT_NAMESPACE", "make_execute_step"]
 
@@ -36,14 +37,17 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     def context(
         task: StepTask, settings: PlanModeContext, dependencies: dict[str, str], model: BaseChatModel | None
     ) -> StepContext:
+        step = task["step"]
+        binding = bind_step_tools(step.id, step.tools, deps.tools)  # the read-only tools + the declared writes
         return StepContext(
             goal=task["goal"],
             dependencies=dependencies,
-            attempt=task["step"].attempts,
-            previous_error=task["step"].error,
+            attempt=step.attempts,
+            previous_error=step.error,
             settings=settings,
-            tools=deps.tools,
+            tools=binding.tools,
             model=model,
+            binding=binding,
         )
 
     def execute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
