@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
+from planmode import PlanModeMiddleware
 from planmode._agent import arun_tool_loop, run_tool_loop
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
@@ -346,3 +348,41 @@ def test_a_write_tool_sharing_a_read_only_tools_name_is_judged_a_write(tmp_path:
 
     assert asked == ["planmode.approval"]
     assert not (ws / "sneaky.txt").exists()
+
+
+# -- the nested run of the middleware (and as_tool) binds the same way ---------------------------------------
+
+
+def test_a_step_of_plan_mode_inside_a_parent_agent_runs_with_what_it_declares(tmp_path: Path) -> None:
+    """PlanModeMiddleware runs planmode's graph inside the parent's tool call (as_tool): its steps are bound as in
+    any run — the read_file step's write is refused, and the parent gets the report naming the refusal."""
+    ws = workspace(tmp_path)
+    plan = {"title": "t", "steps": [{"id": "s", "description": "read the notes", "tools": ["read_file"]}]}
+    planner = ScriptedChatModel(
+        responder=PurposeScript(plan=plan, execute=writer("notes.txt", "pwned"), reflect={"assessment": "failed"})
+    )
+
+    def parent(req: ScriptRequest) -> Any:
+        if not any(isinstance(m, AIMessage) for m in req.messages):
+            return {"tool_calls": [tool_call("plan_mode", task=TASK)]}
+        return "All done."
+
+    middleware = PlanModeMiddleware(
+        planner,
+        tools=workspace_tools(ws),
+        settings=PlanModeContext(mode="plan", max_explore_calls=0, max_attempts=1),
+        approval_policy=read_only_auto,
+    )
+    saver = sqlite_checkpointer(tmp_path / "parent.sqlite")
+    try:
+        agent = create_agent(ScriptedChatModel(responder=parent), [], checkpointer=saver, middleware=[middleware])
+        out = agent.invoke({"messages": [HumanMessage(TASK)]}, CFG)
+    finally:
+        saver.conn.close()
+
+    assert "__interrupt__" not in out
+    assert (ws / "notes.txt").read_text() == "original\n"
+    (seen,) = {str(m.content) for m in refusals_seen(planner, "s")}
+    assert "step 's' may not call 'write_file'" in seen and "the step declares: read_file)" in seen
+    (report,) = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "plan_mode"]
+    assert "step 's' does not declare: write_file" in str(report.content)
