@@ -15,9 +15,13 @@ The loop is a two-node graph (``model`` -> ``tools`` -> ``model`` ...), and its 
   ``error`` set ("tool 'x' raised ..."), which fails the attempt.
 
 `ToolGate` is the ``wrap_tool_call`` of that `ToolNode`: before approval it answers every call to a tool that
-is not marked read-only (`planmode.tools.read_only`) with an error tool message instead of running it. The
-decision depends only on the tool (its read-only marking) and on whether writes are allowed — never on
-anything the model sends, such as tool-call ids.
+is not marked read-only (`planmode.tools.read_only`) with an error tool message instead of running it. When a
+step runs, the loop is given the step's binding (`planmode.tools.StepTools`: the read-only tools plus the write
+tools the step declares); only those tools are in the `ToolNode`, and a call to any other tool of the graph is
+answered with a refusal naming the step, the tool and what the step declared, and recorded (``refused`` in the
+`LoopResult`). The decision depends only on the tool the call resolves to (its read-only marking, its identity
+among the bound tools, the withheld names) and on whether writes are allowed — never on anything else the
+model sends, such as tool-call ids.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from planmode._cache import IdentityCache
 from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
-from planmode.tools import is_read_only
+from planmode.tools import StepTools, is_read_only
 
 __all__ = ["LoopResult", "ToolGate", "ToolRaised", "arun_tool_loop", "is_read_only", "run_tool_loop"]
 
@@ -63,14 +67,21 @@ class ToolRaised(Exception):
 
 class ToolGate:
     """The ``wrap_tool_call`` of the loop's `ToolNode`: refuses world-changing tools unless writes are allowed
-    (after approval), and names the tool in the error of a tool that raised."""
+    (after approval), refuses every tool a step is not bound to (``binding``), and names the tool in the error
+    of a tool that raised."""
 
-    def __init__(self, *, allow_writes: bool) -> None:
+    def __init__(self, *, allow_writes: bool, binding: StepTools | None = None) -> None:
         self.allow_writes = allow_writes
+        self.binding = binding
 
-    def refusal(self, request: ToolCallRequest) -> ToolMessage | None:
-        """The error tool message answering a call that must not run now, or None when it may run."""
+    def refusal(self, request: ToolCallRequest) -> ToolResult | None:
+        """The answer to a call that must not run now (an error tool message; for a tool the step is not bound
+        to, a `Command` that also records it in ``refused``), or None when it may run."""
         tool = request.tool
+        binding = self.binding
+        unbound = _unbound(binding, request) if binding is not None else None
+        if binding is not None and unbound is not None:
+            return _refused(binding, unbound, request.tool_call.get("id") or "")
         if self.allow_writes or tool is None or is_read_only(tool):
             return None  # an unknown tool gets the ToolNode's own error message
         name = request.tool_call["name"]
@@ -108,6 +119,26 @@ class ToolGate:
             raise _raised(request, exc) from exc
 
 
+def _unbound(binding: StepTools, request: ToolCallRequest) -> str | None:
+    """The name of the graph's tool that ``request`` calls when the step is not bound to it (None: it is bound,
+    or it is no tool of the graph, which the ToolNode answers itself)."""
+    tool = request.tool
+    if tool is not None:
+        return None if binding.binds(tool) else tool.name
+    name = request.tool_call["name"]
+    return name if name in binding.withheld else None
+
+
+def _refusal_message(binding: StepTools, name: str, call_id: str) -> ToolMessage:
+    return ToolMessage(content=binding.refusal(name), tool_call_id=call_id, name=name, status="error")
+
+
+def _refused(binding: StepTools, name: str, call_id: str) -> Command[Any]:
+    """The refusal of a call to ``name``, a tool the step is not bound to: the model gets the message, the loop
+    records the name."""
+    return Command(update={"messages": [_refusal_message(binding, name, call_id)], "refused": [name]})
+
+
 def _raised(request: ToolCallRequest, exc: Exception) -> ToolRaised:
     return ToolRaised(f"tool {request.tool_call['name']!r} raised {type(exc).__name__}: {exc}")
 
@@ -121,6 +152,8 @@ class LoopResult:
     tool_calls: int = 0
     error: str | None = None
     tool_names: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """The tools the model called that the step is not bound to (refused, not run), in order."""
 
 
 class _LoopState(TypedDict, total=False):
@@ -130,6 +163,8 @@ class _LoopState(TypedDict, total=False):
     """Model calls so far."""
     tool_names: Annotated[list[str], operator.add]
     """The names of the tool calls dispatched so far, in order (their count is the tool-call budget used)."""
+    refused: Annotated[list[str], operator.add]
+    """The names of the calls refused because the step is not bound to the tool."""
     error: str | None
     """Why the loop ended without an answer (a failed model call, the turn bound)."""
     final: bool
@@ -145,6 +180,7 @@ def run_tool_loop(
     allow_writes: bool,
     max_iterations: int,
     max_tool_calls: int | None = None,
+    binding: StepTools | None = None,
 ) -> LoopResult:
     """Call the model, run its tool calls through LangGraph's `ToolNode` behind a `ToolGate`, repeat until it
     answers without tool calls or a bound is reached.
@@ -153,14 +189,24 @@ def run_tool_loop(
     in a tool pauses the run (`GraphInterrupt` propagates: callers must let `GraphBubbleUp` through) and the
     loop resumes where it stopped. A failed model call, the turn bound and a raising tool end the loop with
     ``error`` set; the tool-call budget ends it with the last reply's text.
+
+    With a ``binding`` (a step's `StepTools`), only the tools it binds are given to the model and run; a call to
+    a tool it withholds is refused (the model gets the refusal) and recorded in the result's ``refused``.
     """
     turns = max(1, max_iterations)
     result = LoopResult(messages=list(messages))
+    tools = _bound(tools, binding)
     if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
         call_model, _ = _model_turn(model, (), settings, max_tool_calls)
-        return _finish(result, drive(_without_tools(messages, turns), call_model))
+        return _finish(result, drive(_without_tools(messages, turns, binding), call_model))
     loop = _loop_for(
-        model, tools, settings, allow_writes=allow_writes, max_iterations=turns, max_tool_calls=max_tool_calls
+        model,
+        tools,
+        settings,
+        allow_writes=allow_writes,
+        max_iterations=turns,
+        max_tool_calls=max_tool_calls,
+        binding=binding,
     )
     try:
         config, durability = _run_args(turns)
@@ -180,17 +226,25 @@ async def arun_tool_loop(
     allow_writes: bool,
     max_iterations: int,
     max_tool_calls: int | None = None,
+    binding: StepTools | None = None,
 ) -> LoopResult:
     """`run_tool_loop` on the event loop: the model is called with ``ainvoke`` and `ToolNode` runs the tools
     asynchronously (a tool's coroutine is awaited; a sync-only tool runs in a worker thread, as in every
     `ToolNode`). The same loop, bounds, gate and results."""
     turns = max(1, max_iterations)
     result = LoopResult(messages=list(messages))
+    tools = _bound(tools, binding)
     if not tools:
         _, acall_model = _model_turn(model, (), settings, max_tool_calls)
-        return _finish(result, await adrive(_without_tools(messages, turns), acall_model))
+        return _finish(result, await adrive(_without_tools(messages, turns, binding), acall_model))
     loop = _loop_for(
-        model, tools, settings, allow_writes=allow_writes, max_iterations=turns, max_tool_calls=max_tool_calls
+        model,
+        tools,
+        settings,
+        allow_writes=allow_writes,
+        max_iterations=turns,
+        max_tool_calls=max_tool_calls,
+        binding=binding,
     )
     try:
         config, durability = _run_args(turns)
@@ -199,6 +253,11 @@ async def arun_tool_loop(
         result.error = str(exc)
         return result
     return _finish(result, out)
+
+
+def _bound(tools: Sequence[BaseTool], binding: StepTools | None) -> Sequence[BaseTool]:
+    """The tools the loop may run: with a binding, only the ones it binds (the others are not even shown)."""
+    return tools if binding is None else [t for t in tools if binding.binds(t)]
 
 
 def _run_args(turns: int) -> tuple[RunnableConfig, Durability | None]:
@@ -216,6 +275,7 @@ def _finish(result: LoopResult, out: dict[str, Any]) -> LoopResult:
     result.messages = history
     result.tool_names = list(out.get("tool_names") or [])
     result.tool_calls = len(result.tool_names)
+    result.refused = list(out.get("refused") or [])
     result.error = out.get("error")
     last = history[-1] if history else None
     if out.get("final") and isinstance(last, AIMessage):
@@ -237,12 +297,20 @@ def _loop_for(
     allow_writes: bool,
     max_iterations: int,
     max_tool_calls: int | None,
+    binding: StepTools | None,
 ) -> Any:
     """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
     a step's framework overhead)."""
     return _LOOPS.get(
-        (model, *tools),
-        (len(tools), settings.normalize_messages, allow_writes, max_iterations, max_tool_calls),
+        (model, *tools, *(binding.tools if binding else ())),
+        (
+            len(tools),
+            settings.normalize_messages,
+            allow_writes,
+            max_iterations,
+            max_tool_calls,
+            binding.key if binding else None,
+        ),
         lambda: _build_loop(
             model,
             tools,
@@ -250,6 +318,7 @@ def _loop_for(
             allow_writes=allow_writes,
             max_iterations=max_iterations,
             max_tool_calls=max_tool_calls,
+            binding=binding,
         ),
     )
 
@@ -271,9 +340,10 @@ def _build_loop(
     allow_writes: bool,
     max_iterations: int,
     max_tool_calls: int | None,
+    binding: StepTools | None,
 ) -> Any:
     call_model, acall_model = _model_turn(model, tools, settings, max_tool_calls)
-    gate = ToolGate(allow_writes=allow_writes)
+    gate = ToolGate(allow_writes=allow_writes, binding=binding)
 
     def after_model(state: _LoopState) -> Literal["tools", "__end__"]:
         history = state.get("messages") or []
@@ -362,10 +432,20 @@ def _after_reply(state: _LoopState, reply: BaseMessage, max_tool_calls: int | No
     return update
 
 
-def _without_tools(messages: Sequence[BaseMessage], max_iterations: int) -> Generator[Any, _Update, _Update]:
+def _without_tools(
+    messages: Sequence[BaseMessage], max_iterations: int, binding: StepTools | None = None
+) -> Generator[Any, _Update, _Update]:
     """The loop when there are no tools, run directly (yields the state for a model turn, receives its update):
-    the same turns, and a call the model makes anyway gets the `ToolNode`'s unknown-tool error, as in the graph."""
-    state: dict[str, Any] = {"messages": list(messages), "turns": 0, "tool_names": [], "error": None, "final": False}
+    the same turns, and a call the model makes anyway gets the `ToolNode`'s unknown-tool error, as in the graph
+    (or, for a tool of the graph the step is not bound to, the same refusal, recorded)."""
+    state: dict[str, Any] = {
+        "messages": list(messages),
+        "turns": 0,
+        "tool_names": [],
+        "refused": [],
+        "error": None,
+        "final": False,
+    }
     while True:
         update = yield state
         state["messages"] += update.pop("messages", [])
@@ -374,15 +454,19 @@ def _without_tools(messages: Sequence[BaseMessage], max_iterations: int) -> Gene
         last = state["messages"][-1]
         if state["error"] or not (isinstance(last, AIMessage) and last.tool_calls):
             return state
-        state["messages"] += [
-            ToolMessage(
-                content=INVALID_TOOL_NAME_ERROR_TEMPLATE.format(requested_tool=c["name"], available_tools=""),
-                tool_call_id=c.get("id") or "",
-                name=c["name"],
-                status="error",
+        for c in last.tool_calls:
+            if binding is not None and c["name"] in binding.withheld:
+                state["messages"].append(_refusal_message(binding, c["name"], c.get("id") or ""))
+                state["refused"].append(c["name"])
+                continue
+            state["messages"].append(
+                ToolMessage(
+                    content=INVALID_TOOL_NAME_ERROR_TEMPLATE.format(requested_tool=c["name"], available_tools=""),
+                    tool_call_id=c.get("id") or "",
+                    name=c["name"],
+                    status="error",
+                )
             )
-            for c in last.tool_calls
-        ]
         if state["final"]:
             return state
         if state["turns"] >= max_iterations:

@@ -31,6 +31,7 @@ from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm import acall_structured, call_structured
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Step
+from planmode.tools import StepTools
 
 __all__ = [
     "Executor",
@@ -59,7 +60,12 @@ class StepContext:
     previous_error: str | None
     settings: PlanModeContext
     tools: Sequence[BaseTool] = field(default_factory=tuple)
+    """The tools the step is bound to: the graph's read-only tools plus the write tools the step declares
+    (`planmode.tools.bind_step_tools`). Only these are handed to an executor."""
     model: BaseChatModel | None = None
+    binding: StepTools | None = None
+    """The step's binding (its bound tools, what it declares, the graph's tools it may not call): the default
+    executor's tool loop refuses, and records, a call to any of the withheld ones."""
 
 
 class Verdict(BaseModel):
@@ -92,9 +98,28 @@ def _execute_messages(step: Step, ctx: StepContext) -> list[BaseMessage]:
 
 
 def _loop_outcome(step: Step, res: LoopResult) -> StepOutcome:
-    if res.error:
-        return StepOutcome(step_id=step.id, ok=False, output=res.text, error=res.error, tool_calls=res.tool_calls)
-    return StepOutcome(step_id=step.id, ok=True, output=res.text, tool_calls=res.tool_calls)
+    refused = _refusal_error(step, res.refused)
+    error = "; ".join(e for e in (refused, res.error) if e) or None
+    return StepOutcome(
+        step_id=step.id,
+        ok=error is None,
+        output=res.text,
+        error=error,
+        tool_calls=res.tool_calls,
+        refused_tools=list(res.refused),
+    )
+
+
+def _refusal_error(step: Step, refused: Sequence[str]) -> str | None:
+    """Why an attempt that called tools the step is not bound to failed (None: it called none)."""
+    if not refused:
+        return None
+    names = ", ".join(dict.fromkeys(refused))
+    return (
+        f"refused {len(refused)} call(s) to tools step {step.id!r} does not declare: {names} (the step declares: "
+        f"{', '.join(step.tools) or 'none'}); they did not run. A step that needs them must declare them "
+        "(a patch, approved again)."
+    )
 
 
 def _model_of(ctx: StepContext, who: str) -> BaseChatModel:
@@ -104,11 +129,19 @@ def _model_of(ctx: StepContext, who: str) -> BaseChatModel:
 
 
 def default_executor(step: Step, ctx: StepContext) -> StepOutcome:
-    """A bounded tool-calling agent over the user's tools (writes allowed: the plan is approved)."""
+    """A bounded tool-calling agent over the step's bound tools (`StepContext.tools`: the read-only ones and the
+    write tools the step declares; writes allowed, the plan is approved). A call to any other tool of the graph
+    is refused to the model and fails the attempt (`StepOutcome.refused_tools` names them)."""
     model = _model_of(ctx, "default_executor")
     limit = ctx.settings.max_executor_iterations
     res = run_tool_loop(
-        model, ctx.tools, _execute_messages(step, ctx), ctx.settings, allow_writes=True, max_iterations=limit
+        model,
+        ctx.tools,
+        _execute_messages(step, ctx),
+        ctx.settings,
+        allow_writes=True,
+        max_iterations=limit,
+        binding=ctx.binding,
     )
     return _loop_outcome(step, res)
 
@@ -118,7 +151,13 @@ async def adefault_executor(step: Step, ctx: StepContext) -> StepOutcome:
     model = _model_of(ctx, "default_executor")
     limit = ctx.settings.max_executor_iterations
     res = await arun_tool_loop(
-        model, ctx.tools, _execute_messages(step, ctx), ctx.settings, allow_writes=True, max_iterations=limit
+        model,
+        ctx.tools,
+        _execute_messages(step, ctx),
+        ctx.settings,
+        allow_writes=True,
+        max_iterations=limit,
+        binding=ctx.binding,
     )
     return _loop_outcome(step, res)
 

@@ -19,7 +19,9 @@ read-only tools; ask otherwise), and `from_settings` (the default: the ``approva
 ``ask``, as a policy).
 
 A tool is read-only when it is marked so (`planmode.tools.read_only`); a tool name in a plan that is not
-among the graph's tools counts as one that writes (unknown means unsafe).
+among the graph's tools counts as one that writes (unknown means unsafe). What a policy judges is what runs:
+a step is bound to the read-only tools plus the write tools it declares (`planmode.tools.bind_step_tools`,
+the same rule as `ApprovalRequest.writes`), and any other call is refused where the tools are dispatched.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from langchain_core.tools import BaseTool
 
 from planmode.state.approvals import add_approval_records
 from planmode.state.models import Plan, PlanPatch, Step, clean_text
-from planmode.tools import is_read_only
+from planmode.tools.binding import read_only_names, step_writes
 
 __all__ = [
     "APPROVE",
@@ -87,8 +89,9 @@ class ApprovalRequest:
     """Names of the graph's tools marked read-only; any other tool name changes things."""
 
     def writes(self, step: Step) -> list[str]:
-        """The tools of ``step`` that change things (or are unknown)."""
-        return [t for t in step.tools if t not in self.read_only_tools]
+        """The tools of ``step`` that change things (or are unknown): exactly the write tools the step will be
+        bound to when it runs (`planmode.tools.bind_step_tools`), plus declared names no tool has."""
+        return step_writes(step.tools, self.read_only_tools)
 
 
 ApprovalPolicy = Callable[[ApprovalRequest], "Decision | str"]
@@ -147,5 +150,6 @@ def decide(policy: Any, request: ApprovalRequest) -> tuple[Decision, str | None]
 
 
 def read_only_tools_of(tools: Sequence[BaseTool]) -> frozenset[str]:
-    """The names of the read-only tools among ``tools``."""
-    return frozenset(t.name for t in tools if is_read_only(t))
+    """The names of the read-only tools among ``tools`` (a name that a tool which writes shares is not one):
+    the rule `planmode.tools.bind_step_tools` binds steps by."""
+    return read_only_names(tools)

@@ -19,7 +19,10 @@ from planmode.testing.openai_server import ScriptedOpenAIServer
 pytestmark = pytest.mark.integration
 
 PLANMODE = [sys.executable, "-m", "planmode.cli"]
-PLAN = {"title": "Wipe", "steps": [{"id": "wipe", "description": "Overwrite the run history", "tools": ["write_file"]}]}
+PLAN = {
+    "title": "Wipe",
+    "steps": [{"id": "wipe", "description": "Overwrite the run history", "tools": ["write_file", "edit_file"]}],
+}
 
 
 def _purpose(body: dict[str, Any]) -> str:

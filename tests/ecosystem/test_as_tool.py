@@ -660,7 +660,11 @@ def test_a_tool_of_the_plan_that_asks_the_human_pauses_the_parent_and_resumes(tm
 
     planner = ScriptedChatModel(
         responder=PurposeScript(
-            plan={"title": "Paint", "steps": [{"id": "paint", "description": "Paint the wall"}]}, execute=execute
+            plan={
+                "title": "Paint",
+                "steps": [{"id": "paint", "description": "Paint the wall", "tools": ["bump", "ask_human"]}],
+            },
+            execute=execute,
         )
     )
     parent = Parent([tool_call("plan_mode", task="Paint the wall")])

@@ -179,7 +179,7 @@ def test_an_async_tool_that_interrupts_pauses_the_async_step_and_resumes_with_th
         questions.append(question)
         return str(interrupt({"type": "question", "question": question}))
 
-    plan = {"title": "one", "steps": [{"id": "c", "description": "choose"}]}
+    plan = {"title": "one", "steps": [{"id": "c", "description": "choose", "tools": ["bump", "ask_human"]}]}
 
     def execute(req: Any) -> Any:
         done = req.tool_results()

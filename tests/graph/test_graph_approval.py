@@ -151,7 +151,9 @@ def test_the_planner_may_explore_with_read_only_tools_but_write_tools_are_refuse
             return {"tool_calls": [tool_call("delete_file", path="old.cfg")]}
         return f"{req.step_id} done"
 
-    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN_1, explore=explore, execute=execute))
+    # the write step declares the tool it calls (a step runs with the read-only tools plus the ones it declares)
+    plan = {**PLAN_1, "steps": [PLAN_1["steps"][0], {**PLAN_1["steps"][1], "tools": ["delete_file"]}]}
+    model = ScriptedChatModel(responder=PurposeScript(plan=plan, explore=explore, execute=execute))
     graph = build_graph(model, tools=tools, checkpointer=checkpointer)
 
     graph.invoke({"messages": [("user", TASK)]}, thread())

@@ -26,7 +26,7 @@ PLAN = {
     "title": "colours",
     "steps": [
         {"id": "a", "description": "count things"},
-        {"id": "c", "description": "ask for a colour"},
+        {"id": "c", "description": "ask for a colour", "tools": ["bump", "ask_human"]},
         {"id": "b", "description": "paint", "dependencies": ["a", "c"]},
     ],
 }
@@ -141,7 +141,7 @@ def test_a_tool_may_return_a_command(saver: SqliteSaver) -> None:
             return {"tool_calls": [tool_call("record", text="blue")]}
         return f"result: {done[-1].content}"
 
-    plan = {"title": "one", "steps": [{"id": "a", "description": "record"}]}
+    plan = {"title": "one", "steps": [{"id": "a", "description": "record", "tools": ["record"]}]}
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute))
     out = build_graph(model, tools=world.tools(), checkpointer=saver).invoke({"task": "record"}, cfg(), context=AUTO)
 
@@ -166,8 +166,8 @@ def test_tool_errors_behave_as_in_a_tool_node(saver: SqliteSaver) -> None:
     plan = {
         "title": "two",
         "steps": [
-            {"id": "a", "description": "bad arguments"},
-            {"id": "b", "description": "raise", "dependencies": ["a"]},
+            {"id": "a", "description": "bad arguments", "tools": ["write"]},
+            {"id": "b", "description": "raise", "tools": ["explode"], "dependencies": ["a"]},
         ],
     }
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute, reflect={"assessment": "failed"}))

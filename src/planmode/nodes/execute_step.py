@@ -49,6 +49,7 @@ from planmode.state.approvals import covering_grant, current_run, held_steps, se
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
 from planmode.state.reducer import PlanUpdate
+from planmode.tools import bind_step_tools
 
 __all__ = [
     "GUARDED_KEYS",
@@ -221,14 +222,16 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     def context(cleared: Cleared, dependencies: dict[str, str], model: BaseChatModel | None) -> StepContext:
         step = cleared.step
+        binding = bind_step_tools(step.id, step.tools, deps.tools)  # the read-only tools + the declared writes
         return StepContext(
             goal=cleared.plan.goal,
             dependencies=dependencies,
             attempt=step.attempts,
             previous_error=step.error,
             settings=cleared.settings,
-            tools=deps.tools,
+            tools=binding.tools,
             model=model,
+            binding=binding,
         )
 
     def dependency_info(cleared: Cleared) -> dict[str, dict[str, str | None]]:

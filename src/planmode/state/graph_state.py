@@ -54,6 +54,11 @@ class StepOutcome(BaseModel):
     )
     tool_calls: int = 0
     output_ref: str | None = Field(default=None, description="Store key of the full output, if stored.")
+    refused_tools: list[str] = Field(
+        default_factory=list,
+        description="Tools the attempt called that the step does not declare (refused, never run); the attempt "
+        "then failed, naming them in its error.",
+    )
 
     @model_validator(mode="before")
     @classmethod
