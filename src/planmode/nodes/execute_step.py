@@ -7,9 +7,11 @@ from langchain_core.language_models import BaseChatModel
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.store.base import BaseStore
 
+from planmode.alease import aassert_lease_held
 from planmode.context import PlanModeContext, resolve_settings
 from planmode.events import emit
 from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
+from planmode.lease import assert_lease_held
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._task import StepTask
@@ -47,6 +49,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         )
 
     def execute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
+        assert_lease_held()  # a holder that lost the thread's lease starts no step (planmode.lease)
         task = state  # the Send payload: one step and what it needs
         if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
             wait_until_durable()
@@ -59,6 +62,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         return {"step_outcomes": {step.id: outcome}}
 
     async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> StateUpdate:
+        await aassert_lease_held()  # as execute_step
         task = state
         if task.get("durable"):  # the same wait, polling with asyncio.sleep and the saver's aget_tuple
             await await_until_durable()
