@@ -181,3 +181,11 @@ def test_a_sigkilled_holder_is_taken_over_postgres(pg_url: str, tmp_path: Any) -
     from tests.reliability.test_reliability_lease import sigkilled_holder_is_taken_over
 
     sigkilled_holder_is_taken_over(_database_per_trial(pg_url)(0), tmp_path)
+
+
+def test_a_stopped_holder_is_fenced_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The lease's fence on PostgreSQL: a holder stopped past its expiry and taken over writes nothing and
+    starts no step once continued."""
+    from tests.reliability.test_reliability_lease import stopped_holder_is_fenced
+
+    stopped_holder_is_fenced(_database_per_trial(pg_url)(0), tmp_path)

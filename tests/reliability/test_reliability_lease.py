@@ -42,9 +42,9 @@ THREAD = "leased"
 class Worker:
     """``crash_worker.py run DB THREAD COUNTER --lease``: a fresh interpreter running the six-step plan."""
 
-    def __init__(self, db: str, counter: Path, *extra: str) -> None:
+    def __init__(self, db: str, counter: Path, *extra: str, work: float = 0.3) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease", "--work=0.3", *extra],
+            [sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease", f"--work={work}", *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -131,6 +131,54 @@ def sigkilled_holder_is_taken_over(db: str, tmp_path: Path) -> None:
         assert graph.get_state({"configurable": {"thread_id": THREAD}}).values["status"] == "completed"
     finally:
         saver.conn.close()
+
+
+def history(db: str) -> tuple[int, int, str]:
+    """(checkpoints, pending writes, status) of the thread, read through a fresh checkpointer."""
+    saver = open_checkpointer(db)
+    try:
+        config: Any = {"configurable": {"thread_id": THREAD}}
+        saved = list(saver.list(config))
+        graph = build_graph(ScriptedChatModel(responder=PurposeScript()), checkpointer=saver)
+        status = str(graph.get_state(config).values.get("status"))
+        return len(saved), sum(len(t.pending_writes or ()) for t in saved), status
+    finally:
+        saver.conn.close()
+
+
+def stopped_holder_is_fenced(db: str, tmp_path: Path) -> None:
+    """A holder stopped (SIGSTOP, as Ctrl-Z or a paused VM) past its lease's expiry is taken over by a second
+    process, which completes the run. Continued (SIGCONT), the first finishes the steps it was in the middle of
+    (their side effect had happened) but writes no checkpoint and no pending write, starts no other step, and
+    exits with the lease-lost error; the thread stays readable, as the second process left it."""
+    counter = tmp_path / "counter"
+    first = Worker(db, counter, "--ttl=1", work=3.0)  # ttl 1 s: heartbeats every 1/3 s
+    first.expect("leased")
+    deadline = time.monotonic() + 60
+    while len([s for s, pid in starts(counter) if pid == first.proc.pid]) < 3:  # a, b and c are running
+        assert time.monotonic() < deadline, (starts(counter), first._stderr())
+        time.sleep(0.01)
+    first.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(1.5)  # past the lease's expiry: the holder is alive, stopped, and renews nothing
+        second = Worker(db, counter, "--ttl=1", work=0.05)
+        second.expect("leased", timeout=60)  # took the stopped holder's lease over
+        assert second.finish() == 0, (second.lines, second.err)
+        before = history(db)
+        assert before[2] == "completed"
+        first_steps = sorted(s for s, pid in starts(counter) if pid == first.proc.pid)
+        assert first_steps == ["a", "b", "c"]
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    assert first.finish() == 5, (first.lines, first.err)
+    lost = next(line for line in first.lines if line.startswith("lost "))
+    assert f"lost the lease of thread '{THREAD}'" in lost and "another process took it over" in lost
+    assert sorted(s for s, pid in starts(counter) if pid == first.proc.pid) == first_steps  # no step started
+    assert history(db) == before  # not one checkpoint or pending write more: the second's run intact
+
+
+def test_a_stopped_holder_is_fenced_sqlite(tmp_path: Path) -> None:
+    stopped_holder_is_fenced(str(tmp_path / "runs.sqlite"), tmp_path)
 
 
 def test_two_processes_on_one_thread_sqlite(tmp_path: Path) -> None:
