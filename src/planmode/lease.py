@@ -378,7 +378,7 @@ def sqlite_db_key(rows: Any, conn: Any) -> str:
     for row in rows:
         values = _plain(row)
         if values[1] == "main":
-            return f"sqlite:{os.path.realpath(values[2])}" if values[2] else f"sqlite-memory:{id(conn)}"
+            return f"sqlite:{values[2]}" if values[2] else f"sqlite-memory:{id(conn)}"
     return f"sqlite-memory:{id(conn)}"
 
 

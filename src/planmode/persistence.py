@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 from planmode._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
 from planmode._saves import SAVES, Announcing
 from planmode._sqlite_saver import SqliteCheckpointSaver, fenced_async
-from planmode.errors import ConfigurationError
-from planmode.lease import thread_lease
+from planmode.errors import ConfigurationError, LeaseLostError
+from planmode.lease import _lease_of, thread_lease
 
 __all__ = [
     "SERDE_ALLOWLIST",
@@ -330,9 +330,12 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     if target is None:
         return
     saver, key = target
+    lease = _lease_of(None)  # a write refused by the lease's fence: that checkpoint never comes
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while not _checkpoint_saved(saver, key):
+        if lease is not None and lease.lost:
+            raise LeaseLostError(lease.thread_id, lease.epoch)
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
@@ -391,10 +394,13 @@ async def await_until_durable(*, timeout: float = 120.0) -> None:
     future = SAVES.watch(key) if announced else None
     if announced and future is None:  # announced already
         return
+    lease = _lease_of(None)  # as in wait_until_durable
     deadline = time.monotonic() + timeout
     pause = 0.0005
     try:
         while not await _acheckpoint_saved(saver, key):
+            if lease is not None and lease.lost:
+                raise LeaseLostError(lease.thread_id, lease.epoch)
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "

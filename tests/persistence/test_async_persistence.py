@@ -217,7 +217,8 @@ def test_a_dead_holders_lease_is_taken_over_and_the_heartbeat_renews(tmp_path: P
 
 def _expires(db: Path, thread: str) -> float | None:
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        row = conn.execute(f"SELECT expires FROM {LEASE_TABLE} WHERE thread_id = ?", (thread,)).fetchone()
+        held = f"SELECT expires FROM {LEASE_TABLE} WHERE thread_id = ? AND token <> ''"  # a released row: no token
+        row = conn.execute(held, (thread,)).fetchone()
     return None if row is None else float(row[0])
 
 
