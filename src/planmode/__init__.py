@@ -10,6 +10,7 @@ from planmode.context import PlanModeContext
 from planmode.edit import EditResult, edit_plan
 from planmode.errors import (
     ConfigurationError,
+    LeaseLostError,
     PlanModeError,
     PlanParseError,
     SnapshotNotFoundError,
@@ -28,6 +29,7 @@ __all__ = [
     "ConfigurationError",
     "EditResult",
     "Event",
+    "LeaseLostError",
     "Plan",
     "PlanModeContext",
     "PlanModeError",

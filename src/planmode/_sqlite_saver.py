@@ -24,12 +24,18 @@ SQLite checkpoints store the whole state, the whole plan included, at every supe
 largest value and does not change in the super-step that executes steps, so the saver keeps the encoding of
 the last plan it wrote and reuses it while the plan channel is unchanged (the same `Plan` object, and
 ``plan`` not among the checkpoint's updated channels). The bytes written are the serializer's own.
+
+Writes made while this process holds the thread's lease are fenced (`planmode.lease`): the fence is installed
+on this saver's connection once a lease is held in the process, and a refused write raises `LeaseLostError`.
+`fenced_async` gives an ``AsyncSqliteSaver`` class the same error.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import ormsgpack
@@ -37,7 +43,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-__all__ = ["SqliteCheckpointSaver", "needs_sync"]
+from planmode.errors import LeaseLostError
+from planmode.lease import install_sqlite_fence, may_hold, refused_write
+
+__all__ = ["SqliteCheckpointSaver", "fenced_async", "needs_sync"]
 
 #: Channels whose change alone does not need the file synced at once (the next synced checkpoint syncs it).
 UNSYNCED_CHANNELS = frozenset({"step_outcomes"})
@@ -58,8 +67,30 @@ class SqliteCheckpointSaver(SqliteSaver):
         super().__init__(conn, serde=serde)
         self.lock = threading.RLock()  # type: ignore[assignment]  # put() holds it around SqliteSaver.put, which takes it again
         self._plan: tuple[weakref.ref[Any], ormsgpack.Ext] | None = None
+        self._fenced = False
         with self.lock:
             self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    def _fence(self, config: RunnableConfig) -> str:
+        """The thread of a write; installs the lease's fence on this connection once a lease is held on it."""
+        thread_id = str((config.get("configurable") or {}).get("thread_id", ""))
+        if not self._fenced and may_hold(thread_id):
+            install_sqlite_fence(self)
+            self._fenced = True
+        return thread_id
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Save a task's pending writes (refused with `LeaseLostError` when this process lost the lease)."""
+        thread_id = self._fence(config)
+        try:
+            super().put_writes(config, writes, task_id, task_path)
+        except sqlite3.IntegrityError as exc:
+            lost = refused_write(exc, thread_id)
+            if lost is None:
+                raise
+            raise lost from exc
 
     def put(
         self,
@@ -68,7 +99,24 @@ class SqliteCheckpointSaver(SqliteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Save a checkpoint; sync it (and every commit before it) to disk first when `needs_sync`."""
+        """Save a checkpoint; sync it (and every commit before it) to disk first when `needs_sync`. Refused with
+        `LeaseLostError` when this process held the thread's lease and lost it."""
+        thread_id = self._fence(config)
+        try:
+            return self._put(config, checkpoint, metadata, new_versions)
+        except sqlite3.IntegrityError as exc:
+            lost = refused_write(exc, thread_id)
+            if lost is None:
+                raise
+            raise lost from exc
+
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         checkpoint = self._with_encoded_plan(checkpoint, new_versions)
         if not needs_sync(new_versions):
             return super().put(config, checkpoint, metadata, new_versions)
@@ -100,6 +148,46 @@ class SqliteCheckpointSaver(SqliteSaver):
             encoded = encoded_or_none
             self._plan = (ref, encoded)
         return {**checkpoint, "channel_values": {**values, "plan": encoded}}
+
+
+_FENCED: dict[type, type] = {}
+
+
+def fenced_async(saver_class: type) -> Any:
+    """A subclass of an ``AsyncSqliteSaver`` class whose writes refused by the lease's fence (the trigger that
+    `planmode.alease` installs on the connection of a leased saver) raise `LeaseLostError`."""
+    made = _FENCED.get(saver_class)
+    if made is None:
+        made = type(f"Fenced{saver_class.__name__}", (_AsyncFenceErrors, saver_class), {"__module__": __name__})
+        _FENCED[saver_class] = made
+    return made
+
+
+class _AsyncFenceErrors:
+    """Mixin (first in the bases) for an async SQLite saver: a write the fence refused is a `LeaseLostError`."""
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        try:
+            return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]  # a mixin
+        except sqlite3.IntegrityError as exc:
+            lost = _lost(exc, config)
+            if lost is None:
+                raise
+            raise lost from exc
+
+    async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        try:
+            await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]  # a mixin
+        except sqlite3.IntegrityError as exc:
+            lost = _lost(exc, config)
+            if lost is None:
+                raise
+            raise lost from exc
+
+
+def _lost(exc: BaseException, config: Any) -> LeaseLostError | None:
+    """The `LeaseLostError` a refused write is, else None."""
+    return refused_write(exc, str(((config or {}).get("configurable") or {}).get("thread_id", "")))
 
 
 def _as_ext(typed: tuple[str, bytes]) -> ormsgpack.Ext | None:

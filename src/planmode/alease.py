@@ -9,7 +9,9 @@ async checkpointers (``AsyncSqliteSaver``, ``AsyncPostgresSaver``) without block
         result = await arun(graph, {"messages": [("user", "...")]}, {"configurable": {"thread_id": "t1"}})
 
 The lease is the same row in the same table (``planmode_leases``) as `planmode.lease`'s, so a sync process and
-an async one exclude each other on one database. On an async saver it is taken, renewed (an asyncio task every
+an async one exclude each other on one database, and it fences the holder's writes the same way (its epoch;
+`aassert_lease_held` is `planmode.lease.assert_lease_held` for async code). On an async saver it is taken,
+renewed (an asyncio task every
 ``ttl / 3`` seconds) and released through the saver's own connection, under the saver's lock; the few
 file reads that tell a dead holder (``/proc``) run in a worker thread. A sync ``SqliteSaver`` or
 ``PostgresSaver`` given to the async entry points is leased in a worker thread; any other saver gets a lease
@@ -31,27 +33,42 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from planmode._savers import apg_connection, is_async_postgres, is_async_sqlite
-from planmode.errors import ConfigurationError
+from planmode.errors import ConfigurationError, LeaseLostError
 from planmode.lease import (
+    _DB_KEYS,
+    ADD_EPOCH_SQL,
+    FENCE_FUNCTION,
+    FENCED_TABLES,
     INSERT_SQL,
     LEASE_TTL,
+    PG_DB_SQL,
     RELEASE_SQL,
     RENEW_SQL,
+    SQLITE_DB_SQL,
     TAKEOVER_SQL,
     ThreadLease,
     _decide,
     _heartbeat,
+    _lease_of,
     _LocalStore,
     _new_lease,
     _plain,
     _Store,
     _store_for,
     _thread_of,
+    columns_sql,
     create_sql,
+    hold,
+    pg_db_key,
+    refused_write,
     select_sql,
+    sqlite_db_key,
+    sqlite_fence_function,
+    sqlite_fence_sql,
+    unhold,
 )
 
-__all__ = ["arun", "astream", "athread_lease"]
+__all__ = ["aassert_lease_held", "arun", "astream", "athread_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -75,30 +92,63 @@ async def athread_lease(checkpointer: Any, thread_id: str, *, ttl: float = LEASE
     store = await _astore_for(checkpointer)
     if store is not None:  # an async saver: its own connection, on this loop
         lease = await store.acquire(thread_id, ttl)
+        held = hold(lease)
         beat = asyncio.create_task(_aheartbeat(store, lease), name=f"planmode-lease-{thread_id}")
         try:
             yield lease
+        except Exception as exc:
+            lost = refused_write(exc, lease.thread_id, lease)
+            if lost is not None and lost is not exc:
+                raise lost from exc
+            raise
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
             await store.release(lease)
+            unhold(lease, held)
         return
     sync_store: _Store = await asyncio.to_thread(_store_for, checkpointer)  # may create the table: off the loop
     if isinstance(sync_store, _LocalStore):  # in memory, no I/O
         lease = sync_store.acquire(thread_id, ttl)
     else:
         lease = await asyncio.to_thread(sync_store.acquire, thread_id, ttl)
+    sync_held = hold(lease)
     thread = threading.Thread(
         target=_heartbeat, args=(sync_store, lease), name=f"planmode-lease-{thread_id}", daemon=True
     )
     thread.start()
     try:
         yield lease
+    except Exception as exc:
+        lost = refused_write(exc, lease.thread_id, lease)
+        if lost is not None and lost is not exc:
+            raise lost from exc
+        raise
     finally:
         lease._stop.set()
         await asyncio.to_thread(thread.join, ttl)
         await asyncio.to_thread(sync_store.release, lease)
+        unhold(lease, sync_held)
+
+
+async def aassert_lease_held(config: Any = None) -> None:
+    """`planmode.lease.assert_lease_held` for async code: the database is asked (the lease renewed) without
+    blocking the event loop, only when the lease was not renewed within half its ttl."""
+    lease = _lease_of(config)
+    if lease is None or (not lease.lost and time.monotonic() - lease.renewed < lease.ttl / 2):
+        return
+    store = lease._store
+    if not lease.lost and isinstance(store, _AsyncSqlStore):
+        if await store.renew(lease):
+            return
+        lease.lost = True
+    elif not lease.lost and isinstance(store, _Store):
+        if await asyncio.to_thread(store.renew, lease):
+            return
+        lease.lost = True
+    if lease.lost:
+        raise LeaseLostError(lease.thread_id, lease.epoch)
 
 
 async def arun(graph: Any, input: Any, config: Any, **kwargs: Any) -> Any:
@@ -150,17 +200,44 @@ class _AsyncSqlStore:
         self.saver = saver
         self.postgres = postgres
         self.ready = False
+        self.db = ""
 
     async def setup(self) -> None:
         if self.ready:
             return
         try:
             async with self._transaction() as execute:
-                await execute(create_sql(self.postgres))
+                await self._prepare(execute)
         except Exception:  # a concurrent CREATE on PostgreSQL (see planmode.lease): the table exists now
             async with self._transaction() as execute:
-                await execute(create_sql(self.postgres))
+                await self._prepare(execute)
+        if not self.postgres:
+            await self._install_fence()
+        _DB_KEYS[self.saver] = self.db
         self.ready = True
+
+    async def _prepare(self, execute: Execute) -> None:
+        """As `planmode.lease._SqlStore._prepare`: the table, its epoch column, which database."""
+        await execute(create_sql(self.postgres))
+        names = {_plain(r)[0] for r in await (await execute(columns_sql(self.postgres))).fetchall()}
+        if "epoch" not in names:
+            await execute(ADD_EPOCH_SQL)
+        if self.postgres:
+            self.db = pg_db_key(await (await execute(PG_DB_SQL)).fetchone())
+
+    async def _install_fence(self) -> None:
+        """`planmode.lease.install_sqlite_fence` on the aiosqlite connection."""
+        saver = self.saver
+        await saver.setup()  # the tables the triggers watch
+        async with saver.lock:
+            conn = saver.conn
+            rows = await (await conn.execute(SQLITE_DB_SQL)).fetchall()
+            self.db = sqlite_db_key(rows, conn)
+            await conn.create_function(FENCE_FUNCTION, 1, sqlite_fence_function(self.db))
+            for table in FENCED_TABLES:
+                await conn.execute(sqlite_fence_sql(table))
+            if conn.in_transaction:
+                await conn.commit()
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Execute]:
@@ -198,20 +275,27 @@ class _AsyncSqlStore:
 
     async def acquire(self, thread_id: str, ttl: float) -> ThreadLease:
         lease, values = await asyncio.to_thread(_new_lease, thread_id, ttl)  # reads /proc/<pid>/stat
+        lease.db, lease._store = self.db, self
         async with self._transaction() as execute:
             if (await execute(INSERT_SQL, values)).rowcount == 1:
+                lease.epoch = 1
                 return lease
             row = await (await execute(select_sql(self.postgres), (thread_id,))).fetchone()
             await asyncio.to_thread(_decide, lease, _plain(row))  # is the holder alive? (/proc again)
-            await execute(TAKEOVER_SQL, (*values[1:], thread_id))
-        log.info("took over the lease of thread %r from %s (gone)", thread_id, lease.taken_over)
+            await execute(TAKEOVER_SQL, (*values[1:], lease.epoch, thread_id))
+        if lease.taken_over is not None:
+            log.info("took over the lease of thread %r from %s (gone)", thread_id, lease.taken_over)
         return lease
 
     async def renew(self, lease: ThreadLease) -> bool:
+        began = time.monotonic()
         now = time.time()
         async with self._transaction() as execute:
             cur = await execute(RENEW_SQL, (now, now + lease.ttl, lease.thread_id, lease.token))
-            return bool(cur.rowcount == 1)
+            renewed = bool(cur.rowcount == 1)
+        if renewed:
+            lease.renewed = began
+        return renewed
 
     async def release(self, lease: ThreadLease) -> None:
         try:

@@ -10,6 +10,7 @@ from datetime import datetime
 
 __all__ = [
     "ConfigurationError",
+    "LeaseLostError",
     "ModelUnavailableError",
     "PlanModeError",
     "PlanParseError",
@@ -49,6 +50,22 @@ class ThreadBusyError(PlanModeError):
         super().__init__(
             f"thread {thread_id!r} is already running ({holder}, since "
             f"{since:%Y-%m-%d %H:%M:%S} UTC); wait for it to finish, or stop that process"
+        )
+
+
+class LeaseLostError(PlanModeError):
+    """This process held the thread's lease, and another holder took it over (this one was stopped, or could
+    not renew it, past its expiry). Its writes are refused and it starts no more steps: the thread belongs to
+    the new holder (see `planmode.lease`)."""
+
+    def __init__(self, thread_id: str, epoch: int, *, holder: str | None = None) -> None:
+        self.thread_id = thread_id
+        self.epoch = epoch
+        self.holder = holder
+        now = f" (now held by {holder})" if holder else ""
+        super().__init__(
+            f"lost the lease of thread {thread_id!r} (epoch {epoch}): another process took it over{now}; "
+            "this process writes no more checkpoints and starts no more steps"
         )
 
 

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 
 from planmode._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
 from planmode._saves import SAVES, Announcing
-from planmode._sqlite_saver import SqliteCheckpointSaver
-from planmode.errors import ConfigurationError
-from planmode.lease import thread_lease
+from planmode._sqlite_saver import SqliteCheckpointSaver, fenced_async
+from planmode.errors import ConfigurationError, LeaseLostError
+from planmode.lease import _lease_of, thread_lease
 
 __all__ = [
     "SERDE_ALLOWLIST",
@@ -159,7 +159,7 @@ async def async_sqlite_checkpointer(path: str | Path, *, env: str | None = None)
     try:
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
-            saver = announcing(AsyncSqliteSaver)(conn, serde=planmode_serializer())
+            saver = announcing(fenced_async(AsyncSqliteSaver))(conn, serde=planmode_serializer())
             await saver.setup()
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot use database file {str(p)!r}{named}: {exc}") from exc
@@ -177,10 +177,11 @@ async def _async_postgres_checkpointer(
     named = f" ({env})" if env else ""
     try:
         # a first import of psycopg runs ldconfig in a subprocess (to find libpq): not on the event loop
-        await asyncio.to_thread(importlib.import_module, "langgraph.checkpoint.postgres.aio")
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        await asyncio.to_thread(importlib.import_module, "planmode._pg_fence")  # imports langgraph's .aio
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
+
+        from planmode._pg_fence import FencedAsyncPostgresSaver
     except ImportError as exc:  # the optional extra is missing
         raise ConfigurationError("PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'") from exc
     import psycopg
@@ -190,7 +191,7 @@ async def _async_postgres_checkpointer(
     try:
         try:
             await pool.open(wait=True, timeout=10)
-            saver = announcing(AsyncPostgresSaver)(pool, serde=planmode_serializer())
+            saver = announcing(FencedAsyncPostgresSaver)(pool, serde=planmode_serializer())
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as lock:  # as the sync saver
                 deadline = time.monotonic() + 60
                 while not (await (await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK,))).fetchone())[0]:  # type: ignore[index]  # one row
@@ -236,9 +237,10 @@ def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
     server with PostgreSQL is the path beyond one machine). The pool is closed with ``saver.conn.close()``.
     """
     try:
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
+
+        from planmode._pg_fence import FencedPostgresSaver
     except ImportError as exc:  # the optional extra is missing
         raise ConfigurationError("PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'") from exc
     import psycopg
@@ -247,7 +249,7 @@ def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
     try:
         pool: Any = ConnectionPool(url, kwargs=kwargs, min_size=1, max_size=max_connections, open=False)
         pool.open(wait=True, timeout=10)
-        saver = PostgresSaver(pool, serde=planmode_serializer())
+        saver = FencedPostgresSaver(pool, serde=planmode_serializer())
         # Processes starting at once on a new database would race to create LangGraph's tables (a duplicate
         # migration row): one at a time, under a PostgreSQL advisory lock held on a connection of its own.
         with psycopg.connect(url, autocommit=True) as lock:
@@ -328,9 +330,12 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     if target is None:
         return
     saver, key = target
+    lease = _lease_of(None)  # a write refused by the lease's fence: that checkpoint never comes
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while not _checkpoint_saved(saver, key):
+        if lease is not None and lease.lost:
+            raise LeaseLostError(lease.thread_id, lease.epoch)
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "
@@ -389,10 +394,13 @@ async def await_until_durable(*, timeout: float = 120.0) -> None:
     future = SAVES.watch(key) if announced else None
     if announced and future is None:  # announced already
         return
+    lease = _lease_of(None)  # as in wait_until_durable
     deadline = time.monotonic() + timeout
     pause = 0.0005
     try:
         while not await _acheckpoint_saved(saver, key):
+            if lease is not None and lease.lost:
+                raise LeaseLostError(lease.thread_id, lease.epoch)
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"checkpoint {key[2]} of thread {key[0]!r} was not saved within {timeout:.0f} s; "

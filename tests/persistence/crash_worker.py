@@ -14,10 +14,12 @@ Counter file lines (appended with one ``write`` on an ``O_APPEND`` descriptor, s
 Two ways to run it:
 
 ``python tests/persistence/crash_worker.py run DB THREAD COUNTER [--no-context]
-[--durability=sync|async|exit] [--plan=chain] [--lease] [--work=SECONDS] [--barrier=FILE] [--hold=FILE] [--async]``
+[--durability=sync|async|exit] [--plan=chain] [--lease] [--ttl=SECONDS] [--work=SECONDS] [--barrier=FILE]
+[--hold=FILE] [--async]``
     one run in this interpreter; prints ``started`` once the graph is built (and the imports are done); with
-    ``--lease`` the run holds the thread's lease (prints ``leased``), and exits 4 printing ``busy <message>``
-    when another process holds it.
+    ``--lease`` the run holds the thread's lease (prints ``leased``; ``--ttl``: its time to live), exits 4
+    printing ``busy <message>`` when another process holds it, and 5 printing ``lost <message>`` when another
+    process took it over meanwhile (`LeaseLostError`).
 ``python tests/persistence/crash_worker.py serve``
     a fork server: it imports everything once, then for each JSON request line on stdin (``{"db",
     "thread", "counter", "log", "resume_with_context", "durability", "plan", "aio"}``) forks a child that does one run,
@@ -46,7 +48,7 @@ from typing import Any
 from langgraph.types import Command
 
 from planmode.alease import arun
-from planmode.errors import ThreadBusyError
+from planmode.errors import LeaseLostError, ThreadBusyError
 from planmode.graph.builder import build_graph
 from planmode.lease import thread_lease
 from planmode.persistence import aopen_checkpointer, open_checkpointer
@@ -142,6 +144,7 @@ def run_once(
     hold: str | None = None,
     aio: bool = False,
     slow_saves: float = 0.0,
+    ttl: float = LEASE_TTL,
 ) -> str:
     """Start or resume the run of ``thread`` on ``db``; returns the final status.
 
@@ -152,7 +155,8 @@ def run_once(
     the whole run holds the thread's lease (`planmode.thread_lease`); a busy thread returns ``"busy"``.
     ``work``: seconds every step works (default: a random 0.05-0.15). ``barrier``: a file to wait for after
     the start-up (so that several processes begin at the same moment). ``hold``: with ``lease``, a file to wait
-    for once the lease is held, before the run. ``aio``: the async path (see the module docstring).
+    for once the lease is held, before the run. ``aio``: the async path (see the module docstring). ``ttl``: the
+    lease's time to live; a lease lost meanwhile returns ``"lost <message>"``.
     """
     if aio:
         return asyncio.run(
@@ -171,7 +175,7 @@ def run_once(
     if not lease:
         return _run(graph, thread, resume_with_context=resume_with_context, durability=durability)
     try:
-        with thread_lease(saver, thread, ttl=LEASE_TTL):
+        with thread_lease(saver, thread, ttl=ttl):
             print("leased", flush=True)
             while hold is not None and not os.path.exists(hold):
                 time.sleep(0.01)
@@ -179,6 +183,9 @@ def run_once(
     except ThreadBusyError as exc:
         print(f"busy {exc}", flush=True)
         return "busy"
+    except LeaseLostError as exc:
+        print(f"lost {exc}", flush=True)
+        return "lost"
 
 
 def _run(graph: Any, thread: str, *, resume_with_context: bool, durability: str | None) -> str:
@@ -309,6 +316,7 @@ def main(argv: list[str]) -> int:
         work = next((float(f.split("=", 1)[1]) for f in flags if f.startswith("--work=")), None)
         barrier = next((f.split("=", 1)[1] for f in flags if f.startswith("--barrier=")), None)
         hold = next((f.split("=", 1)[1] for f in flags if f.startswith("--hold=")), None)
+        ttl = next((float(f.split("=", 1)[1]) for f in flags if f.startswith("--ttl=")), LEASE_TTL)
         status = run_once(
             argv[1],
             argv[2],
@@ -322,9 +330,10 @@ def main(argv: list[str]) -> int:
             barrier=barrier,
             hold=hold,
             aio="--async" in flags,
+            ttl=ttl,
         )
         print(f"status {status}", flush=True)
-        return 0 if status == "completed" else 4 if status == "busy" else 3
+        return {"completed": 0, "busy": 4, "lost": 5}.get(status, 3)
     print(__doc__, file=sys.stderr)
     return 2
 

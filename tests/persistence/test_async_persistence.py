@@ -68,7 +68,7 @@ async def _lease_rows(saver: Any) -> int:
     store = await _astore_for(saver)
     assert store is not None
     async with store._transaction() as execute:
-        cur = await execute(f"SELECT COUNT(*) FROM {LEASE_TABLE}")
+        cur = await execute(f"SELECT COUNT(*) FROM {LEASE_TABLE} WHERE token <> ''")
         row = await cur.fetchone()
     return int(next(iter(row.values())) if isinstance(row, dict) else row[0])
 
@@ -193,7 +193,8 @@ def test_a_dead_holders_lease_is_taken_over_and_the_heartbeat_renews(tmp_path: P
     now = time.time()
     with sqlite3.connect(db) as conn:
         conn.execute(
-            f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO {LEASE_TABLE} (thread_id, holder, host, pid, proc_start, token, since, heartbeat, expires) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             ("t", f"{os.uname().nodename}:{dead_pid}", os.uname().nodename, dead_pid, None, "x", now, now, now + 600),
         )
     conn.close()
@@ -216,7 +217,8 @@ def test_a_dead_holders_lease_is_taken_over_and_the_heartbeat_renews(tmp_path: P
 
 def _expires(db: Path, thread: str) -> float | None:
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        row = conn.execute(f"SELECT expires FROM {LEASE_TABLE} WHERE thread_id = ?", (thread,)).fetchone()
+        held = f"SELECT expires FROM {LEASE_TABLE} WHERE thread_id = ? AND token <> ''"  # a released row: no token
+        row = conn.execute(held, (thread,)).fetchone()
     return None if row is None else float(row[0])
 
 

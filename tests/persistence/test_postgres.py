@@ -181,3 +181,38 @@ def test_a_sigkilled_holder_is_taken_over_postgres(pg_url: str, tmp_path: Any) -
     from tests.reliability.test_reliability_lease import sigkilled_holder_is_taken_over
 
     sigkilled_holder_is_taken_over(_database_per_trial(pg_url)(0), tmp_path)
+
+
+def test_a_stopped_holder_is_fenced_postgres(pg_url: str, tmp_path: Any) -> None:
+    """The lease's fence on PostgreSQL: a holder stopped past its expiry and taken over writes nothing and
+    starts no step once continued."""
+    from tests.reliability.test_reliability_lease import stopped_holder_is_fenced
+
+    stopped_holder_is_fenced(_database_per_trial(pg_url)(0), tmp_path)
+
+
+def test_a_write_with_a_stale_epoch_is_refused_and_the_epoch_increments_postgres(pg_url: str) -> None:
+    """The fence's unit checks on PostgreSQL: a stale-epoch write refused in its transaction; the epoch grows."""
+    import psycopg
+
+    from tests.reliability.test_reliability_lease import FENCED, epoch_increments, stale_epoch_write_is_refused
+
+    url = _database_per_trial(pg_url)(0)
+
+    def sql(statement: str) -> None:
+        with psycopg.connect(url, autocommit=True) as other:
+            other.execute(statement)  # type: ignore[arg-type]  # a test's literal statement
+
+    def epoch_of() -> int:
+        with psycopg.connect(url, autocommit=True) as other:
+            row = other.execute("SELECT epoch FROM planmode_leases WHERE thread_id = %s", (FENCED,)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    saver = postgres_checkpointer(url)
+    try:
+        stale_epoch_write_is_refused(saver, sql)
+        sql("DELETE FROM planmode_leases")
+        epoch_increments(saver, sql, epoch_of)
+    finally:
+        saver.conn.close()

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 import planmode
-from planmode.errors import ThreadBusyError
+from planmode.errors import LeaseLostError, ThreadBusyError
 from planmode.graph import build_graph
-from planmode.lease import LEASE_TABLE, thread_lease
+from planmode.lease import LEASE_TABLE, assert_lease_held, thread_lease
 from planmode.persistence import open_checkpointer, sqlite_checkpointer
 from planmode.state.models import Step
 from planmode.testing.openai_server import ScriptedOpenAIServer
@@ -37,14 +37,16 @@ pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).resolve().parents[1] / "persistence" / "crash_worker.py"
 THREAD = "leased"
+#: The lease row's columns that a holder from before the epoch wrote.
+COLUMNS = "thread_id, holder, host, pid, proc_start, token, since, heartbeat, expires"
 
 
 class Worker:
     """``crash_worker.py run DB THREAD COUNTER --lease``: a fresh interpreter running the six-step plan."""
 
-    def __init__(self, db: str, counter: Path, *extra: str) -> None:
+    def __init__(self, db: str, counter: Path, *extra: str, work: float = 0.3) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease", "--work=0.3", *extra],
+            [sys.executable, str(WORKER), "run", db, THREAD, str(counter), "--lease", f"--work={work}", *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -133,6 +135,54 @@ def sigkilled_holder_is_taken_over(db: str, tmp_path: Path) -> None:
         saver.conn.close()
 
 
+def history(db: str) -> tuple[int, int, str]:
+    """(checkpoints, pending writes, status) of the thread, read through a fresh checkpointer."""
+    saver = open_checkpointer(db)
+    try:
+        config: Any = {"configurable": {"thread_id": THREAD}}
+        saved = list(saver.list(config))
+        graph = build_graph(ScriptedChatModel(responder=PurposeScript()), checkpointer=saver)
+        status = str(graph.get_state(config).values.get("status"))
+        return len(saved), sum(len(t.pending_writes or ()) for t in saved), status
+    finally:
+        saver.conn.close()
+
+
+def stopped_holder_is_fenced(db: str, tmp_path: Path) -> None:
+    """A holder stopped (SIGSTOP, as Ctrl-Z or a paused VM) past its lease's expiry is taken over by a second
+    process, which completes the run. Continued (SIGCONT), the first finishes the steps it was in the middle of
+    (their side effect had happened) but writes no checkpoint and no pending write, starts no other step, and
+    exits with the lease-lost error; the thread stays readable, as the second process left it."""
+    counter = tmp_path / "counter"
+    first = Worker(db, counter, "--ttl=1", work=3.0)  # ttl 1 s: heartbeats every 1/3 s
+    first.expect("leased")
+    deadline = time.monotonic() + 60
+    while len([s for s, pid in starts(counter) if pid == first.proc.pid]) < 3:  # a, b and c are running
+        assert time.monotonic() < deadline, (starts(counter), first._stderr())
+        time.sleep(0.01)
+    first.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(1.5)  # past the lease's expiry: the holder is alive, stopped, and renews nothing
+        second = Worker(db, counter, "--ttl=1", work=0.05)
+        second.expect("leased", timeout=60)  # took the stopped holder's lease over
+        assert second.finish() == 0, (second.lines, second.err)
+        before = history(db)
+        assert before[2] == "completed"
+        first_steps = sorted(s for s, pid in starts(counter) if pid == first.proc.pid)
+        assert first_steps == ["a", "b", "c"]
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    assert first.finish() == 5, (first.lines, first.err)
+    lost = next(line for line in first.lines if line.startswith("lost "))
+    assert f"lost the lease of thread '{THREAD}'" in lost and "another process took it over" in lost
+    assert sorted(s for s, pid in starts(counter) if pid == first.proc.pid) == first_steps  # no step started
+    assert history(db) == before  # not one checkpoint or pending write more: the second's run intact
+
+
+def test_a_stopped_holder_is_fenced_sqlite(tmp_path: Path) -> None:
+    stopped_holder_is_fenced(str(tmp_path / "runs.sqlite"), tmp_path)
+
+
 def test_two_processes_on_one_thread_sqlite(tmp_path: Path) -> None:
     two_processes_on_one_thread(str(tmp_path / "runs.sqlite"), tmp_path)
 
@@ -163,15 +213,15 @@ def test_a_second_holder_is_refused_with_holder_and_time(saver: Any) -> None:
             pass
     with thread_lease(saver, "t"):  # released at the end of the block
         pass
-    rows = saver.conn.execute(f"SELECT count(*) FROM {LEASE_TABLE}").fetchone()[0]
-    assert rows == 0
+    rows = saver.conn.execute(f"SELECT count(*) FROM {LEASE_TABLE} WHERE token <> ''").fetchone()[0]
+    assert rows == 0  # released: the rows stay, without a holder, keeping their epoch
 
 
 def _foreign_lease(saver: Any, expires_in: float) -> None:
     now = time.time()
     with saver.cursor() as cur:
         cur.execute(
-            f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO {LEASE_TABLE} ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             ("t", "elsewhere:123", "elsewhere", 123, None, "tok", now - 5, now - 5, now + expires_in),
         )
 
@@ -200,11 +250,11 @@ def test_a_dead_local_pid_is_taken_over_and_a_live_one_is_not(saver: Any) -> Non
         now = time.time()
         with saver.cursor() as cur:
             cur.execute(
-                f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO {LEASE_TABLE} ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 ("dead", f"{host}:{gone.pid}", host, gone.pid, None, "x", now, now, now + 600),
             )
             cur.execute(
-                f"INSERT INTO {LEASE_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO {LEASE_TABLE} ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 ("live", f"{host}:{alive.pid}", host, alive.pid, None, "y", now, now, now + 600),
             )
         with thread_lease(saver, "dead") as lease:
@@ -363,7 +413,7 @@ def test_two_planmode_resume_processes_on_one_thread_run_the_plan_once(tmp_path:
     assert "thread 'T' is already running (" in refused and "since" in refused
     assert seen["execute"] == 2  # each step executed once: the plan ran once
     with sqlite3.connect(db) as conn:
-        assert conn.execute(f"SELECT count(*) FROM {LEASE_TABLE}").fetchone()[0] == 0  # released
+        assert conn.execute(f"SELECT count(*) FROM {LEASE_TABLE} WHERE token <> ''").fetchone()[0] == 0  # released
     conn.close()
 
 
@@ -473,3 +523,158 @@ def test_planmode_rollback_takes_the_lease_of_a_running_thread(tmp_path: Path) -
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert f"Rolled back {THREAD} to 2" in done.stdout
     assert checkpoints() == before + 1
+
+
+# -- the fence (shared with tests/persistence/test_postgres.py) ------------------------------------------
+
+FENCED = "fenced"
+TAKEOVER = (
+    f"UPDATE {LEASE_TABLE} SET epoch = epoch + 1, token = 'theirs', holder = 'elsewhere:1' WHERE thread_id = '{FENCED}'"
+)
+OLD_TABLE = (
+    f"CREATE TABLE {LEASE_TABLE} (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL, host TEXT NOT NULL, "
+    "pid INTEGER NOT NULL, proc_start TEXT, token TEXT NOT NULL, since REAL NOT NULL, heartbeat REAL NOT NULL, "
+    "expires REAL NOT NULL)"
+)
+OLD_ROW = f"INSERT INTO {LEASE_TABLE} VALUES ('{FENCED}', 'elsewhere:9', 'elsewhere', 9, NULL, 'old', 1, 1, 2)"
+
+
+def _config(checkpoint_id: str | None = None) -> Any:
+    conf = {"thread_id": FENCED, "checkpoint_ns": ""}
+    return {"configurable": {**conf, "checkpoint_id": checkpoint_id} if checkpoint_id else conf}
+
+
+def stale_epoch_write_is_refused(saver: Any, sql: Any) -> None:
+    """Another process takes the lease over (``sql`` runs on a connection of its own): the old holder's next
+    check before a step, checkpoint and pending writes are refused with `LeaseLostError`, nothing is written,
+    and the thread stays readable."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with thread_lease(saver, FENCED) as lease:
+        saved = saver.put(_config(), empty_checkpoint(), {}, {})  # the holder writes
+        saver.put_writes(saved, [("x", 1)], "task-1")
+        assert_lease_held(_config())  # held: passes
+        sql(TAKEOVER)
+        lease.renewed -= 100  # as after a stop: not confirmed for longer than its ttl
+        with pytest.raises(LeaseLostError, match=f"lost the lease of thread '{FENCED}' \\(epoch {lease.epoch}\\)"):
+            assert_lease_held(_config())
+        with pytest.raises(LeaseLostError):
+            saver.put(_config(), empty_checkpoint(), {}, {})
+        with pytest.raises(LeaseLostError):
+            saver.put_writes(saved, [("y", 2)], "task-2")
+    kept = list(saver.list({"configurable": {"thread_id": FENCED}}))
+    assert len(kept) == 1 and [w[1] for w in kept[0].pending_writes or ()] == ["x"]
+    saver.put(_config(), empty_checkpoint(), {}, {})  # no lease held here any more: not fenced
+    assert len(list(saver.list({"configurable": {"thread_id": FENCED}}))) == 2
+
+
+def epoch_increments(saver: Any, sql: Any, epoch_of: Any) -> None:
+    """Every acquisition increments the epoch: a new lease, one after a release, a takeover."""
+    with thread_lease(saver, FENCED) as first:
+        assert first.epoch == 1 and epoch_of() == 1
+    with thread_lease(saver, FENCED) as second:
+        assert second.epoch == 2 and epoch_of() == 2
+        sql(f"UPDATE {LEASE_TABLE} SET expires = 0 WHERE thread_id = '{FENCED}'")  # its heartbeat stopped
+        with thread_lease(saver, FENCED) as third:
+            assert third.taken_over == second.holder and third.epoch == 3 and epoch_of() == 3
+    with thread_lease(saver, FENCED) as fourth:
+        assert fourth.epoch == 4
+
+
+def test_a_write_with_a_stale_epoch_is_refused_sqlite(tmp_path: Path) -> None:
+    db = tmp_path / "fence.sqlite"
+    saver = sqlite_checkpointer(db)
+
+    def sql(statement: str) -> None:
+        with sqlite3.connect(db) as other:
+            other.execute(statement)
+        other.close()
+
+    try:
+        stale_epoch_write_is_refused(saver, sql)
+    finally:
+        saver.conn.close()
+
+
+def test_a_stock_sqlite_saver_is_fenced_too(tmp_path: Path) -> None:
+    """A `SqliteSaver` made by the caller: the fence is a trigger on the lease's connection."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = tmp_path / "stock.sqlite"
+    saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
+    with pytest.raises(LeaseLostError), thread_lease(saver, FENCED):
+        saver.put(_config(), empty_checkpoint(), {}, {})
+        with sqlite3.connect(db) as other:
+            other.execute(TAKEOVER)
+        other.close()
+        saver.put(_config(), empty_checkpoint(), {}, {})
+    assert len(list(saver.list({"configurable": {"thread_id": FENCED}}))) == 1
+    saver.conn.close()
+
+
+def test_the_epoch_increments_on_each_acquisition_sqlite(tmp_path: Path) -> None:
+    db = tmp_path / "epoch.sqlite"
+    saver = sqlite_checkpointer(db)
+
+    def sql(statement: str) -> None:
+        with saver.cursor() as cur:
+            cur.execute(statement)
+
+    def epoch_of() -> int:
+        return int(saver.conn.execute(f"SELECT epoch FROM {LEASE_TABLE} WHERE thread_id = ?", (FENCED,)).fetchone()[0])
+
+    try:
+        epoch_increments(saver, sql, epoch_of)
+    finally:
+        saver.conn.close()
+
+
+def test_an_old_lease_table_is_migrated_sqlite(tmp_path: Path) -> None:
+    """A lease table made before the epoch (with an expired lease in it) gets the column, once, and works."""
+    db = tmp_path / "old.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute(OLD_TABLE)
+        conn.execute(OLD_ROW)
+    conn.close()
+    for _ in range(2):  # a second process (a new saver) finds the column there
+        saver = sqlite_checkpointer(db)
+        try:
+            with thread_lease(saver, FENCED) as lease:
+                assert lease.epoch == (1 if _ == 0 else 2)
+            columns = [r[1] for r in saver.conn.execute(f"PRAGMA table_info({LEASE_TABLE})")]
+            assert columns.count("epoch") == 1
+        finally:
+            saver.conn.close()
+
+
+def test_a_lease_lost_stops_the_next_step_in_execute_step(tmp_path: Path) -> None:
+    """execute_step checks the lease first: a step of a run whose lease another process took over never
+    starts, and the run ends with `LeaseLostError` (not one more checkpoint)."""
+    db = tmp_path / "steps.sqlite"
+    saver = sqlite_checkpointer(db)
+    ran: list[str] = []
+
+    def executor(step: Step, ctx: Any) -> str:
+        ran.append(step.id)
+        with sqlite3.connect(db) as other:  # meanwhile, another process takes the lease over
+            other.execute(TAKEOVER)
+        other.close()
+        return "ok"
+
+    plan = {
+        "title": "Two",
+        "steps": [{"id": "a", "description": "first"}, {"id": "b", "description": "second", "dependencies": ["a"]}],
+    }
+    graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=plan)), executor=executor, checkpointer=saver)
+    try:
+        with pytest.raises(LeaseLostError):
+            planmode.run(
+                graph,
+                {"messages": [("user", "do the first step, then the second")]},
+                {"configurable": {"thread_id": FENCED}},
+                context={"mode": "plan", "approval": "auto"},
+            )
+        assert ran == ["a"]
+    finally:
+        saver.conn.close()

@@ -35,10 +35,12 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from planmode._drive import per_path
+from planmode.alease import aassert_lease_held
 from planmode.context import PlanModeContext, resolve_settings
 from planmode.errors import ModelUnavailableError
 from planmode.events import emit
 from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
+from planmode.lease import assert_lease_held
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
@@ -240,6 +242,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     def execute_step(state: StepTask, runtime: NodeRuntime) -> Command[Literal["verify"]] | StateUpdate:
         task = state  # the Send payload: only the step's id is read from it
+        assert_lease_held()  # a holder that lost the thread's lease starts no step (planmode.lease)
         if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
             wait_until_durable()
         decision, channels = guard(task, runtime)
@@ -259,6 +262,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> Command[Literal["verify"]] | StateUpdate:
         task = state
+        await aassert_lease_held()  # as execute_step
         if task.get("durable"):  # the same wait, on the saver's announcements
             await await_until_durable()
         decision, channels = guard(task, runtime)
