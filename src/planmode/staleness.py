@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -59,21 +60,51 @@ STALE_ACTIONS = ("approve", "replan", "cancel")
 GIT_TIMEOUT = 10.0
 #: Files hashed at most (dirty files in a repository, explored files otherwise); the rest count by name only.
 MAX_HASHED_FILES = 2000
-#: Bytes of one file hashed at most (a larger file is fingerprinted by its size and first bytes).
-MAX_HASHED_BYTES = 16 * 1024 * 1024
+#: A file up to this size is hashed whole; a larger one by its size, mtime, first and last bytes (`_hash_file`).
+MAX_HASHED_BYTES = 1024 * 1024 * 1024
+#: Bytes hashed at the start and at the end of a file larger than MAX_HASHED_BYTES.
+HEAD_BYTES = 16 * 1024 * 1024
+TAIL_BYTES = 1024 * 1024
 #: Changed paths shown at most.
 MAX_SHOWN = 200
 
 
-def _git(root: Path, *args: str) -> str | None:
-    """Output of ``git -C root args`` or None when git is missing, fails or times out."""
+#: Configuration given to every git command (it wins over the repository's own): nothing the workspace's
+#: ``.git/config`` says makes git run a program. A step may write that file; planmode must not run what it wrote.
+_GIT_SAFE_CONFIG = (
+    "core.fsmonitor=",  # no file-system monitor hook (empty: off, as a boolean and as a hook path)
+    "core.hooksPath=/dev/null",  # no hooks
+    "core.untrackedCache=false",
+    "core.attributesFile=/dev/null",  # no user-wide attributes (filters, diff drivers)
+    "core.pager=cat",
+    "diff.external=",  # no external diff program
+    "status.submoduleSummary=false",
+)
+#: Environment variables git reads that could redirect it or make it run a program; all ``GIT_*`` are dropped.
+_GIT_ENV = {
+    "GIT_OPTIONAL_LOCKS": "0",  # status must not take the index lock
+    "GIT_CONFIG_NOSYSTEM": "1",  # no system-wide config
+    "GIT_ATTR_NOSYSTEM": "1",  # no system-wide attributes
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PAGER": "cat",
+}
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return {**env, **_GIT_ENV}
+
+
+def _run_git(root: Path, config: tuple[str, ...], *args: str) -> str | None:
+    settings = [item for pair in config for item in ("-c", pair)]
     try:
         out = subprocess.run(
-            ["git", "-C", str(root), *args],
+            ["git", "--no-pager", *settings, "-C", str(root), *args],
             capture_output=True,
+            stdin=subprocess.DEVNULL,
             timeout=GIT_TIMEOUT,
             check=False,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},  # status must not take the index lock
+            env=_git_env(),
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -82,30 +113,74 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout.decode("utf-8", "surrogateescape")
 
 
+def _filter_drivers(root: Path) -> tuple[str, ...]:
+    """``-c`` settings that switch off every filter driver the repository's config defines (a ``.gitattributes``
+    of the workspace may name one; ``git status`` would run its ``clean`` command on a modified file). Reading
+    the config runs nothing."""
+    listed = _run_git(root, _GIT_SAFE_CONFIG, "config", "--null", "--name-only", "--get-regexp", r"^filter\.")
+    names = set()
+    for key in (listed or "").split("\0"):
+        if key.startswith("filter.") and key.count(".") >= 2:
+            names.add(key[len("filter.") : key.rindex(".")])
+    return tuple(
+        f"filter.{name}.{part}" + ("=false" if part == "required" else "=")
+        for name in sorted(names)
+        for part in ("clean", "smudge", "process", "required")
+    )
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """Output of ``git -C root args`` or None when git is missing, fails or times out.
+
+    git runs with the repository's power to run programs switched off (`_GIT_SAFE_CONFIG`, `_GIT_ENV`): no
+    fsmonitor hook, no hooks, no external diff or pager, no system or user-wide attributes, and every filter
+    driver the repository's config names emptied (`_filter_drivers`), so a step that writes ``core.fsmonitor``
+    or a filter into ``.git/config`` makes planmode run nothing. Submodules are compared by their commit only
+    (``--ignore-submodules=dirty`` in `fingerprint`): git would run a status inside each, with its own config.
+    What remains: git itself (the one on ``PATH``), and a config key a future git adds that runs a program.
+    """
+    return _run_git(root, (*_GIT_SAFE_CONFIG, *_filter_drivers(root)), *args)
+
+
 def _hash_file(path: Path) -> str | None:
-    """sha256 of a regular file's content (its first MAX_HASHED_BYTES), or None when it is not a readable file."""
+    """The content hash of a regular file, or None when it is not a readable file.
+
+    A file up to `MAX_HASHED_BYTES` is hashed whole (streamed): the first 16 hex digits of its sha256 (the form
+    `same_content` compares a recorded write with). A larger one is fingerprinted by its size, its modification
+    time (nanoseconds) and the sha256 of its first `HEAD_BYTES` and last `TAIL_BYTES`: a change of length, of
+    its ends, or a write that leaves its mtime (almost any write) is seen; a same-size edit in the middle that
+    also restores the mtime is not."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     try:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device is never read (it could block)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device is never read (it could block)
             return "not a regular file"
         h = hashlib.sha256()
-        left = MAX_HASHED_BYTES
-        while left > 0:
-            chunk = os.read(fd, min(1 << 20, left))
-            if not chunk:
-                break
-            h.update(chunk)
-            left -= len(chunk)
-        return h.hexdigest()[:16]
+        if info.st_size <= MAX_HASHED_BYTES:
+            while chunk := os.read(fd, 1 << 20):
+                h.update(chunk)
+            return h.hexdigest()[:16]
+        _read_into(h, fd, HEAD_BYTES)
+        os.lseek(fd, max(HEAD_BYTES, info.st_size - TAIL_BYTES), os.SEEK_SET)
+        _read_into(h, fd, TAIL_BYTES)
+        return f"size {info.st_size} mtime {info.st_mtime_ns} ends {h.hexdigest()[:16]}"
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def _read_into(h: Any, fd: int, limit: int) -> None:
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(1 << 20, left))
+        if not chunk:
+            return
+        h.update(chunk)
+        left -= len(chunk)
 
 
 def _digest(data: Mapping[str, Any]) -> str:
@@ -130,7 +205,9 @@ def fingerprint(workspace: str | None, read_paths: Iterable[str] = ()) -> dict[s
         head = _git(root, "rev-parse", "--verify", "-q", "HEAD")
         # the tree of the workspace's folder at HEAD: its tracked content, whatever else a commit touched
         tree = _git(root, "rev-parse", "--verify", "-q", "HEAD:./") if head else None
-        status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+        status = _git(
+            root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty", "--", "."
+        )
         if status is not None:
             files: dict[str, str] = {}
             toplevel = Path(top.strip())
@@ -172,7 +249,18 @@ def changed_files(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         diff = None
         if old.get("head") and new.get("head"):
             root = Path(str(new.get("root")))
-            diff = _git(root, "diff", "--name-only", "-z", str(old["head"]), str(new["head"]), "--", ".")
+            diff = _git(
+                root,
+                "diff",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--name-only",
+                "-z",
+                str(old["head"]),
+                str(new["head"]),
+                "--",
+                ".",
+            )
         if diff is None:
             changed.add(f"(HEAD moved from {old.get('head')} to {new.get('head')})")
         else:
