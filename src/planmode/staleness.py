@@ -13,10 +13,13 @@ content hash, so the cost is one ``git status`` plus hashing the dirty files, no
 Outside a repository the files the planner's exploration read (``explored_paths``) are hashed. `changed_files`
 names what differs between two fingerprints (for a moved ``HEAD``, with ``git diff --name-only``).
 
-The check runs in the dispatch gate (`planmode.nodes.gates`) before new steps start, when the run may have
-paused: in another process than the last check (a crash, ``planmode resume``), after a human answered a step
-question, in the first super-step of a resumed invocation, or more than ``RECHECK_AFTER_SECONDS`` after the
-last check (another pause: a budget, an unreachable model). Steps that were running when a process died are
+The check runs in the dispatch gate (`planmode.nodes.gates`) before new steps start, after a real pause
+(`planmode.nodes._batch.staleness_check_due`): in another process than the last check (a crash, ``planmode
+resume``), in another invocation of the graph (an answer at any interrupt, a budget or model-unavailable pause
+resumed), after a human answered a step question, or in the first super-step of a resumed invocation; never on
+a timer. Only changes nobody in the run made are asked about (`outside_changes`): not planmode's database and
+``.planmode/`` folder, and not a file whose content is still what the run's workspace tools last wrote there
+(``run_writes``). Steps that were running when a process died are
 re-run first (they had started); nothing new starts before the question. A changed fingerprint interrupts
 with ``planmode.stale``::
 
@@ -31,9 +34,11 @@ message and asked again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -41,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planmode._writes import path_key
 from planmode.state.models import clean_text
 
 __all__ = [
@@ -49,7 +55,10 @@ __all__ = [
     "changed_files",
     "explored_paths",
     "fingerprint",
+    "outside_changes",
+    "own_files",
     "parse_stale_resume",
+    "same_content",
     "stale_payload",
 ]
 
@@ -227,7 +236,9 @@ def fingerprint(workspace: str | None, read_paths: Iterable[str] = ()) -> dict[s
                 full = toplevel / rel
                 files[_show(rel)] = _hash_file(full) or "deleted"
             data = {"kind": "git", "root": clean_text(str(root)), "tree": (tree or "").strip() or None, "files": files}
-            return {**data, "head": (head or "").strip() or None, "digest": _digest(data)}
+            # the repository's top folder (the files' keys are relative to it): outside the digest
+            top_path = clean_text(os.path.realpath(toplevel))
+            return {**data, "head": (head or "").strip() or None, "top": top_path, "digest": _digest(data)}
     hashed: dict[str, str] = {}
     for p in sorted(set(read_paths))[:MAX_HASHED_FILES]:
         path = Path(p) if os.path.isabs(p) else root / p
@@ -238,6 +249,10 @@ def fingerprint(workspace: str | None, read_paths: Iterable[str] = ()) -> dict[s
 
 def changed_files(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """The paths that differ between two fingerprints (sorted; at most MAX_SHOWN, then a count)."""
+    return _shown(_changed(old, new))
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> set[str]:
     changed: set[str] = set()
     old_files = old.get("files") if isinstance(old.get("files"), Mapping) else {}
     new_files = new.get("files") if isinstance(new.get("files"), Mapping) else {}
@@ -267,10 +282,86 @@ def changed_files(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
             changed.update(_show(p) for p in diff.split("\0") if p)
     if old.get("kind") != new.get("kind") or old.get("root") != new.get("root"):
         changed.add(f"(the workspace itself changed: {old.get('root')} -> {new.get('root')})")
+    return changed
+
+
+def _shown(changed: Iterable[str]) -> list[str]:
     shown = sorted(changed)
     if len(shown) > MAX_SHOWN:
         shown = [*shown[:MAX_SHOWN], f"... and {len(shown) - MAX_SHOWN} more"]
     return shown
+
+
+def same_content(fingerprinted: Any, sha256: str) -> bool:
+    """Whether a file's fingerprint hash (`_hash_file`) is the hash of content whose full sha256 is ``sha256``."""
+    return isinstance(fingerprinted, str) and len(fingerprinted) == 16 and sha256[:16] == fingerprinted
+
+
+def _absolute(fp: Mapping[str, Any], key: str) -> str | None:
+    """The real path of a fingerprint's file key (None for a note such as a moved HEAD, or an old fingerprint)."""
+    if key.startswith("("):
+        return None
+    base = fp.get("top") if fp.get("kind") == "git" else fp.get("root")
+    if not isinstance(base, str) or not base:
+        return None
+    return path_key(Path(base) / key)
+
+
+def _is_own(path: str, own: Iterable[str]) -> bool:
+    return any(path == o or path.startswith(o.rstrip(os.sep) + os.sep) for o in own)
+
+
+def outside_changes(
+    old: Mapping[str, Any], new: Mapping[str, Any], run_writes: Mapping[str, str], own: Iterable[str] = ()
+) -> list[str]:
+    """The changes between two fingerprints that nobody in the run made (sorted; at most MAX_SHOWN).
+
+    Left out: planmode's own files (``own``: its database and companions, its ``.planmode/`` folder, as real
+    paths; ``<workspace>/.planmode/`` always), and every file the run itself wrote (``run_writes``: real path ->
+    sha256 of the bytes last written, `planmode._writes`) whose content now is still that write. A file the run
+    wrote and someone changed or deleted since is an outside change. Hashes at most the files the run wrote that
+    a git fingerprint does not list (a write equal to ``HEAD``'s content)."""
+    root = new.get("root")
+    mine = [*own, path_key(Path(str(root)) / ".planmode")] if isinstance(root, str) and root else list(own)
+    files = new.get("files") if isinstance(new.get("files"), Mapping) else {}
+    assert isinstance(files, Mapping)
+    out: set[str] = set()
+    for key in _changed(old, new):
+        path = _absolute(new, key)
+        if path is None:
+            out.add(key)
+            continue
+        if _is_own(path, mine):
+            continue
+        written = run_writes.get(path)
+        if isinstance(written, str):
+            current = files.get(key) if key in files else _hash_file(Path(path))
+            if same_content(current, written):
+                continue
+        out.add(key)
+    return _shown(out)
+
+
+def own_files(tools: Iterable[Any], checkpointer: Any = None) -> list[str]:
+    """planmode's own files: the ones the workspace tools name (their ``planmode_own_files`` metadata), and a
+    SQLite checkpointer's database with its ``-wal``, ``-shm`` and ``-journal`` files."""
+    out: set[str] = set()
+    conn = getattr(checkpointer, "conn", None)
+    if isinstance(conn, sqlite3.Connection):
+        try:
+            with getattr(checkpointer, "lock", None) or contextlib.nullcontext():
+                rows = conn.execute("PRAGMA database_list").fetchall()
+        except (sqlite3.Error, TypeError, ValueError):
+            rows = []
+        for row in rows:
+            if len(row) >= 3 and isinstance(row[2], str) and row[2]:
+                out.update(path_key(row[2] + suffix) for suffix in ("", "-wal", "-shm", "-journal"))
+    for tool in tools:
+        metadata = getattr(tool, "metadata", None)
+        listed = metadata.get("planmode_own_files") if isinstance(metadata, Mapping) else None
+        if isinstance(listed, (list, tuple)):
+            out.update(path_key(p) for p in listed if isinstance(p, str))
+    return sorted(out)
 
 
 def stale_payload(current: Mapping[str, Any], changed: list[str], *, error: str | None) -> dict[str, Any]:

@@ -3,10 +3,23 @@ their content, and the run's own writes and database are not outside changes."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+from langgraph.types import Command
+
+from planmode._writes import path_key
+from planmode.context import PlanModeContext
+from planmode.graph import build_graph
+from planmode.nodes import gates
+from planmode.persistence import sqlite_checkpointer
 from planmode.staleness import fingerprint
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel
+from planmode.tools import workspace_tools
 
 
 def git(ws: Path, *args: str) -> None:
@@ -75,3 +88,117 @@ def test_files_past_16_mib_differing_after_16_mib_or_in_length_fingerprint_diffe
     assert digest(b"a" * BIG + b"tail two" + b"b" * 1000) != first  # differs only after 16 MiB
     assert digest(base + b"longer") != first  # differs in length only
     assert digest(base) == first  # the same content: the same fingerprint
+
+
+# -- the run's own writes and database are not outside changes ----------------------------------------------
+
+WRITE_PLAN = {
+    "title": "Write two files",
+    "steps": [
+        {"id": "one", "description": "write one.txt", "tools": ["write_file"]},
+        {"id": "two", "description": "write two.txt", "tools": ["write_file"], "dependencies": ["one"]},
+    ],
+}
+
+
+def write_executor(step: Any, ctx: Any) -> str:
+    write = next(t for t in ctx.tools if t.name == "write_file")
+    return str(write.invoke({"path": f"{step.id}.txt", "content": f"{step.id} written by the run\n"}))
+
+
+def run_graph(ws: Path, saver: Any) -> Any:
+    model = ScriptedChatModel(responder=PurposeScript(plan=[WRITE_PLAN]))
+    tools = workspace_tools(ws, protected=[ws / "runs.sqlite"])
+    return build_graph(model, tools=tools, executor=write_executor, checkpointer=saver)
+
+
+def answer_steps_until_done(graph: Any, config: dict[str, Any]) -> list[str]:
+    """Approve the plan and each step question; the types of the questions asked."""
+    asked = []
+    ctx = PlanModeContext(mode="plan", step_approval="writes", max_explore_calls=0)
+    for _ in range(10):
+        state = graph.get_state(config)
+        if not state.interrupts:
+            break
+        value = state.interrupts[0].value
+        asked.append(value["type"])
+        if value["type"] == "planmode.approval":
+            answer = {"action": "approve", "revision": value["revision"]}
+        elif value["type"] == "planmode.step_approval":
+            answer = {"action": "approve", "step": value["step"]["id"]}
+        else:
+            break
+        graph.invoke(Command(resume=answer), config, context=ctx)
+    return asked
+
+
+def test_the_runs_own_writes_and_database_are_not_asked_about(tmp_path: Path) -> None:
+    ws = git_workspace(tmp_path)
+    config = {"configurable": {"thread_id": "own"}}
+    saver = sqlite_checkpointer(ws / "runs.sqlite")
+    with contextlib.closing(saver.conn):
+        graph = run_graph(ws, saver)
+        ctx = PlanModeContext(mode="plan", workspace=str(ws), step_approval="writes", max_explore_calls=0)
+        graph.invoke({"messages": [("user", "write the files")]}, config, context=ctx)
+        asked = answer_steps_until_done(graph, config)
+        values = graph.get_state(config).values
+    # the step questions (pauses) were checked; the run's own one.txt, two.txt and runs.sqlite* are not changes
+    assert "planmode.stale" not in asked, asked
+    assert asked.count("planmode.step_approval") == 2
+    assert values["status"] == "completed"
+    assert (ws / "one.txt").read_text() == "one written by the run\n"
+    assert set(values["run_writes"]) == {path_key(ws / "one.txt"), path_key(ws / "two.txt")}
+
+
+def test_a_change_to_a_file_the_run_wrote_is_asked_about(tmp_path: Path) -> None:
+    ws = git_workspace(tmp_path)
+    config = {"configurable": {"thread_id": "own"}}
+    saver = sqlite_checkpointer(ws / "runs.sqlite")
+    with contextlib.closing(saver.conn):
+        graph = run_graph(ws, saver)
+        ctx = PlanModeContext(mode="plan", workspace=str(ws), step_approval="writes", max_explore_calls=0)
+        graph.invoke({"messages": [("user", "write the files")]}, config, context=ctx)
+        first = graph.get_state(config).interrupts[0].value
+        graph.invoke(Command(resume={"action": "approve", "revision": first["revision"]}), config)
+        step = graph.get_state(config).interrupts[0].value
+        assert step["type"] == "planmode.step_approval" and step["step"]["id"] == "one"
+        graph.invoke(Command(resume={"action": "approve", "step": "one"}), config)
+        step = graph.get_state(config).interrupts[0].value
+        assert step["type"] == "planmode.step_approval" and step["step"]["id"] == "two"
+        (ws / "one.txt").write_text("changed by someone else\n")  # while the run waits at the question
+        graph.invoke(Command(resume={"action": "approve", "step": "two"}), config)
+        stale = graph.get_state(config).interrupts[0].value
+    assert stale["type"] == "planmode.stale"
+    assert stale["changed"] == ["one.txt"]
+
+
+def test_the_check_does_not_run_on_a_timer_within_one_invocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = git_workspace(tmp_path)
+    calls: list[str] = []
+    real = gates.fingerprint
+
+    def counting(*args: Any) -> Any:
+        calls.append("fingerprint")
+        return real(*args)
+
+    monkeypatch.setattr(gates, "fingerprint", counting)
+    clock = iter(range(10**9, 10**10, 3))  # every reading of the clock 3 s after the last: steps that take a while
+    monkeypatch.setattr(time, "time", lambda: float(next(clock)))
+    chain = {
+        "title": "Chain",
+        "steps": [
+            {"id": "a", "description": "a"},
+            {"id": "b", "description": "b", "dependencies": ["a"]},
+            {"id": "c", "description": "c", "dependencies": ["b"]},
+        ],
+    }
+    model = ScriptedChatModel(responder=PurposeScript(plan=[chain]))
+    saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
+    with contextlib.closing(saver.conn):
+        graph = build_graph(model, executor=lambda s, c: f"{s.id} ok", checkpointer=saver)
+        ctx = PlanModeContext(mode="plan", workspace=str(ws), approval="auto", max_explore_calls=0)
+        out = graph.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "t"}}, context=ctx)
+    assert out["status"] == "completed"
+    assert calls == ["fingerprint"]  # taken at the approval; no pause within the invocation, no recheck

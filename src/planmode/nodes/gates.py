@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any, cast
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
@@ -34,11 +35,26 @@ from planmode._drive import adrive, drive, per_path
 from planmode.approval import approval_reason
 from planmode.context import PlanModeContext
 from planmode.events import emit
-from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, gates_may_stop, next_batch, staleness_check_due
+from planmode.nodes._batch import (
+    PROCESS_TOKEN,  # noqa: F401  # re-exported (the process token the checks record: _batch.checked_now)
+    RECHECK_AFTER_SECONDS,
+    checked_now,
+    gates_may_stop,
+    next_batch,
+    staleness_check_due,
+)
 from planmode.nodes._deps import Deps, settings_of
 from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
-from planmode.staleness import STALE_TYPE, changed_files, fingerprint, parse_stale_resume, read_answer, stale_payload
-from planmode.state.graph_state import PlanModeState
+from planmode.staleness import (
+    STALE_TYPE,
+    fingerprint,
+    outside_changes,
+    own_files,
+    parse_stale_resume,
+    read_answer,
+    stale_payload,
+)
+from planmode.state.graph_state import PlanModeState, merge_writes, run_writes_of
 from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, Step, StepStatus, StepUpdate, clean_text
 from planmode.state.reducer import PlanUpdate
@@ -93,7 +109,7 @@ def _fingerprint_now(state: PlanModeState, settings: PlanModeContext) -> _Gate:
     fp = yield _fingerprint_request(state, settings)
     if fp is None:
         return {}
-    return {"workspace_fingerprint": fp, "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()}}
+    return {"workspace_fingerprint": fp, "fingerprint_checked": checked_now()}
 
 
 def _gate(inner: Any, body: Callable[[PlanModeState, Any], _Gate], name: str) -> Any:
@@ -239,7 +255,7 @@ def _ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: st
             "status": "running",
             "approval_error": None,
             "workspace_fingerprint": current,
-            "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()},
+            "fingerprint_checked": checked_now(),
             "approvals": [record],
         }
     if decision.action == "replan":
@@ -366,6 +382,19 @@ def _ask_step(
 # -- dispatch ---------------------------------------------------------------------------------------------
 
 
+def _outside(state: PlanModeState, stored: dict[str, Any], now: dict[str, Any] | None, deps: Deps) -> list[str]:
+    """What changed in the workspace that nobody in the run changed (`planmode.staleness.outside_changes`): not
+    the run's own writes (``run_writes``, and those of outcomes verify has not folded in yet), not its database."""
+    if now is None or now.get("digest") == stored.get("digest"):
+        return []
+    writes = merge_writes(state.get("run_writes"), run_writes_of(state.get("step_outcomes")))
+    try:
+        checkpointer = get_config().get("configurable", {}).get("__pregel_checkpointer")
+    except RuntimeError:
+        checkpointer = None
+    return outside_changes(stored, now, writes, own_files(deps.tools, checkpointer))
+
+
 def gated_dispatch(inner: Any, deps: Deps, policy: Any = None) -> Any:
     """The dispatch node with the staleness check and the per-step approval gate."""
     chosen = policy if policy is not None else from_settings
@@ -389,14 +418,14 @@ def gated_dispatch(inner: Any, deps: Deps, policy: Any = None) -> Any:
         stored = state.get("workspace_fingerprint")
         if settings.check_staleness and isinstance(stored, dict) and pending_work and staleness_check_due(state):
             now = yield _fingerprint_request(state, settings)
-            if now is not None and now.get("digest") != stored.get("digest"):
-                changed = changed_files(stored, now)
+            changed = _outside(state, stored, now, deps)
+            if changed:
                 return {
                     "stale": {"fingerprint": now, "changed": changed},
                     "needs_approval": True,
                     "status": "awaiting_approval",
                 }
-            extra["fingerprint_checked"] = {"token": PROCESS_TOKEN, "at": time.time()}
+            extra["fingerprint_checked"] = checked_now()
         if settings.step_approval == "writes":
             approved = list(state.get("approved_steps") or [])
             records: list[dict[str, Any]] = []
