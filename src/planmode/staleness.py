@@ -48,6 +48,7 @@ from typing import Any
 
 from planmode._writes import path_key
 from planmode.state.models import clean_text
+from planmode.text import markdown_text
 
 __all__ = [
     "STALE_TYPE",
@@ -369,7 +370,7 @@ def stale_payload(current: Mapping[str, Any], changed: list[str], *, error: str 
     lines = [
         "## The workspace changed since the plan was approved",
         "",
-        *("- `" + p.replace("`", "'").replace("\n", "\\n").replace("\r", "\\r") + "`" for p in changed),
+        *("- " + markdown_text(p.replace("\n", "\\n").replace("\r", "\\r")) for p in changed),
         "",
         "approve: go on with the plan as it is · replan: revise the plan with this change · cancel: stop the run",
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["clip", "is_control", "visible"]
+__all__ = ["clip", "is_control", "markdown_text", "visible"]
 
 
 def clip(text: str | None, limit: int, *, marker: str = "…", fold: bool = True) -> str:
@@ -32,3 +32,16 @@ def visible(text: str) -> str:
     if not any(is_control(c) for c in text):
         return text
     return "".join((f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") if is_control(c) else c for c in text)
+
+
+#: ASCII punctuation markdown may read as syntax, inline (CommonMark lets a backslash escape any of them):
+#: ``. : , ;`` and quotes are left alone, for readability (inline text never starts a line).
+_MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-!|~&=")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as literal markdown inline text: every ASCII punctuation character backslash-escaped (so no
+    ``<!-- comment -->``, HTML tag, link, image, heading, emphasis, code span or table pipe is formed), line
+    breaks folded into spaces (no new block can start), and control characters shown as escapes (`visible`)."""
+    flat = " ".join(text.replace("\r", " ").split("\n"))
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in visible(flat))

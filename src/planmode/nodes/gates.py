@@ -58,6 +58,7 @@ from planmode.state.graph_state import PlanModeState, merge_writes, run_writes_o
 from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, Step, StepStatus, StepUpdate, clean_text
 from planmode.state.reducer import PlanUpdate
+from planmode.text import markdown_text
 
 __all__ = [
     "RECHECK_AFTER_SECONDS",
@@ -289,16 +290,17 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
         dep = plan.get(d)
         if dep is not None:
             dependencies[d] = {"status": dep.status.value, "result": dep.result, "output_ref": dep.output_ref}
+    md = markdown_text  # the step's text is data: escaped, never markdown or HTML
     lines = [
-        f"## Run step `{step.id}`?",
+        f"## Run step {md(step.id)}?",
         "",
-        step.description,
+        md(step.description),
         "",
-        f"Tools: {', '.join(step.tools) or 'none'} (changes things: {', '.join(writes) or 'none'})",
+        f"Tools: {md(', '.join(step.tools) or 'none')} (changes things: {md(', '.join(writes) or 'none')})",
     ]
     if dependencies:
         lines += ["", "Results of its dependencies:"]
-        lines += [f"- `{d}` ({v['status']}): {v['result'] or '(no result)'}" for d, v in dependencies.items()]
+        lines += [f"- {md(d)} ({v['status']}): {md(v['result'] or '(no result)')}" for d, v in dependencies.items()]
     lines += ["", plan_to_mermaid(plan, fenced=True)]
     return {
         "type": STEP_APPROVAL_TYPE,
