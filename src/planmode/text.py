@@ -34,9 +34,11 @@ def visible(text: str) -> str:
     return "".join((f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") if is_control(c) else c for c in text)
 
 
-#: ASCII punctuation markdown may read as syntax, inline (CommonMark lets a backslash escape any of them):
-#: ``. : , ;`` and quotes are left alone, for readability (inline text never starts a line).
-_MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-!|~&=")
+#: ASCII punctuation with which inline markdown text could hide, disguise or restructure itself: HTML and
+#: comments (``< > &``: an entity can spell a bidi override), links and images (``[ ] !``), code spans, emphasis
+#: and strikethrough (`` ` * ~ ``), table pipes, headings, and the backslash itself. Left alone for readability
+#: (the CLI shows the markdown as it is): ``_ - + = ( ) . :`` and quotes, which only format what is shown.
+_MARKDOWN_SPECIAL = frozenset("\\`*[]<>#!|~&")
 
 
 def markdown_text(text: str) -> str:

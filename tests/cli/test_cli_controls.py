@@ -31,9 +31,11 @@ FORBIDDEN = ["\x1b", "\x9b", "\u202e", "\x07", "\x7f", "\x08", "\r", "\x9d"]
 @pytest.fixture
 def screen(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
     buf = io.StringIO()
-    monkeypatch.setattr(ui.console, "file", buf)
+    # the console's private fields, so that undoing the patch restores them exactly (the public `file` and
+    # `width` setters would pin today's stdout and width for the tests that follow)
+    monkeypatch.setattr(ui.console, "_file", buf)
     monkeypatch.setattr(ui.console, "_color_system", None)  # no styles of rich's own: any ESC came from text
-    monkeypatch.setattr(ui.console, "width", 400, raising=False)
+    monkeypatch.setattr(ui.console, "_width", 400)
     yield buf
 
 

@@ -292,7 +292,7 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
             dependencies[d] = {"status": dep.status.value, "result": dep.result, "output_ref": dep.output_ref}
     md = markdown_text  # the step's text is data: escaped, never markdown or HTML
     lines = [
-        f"## Run step {md(step.id)}?",
+        f"## Run step `{step.id}`?",  # a step id is an identifier (`StepId`): safe in a code span
         "",
         md(step.description),
         "",
@@ -300,7 +300,7 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
     ]
     if dependencies:
         lines += ["", "Results of its dependencies:"]
-        lines += [f"- {md(d)} ({v['status']}): {md(v['result'] or '(no result)')}" for d, v in dependencies.items()]
+        lines += [f"- `{d}` ({v['status']}): {md(v['result'] or '(no result)')}" for d, v in dependencies.items()]
     lines += ["", plan_to_mermaid(plan, fenced=True)]
     return {
         "type": STEP_APPROVAL_TYPE,

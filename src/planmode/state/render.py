@@ -30,10 +30,10 @@ def plan_to_markdown(plan: Plan) -> str:
     lines.append(f"_version {plan.version} · revision `{plan.revision}`_")
     lines.append("")
     for n, s in enumerate(plan.steps, 1):
-        lines.append(f"{n}. {md(STATUS_MARK[s.status.value])} **{md(s.id)}** — {md(s.description)}")
+        lines.append(f"{n}. {STATUS_MARK[s.status.value]} **{s.id}** — {md(s.description)}")
         meta = [f"status: {s.status.value}", f"complexity: {s.complexity.value}"]
         if s.dependencies:
-            meta.append("after: " + ", ".join(md(d) for d in s.dependencies))
+            meta.append("after: " + ", ".join(s.dependencies))  # step ids: identifiers (`StepId`)
         if s.tools:
             meta.append("tools: " + ", ".join(md(t) for t in s.tools))
         lines.append("   - " + " · ".join(meta))
