@@ -228,15 +228,23 @@ def _runnable_plan_mode_call(message: AIMessage, names: set[str]) -> ToolCall | 
     return first
 
 
+def _ends_plan_mode(message: ToolMessage) -> bool:
+    """Whether a tool message of a plan-mode tool ends plan mode: only planmode's report does (a tool message
+    with ``status="success"``). The guard's refusal does not, and neither does an error tool message (the tool
+    node's answer to a call that failed validation, or a run that raised): a plan approved earlier may still
+    wait for its approval, so writes stay refused until a plan-mode run reports."""
+    return message.status != "error" and message.artifact != REFUSAL_ARTIFACT
+
+
 def in_plan_mode(messages: Sequence[BaseMessage], plan_mode_names: Sequence[str]) -> bool:
     """Whether a parent agent whose transcript is ``messages`` is in plan mode while its tool node runs the calls
     of the last AI message. Tool-call ids play no part: they come from the model.
 
     The agent is in plan mode when the last AI message holds a plan-mode call (so every call dispatched with it
     sees plan mode on), and also when an earlier one entered plan mode (a plan-mode call of it ran) and no tool
-    message of a plan-mode tool ended it — a run whose approval was left pending when new input arrived
-    (``create_agent`` then drops the interrupted tool call and runs the model again; the nested plan still waits
-    for its approval).
+    message of a plan-mode tool ended it (`_ends_plan_mode`: planmode's report; not a refusal, not an error for a
+    call that failed validation) — a run whose approval was left pending when new input arrived (``create_agent``
+    then drops the interrupted tool call and runs the model again; the nested plan still waits for its approval).
     """
     names = set(plan_mode_names)
     ai = [(i, m) for i, m in enumerate(messages) if isinstance(m, AIMessage)]
@@ -249,8 +257,8 @@ def in_plan_mode(messages: Sequence[BaseMessage], plan_mode_names: Sequence[str]
     for m in messages[:last]:
         if isinstance(m, AIMessage) and _runnable_plan_mode_call(m, names) is not None:
             on = True
-        elif isinstance(m, ToolMessage) and m.name in names and m.artifact != REFUSAL_ARTIFACT:
-            on = False  # the plan-mode call ended (its report, or the tool node's error for it)
+        elif isinstance(m, ToolMessage) and m.name in names and _ends_plan_mode(m):
+            on = False  # the plan-mode run ended: planmode's report came back
     return on
 
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode._agent import LoopResult, arun_tool_loop, run_tool_loop
+from planmode._writes import recording
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm import acall_structured, call_structured
@@ -185,38 +186,52 @@ def run_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcom
     graph's async path, runs it), as LangGraph refuses an async-only node on ``invoke``."""
     if not isinstance(executor, Runnable) and is_async(executor):
         raise _refuse_async("executor", executor)
-    try:
-        out = executor.invoke({"step": step, "context": ctx}) if isinstance(executor, Runnable) else executor(step, ctx)
-    except GraphBubbleUp:
-        raise  # an interrupt() in a tool or in the executor pauses the run: the node runs again on resume
-    except ModelUnavailableError:
-        raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
-    except Exception as exc:  # an executor that raises is a failed attempt, recorded with its error
-        return StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}")
-    if inspect.isawaitable(out):  # a sync callable that returned a coroutine
-        raise _refuse_async("executor", executor, out)
-    return _outcome(step, out)
+    with recording() as writes:  # the files the step's workspace tools write (planmode._writes)
+        try:
+            out = (
+                executor.invoke({"step": step, "context": ctx})
+                if isinstance(executor, Runnable)
+                else executor(step, ctx)
+            )
+        except GraphBubbleUp:
+            raise  # an interrupt() in a tool or in the executor pauses the run: the node runs again on resume
+        except ModelUnavailableError:
+            raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
+        except Exception as exc:  # an executor that raises is a failed attempt, recorded with its error
+            return _with_writes(StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}"), writes)
+        if inspect.isawaitable(out):  # a sync callable that returned a coroutine
+            raise _refuse_async("executor", executor, out)
+        return _with_writes(_outcome(step, out), writes)
 
 
 async def arun_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcome:
     """`run_executor` on the event loop: a runnable is ``ainvoke``d, a coroutine function awaited, and a sync
     callable runs in a worker thread (with the run's context, so ``interrupt()`` and the stream writer work)."""
-    try:
-        if isinstance(executor, Runnable):
-            out = await executor.ainvoke({"step": step, "context": ctx})
-        elif is_async(executor):
-            out = await executor(step, ctx)
-        else:
-            out = await run_in_executor(None, executor, step, ctx)
-        if inspect.isawaitable(out):
-            out = await out
-    except GraphBubbleUp:
-        raise
-    except ModelUnavailableError:
-        raise
-    except Exception as exc:  # as in run_executor
-        return StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}")
-    return _outcome(step, out)
+    with recording() as writes:  # a worker thread or a task started here copies the context: the same recorder
+        try:
+            if isinstance(executor, Runnable):
+                out = await executor.ainvoke({"step": step, "context": ctx})
+            elif is_async(executor):
+                out = await executor(step, ctx)
+            else:
+                out = await run_in_executor(None, executor, step, ctx)
+            if inspect.isawaitable(out):
+                out = await out
+        except GraphBubbleUp:
+            raise
+        except ModelUnavailableError:
+            raise
+        except Exception as exc:  # as in run_executor
+            return _with_writes(StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}"), writes)
+        return _with_writes(_outcome(step, out), writes)
+
+
+def _with_writes(outcome: StepOutcome, writes: dict[str, str]) -> StepOutcome:
+    """The outcome with the files its attempt wrote through the workspace tools (what the executor reported and
+    what the recorder saw)."""
+    if not writes:
+        return outcome
+    return outcome.model_copy(update={"writes": {**outcome.writes, **writes}})
 
 
 def _outcome(step: Step, out: Any) -> StepOutcome:

@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "planmode.staleness": 2,
     "planmode.plan_png": 2,
     "planmode._sqlite_saver": 2,
+    "planmode._writes": 2,
     "planmode.approver": 2,
     "planmode.text": 0,
     "planmode._cache": 0,

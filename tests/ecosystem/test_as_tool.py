@@ -746,3 +746,26 @@ def test_a_policy_cannot_be_given_twice() -> None:
         as_tool(graph=build_graph(planner), approval_policy=auto_approve)
     with pytest.raises(ConfigurationError, match=r"give the policy to planmode\.as_tool"):
         PlanModeMiddleware(tool=as_tool(planner), approval_policy=auto_approve)
+
+
+def test_an_invalid_plan_mode_call_while_a_plan_waits_keeps_writes_refused(db: Path, savers: list[SqliteSaver]) -> None:
+    # A plan waits for its approval; new input comes; the model calls plan_mode with arguments that fail
+    # validation (the tool node answers with an error tool message), then a write: plan mode is still on.
+    world = World()
+    parent = Parent(
+        [tool_call("plan_mode", task=TASK)],
+        [tool_call("plan_mode", goal="not the argument plan_mode takes")],
+        [tool_call("write_note", text="sneaked in")],
+    )
+    agent = build_parent(db, savers, parent, world, kind="create_agent")
+    agent.invoke({"messages": [HumanMessage("Please ship the release.")]}, cfg())
+    the_interrupt(agent)
+
+    out = agent.invoke({"messages": [HumanMessage("Never mind, just write a note.")]}, cfg())
+
+    invalid = tool_messages(out, "plan_mode")[-1]
+    assert invalid.status == "error"  # the validation error, not a report
+    assert world.notes == []
+    (refused,) = tool_messages(out, "write_note")
+    assert refused.status == "error" and "plan mode" in str(refused.content)
+    assert in_plan_mode(out["messages"][:-1], ["plan_mode"])

@@ -69,7 +69,7 @@ async def _scenario(url: str) -> dict[str, Any]:
         assert "'bob' may not answer the approval" in text and "planmode:approve" in text
         # ... nor approve by the back door (a state edit as the approve node)
         with pytest.raises(httpx.HTTPStatusError) as refused:
-            await bob.threads.update_state(tid, {"approved_revision": revision, "status": "running"}, as_node="approve")
+            await bob.threads.update_state(tid, {"needs_approval": False, "status": "running"}, as_node="approve")
         assert refused.value.response.status_code == 403
         # ... nor by starting a plain run whose context (or configurable) says approval "auto": it approved the
         # plan on the unchanged example (issue 21)

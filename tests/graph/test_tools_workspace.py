@@ -76,7 +76,7 @@ def test_is_read_only_on_each_tool(ws: Path) -> None:
         "write_file": False,
         "edit_file": False,
     }
-    assert all(t.metadata == {"planmode_read_only": is_read_only(t)} for t in workspace_tools(ws))
+    assert all((t.metadata or {})["planmode_read_only"] == is_read_only(t) for t in workspace_tools(ws))
     assert all(is_read_only(t) for t in read_only_workspace_tools(ws))
 
 

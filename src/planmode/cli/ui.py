@@ -2,7 +2,9 @@
 
 Every text that comes from a model, a tool, a human or an exception is data: it reaches the terminal as a
 rich `Text` (never parsed as markup, emoji codes or highlighting). The console itself has markup, emoji and
-highlighting off, so even a plain string printed by mistake is shown literally.
+highlighting off, so even a plain string printed by mistake is shown literally. And every control character
+in what is printed (an escape sequence, a C1 control, a bidi override) is shown as an escape, never sent to the
+terminal: a render hook on the console (`_ShowControls`) covers every screen and prompt printed through it.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, Group, RenderableType, RenderHook, RenderResult
 from rich.prompt import Prompt
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from planmode.state.diff import plan_changes
 from planmode.state.models import Plan
+from planmode.text import visible
 
 __all__ = [
     "ask_approval",
@@ -37,7 +41,33 @@ __all__ = [
     "unique_prefixes",
 ]
 
+
+class _Visible:
+    """A renderable whose text reaches the terminal with every control character shown as an escape
+    (`planmode.text.visible`): an escape sequence in a model's, a tool's or a human's text (a conceal, an
+    unterminated OSC 52, a cursor move, a C1 CSI, a bidi override) is shown, never acted on. rich's own styling
+    is applied after, so it is kept."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.inner, options):
+            if segment.control:  # rich's own cursor and screen controls (never built from text)
+                yield segment
+            else:
+                yield Segment(visible(segment.text), segment.style)
+
+
+class _ShowControls(RenderHook):
+    """Every renderable printed on the CLI's console, prompts included, goes through `_Visible`."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Visible(r) for r in renderables]
+
+
 console = Console(highlight=False, markup=False, emoji=False)
+console.push_render_hook(_ShowControls())
 
 _STYLE = {
     "pending": "white",

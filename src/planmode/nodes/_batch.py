@@ -4,8 +4,10 @@ decision to dispatch because a gate may stop the next batch (`gates_may_stop`)."
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,8 +22,10 @@ from planmode.state.reducer import PlanUpdate
 __all__ = [
     "PROCESS_TOKEN",
     "RECHECK_AFTER_SECONDS",
+    "checked_now",
     "find_trouble",
     "gates_may_stop",
+    "invocation_token",
     "next_batch",
     "staleness_check_due",
     "unapproved_steps",
@@ -29,7 +33,7 @@ __all__ = [
 
 S = StepStatus
 
-#: A dispatch this long after the last fingerprint check checks again (a pause may have happened).
+#: Kept for callers that import it; the staleness check no longer runs on a timer (`staleness_check_due`).
 RECHECK_AFTER_SECONDS = 2.0
 #: Identifies this process: a run resumed in another process (after a crash) checks the fingerprint.
 PROCESS_TOKEN = uuid.uuid4().hex
@@ -129,15 +133,53 @@ def _resuming() -> bool:
         return False
 
 
+#: One token per invocation of a graph, keyed by the invocation's stream writer (LangGraph makes one function
+#: per ``invoke``/``stream`` call and gives it to every task of that call; held weakly, so a token is never
+#: reused by a later invocation).
+_INVOCATIONS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_INVOCATIONS_LOCK = threading.Lock()
+
+
+def invocation_token() -> str | None:
+    """A token naming the graph invocation this node runs in (None when it cannot be told: then every check is
+    due)."""
+    try:
+        runtime = get_config().get("configurable", {}).get("__pregel_runtime")
+    except RuntimeError:
+        return None
+    writer = getattr(runtime, "stream_writer", None)
+    if writer is None:
+        return None
+    try:
+        with _INVOCATIONS_LOCK:
+            token = _INVOCATIONS.get(writer)
+            if token is None:
+                token = _INVOCATIONS[writer] = uuid.uuid4().hex
+            return token
+    except TypeError:  # not weakly referenceable
+        return None
+
+
+def checked_now() -> dict[str, Any]:
+    """The ``fingerprint_checked`` record of a check made now: this process, this invocation, the time."""
+    return {"token": PROCESS_TOKEN, "invocation": invocation_token(), "at": time.time()}
+
+
 def staleness_check_due(state: PlanModeState) -> bool:
-    """Whether the workspace fingerprint must be taken again before new steps start: the run may have paused
-    (another process, the first super-step of a resumed invocation, or `RECHECK_AFTER_SECONDS` since the last
-    check)."""
+    """Whether the workspace fingerprint must be taken again before new steps start: after a real pause.
+
+    A run pauses only between invocations: LangGraph stops a thread at an interrupt (the plan approval, a step
+    question, a budget or model-unavailable pause), at a crash, or when the caller stops, and goes on only when it
+    is invoked again (an answer, ``planmode resume``, a new process). So the check is due when the last one was
+    made in another process, in another invocation (`invocation_token`), never, or was cleared by a node that
+    took a human's answer; and in the first super-step of a resumed invocation. Within one invocation no pause
+    happens, however long a step takes: no recheck then (the run's own writes are not outside changes anyway,
+    `planmode.staleness.outside_changes`)."""
     checked = state.get("fingerprint_checked")
     if not isinstance(checked, dict) or checked.get("token") != PROCESS_TOKEN:
         return True
-    at = checked.get("at")
-    if not isinstance(at, (int, float)) or time.time() - at > RECHECK_AFTER_SECONDS:
+    invocation = checked.get("invocation")
+    if not isinstance(invocation, str) or invocation != invocation_token():
         return True
     return _resuming()
 

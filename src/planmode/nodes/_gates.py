@@ -15,22 +15,29 @@ answer names its revision: an answer about another definition is refused and the
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any
 
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
 from langgraph.types import interrupt
 
 from planmode.context import PlanModeContext
 from planmode.events import emit
-from planmode.nodes._batch import PROCESS_TOKEN, RECHECK_AFTER_SECONDS, staleness_check_due
+from planmode.nodes._batch import (
+    PROCESS_TOKEN,  # noqa: F401  # re-exported (the process token the checks record: _batch.checked_now)
+    RECHECK_AFTER_SECONDS,
+    checked_now,
+    staleness_check_due,
+)
 from planmode.policy import ApprovalRequest, decide
-from planmode.staleness import STALE_TYPE, changed_files, parse_stale_resume, read_answer, stale_payload
+from planmode.staleness import STALE_TYPE, outside_changes, own_files, parse_stale_resume, read_answer, stale_payload
 from planmode.state.approvals import covering_grant, definition_digest, grant, held_steps, record
-from planmode.state.graph_state import PlanModeState
+from planmode.state.graph_state import PlanModeState, merge_writes, run_writes_of
 from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, Step, StepStatus, StepUpdate, clean_text
 from planmode.state.reducer import PlanUpdate
+from planmode.text import markdown_text
 
 __all__ = [
     "RECHECK_AFTER_SECONDS",
@@ -90,7 +97,7 @@ def ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: str
             "status": "running",
             "approval_error": None,
             "workspace_fingerprint": current,
-            "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()},
+            "fingerprint_checked": checked_now(),
             "approvals": [done],
         }
     if decision.action == "replan":
@@ -124,16 +131,17 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
         dep = plan.get(d)
         if dep is not None:
             dependencies[d] = {"status": dep.status.value, "result": dep.result, "output_ref": dep.output_ref}
+    md = markdown_text  # the step's text is data: escaped, never markdown or HTML
     lines = [
-        f"## Run step `{step.id}`?",
+        f"## Run step `{step.id}`?",  # a step id is an identifier (`StepId`): safe in a code span
         "",
-        step.description,
+        md(step.description),
         "",
-        f"Tools: {', '.join(step.tools) or 'none'} (changes things: {', '.join(writes) or 'none'})",
+        f"Tools: {md(', '.join(step.tools) or 'none')} (changes things: {md(', '.join(writes) or 'none')})",
     ]
     if dependencies:
         lines += ["", "Results of its dependencies:"]
-        lines += [f"- `{d}` ({v['status']}): {v['result'] or '(no result)'}" for d, v in dependencies.items()]
+        lines += [f"- `{d}` ({v['status']}): {md(v['result'] or '(no result)')}" for d, v in dependencies.items()]
     lines += ["", plan_to_mermaid(plan, fenced=True)]
     return {
         "type": STEP_APPROVAL_TYPE,
@@ -232,8 +240,28 @@ def ask_step(
 # -- dispatch ---------------------------------------------------------------------------------------------
 
 
+def _outside(
+    state: PlanModeState, stored: dict[str, Any], now: dict[str, Any] | None, tools: Sequence[BaseTool]
+) -> list[str]:
+    """What changed in the workspace that nobody in the run changed (`planmode.staleness.outside_changes`): not
+    the run's own writes (``run_writes``, and those of outcomes verify has not folded in yet), not its database."""
+    if now is None or now.get("digest") == stored.get("digest"):
+        return []
+    writes = merge_writes(state.get("run_writes"), run_writes_of(state.get("step_outcomes")))
+    try:
+        checkpointer = get_config().get("configurable", {}).get("__pregel_checkpointer")
+    except RuntimeError:
+        checkpointer = None
+    return outside_changes(stored, now, writes, own_files(tools, checkpointer))
+
+
 def dispatch_gates(
-    state: PlanModeState, settings: PlanModeContext, policy: Any, name: str, read_only: frozenset[str]
+    state: PlanModeState,
+    settings: PlanModeContext,
+    policy: Any,
+    name: str,
+    read_only: frozenset[str],
+    tools: Sequence[BaseTool] = (),
 ) -> Generator[FingerprintRequest, Any, tuple[dict[str, Any], bool]]:
     """The checks dispatch makes before steps start: ``(update, stop)``. ``stop`` True: the update hands a
     question to approve (no batch starts); otherwise the update (the fingerprint check time, step grants the
@@ -252,10 +280,11 @@ def dispatch_gates(
     stored = state.get("workspace_fingerprint")
     if settings.check_staleness and isinstance(stored, dict) and pending_work and staleness_check_due(state):
         now = yield ("fingerprint", settings.workspace, list(state.get("explored_paths") or []))
-        if now is not None and now.get("digest") != stored.get("digest"):
-            stale = {"fingerprint": now, "changed": changed_files(stored, now)}
+        changed = _outside(state, stored, now, tools)
+        if changed:
+            stale = {"fingerprint": now, "changed": changed}
             return {"stale": stale, "needs_approval": True, "status": "awaiting_approval"}, True
-        extra["fingerprint_checked"] = {"token": PROCESS_TOKEN, "at": time.time()}
+        extra["fingerprint_checked"] = checked_now()
     log = state.get("approvals")
     records: list[dict[str, Any]] = []
     for step in plan.ready_steps()[: max(1, settings.max_parallel)]:

@@ -20,7 +20,6 @@ changes; `route_after_approve` reads the route from state, so an edit during the
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, cast
 
 from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
@@ -31,7 +30,7 @@ from planmode.approver import approver
 from planmode.budget import approval_budget, approval_markdown
 from planmode.context import PlanModeContext
 from planmode.events import emit
-from planmode.nodes._batch import PROCESS_TOKEN, gates_may_stop, next_batch
+from planmode.nodes._batch import checked_now, gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._gates import ask_stale, ask_step, write_holds
 from planmode.nodes._twin import Body, call, twin_node
@@ -63,7 +62,7 @@ def make_approve(deps: Deps, policy: Any = None) -> RunnableCallable:
         )
         if fp is None:
             return {}
-        return {"workspace_fingerprint": fp, "fingerprint_checked": {"token": PROCESS_TOKEN, "at": time.time()}}
+        return {"workspace_fingerprint": fp, "fingerprint_checked": checked_now()}
 
     def approve(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)

@@ -44,7 +44,7 @@ def make_dispatch(deps: Deps, policy: Any = None) -> RunnableCallable:
 
     def dispatch(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
-        gates = dispatch_gates(state, settings, chosen, name, read_only)
+        gates = dispatch_gates(state, settings, chosen, name, read_only, deps.tools)
         try:
             request = next(gates)
             while True:

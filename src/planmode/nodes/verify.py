@@ -25,7 +25,7 @@ from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
 from planmode.nodes._outputs import astored_output, stored_output
 from planmode.state.approvals import covering_grant, record
-from planmode.state.graph_state import PlanModeState, StepOutcome
+from planmode.state.graph_state import PlanModeState, StepOutcome, run_writes_of
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.patch import apply_transitions
 from planmode.state.reducer import PlanUpdate
@@ -257,11 +257,17 @@ def _update(
         )
     outcomes: dict[str, Any] = state.get("step_outcomes") or {}
     cleared = dict.fromkeys(outcomes, None)
+    # the files the attempts wrote, kept for the staleness check (the run's own writes are no outside change)
+    written = {"run_writes": run_writes_of(outcomes.values())}
     judged = apply_transitions(plan, transitions)
     if not judged.applied or gates_may_stop(state, settings):
         # refused transitions (cannot happen for running steps: the reducer records it), or a gate around
         # dispatch (per-step approval, staleness, the budget) may stop the next batch: dispatch decides
-        return {"plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY), "step_outcomes": cleared}
+        return {
+            "plan": PlanUpdate(transitions=transitions, source=PlanSource.VERIFY),
+            "step_outcomes": cleared,
+            **written,
+        }
     # dispatch's decision on the plan as verify leaves it: the next batch starts without a dispatch
     # super-step (its steps wait in execute_step until this checkpoint is saved)
     decision = next_batch({**state, "step_outcomes": {}}, judged.plan, settings.max_parallel)
@@ -271,4 +277,5 @@ def _update(
         **decision,
         "plan": PlanUpdate(transitions=[*transitions, *more], source=PlanSource.VERIFY),
         "step_outcomes": cleared,
+        **written,
     }

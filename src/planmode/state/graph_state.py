@@ -26,7 +26,9 @@ __all__ = [
     "StepOutcomesChannel",
     "latest",
     "merge_outcomes",
+    "merge_writes",
     "new_run",
+    "run_writes_of",
 ]
 
 RunStatus = Literal[
@@ -59,6 +61,11 @@ class StepOutcome(BaseModel):
         description="Tools the attempt called that the step does not declare (refused, never run); the attempt "
         "then failed, naming them in its error.",
     )
+    writes: dict[str, str] = Field(
+        default_factory=dict,
+        description="Files the attempt wrote through the workspace tools: real path -> sha256 of the bytes written "
+        "(`planmode._writes`); verify folds them into ``run_writes``.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -72,6 +79,43 @@ class StepOutcome(BaseModel):
 def latest(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any] | None:
     """The last value written (several parallel tasks may write in one super-step; ``None`` clears)."""
     return update
+
+
+#: Files ``run_writes`` remembers at most (the most recent writes are kept).
+MAX_RUN_WRITES = 10_000
+
+
+def merge_writes(current: Any, update: Any) -> dict[str, str]:
+    """Merge the run's writes by path, the last write winning; ``None`` clears them (a new run).
+
+    Pure and total: never raises; entries that are not ``str -> str`` are dropped, and at most
+    `MAX_RUN_WRITES` paths are kept (the most recent)."""
+    if update is None:
+        return {}
+    out: dict[str, str] = {}
+    for source in (current, update):
+        if isinstance(source, Mapping):
+            for key, value in source.items():
+                if isinstance(key, str) and isinstance(value, str):
+                    out.pop(key, None)
+                    out[key] = value
+    if len(out) > MAX_RUN_WRITES:
+        out = dict(list(out.items())[-MAX_RUN_WRITES:])
+    return out
+
+
+def run_writes_of(outcomes: Any) -> dict[str, str]:
+    """The files some step outcomes wrote (`StepOutcome.writes`), merged in order; never raises."""
+    out: dict[str, str] = {}
+    if isinstance(outcomes, Mapping):
+        outcomes = outcomes.values()
+    try:
+        items = list(outcomes or ())
+    except TypeError:
+        return out
+    for outcome in items:
+        out = merge_writes(out, getattr(outcome, "writes", None) or {})
+    return out
 
 
 def merge_outcomes(
@@ -220,7 +264,12 @@ class PlanModeState(InputState, total=False):
     workspace_fingerprint: dict[str, Any] | None
     """The workspace fingerprint taken at the last approval (`planmode.staleness.fingerprint`)."""
     fingerprint_checked: dict[str, Any] | None
-    """When and in which process the fingerprint was last checked (a dispatch checks again after a pause)."""
+    """When, in which process and in which invocation the fingerprint was last checked (a dispatch checks again
+    after a pause: `planmode.nodes._batch.staleness_check_due`)."""
+    run_writes: Annotated[dict[str, str], merge_writes]
+    """Files the run itself wrote through the workspace tools: real path -> sha256 of the bytes last written
+    (folded in by verify from each `StepOutcome`'s ``writes``). The staleness check does not report a file whose
+    content is still the run's last write. ``None`` clears it (a new run)."""
     stale: dict[str, Any] | None
     """The changed fingerprint and files while the ``planmode.stale`` question is open."""
     step_gate: dict[str, Any] | None
@@ -269,5 +318,6 @@ def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> dict[s
         "fingerprint_checked": None,
         "stale": None,
         "step_gate": None,
+        "run_writes": None,
         "approvals": [new_run_record(run_id)],
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planmode.text import clip
+from planmode.text import clip, markdown_text
 
 if TYPE_CHECKING:
     from planmode.state.models import Plan
@@ -22,24 +22,27 @@ STATUS_MARK = {
 
 
 def plan_to_markdown(plan: Plan) -> str:
-    """The plan as markdown: a heading, the goal, then one list item per step with its details."""
-    lines = [f"# {plan.title or 'Plan'}", "", f"**Goal:** {plan.goal}", ""]
+    """The plan as markdown: a heading, the goal, then one list item per step with its details. Every text of
+    the plan is escaped (`planmode.text.markdown_text`): a step's description cannot hide itself or another
+    step (an HTML comment), add a heading, a link or a table, or carry a control character."""
+    md = markdown_text
+    lines = [f"# {md(plan.title or 'Plan')}", "", f"**Goal:** {md(plan.goal)}", ""]
     lines.append(f"_version {plan.version} · revision `{plan.revision}`_")
     lines.append("")
     for n, s in enumerate(plan.steps, 1):
-        lines.append(f"{n}. {STATUS_MARK[s.status.value]} **{s.id}** — {s.description}")
+        lines.append(f"{n}. {STATUS_MARK[s.status.value]} **{s.id}** — {md(s.description)}")
         meta = [f"status: {s.status.value}", f"complexity: {s.complexity.value}"]
         if s.dependencies:
-            meta.append("after: " + ", ".join(s.dependencies))
+            meta.append("after: " + ", ".join(s.dependencies))  # step ids: identifiers (`StepId`)
         if s.tools:
-            meta.append("tools: " + ", ".join(s.tools))
+            meta.append("tools: " + ", ".join(md(t) for t in s.tools))
         lines.append("   - " + " · ".join(meta))
         if s.acceptance:
-            lines.append(f"   - acceptance: {s.acceptance}")
+            lines.append(f"   - acceptance: {md(s.acceptance)}")
         if s.result:
-            lines.append(f"   - result: {clip(s.result, 300)}")
+            lines.append(f"   - result: {md(clip(s.result, 300))}")
         if s.error:
-            lines.append(f"   - error: {clip(s.error, 300)}")
+            lines.append(f"   - error: {md(clip(s.error, 300))}")
     return "\n".join(lines).rstrip() + "\n"
 
 

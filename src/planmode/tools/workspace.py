@@ -43,9 +43,11 @@ import regex
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field, ValidationError
 
+from planmode._writes import record_write
 from planmode.errors import PlanModeError
 
 __all__ = [
+    "OWN_FILES_METADATA_KEY",
     "READ_ONLY_METADATA_KEY",
     "WorkspaceError",
     "WorkspaceLimits",
@@ -55,6 +57,10 @@ __all__ = [
 
 READ_ONLY_METADATA_KEY = "planmode_read_only"
 """Key in ``BaseTool.metadata`` that marks a tool as read-only (``True``) or not."""
+
+OWN_FILES_METADATA_KEY = "planmode_own_files"
+"""Key in ``BaseTool.metadata`` of the workspace tools: planmode's own files and folders in the workspace (its
+``.planmode/`` folder, the protected database and its companions), which the staleness check never reports."""
 
 _SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
 """Directories that recursive listing and search show but do not descend into (they can be named directly)."""
@@ -146,6 +152,10 @@ class _Workspace:
             target = Path(entry).expanduser().resolve()
             files += [target, *(target.with_name(target.name + c) for c in _SQLITE_COMPANIONS)]
         self.protected_files = frozenset(files)
+
+    def own_files(self) -> list[str]:
+        """planmode's own folder and the protected files, as real paths."""
+        return sorted(str(p) for p in {*self.protected_dirs, *self.protected_files})
 
     def is_protected(self, resolved: Path) -> bool:
         """Whether a resolved path is planmode's: its folder, or a protected file (the database)."""
@@ -413,6 +423,7 @@ class _Workspace:
             os.set_blocking(fd, True)
             os.ftruncate(fd, 0)
             handle.write(data)
+        record_write(resolved, data)  # the run's own write: not an outside change (planmode.staleness)
 
 
 def _split_lines(text: str) -> list[str]:
@@ -510,7 +521,10 @@ def _build(workspace: _Workspace, names: tuple[str, ...]) -> list[BaseTool]:
             args_schema=_SCHEMAS[name],
             handle_tool_error=True,
             handle_validation_error=_validation_message,
-            metadata={READ_ONLY_METADATA_KEY: name in _READ_ONLY_NAMES},
+            metadata={
+                READ_ONLY_METADATA_KEY: name in _READ_ONLY_NAMES,
+                OWN_FILES_METADATA_KEY: workspace.own_files(),
+            },
         )
         for name in names
     ]
