@@ -63,10 +63,8 @@ def approval_key() -> bytes:
 
 def _load(env: str | None, path: str) -> bytes:
     if env is not None:
-        if len(env) < 16:
-            from planmode.errors import ConfigurationError
-
-            raise ConfigurationError(f"{ENV_KEY} must be at least 16 characters long (it seals approvals)")
+        if len(env) < 16:  # a setup error: ValueError, as the settings' own checks raise (this module is a leaf)
+            raise ValueError(f"{ENV_KEY} must be at least 16 characters long (it seals approvals)")
         return env.encode("utf-8", "surrogatepass")
     if path:
         try:

@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     # 0: leaves, importing nothing of planmode
     "planmode.errors": 0,
     "planmode.prompts": 0,
-    "planmode.context": 0,
+    "planmode.context": 2,  # the settings: checked with planmode.errors, warned through planmode.events
     "planmode._savers": 0,
     "planmode._saves": 0,
     "planmode._budget": 0,
@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "planmode.text": 0,
     "planmode._cache": 0,
     "planmode._drive": 0,
+    "planmode.approval_key": 0,
     # 1: the plan, its rules, the reducer and the graph state
     "planmode.state": 1,
     # 2: services: the model layer, tools, the approval protocol, persistence, snapshots, runs, edits
@@ -51,6 +52,7 @@ LAYERS: dict[str, int] = {
     "planmode.snapshots": 2,
     "planmode.runs": 2,
     "planmode.edit": 2,
+    "planmode._pg_fence": 2,
     "planmode.local_server": 2,
     "planmode.testing": 2,
     # 3: the nodes; 4: the graph; 5: embedding in a parent agent; 6: the public API; 7: the CLI
@@ -63,7 +65,7 @@ LAYERS: dict[str, int] = {
 }
 LEAF, STATE = 0, 1
 #: What state/ may import outside itself.
-STATE_MAY_IMPORT = ("planmode.errors", "planmode.text", "planmode._drive")
+STATE_MAY_IMPORT = ("planmode.errors", "planmode.text", "planmode._drive", "planmode.approval_key")
 
 
 def module_name(path: Path, root: Path) -> str:
