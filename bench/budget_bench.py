@@ -31,9 +31,9 @@ from bench.scenarios import Scenario, make_scenario
 from bench.systems import settings_for
 from planmode.budget import INTERRUPT_TYPE, plan_estimate
 from planmode.graph import build_graph
+from planmode.observability.usage import total_tokens
 from planmode.persistence import sqlite_checkpointer
 from planmode.state.models import Plan
-from planmode.usage import total_tokens
 
 __all__ = ["budget_estimates", "run_estimate", "run_with_budget", "scenarios"]
 

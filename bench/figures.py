@@ -448,8 +448,8 @@ def rollback_latency(work: Path, quick: bool) -> Fig:
     from planmode.graph import build_graph
 
     try:
-        from planmode.snapshots import rollback
-    except ImportError:  # pragma: no cover - before planmode.snapshots existed
+        from planmode.persistence.snapshots import rollback
+    except ImportError:  # pragma: no cover - before planmode.persistence.snapshots existed
         rollback = None
     n = 8 if quick else 170
     sc = make_scenario(n, width=1, name=f"rollback-{n}")
@@ -488,7 +488,9 @@ def rollback_latency(work: Path, quick: bool) -> Fig:
                 "p95_ms": round(p95, 2),
                 "max_ms": round(times_ms[-1], 2),
                 "head_readable": readable,
-                "api": "planmode.snapshots.rollback" if rollback else "graph.update_state(as_node='__copy__')",
+                "api": "planmode.persistence.snapshots.rollback"
+                if rollback
+                else "graph.update_state(as_node='__copy__')",
             }
         ],
         "target": "report p50/p95",

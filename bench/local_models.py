@@ -255,7 +255,7 @@ def _thread_state(db: Path, thread: str) -> tuple[bool, bool, str | None, str | 
     """(readable, listed, status, reason) of a thread in a SQLite file, read afresh as another process would."""
     from planmode.graph import build_graph
     from planmode.persistence import sqlite_checkpointer
-    from planmode.runs import list_runs
+    from planmode.persistence.runs import list_runs
 
     saver = sqlite_checkpointer(db)
     try:

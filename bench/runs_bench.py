@@ -28,11 +28,11 @@ from typing import Any
 
 from langgraph.types import Command
 
-import planmode.runs
+import planmode.persistence.runs
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.persistence import postgres_checkpointer, sqlite_checkpointer
-from planmode.runs import list_runs
+from planmode.persistence.runs import list_runs
 from planmode.testing.postgres import postgres_server
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -150,12 +150,12 @@ def measure(saver: Any, generic_patch: tuple[str, Any], generic: bool) -> list[d
         print(f"  {name:34s} fast     {seconds * 1000:8.1f} ms  ({n} runs)", flush=True)
     if generic:
         attr, value = generic_patch
-        saved = getattr(planmode.runs, attr)
-        setattr(planmode.runs, attr, value)
+        saved = getattr(planmode.persistence.runs, attr)
+        setattr(planmode.persistence.runs, attr, value)
         try:
             seconds, n = best_of(lambda: list_runs(saver), repeat=1)
         finally:
-            setattr(planmode.runs, attr, saved)
+            setattr(planmode.persistence.runs, attr, saved)
         rows.append(
             {
                 "query": "newest 50 (the default)",

@@ -17,7 +17,7 @@ answer:
   never loosen them. This refusal comes before any run is made, and covers a new run too.)
 
 The approve node records the identity of the user whose run resumed it in the plan's history and the run
-report (`planmode.approver`).
+report (`planmode.approval.approver`).
 
 The tokens here are demo values: replace `USERS` with a lookup in your identity provider (verify a JWT, ask
 your OAuth server). ``PLANMODE_EXAMPLE_USERS`` (JSON: ``{"token": {"identity": ..., "permissions": [...]}}``)

@@ -5,9 +5,7 @@ repaired with minimal patches that never rewrite work that is already done.
 """
 
 from planmode.agent_tool import as_tool, guard_tools
-from planmode.alease import arun, astream, athread_lease
 from planmode.context import PlanModeContext
-from planmode.edit import EditResult, edit_plan
 from planmode.errors import (
     ConfigurationError,
     LeaseLostError,
@@ -17,12 +15,14 @@ from planmode.errors import (
     ThreadBusyError,
     ThreadNotFoundError,
 )
-from planmode.events import Event
 from planmode.executors import StepContext, Verdict
 from planmode.graph import build_graph, build_state_graph, mermaid
-from planmode.lease import run, stream, thread_lease
 from planmode.middleware import PlanModeMiddleware
-from planmode.runs import RunInfo, list_runs
+from planmode.observability.events import Event
+from planmode.persistence.alease import arun, astream, athread_lease
+from planmode.persistence.edit import EditResult, edit_plan
+from planmode.persistence.lease import run, stream, thread_lease
+from planmode.persistence.runs import RunInfo, list_runs
 from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
 
 __all__ = [

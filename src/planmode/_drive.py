@@ -51,7 +51,7 @@ async def adrive(gen: Generator[Y, S, R], call: Callable[[Y], Awaitable[S]]) -> 
 def per_path(node: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Any:
     """``wrap`` applied to each path of a graph node: a `RunnableCallable`'s sync and async functions (a node
     with both, as LangGraph's prebuilt nodes are built), or the node function itself."""
-    from langgraph._internal._runnable import RunnableCallable  # the class of LangGraph's own two-path nodes
+    from planmode._compat import RunnableCallable
 
     if isinstance(node, RunnableCallable):
         return RunnableCallable(

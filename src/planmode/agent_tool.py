@@ -25,11 +25,11 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
+from planmode.approval.policy import ApprovalPolicy
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.executors import Executor, Verifier
 from planmode.graph import build_graph
-from planmode.policy import ApprovalPolicy
 from planmode.state.models import Plan, StepStatus
 from planmode.tools import is_read_only
 
@@ -97,7 +97,7 @@ def as_tool(
             *without* a checkpointer, or its interrupt would not reach the parent.
         name: the tool's name.
         description: what the parent's model reads about the tool.
-        approval_policy: decides plan approvals (`planmode.policy`, as in `planmode.build_graph`); default: the
+        approval_policy: decides plan approvals (`planmode.approval.policy`, as in `planmode.build_graph`); default: the
             ``approval`` setting. With ``graph``, give the policy to `build_graph` instead.
 
     Returns:

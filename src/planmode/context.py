@@ -411,7 +411,7 @@ def _loosens(name: str, stored: Mapping[str, Any], given: Mapping[str, Any]) -> 
 def _warn_ignored(ignored: Mapping[str, Any], kept: Mapping[str, Any]) -> None:
     """Say that a resume's context tried to loosen the run's settings and was ignored: a log warning and a
     ``settings_ignored`` event on the custom stream."""
-    from planmode.events import emit  # events imports usage, which must not import the settings at load
+    from planmode.observability.events import emit  # events imports usage, which must not import the settings at load
 
     parts = [f"{name}={value!r} (kept {kept[name]!r})" for name, value in ignored.items()]
     message = (

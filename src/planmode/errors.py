@@ -41,7 +41,7 @@ class SnapshotNotFoundError(PlanModeError, LookupError):
 
 
 class ThreadBusyError(PlanModeError):
-    """Another process is running the thread (it holds the thread's lease; see `planmode.lease`)."""
+    """Another process is running the thread (it holds the thread's lease; see `planmode.persistence.lease`)."""
 
     def __init__(self, thread_id: str, holder: str, since: datetime) -> None:
         self.thread_id = thread_id
@@ -56,7 +56,7 @@ class ThreadBusyError(PlanModeError):
 class LeaseLostError(PlanModeError):
     """This process held the thread's lease, and another holder took it over (this one was stopped, or could
     not renew it, past its expiry). Its writes are refused and it starts no more steps: the thread belongs to
-    the new holder (see `planmode.lease`)."""
+    the new holder (see `planmode.persistence.lease`)."""
 
     def __init__(self, thread_id: str, epoch: int, *, holder: str | None = None) -> None:
         self.thread_id = thread_id

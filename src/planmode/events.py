@@ -1,63 +1,11 @@
-"""Typed progress events, emitted on LangGraph's ``custom`` stream.
+"""`planmode.events` is now `planmode.observability.events`.
 
-Consume them with ``graph.stream(..., stream_mode="custom")`` (or ``["updates", "custom"]``); each event
-is a JSON-able dict with a ``type`` field. UIs and the CLI read these instead of parsing state.
-"""
+This shim keeps the old import path working: it is the same module object, so imports, attributes
+and mock.patch targets under the old name all reach the moved module."""
 
-from __future__ import annotations
+import sys
 
-from typing import Any, Literal
+from planmode.observability import events as _events
+from planmode.observability.events import *  # noqa: F403  # the names type checkers see under the old path
 
-from langgraph.config import get_stream_writer
-from pydantic import BaseModel, Field
-
-from planmode.usage import event_usage
-
-__all__ = ["EVENT_TYPES", "Event", "emit"]
-
-EventType = Literal[
-    "plan_created",
-    "plan_approved",
-    "plan_rejected",
-    "plan_cancelled",
-    "step_started",
-    "step_completed",
-    "step_failed",
-    "reflection",
-    "plan_patched",
-    "patch_rejected",
-    "run_finished",
-    "direct_answer",
-    "model_unavailable",
-    "budget_paused",
-    "budget_stopped",
-    "step_refused",
-    "settings_ignored",
-]
-EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]  # Literal exposes __args__
-
-
-class Event(BaseModel):
-    """One progress event."""
-
-    source: Literal["planmode"] = "planmode"
-    type: EventType
-    message: str = ""
-    step_id: str | None = None
-    plan_version: int | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-def emit(
-    type: EventType, message: str = "", *, step_id: str | None = None, plan_version: int | None = None, **data: Any
-) -> None:
-    """Write an event to the custom stream (a no-op outside a streamed run)."""
-    try:
-        writer = get_stream_writer()
-    except RuntimeError:  # called outside a LangGraph run (e.g. unit-testing a helper)
-        return
-    usage = event_usage(type, step_id)  # the tokens behind the event (planmode.usage)
-    if usage is not None and "usage" not in data:
-        data = {**data, "usage": usage}
-    event = Event(type=type, message=message, step_id=step_id, plan_version=plan_version, data=data)
-    writer(event.model_dump(mode="json"))
+sys.modules[__name__] = _events

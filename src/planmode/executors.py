@@ -25,14 +25,14 @@ from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, Field
 
 from planmode import prompts
-from planmode._agent import LoopResult, arun_tool_loop, run_tool_loop
-from planmode._writes import recording
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm import acall_structured, call_structured
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Step
 from planmode.tools import StepTools
+from planmode.tools._writes import recording
+from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
 
 __all__ = [
     "Executor",
@@ -186,7 +186,7 @@ def run_executor(executor: Executor, step: Step, ctx: StepContext) -> StepOutcom
     graph's async path, runs it), as LangGraph refuses an async-only node on ``invoke``."""
     if not isinstance(executor, Runnable) and is_async(executor):
         raise _refuse_async("executor", executor)
-    with recording() as writes:  # the files the step's workspace tools write (planmode._writes)
+    with recording() as writes:  # the files the step's workspace tools write (planmode.tools._writes)
         try:
             out = (
                 executor.invoke({"step": step, "context": ctx})

@@ -36,10 +36,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
 from planmode.agent_tool import DEFAULT_DESCRIPTION, PlanModeGuard, ToolResult, as_tool, is_plan_mode_tool
+from planmode.approval.policy import ApprovalPolicy
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.executors import Executor, Verifier
-from planmode.policy import ApprovalPolicy
 
 __all__ = ["PLAN_MODE_SYSTEM_PROMPT", "PlanModeMiddleware"]
 
@@ -67,7 +67,7 @@ class PlanModeMiddleware(AgentMiddleware):
         name: the tool's name.
         description: what the agent's model reads about the tool.
         system_prompt: appended to the agent's system message; None leaves the system message alone.
-        approval_policy: decides plan approvals (`planmode.policy`); default: the ``approval`` setting.
+        approval_policy: decides plan approvals (`planmode.approval.policy`); default: the ``approval`` setting.
 
     Raises:
         ConfigurationError: ``tool`` was not made by `as_tool`.

@@ -20,7 +20,7 @@ from planmode.cli.ui import (
     unique_prefixes,
 )
 from planmode.errors import PlanModeError
-from planmode.snapshots import Snapshot
+from planmode.persistence.snapshots import Snapshot
 from planmode.state.models import Plan
 
 HOSTILE = [

@@ -38,7 +38,7 @@ from planmode.errors import ConfigurationError
 from planmode.executors import StepContext
 from planmode.graph import build_graph
 from planmode.persistence import planmode_serializer, sqlite_checkpointer
-from planmode.runs import list_runs
+from planmode.persistence.runs import list_runs
 from planmode.state.models import Plan, Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import read_only
@@ -699,7 +699,7 @@ def test_an_approval_policy_given_to_the_tool_decides_inside_the_parent(
     """``as_tool(..., approval_policy=...)`` and ``PlanModeMiddleware(..., approval_policy=...)``: the policy
     answers the approval inside the parent agent (no interrupt reaches it), its decision is in the tool's
     result, and a rejected plan runs nothing."""
-    from planmode.policy import auto_approve, reject
+    from planmode.approval.policy import auto_approve, reject
 
     def policy(request: Any) -> Any:
         return auto_approve(request) if verdict == "approve" else reject("the release is frozen")
@@ -739,7 +739,7 @@ def test_an_approval_policy_given_to_the_tool_decides_inside_the_parent(
 
 def test_a_policy_cannot_be_given_twice() -> None:
     """A graph built already (or a tool made already) carries its policy: giving another is a clear error."""
-    from planmode.policy import auto_approve
+    from planmode.approval.policy import auto_approve
 
     planner = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
     with pytest.raises(ConfigurationError, match=r"pass approval_policy to planmode\.build_graph"):

@@ -278,7 +278,7 @@ def test_gguf_option_serves_the_run_and_its_resume(tmp_path: Path) -> None:
 
 def _thread_of(workdir: Path) -> str:
     from planmode.persistence import sqlite_checkpointer
-    from planmode.runs import list_runs
+    from planmode.persistence.runs import list_runs
 
     saver = sqlite_checkpointer(workdir / "runs.sqlite")
     try:

@@ -13,9 +13,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from planmode._budget import approx_tokens, fit_messages
 from planmode.graph import build_graph
 from planmode.llm import discover_context_tokens, failure_kind, grammar_safe_pattern, grammar_safe_schema
+from planmode.llm.trim import approx_tokens, fit_messages
 from planmode.persistence import sqlite_checkpointer
 from planmode.state.draft import PlanDraft
 from planmode.testing.openai_server import ScriptedOpenAIServer, prompt_tokens

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from planmode.events import EVENT_TYPES
 from planmode.graph import mermaid
+from planmode.observability.events import EVENT_TYPES
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

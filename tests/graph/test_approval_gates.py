@@ -16,12 +16,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
+from planmode.approval.policy import ApprovalRequest, Decision, read_only_auto, reject
+from planmode.approval.staleness import changed_files, explored_paths, fingerprint, stale_payload
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.nodes import _batch as batch
 from planmode.nodes import _gates as gates
-from planmode.policy import ApprovalRequest, Decision, read_only_auto, reject
-from planmode.staleness import changed_files, explored_paths, fingerprint, stale_payload
 from planmode.state.approvals import current_run, decisions, definition_digest
 from planmode.state.mermaid import escape_label, layers, plan_to_mermaid
 from planmode.state.models import Plan, Step, StepStatus

@@ -1,5 +1,5 @@
 """Who approved: recorded in the plan's history (by the plan reducer) and in the run report, from the server's
-authenticated user or the local user (`planmode.approver`)."""
+authenticated user or the local user (`planmode.approval.approver`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from planmode.approver import ANONYMOUS, approver
+from planmode.approval.approver import ANONYMOUS, approver
 from planmode.graph import build_graph
 from planmode.state.models import Plan, PlanPatch, Step
 from planmode.state.reducer import PlanUpdate, plan_reducer

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from blockbuster import blockbuster_ctx
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
+from planmode._compat import RunnableCallable
 from planmode.graph import build_graph
 from planmode.nodes import execute_step as execute_step_module
 from planmode.nodes.verify import bounded_gather

@@ -197,7 +197,7 @@ def test_approval_interrupts_and_resumes_on_the_event_loop(tmp_path: Path, node_
     assert "deploy.yml has no retries" in plan_requests[0].text()  # what exploring found reached the planner
     assert "retry the build twice" in plan_requests[1].text()  # the feedback reached the revision
     assert payloads[0]["revision"] != payloads[1]["revision"]
-    # the revision made from the feedback, then the human's approval of it (planmode.approver)
+    # the revision made from the feedback, then the human's approval of it (planmode.approval.approver)
     assert [r.source for r in values["plan"].history[-2:]] == ["planner (revision)", "approval"]
     assert (model.calls("detect"), model.calls("explore")) == (1, 2)
     # interrupt() paused the async approve node and it ran again (from its start) on each resume

@@ -22,9 +22,9 @@ from planmode.budget import INTERRUPT_TYPE, Limits, cost_of, parse_budget_answer
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.graph import build_graph
+from planmode.observability.usage import merge_usage, total_tokens
 from planmode.persistence import sqlite_checkpointer
 from planmode.testing.scripted import SCRIPTED_MODEL_NAME, PurposeScript, ScriptedChatModel
-from planmode.usage import merge_usage, total_tokens
 
 TASK = "Build the report: gather the data, then compute the totals, then write it up"
 PLAN = {

@@ -18,10 +18,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command, Send
 
 from planmode import approval_key
-from planmode.edit import edit_plan
+from planmode.approval.policy import ask_human
 from planmode.graph import build_graph
-from planmode.policy import ask_human
-from planmode.snapshots import list_snapshots, rollback
+from planmode.persistence.edit import edit_plan
+from planmode.persistence.snapshots import list_snapshots, rollback
 from planmode.state import approvals as records
 from planmode.state.approvals import current_run, decisions, definition_digest, seal
 from planmode.state.graph_state import KEPT_ACROSS_RUNS, PlanModeState, new_run

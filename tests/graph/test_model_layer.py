@@ -329,8 +329,7 @@ def test_an_unreachable_model_raises_model_unavailable_from_the_async_twins_and_
 def test_pausable_wraps_both_paths_of_a_node_with_a_sync_and_an_async_function() -> None:
     import asyncio
 
-    from langgraph._internal._runnable import RunnableCallable
-
+    from planmode._compat import RunnableCallable
     from planmode.errors import ModelUnavailableError
     from planmode.nodes.model_unavailable import pausable
 
@@ -359,9 +358,9 @@ def test_arun_tool_loop_awaits_async_tools_and_gates_writes_like_the_sync_loop()
 
     from langchain_core.tools import tool
 
-    from planmode._agent import arun_tool_loop, run_tool_loop
     from planmode.testing.scripted import tool_call
     from planmode.tools import read_only
+    from planmode.tools.loop import arun_tool_loop, run_tool_loop
 
     ran: list[str] = []
 
@@ -394,8 +393,8 @@ def test_arun_tool_loop_awaits_async_tools_and_gates_writes_like_the_sync_loop()
 def test_arun_tool_loop_without_tools_and_its_bound() -> None:
     import asyncio
 
-    from planmode._agent import arun_tool_loop, run_tool_loop
     from planmode.testing.scripted import tool_call
+    from planmode.tools.loop import arun_tool_loop, run_tool_loop
 
     forever = ScriptedChatModel(responder=lambda req: {"tool_calls": [tool_call("ghost")]})
     msgs = [SystemMessage(content="planmode:respond"), HumanMessage(content="hi")]
@@ -412,7 +411,7 @@ def test_arun_tool_loop_over_http_with_the_real_client() -> None:
 
     from langchain_core.tools import tool
 
-    from planmode._agent import arun_tool_loop
+    from planmode.tools.loop import arun_tool_loop
 
     @tool
     async def add(a: int, b: int) -> int:

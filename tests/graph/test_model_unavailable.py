@@ -14,7 +14,7 @@ from langgraph.types import Command
 
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
-from planmode.runs import list_runs
+from planmode.persistence.runs import list_runs
 from planmode.testing.openai_server import Fault, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.integration

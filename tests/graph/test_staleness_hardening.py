@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from planmode._writes import path_key
+from planmode.approval.staleness import fingerprint
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.nodes import approve as approve_node
 from planmode.nodes import dispatch as dispatch_node
 from planmode.persistence import sqlite_checkpointer
-from planmode.staleness import fingerprint
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 from planmode.tools import workspace_tools
+from planmode.tools._writes import path_key
 
 
 def git(ws: Path, *args: str) -> None:

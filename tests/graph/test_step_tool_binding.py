@@ -21,15 +21,15 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from planmode import PlanModeMiddleware
-from planmode._agent import arun_tool_loop, run_tool_loop
+from planmode.approval.policy import ApprovalRequest, read_only_auto, read_only_tools_of
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.persistence import planmode_serializer, sqlite_checkpointer
-from planmode.policy import ApprovalRequest, read_only_auto, read_only_tools_of
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import bind_step_tools, is_read_only, read_only, step_writes, workspace_tools
+from planmode.tools.loop import arun_tool_loop, run_tool_loop
 
 pytestmark = pytest.mark.integration
 

@@ -584,10 +584,10 @@ def test_the_database_in_use_and_its_companions_are_refused(
 
 
 def test_the_per_thread_edit_lock_beside_the_database_is_refused(ws: Path) -> None:
-    """`planmode.edit.edit_lock` flocks ``<db>.edit-lock``: an agent that replaced or removed it would let two
-    plan edits on one thread race (each would lock a different file)."""
-    from planmode.edit import edit_lock
+    """`planmode.persistence.edit.edit_lock` flocks ``<db>.edit-lock``: an agent that replaced or removed it would let
+    two plan edits on one thread race (each would lock a different file)."""
     from planmode.persistence import sqlite_checkpointer
+    from planmode.persistence.edit import edit_lock
 
     db = ws / "runs.sqlite"
     saver = sqlite_checkpointer(db)

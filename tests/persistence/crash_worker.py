@@ -47,11 +47,11 @@ from typing import Any
 
 from langgraph.types import Command
 
-from planmode.alease import arun
 from planmode.errors import LeaseLostError, ThreadBusyError
 from planmode.graph.builder import build_graph
-from planmode.lease import thread_lease
 from planmode.persistence import aopen_checkpointer, open_checkpointer
+from planmode.persistence.alease import arun
+from planmode.persistence.lease import thread_lease
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 

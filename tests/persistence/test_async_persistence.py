@@ -27,8 +27,8 @@ from langgraph.types import Command
 from planmode import ThreadBusyError, arun, astream, athread_lease, list_runs, thread_lease
 from planmode.errors import ConfigurationError
 from planmode.graph import build_graph
-from planmode.lease import LEASE_TABLE
 from planmode.persistence import aopen_checkpointer, sqlite_checkpointer
+from planmode.persistence.lease import LEASE_TABLE
 from planmode.state.models import StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 from tests.persistence.test_crash_resume import ForkServer, Job, run_trials
@@ -63,7 +63,7 @@ def _graph(saver: Any, executed: list[str] | None = None, pause: float = 0.0) ->
 
 async def _lease_rows(saver: Any) -> int:
     """How many leases the database holds (through the saver's own async connection)."""
-    from planmode.alease import _astore_for
+    from planmode.persistence.alease import _astore_for
 
     store = await _astore_for(saver)
     assert store is not None
@@ -261,7 +261,7 @@ def test_is_postgres_imports_nothing() -> None:
     trigger it (blockbuster saw it in the LangGraph server's loop)."""
     code = (
         "import sys\n"
-        "from planmode._savers import is_postgres\n"
+        "from planmode.persistence._savers import is_postgres\n"
         "from planmode.persistence import sqlite_checkpointer\n"
         "assert not is_postgres(object())\n"
         "assert 'psycopg' not in sys.modules and 'langgraph.checkpoint.postgres' not in sys.modules\n"
@@ -362,7 +362,7 @@ def test_a_durability_wait_wakes_on_the_announcement_and_asks_the_database_once(
     every few ms); through a forwarding wrapper, the check is still the indexed query, never a checkpoint load;
     and every step still runs once."""
     import planmode.persistence as persistence
-    from planmode._saves import SAVES
+    from planmode.persistence._saves import SAVES
 
     checks: list[tuple[str, str, str]] = []
     waits = 0
@@ -413,15 +413,15 @@ def test_a_checkpoint_saved_elsewhere_ends_the_wait_and_one_never_saved_times_ou
     """Announcements are a shortcut, not the truth: a checkpoint another process saved (never announced here)
     ends the wait through the database, and one never saved raises TimeoutError after the timeout, leaving no
     waiter behind."""
-    from langgraph._internal._constants import (
+    from langgraph.config import var_child_runnable_config
+
+    from planmode._compat import (
         CONFIG_KEY_CHECKPOINT_MAP,
         CONFIG_KEY_CHECKPOINT_NS,
         CONFIG_KEY_CHECKPOINTER,
     )
-    from langgraph.config import var_child_runnable_config
-
-    from planmode._saves import SAVES
     from planmode.persistence import await_until_durable
+    from planmode.persistence._saves import SAVES
 
     db = str(tmp_path / "runs.sqlite")
     thread = uuid.uuid4().hex
@@ -468,7 +468,7 @@ def test_an_announcement_from_another_thread_wakes_a_waiter_on_its_loop() -> Non
     on another event loop), wakes the waiter on the waiter's loop; unwatch forgets the waiter."""
     import threading
 
-    from planmode._saves import Saves
+    from planmode.persistence._saves import Saves
 
     saves = Saves(keep=2)
     saves.announce(("t", "", "1"))

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_MAP
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from planmode._compat import CONFIG_KEY_CHECKPOINT_MAP
 from planmode.graph import build_graph
 from planmode.persistence import await_until_durable, server_checkpointer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel

@@ -59,7 +59,7 @@ def test_interrupt_then_resume_with_a_new_saver(pg_url: str) -> None:
 
 
 def test_rollback_on_postgres(pg_url: str) -> None:
-    from planmode.snapshots import list_snapshots, rollback
+    from planmode.persistence.snapshots import list_snapshots, rollback
 
     tid = uuid.uuid4().hex
     executed: list[str] = []

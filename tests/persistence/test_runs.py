@@ -21,15 +21,15 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 from typer.testing import CliRunner
 
-import planmode.runs
+import planmode.persistence.runs
 from planmode.cli.app import app
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 from planmode.executors import StepContext
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer, with_planmode_types
-from planmode.runs import RUN_STATUSES, RunInfo, list_runs
-from planmode.snapshots import list_snapshots, rollback
+from planmode.persistence.runs import RUN_STATUSES, RunInfo, list_runs
+from planmode.persistence.snapshots import list_snapshots, rollback
 from planmode.state import Step
 from planmode.state.graph_state import OutputState
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
@@ -156,7 +156,7 @@ def test_the_sqlite_fast_path_agrees_with_the_generic_path_and_an_in_memory_save
     fast = list_runs(saver, limit=None)
     in_memory = list_runs(memory, limit=None)
 
-    monkeypatch.setattr(planmode.runs, "SqliteSaver", type("NotSqlite", (), {}))  # force the generic path
+    monkeypatch.setattr(planmode.persistence.runs, "SqliteSaver", type("NotSqlite", (), {}))  # force the generic path
     generic = list_runs(saver, limit=None)
 
     assert generic == fast
@@ -235,7 +235,7 @@ def test_postgres_lists_the_same_runs_as_sqlite_and_as_its_generic_path(
         "t-cancelled",
     ]
     assert list_runs(pg_saver, limit=3) == runs[:3]
-    monkeypatch.setattr(planmode.runs, "is_postgres", lambda saver: False)  # force the generic path
+    monkeypatch.setattr(planmode.persistence.runs, "is_postgres", lambda saver: False)  # force the generic path
     assert list_runs(pg_saver, limit=None) == runs
 
 
@@ -292,7 +292,7 @@ def test_many_threads_read_only_the_latest_checkpoint_of_each(
     assert awaiting == [r for r in everything if r.status == "awaiting_approval"] and len(awaiting) == 2 * 100
     assert loads < threads  # blobs without the status string were skipped without deserialising them
 
-    monkeypatch.setattr(planmode.runs, "SqliteSaver", type("NotSqlite", (), {}))
+    monkeypatch.setattr(planmode.persistence.runs, "SqliteSaver", type("NotSqlite", (), {}))
     start = time.perf_counter()
     generic = list_runs(saver, limit=None)
     elapsed_generic = time.perf_counter() - start

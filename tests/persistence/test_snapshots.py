@@ -1,4 +1,4 @@
-"""`planmode.snapshots` on real SQLite files: labels, rollback (by id and by N), fork, and their errors.
+"""`planmode.persistence.snapshots` on real SQLite files: labels, rollback (by id and by N), fork, and their errors.
 
 The plan: ``a`` and ``c`` run in parallel, ``b`` depends on ``a``. A recording executor counts executions,
 so "the run continued from the snapshot" is checked by what ran again, not only by what state says.
@@ -18,7 +18,7 @@ from langgraph.types import Command
 from planmode.errors import ConfigurationError, PlanModeError, SnapshotNotFoundError, ThreadNotFoundError
 from planmode.graph.builder import build_graph
 from planmode.persistence import sqlite_checkpointer
-from planmode.snapshots import Snapshot, fork, list_snapshots, rollback
+from planmode.persistence.snapshots import Snapshot, fork, list_snapshots, rollback
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 

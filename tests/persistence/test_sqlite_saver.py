@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from planmode._sqlite_saver import SqliteCheckpointSaver, needs_sync
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
+from planmode.persistence._sqlite_saver import SqliteCheckpointSaver, needs_sync
 from planmode.state.models import StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
@@ -84,8 +84,8 @@ def test_a_second_connection_reads_every_checkpoint(tmp_path: Path, reads: int) 
 
 @pytest.mark.parametrize("n", [0, 1, 3, 400])
 def test_a_plan_encoded_once_is_written_byte_for_byte_as_the_serializer_writes_it(n: int) -> None:
-    from planmode._sqlite_saver import _as_ext
     from planmode.persistence import planmode_serializer
+    from planmode.persistence._sqlite_saver import _as_ext
     from planmode.state.models import Plan, Step
 
     serde = planmode_serializer()

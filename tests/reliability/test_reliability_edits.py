@@ -18,9 +18,9 @@ import pytest
 from langgraph.types import Command
 
 from planmode import edit_plan
-from planmode.edit import EditResult
 from planmode.graph import build_graph
 from planmode.persistence import postgres_checkpointer, sqlite_checkpointer
+from planmode.persistence.edit import EditResult
 from planmode.state import Plan, PlanPatch
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 

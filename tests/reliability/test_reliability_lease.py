@@ -1,4 +1,4 @@
-"""Reliability: one process runs a thread at a time (the per-thread lease of `planmode.lease`).
+"""Reliability: one process runs a thread at a time (the per-thread lease of `planmode.persistence.lease`).
 
 Real processes on one SQLite file (tests/persistence/test_postgres.py runs the same on PostgreSQL): a second process on
 a running thread is refused with a clear error and runs nothing; a holder killed with SIGKILL is taken over
@@ -27,8 +27,8 @@ import pytest
 import planmode
 from planmode.errors import LeaseLostError, ThreadBusyError
 from planmode.graph import build_graph
-from planmode.lease import LEASE_TABLE, assert_lease_held, thread_lease
 from planmode.persistence import open_checkpointer, sqlite_checkpointer
+from planmode.persistence.lease import LEASE_TABLE, assert_lease_held, thread_lease
 from planmode.state.models import Step
 from planmode.testing.openai_server import ScriptedOpenAIServer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel

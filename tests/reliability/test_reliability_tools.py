@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 
-from planmode.edit import edit_lock
 from planmode.persistence import sqlite_checkpointer
+from planmode.persistence.edit import edit_lock
 from planmode.tools import workspace_tools
 from planmode.tools.workspace import WorkspaceLimits
 

@@ -559,7 +559,7 @@ def ls(
 ) -> None:
     """List the runs in the database, newest first."""
     from planmode.persistence import open_checkpointer
-    from planmode.runs import list_runs
+    from planmode.persistence.runs import list_runs
 
     if (
         not db.startswith(("postgres://", "postgresql://"))
@@ -637,7 +637,7 @@ def history(
 ) -> None:
     """List a run's snapshots, newest first. The checkpoint column is a unique prefix `rollback` accepts."""
     from planmode.cli.ui import snapshot_table
-    from planmode.snapshots import list_snapshots
+    from planmode.persistence.snapshots import list_snapshots
 
     graph = _graph(_database(db, create=False))
     require_thread(graph, _cfg(thread))
@@ -676,8 +676,8 @@ def rollback(
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
     restored."""
-    from planmode.lease import thread_lease
-    from planmode.snapshots import rollback as do_rollback
+    from planmode.persistence.lease import thread_lease
+    from planmode.persistence.snapshots import rollback as do_rollback
 
     path = _database(db, create=False)
     graph = _graph(path)

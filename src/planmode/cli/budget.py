@@ -16,7 +16,7 @@ from rich.text import Text
 
 from planmode.budget import parse_budget_answer
 from planmode.cli.ui import console, interactive
-from planmode.usage import format_usage, total_tokens
+from planmode.observability.usage import format_usage, total_tokens
 
 __all__ = ["budget_answer", "budget_screen", "parse_prices"]
 

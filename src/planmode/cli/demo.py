@@ -196,7 +196,7 @@ def run_demo(db: Path | None = None) -> int:
     """Run the demo; returns the process exit code."""
     from planmode.graph import build_graph
     from planmode.persistence import sqlite_checkpointer
-    from planmode.snapshots import list_snapshots, rollback
+    from planmode.persistence.snapshots import list_snapshots, rollback
     from planmode.tools import workspace_tools
 
     tmp = Path(tempfile.mkdtemp(prefix="planmode-demo-"))

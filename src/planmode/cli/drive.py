@@ -28,7 +28,7 @@ from rich.text import Text
 
 from planmode.cli.ui import console, error_text, plan_table, render_event, unicode_ok
 from planmode.errors import ThreadNotFoundError
-from planmode.lease import thread_lease
+from planmode.persistence.lease import thread_lease
 from planmode.state.models import Plan
 
 __all__ = ["Interrupted", "Watcher", "drive", "require_thread", "show_result"]

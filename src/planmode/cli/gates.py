@@ -10,9 +10,9 @@ from rich.markdown import Markdown
 from rich.prompt import Prompt
 from rich.text import Text
 
+from planmode.approval.staleness import STALE_TYPE
 from planmode.cli.ui import console, interactive
 from planmode.nodes._gates import STEP_APPROVAL_TYPE
-from planmode.staleness import STALE_TYPE
 from planmode.state.models import Plan
 
 __all__ = ["GATE_TYPES", "answer_gate", "print_approvals", "show_picture"]

@@ -23,6 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
+from planmode.approval.policy import ApprovalPolicy
 from planmode.budget import accounted
 from planmode.context import PlanModeContext
 from planmode.executors import Executor, Verifier
@@ -53,7 +54,6 @@ from planmode.nodes.detect import DETECT_ROUTES
 from planmode.nodes.execute_step import trusted_task
 from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable, pausable
 from planmode.persistence import with_planmode_types
-from planmode.policy import ApprovalPolicy
 from planmode.state.checkpoint_data import data_sends, data_writes
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
@@ -169,7 +169,7 @@ def build_graph(
         store: a LangGraph store for full step outputs (state keeps summaries).
         name: the graph's name (also its run name in traces).
         approval_policy: decides plan approvals (and, with ``step_approval="writes"``, write steps): approve,
-            ask a human or reject (`planmode.policy`); default: the ``approval`` setting.
+            ask a human or reject (`planmode.approval.policy`); default: the ``approval`` setting.
     """
     graph = build_state_graph(
         model, tools=tools, executor=executor, verifier=verifier, store=store, approval_policy=approval_policy

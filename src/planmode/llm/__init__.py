@@ -1,17 +1,10 @@
 """Chat models: the model factory (`factory`), structured calls (`structured`), message helpers (`messages`),
-what a failed call means (`failures`) and the context budget (`budget`).
+what a failed call means (`failures`) and the context window (`window`, `trim`).
 
 Structured calls never raise for bad model output: they return ``(value, None, raw)`` or
 ``(None, error, raw)`` so nodes can feed the error back within their bounds.
 """
 
-from planmode.llm.budget import (
-    acontext_budget,
-    afit_transcript,
-    context_budget,
-    discover_context_tokens,
-    fit_transcript,
-)
 from planmode.llm.factory import ModelProvider
 from planmode.llm.failures import FailureKind, failure_kind, model_failure
 from planmode.llm.messages import normalize_messages, text_of
@@ -27,6 +20,13 @@ from planmode.llm.structured import (
     negotiated_mode,
     negotiation_record,
     structured_runnable,
+)
+from planmode.llm.window import (
+    acontext_budget,
+    afit_transcript,
+    context_budget,
+    discover_context_tokens,
+    fit_transcript,
 )
 
 __all__ = [

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from planmode.context import PlanModeContext
 from planmode.errors import ModelUnavailableError
 from planmode.llm._learnt import endpoint, relearn
-from planmode.llm.budget import context_budget
+from planmode.llm.window import context_budget
 from planmode.text import clip
 
 __all__ = ["FailureKind", "describe", "failure_kind", "model_failure"]

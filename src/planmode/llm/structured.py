@@ -18,15 +18,15 @@ from langchain_core.runnables import Runnable
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
-from planmode._budget import fit_messages
 from planmode._cache import IdentityCache
 from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, PlanParseError
 from planmode.llm._learnt import endpoint, is_openai, learnt, relearn
-from planmode.llm.budget import acontext_budget, context_budget
 from planmode.llm.failures import describe, failure_kind, model_failure
 from planmode.llm.messages import normalize_messages, text_of
+from planmode.llm.trim import fit_messages
+from planmode.llm.window import acontext_budget, context_budget
 from planmode.state.parse import extract_json
 from planmode.text import clip
 
@@ -281,7 +281,7 @@ def openai_response_format(schema: type[BaseModel]) -> dict[str, Any] | None:
     """The ``response_format`` the openai client sends for ``schema`` in json_schema mode (its strict JSON schema,
     named after the class), rendered by the client's own function; None when this openai version lacks it."""
     try:
-        from openai.lib._parsing._completions import type_to_response_format_param
+        from planmode._compat import type_to_response_format_param
     except ImportError:  # pragma: no cover - a private helper of the openai client; older versions fall back
         return None
     rendered = type_to_response_format_param(schema)

@@ -13,6 +13,7 @@ from typing import Any
 
 from langgraph.config import get_config
 
+from planmode._compat import CONFIG_KEY_RESUMING
 from planmode.context import PlanModeContext
 from planmode.state.approvals import covering_grant, granted_shape, held_steps
 from planmode.state.graph_state import PlanModeState
@@ -128,7 +129,7 @@ def _held(state: PlanModeState) -> bool:
 
 def _resuming() -> bool:
     try:
-        return bool(get_config().get("configurable", {}).get("__pregel_resuming"))
+        return bool(get_config().get("configurable", {}).get(CONFIG_KEY_RESUMING))
     except RuntimeError:
         return False
 
@@ -174,7 +175,7 @@ def staleness_check_due(state: PlanModeState) -> bool:
     made in another process, in another invocation (`invocation_token`), never, or was cleared by a node that
     took a human's answer; and in the first super-step of a resumed invocation. Within one invocation no pause
     happens, however long a step takes: no recheck then (the run's own writes are not outside changes anyway,
-    `planmode.staleness.outside_changes`)."""
+    `planmode.approval.staleness.outside_changes`)."""
     checked = state.get("fingerprint_checked")
     if not isinstance(checked, dict) or checked.get("token") != PROCESS_TOKEN:
         return True

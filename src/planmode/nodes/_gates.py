@@ -22,16 +22,23 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import interrupt
 
+from planmode.approval.policy import ApprovalRequest, decide
+from planmode.approval.staleness import (
+    STALE_TYPE,
+    outside_changes,
+    own_files,
+    parse_stale_resume,
+    read_answer,
+    stale_payload,
+)
 from planmode.context import PlanModeContext
-from planmode.events import emit
 from planmode.nodes._batch import (
     PROCESS_TOKEN,  # noqa: F401  # re-exported (the process token the checks record: _batch.checked_now)
     RECHECK_AFTER_SECONDS,
     checked_now,
     staleness_check_due,
 )
-from planmode.policy import ApprovalRequest, decide
-from planmode.staleness import STALE_TYPE, outside_changes, own_files, parse_stale_resume, read_answer, stale_payload
+from planmode.observability.events import emit
 from planmode.state.approvals import covering_grant, definition_digest, grant, held_steps, record
 from planmode.state.graph_state import PlanModeState, merge_writes, run_writes_of
 from planmode.state.mermaid import plan_to_mermaid
@@ -204,7 +211,7 @@ def ask_step(
     action, feedback = parsed
     log = state.get("approvals")
     if action == "approve":
-        from planmode.approver import approver
+        from planmode.approval.approver import approver
 
         approved = grant(log, "step", plan, steps=[step], policy=name, by="human", who=approver(), step=step.id)
         return {
@@ -243,7 +250,7 @@ def ask_step(
 def _outside(
     state: PlanModeState, stored: dict[str, Any], now: dict[str, Any] | None, tools: Sequence[BaseTool]
 ) -> list[str]:
-    """What changed in the workspace that nobody in the run changed (`planmode.staleness.outside_changes`): not
+    """What changed in the workspace that nobody in the run changed (`planmode.approval.staleness.outside_changes`): not
     the run's own writes (``run_writes``, and those of outcomes verify has not folded in yet), not its database."""
     if now is None or now.get("digest") == stored.get("digest"):
         return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from planmode.errors import ModelUnavailableError
-from planmode.events import emit
+from planmode.observability.events import emit
 
 __all__ = ["unavailable_update"]
 

@@ -16,16 +16,16 @@ from typing import Any, Generic, TypeVar
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from pydantic import BaseModel
 
-from planmode._agent import LoopResult, arun_tool_loop, run_tool_loop
+from planmode._compat import RunnableCallable
 from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import Asked, aask_until_valid, acall_structured, ask_until_valid, call_structured
 from planmode.llm.retry import Accept, show_json
 from planmode.llm.structured import Structured
 from planmode.nodes._deps import Deps, NodeRuntime
+from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
 
 __all__ = ["Body", "Call", "ask", "call", "chat", "inline_node", "model_for", "structured", "tool_loop", "twin_node"]
 

@@ -3,7 +3,7 @@
 The node, in order:
 
 1. an open staleness or per-step question (set by dispatch: `planmode.nodes._gates`) is asked first;
-2. the approval policy decides the plan (`planmode.policy`; default `from_settings`, the ``approval`` setting).
+2. the approval policy decides the plan (`planmode.approval.policy`; default `from_settings`, the ``approval`` setting).
    It is the only decider: ``approve`` writes a grant ``by: policy``; ``reject`` cancels the run; ``ask`` (or a
    policy that fails) asks a human;
 3. a human answers the ``planmode.approval`` interrupt (`planmode.approval`): approve and edit name the
@@ -13,7 +13,7 @@ The node, in order:
 A grant (`planmode.state.approvals`) is what execute_step checks before any step runs; under
 ``step_approval="writes"`` it holds every step that uses a tool that changes things for its own answer.
 Nothing with side effects runs before ``interrupt()`` (the node re-runs from its start on resume): the
-workspace fingerprint (`planmode.staleness`) is taken after the answer. The node returns only what it
+workspace fingerprint (`planmode.approval.staleness`) is taken after the answer. The node returns only what it
 changes; `route_after_approve` reads the route from state, so an edit during the interrupt is asked again.
 """
 
@@ -22,20 +22,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import interrupt
 
+from planmode._compat import RunnableCallable
 from planmode.approval import Approve, Cancel, Edit, Reject, approval_payload, approval_reason, parse_resume
-from planmode.approver import approver
+from planmode.approval.approver import approver
+from planmode.approval.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
+from planmode.approval.staleness import fingerprint
 from planmode.budget import approval_budget, approval_markdown
 from planmode.context import PlanModeContext
-from planmode.events import emit
 from planmode.nodes._batch import checked_now, gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._gates import ask_stale, ask_step, write_holds
 from planmode.nodes._twin import Body, call, twin_node
-from planmode.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
-from planmode.staleness import fingerprint
+from planmode.observability.events import emit
 from planmode.state.approvals import add_approval_records, grant, record
 from planmode.state.diff import plan_changes, plan_snapshot
 from planmode.state.graph_state import PlanModeState

@@ -8,11 +8,11 @@ import uuid
 from typing import Literal, get_args
 
 from langchain_core.messages import HumanMessage, SystemMessage
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from planmode import prompts
+from planmode._compat import RunnableCallable
 from planmode.context import PlanModeContext, settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, NodeRuntime, settings_of, task_of

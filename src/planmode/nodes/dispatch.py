@@ -6,16 +6,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import Send
 
+from planmode._compat import RunnableCallable
+from planmode.approval.policy import from_settings, policy_name, read_only_tools_of
+from planmode.approval.staleness import fingerprint
 from planmode.nodes._batch import find_trouble, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._gates import dispatch_gates
 from planmode.nodes._task import StepTask
 from planmode.nodes._twin import Body, call, twin_node
-from planmode.policy import from_settings, policy_name, read_only_tools_of
-from planmode.staleness import fingerprint
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, Step, StepStatus
 
@@ -61,7 +61,7 @@ def make_dispatch(deps: Deps, policy: Any = None) -> RunnableCallable:
 
 
 def _fingerprint(workspace: str | None, paths: list[str]) -> Body[Any]:
-    """The workspace fingerprint (`planmode.staleness.fingerprint`), in a worker thread on the async path."""
+    """The workspace fingerprint (`planmode.approval.staleness.fingerprint`), in a worker thread on the async path."""
     return call(lambda: fingerprint(workspace, paths), lambda: asyncio.to_thread(fingerprint, workspace, paths))
 
 

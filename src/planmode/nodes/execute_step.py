@@ -29,24 +29,24 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
+from planmode._compat import RunnableCallable
 from planmode._drive import per_path
-from planmode.alease import aassert_lease_held
+from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, resolve_settings
 from planmode.errors import ModelUnavailableError
-from planmode.events import emit
 from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
-from planmode.lease import assert_lease_held
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
 from planmode.nodes._task import StepTask
+from planmode.observability.events import emit
 from planmode.persistence import await_until_durable, wait_until_durable
-from planmode.policy import read_only_tools_of
+from planmode.persistence.alease import aassert_lease_held
+from planmode.persistence.lease import assert_lease_held
 from planmode.state.approvals import covering_grant, current_run, held_steps, seal
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
@@ -153,7 +153,7 @@ def check_step(
 
 def _over_budget(state: Mapping[str, Any], settings: PlanModeContext) -> str | None:
     from planmode.budget import cost_of, limits_of
-    from planmode.usage import total_tokens
+    from planmode.observability.usage import total_tokens
 
     stored = state.get("budget")
     if isinstance(stored, Mapping) and stored.get("stopped"):
@@ -242,7 +242,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
 
     def execute_step(state: StepTask, runtime: NodeRuntime) -> Command[Literal["verify"]] | StateUpdate:
         task = state  # the Send payload: only the step's id is read from it
-        assert_lease_held()  # a holder that lost the thread's lease starts no step (planmode.lease)
+        assert_lease_held()  # a holder that lost the thread's lease starts no step (planmode.persistence.lease)
         if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
             wait_until_durable()
         decision, channels = guard(task, runtime)

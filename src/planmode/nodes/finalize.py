@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
+from planmode._compat import RunnableCallable
 from planmode.budget import BudgetSkipped, finalize_fits
-from planmode.events import emit
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._twin import Body, chat, model_for, twin_node
+from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, StepStatus
 

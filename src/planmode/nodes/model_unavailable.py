@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
 from typing import Any, Literal, TypeVar, get_args
 
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from langgraph.types import Command, interrupt
 
+from planmode._compat import RunnableCallable
 from planmode.context import PlanModeContext, resolve_settings, settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate

@@ -14,18 +14,18 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 from pydantic import ValidationError
 
 from planmode import prompts
+from planmode._compat import RunnableCallable
+from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext
-from planmode.events import emit
 from planmode.nodes._batch import unapproved_steps
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
-from planmode.policy import read_only_tools_of
+from planmode.observability.events import emit
 from planmode.state.approvals import grant
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState

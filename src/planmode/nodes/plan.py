@@ -6,21 +6,21 @@ from dataclasses import replace
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
-from planmode._agent import is_read_only
+from planmode._compat import RunnableCallable
+from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext, settings_dict
-from planmode.events import emit
 from planmode.llm import negotiation_record
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
-from planmode.staleness import explored_paths
+from planmode.observability.events import emit
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource
 from planmode.state.patch import validate_plan
 from planmode.state.reducer import PlanUpdate, preview
+from planmode.tools.loop import is_read_only
 
 __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
 

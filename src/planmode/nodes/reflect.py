@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
-from planmode.events import emit
+from planmode._compat import RunnableCallable
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._repair import Reflection, repair_view
 from planmode.nodes._twin import Body, ask, model_for, twin_node
+from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import PlanSource, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate

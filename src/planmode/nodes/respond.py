@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
 from planmode import prompts
-from planmode.events import emit
+from planmode._compat import RunnableCallable
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._twin import Body, model_for, tool_loop, twin_node
+from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
 
 __all__ = ["make_respond"]

@@ -16,21 +16,21 @@ from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables.config import ContextThreadPoolExecutor
-from langgraph._internal._runnable import RunnableCallable  # a node with a sync and an async function
 
+from planmode._compat import RunnableCallable
 from planmode.context import PlanModeContext
-from planmode.events import emit
 from planmode.executors import StepContext, Verdict, allm_verifier, arun_verifier, llm_verifier, run_verifier
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
 from planmode.nodes._outputs import astored_output, stored_output
+from planmode.observability.events import emit
+from planmode.observability.usage import step_scope
 from planmode.state.approvals import covering_grant, record
 from planmode.state.graph_state import PlanModeState, StepOutcome, run_writes_of
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.patch import apply_transitions
 from planmode.state.reducer import PlanUpdate
 from planmode.text import clip
-from planmode.usage import step_scope
 
 __all__ = ["bounded_gather", "make_verify", "summarize"]
 

@@ -64,7 +64,7 @@ class StepOutcome(BaseModel):
     writes: dict[str, str] = Field(
         default_factory=dict,
         description="Files the attempt wrote through the workspace tools: real path -> sha256 of the bytes written "
-        "(`planmode._writes`); verify folds them into ``run_writes``.",
+        "(`planmode.tools._writes`); verify folds them into ``run_writes``.",
     )
 
     @model_validator(mode="before")
@@ -251,18 +251,18 @@ class PlanModeState(InputState, total=False):
     """Why the run failed, when it did."""
     usage: Annotated[dict[str, Any], merge_usage]
     """Model calls and tokens (input, output, cached) of the run: in total, per node, per step and per model
-    (`planmode.usage`). Nodes return deltas; the reducer adds them and never raises."""
+    (`planmode.observability.usage`). Nodes return deltas; the reducer adds them and never raises."""
     budget: dict[str, Any] | None
     """The budget a human raised at a ``planmode.budget`` pause (it wins over the settings), or the stop
     (`planmode.budget`). None until then."""
     unavailable: Annotated[dict[str, Any] | None, latest]
     """The model call that could not reach the model: the node to re-run, the status before, the error and
     the endpoint (`planmode.nodes.model_unavailable`). Several execute_step tasks may write it at once."""
-    # -- approval policy and staleness (planmode.nodes._gates, planmode.policy, planmode.staleness) --
+    # -- approval policy and staleness (planmode.nodes._gates, planmode.approval.policy, planmode.approval.staleness) --
     explored_paths: list[str] | None
     """Paths the planner's read-only exploration read (the fingerprint outside a git repository)."""
     workspace_fingerprint: dict[str, Any] | None
-    """The workspace fingerprint taken at the last approval (`planmode.staleness.fingerprint`)."""
+    """The workspace fingerprint taken at the last approval (`planmode.approval.staleness.fingerprint`)."""
     fingerprint_checked: dict[str, Any] | None
     """When, in which process and in which invocation the fingerprint was last checked (a dispatch checks again
     after a pause: `planmode.nodes._batch.staleness_check_due`)."""

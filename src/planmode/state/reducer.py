@@ -71,7 +71,8 @@ class PlanUpdate(BaseModel):
     )
     approved_by: str | None = Field(
         default=None,
-        description="Who approved (`planmode.approver`): recorded on the patch's history record, or alone as a "
+        description="Who approved (`planmode.approval.approver`): recorded on the patch's history record, or alone as "
+        "a "
         "record with source 'approval' that changes nothing else.",
     )
 

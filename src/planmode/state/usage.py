@@ -1,6 +1,6 @@
 """The ``usage`` state key: token counters per run, node, step and model, and their never-raising reducer.
 
-Capture (the callback handler that fills these counters) is `planmode.usage`."""
+Capture (the callback handler that fills these counters) is `planmode.observability.usage`."""
 
 from __future__ import annotations
 

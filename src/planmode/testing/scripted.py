@@ -26,7 +26,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from planmode._budget import CHARS_PER_TOKEN
+from planmode.llm.trim import CHARS_PER_TOKEN
 
 __all__ = ["SCRIPTED_MODEL_NAME", "PurposeScript", "ScriptRequest", "ScriptedChatModel", "estimated_usage", "tool_call"]
 

@@ -6,7 +6,7 @@ One rule, used by everything that judges or runs a step:
   read-only (`planmode.tools.read_only`);
 - `step_writes`: a step's declared tool names that are not read-only change things (a declared name that is
   not a tool of the graph counts too: unknown means unsafe). The approval policy
-  (`planmode.policy.ApprovalRequest.writes`) and the per-step question (``step_approval="writes"``) judge
+  (`planmode.approval.policy.ApprovalRequest.writes`) and the per-step question (``step_approval="writes"``) judge
   these;
 - `bind_step_tools`: the tools a step's executor is handed — every read-only tool of the graph, plus the
   graph's tools whose name the step declares. A declared name that is not a tool of the graph binds nothing.

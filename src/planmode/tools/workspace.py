@@ -43,8 +43,8 @@ import regex
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field, ValidationError
 
-from planmode._writes import record_write
 from planmode.errors import PlanModeError
+from planmode.tools._writes import record_write
 
 __all__ = [
     "OWN_FILES_METADATA_KEY",
@@ -71,7 +71,7 @@ PLANMODE_DIR = ".planmode"
 """planmode's own folder in a workspace (the CLI's default database lives there): always protected."""
 
 #: Files beside the database that belong to it: SQLite's own, and planmode's per-thread edit lock
-#: (`planmode.edit.edit_lock`): an agent that deleted or replaced it would let two edits race.
+#: (`planmode.persistence.edit.edit_lock`): an agent that deleted or replaced it would let two edits race.
 _SQLITE_COMPANIONS = ("-wal", "-shm", "-journal", ".edit-lock")
 
 
@@ -423,7 +423,7 @@ class _Workspace:
             os.set_blocking(fd, True)
             os.ftruncate(fd, 0)
             handle.write(data)
-        record_write(resolved, data)  # the run's own write: not an outside change (planmode.staleness)
+        record_write(resolved, data)  # the run's own write: not an outside change (planmode.approval.staleness)
 
 
 def _split_lines(text: str) -> list[str]:

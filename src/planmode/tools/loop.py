@@ -35,12 +35,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-
-# The key under which a running graph hands its checkpointer to subgraphs (what Pregel itself reads).
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
-
-# A node with a sync and an async function, as LangGraph's own prebuilt nodes (ToolNode) are built.
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
@@ -51,6 +45,10 @@ from langgraph.types import Command, Durability
 from typing_extensions import TypedDict
 
 from planmode._cache import IdentityCache
+
+# The key under which a running graph hands its checkpointer to subgraphs (what Pregel itself reads).
+# A node with a sync and an async function, as LangGraph's own prebuilt nodes (ToolNode) are built.
+from planmode._compat import CONFIG_KEY_CHECKPOINTER, RunnableCallable
 from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of

@@ -1,6 +1,6 @@
 """The PostgreSQL savers planmode makes: LangGraph's, with every write of a leased thread fenced.
 
-While this process holds the lease of a thread (`planmode.lease`), ``put`` and ``put_writes`` (and the async
+While this process holds the lease of a thread (`planmode.persistence.lease`), ``put`` and ``put_writes`` (and the async
 twins) run in one transaction that first reads the thread's lease row ``FOR SHARE`` — a takeover waits until the
 write commits, and a write after a takeover sees the new epoch — and refuse the write with `LeaseLostError` when
 the row no longer carries this holder's epoch and token (the transaction is rolled back: nothing is written).
@@ -18,8 +18,17 @@ from langgraph.checkpoint.postgres import PostgresSaver, _ainternal, _internal
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 
-from planmode._savers import apg_connection, pg_connection
-from planmode.lease import _DB_KEYS, FENCE_SQL, PG_DB_SQL, ThreadLease, check_fence, held_lease, may_hold, pg_db_key
+from planmode.persistence._savers import apg_connection, pg_connection
+from planmode.persistence.lease import (
+    _DB_KEYS,
+    FENCE_SQL,
+    PG_DB_SQL,
+    ThreadLease,
+    check_fence,
+    held_lease,
+    may_hold,
+    pg_db_key,
+)
 
 __all__ = ["FencedAsyncPostgresSaver", "FencedPostgresSaver"]
 

@@ -21,7 +21,7 @@ much, so nothing is overspent silently. The final summary call is skipped (a pla
 it does not fit. The detect classifier (one short call, unclear requests only) is counted but not checked.
 
 The estimate shown in the approval payload (`approval_budget`) and the next node's estimate come from
-`planmode.estimate`: the plan's size and its steps' complexity, scaled by what the steps run so far used.
+`planmode.budget.estimate`: the plan's size and its steps' complexity, scaled by what the steps run so far used.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.types import interrupt
 
-from planmode._budget import approx_tokens
 from planmode._drive import per_path
+from planmode.budget.estimate import expected_tokens, plan_estimate, step_estimate
 from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings
 from planmode.errors import ConfigurationError, PlanModeError
-from planmode.estimate import expected_tokens, plan_estimate, step_estimate
-from planmode.events import emit
+from planmode.llm.trim import approx_tokens
+from planmode.observability.events import emit
+from planmode.observability.usage import metered, spent_usage, total_tokens
 from planmode.state.models import Plan, StepStatus
-from planmode.usage import metered, spent_usage, total_tokens
 
 __all__ = [
     "CALL_OUTPUT",
@@ -338,8 +338,8 @@ register_configure_hook(_guard, inheritable=True)
 
 class CallGuard(BaseCallbackHandler):
     """The budget check before each model call of a node (a LangChain callback attached to every run started
-    in the node's context, as `planmode.usage.UsageRecorder` is): ``spent`` (the run's usage and this node's
-    calls so far) plus this call's estimate (its prompt and `CALL_OUTPUT`) must fit, else the run pauses at the
+    in the node's context, as `planmode.observability.usage.UsageRecorder` is): ``spent`` (the run's usage and this
+    node's calls so far) plus this call's estimate (its prompt and `CALL_OUTPUT`) must fit, else the run pauses at the
     ``planmode.budget`` interrupt before the call (or, with ``skip``, the call is not made)."""
 
     raise_error = True
@@ -566,7 +566,7 @@ def approval_markdown(section: Mapping[str, Any]) -> str:
 
 def _report_after(state: Any, result: Any, delta: dict[str, Any]) -> Any:
     """finalize's report with the run's usage (its own call included) and budget."""
-    from planmode.usage import merge_usage
+    from planmode.observability.usage import merge_usage
 
     if not isinstance(result, dict) or not isinstance(result.get("report"), dict):
         return result
@@ -589,8 +589,8 @@ _SKIPPING = frozenset({"detect", "finalize"})
 
 
 def accounted(name: str, node: Any) -> Any:
-    """``node`` with its model calls counted (`planmode.usage.metered`), each of them behind the budget check
-    (`CallGuard`), and, for the nodes that start model calls, the check of the node's estimate first
+    """``node`` with its model calls counted (`planmode.observability.usage.metered`), each of them behind the budget
+    check (`CallGuard`), and, for the nodes that start model calls, the check of the node's estimate first
     (`guarded`). detect starts a new run's count and budget."""
     inner = guarded(name, node, precheck=name in _GUARDED, skip=name in _SKIPPING)
     if name == "detect":

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from planmode._writes import path_key
 from planmode.state.models import clean_text
 from planmode.text import markdown_text
+from planmode.tools._writes import path_key
 
 __all__ = [
     "STALE_TYPE",
@@ -319,7 +319,7 @@ def outside_changes(
 
     Left out: planmode's own files (``own``: its database and companions, its ``.planmode/`` folder, as real
     paths; ``<workspace>/.planmode/`` always), and every file the run itself wrote (``run_writes``: real path ->
-    sha256 of the bytes last written, `planmode._writes`) whose content now is still that write. A file the run
+    sha256 of the bytes last written, `planmode.tools._writes`) whose content now is still that write. A file the run
     wrote and someone changed or deleted since is an outside change. Hashes at most the files the run wrote that
     a git fingerprint does not list (a write equal to ``HEAD``'s content)."""
     root = new.get("root")

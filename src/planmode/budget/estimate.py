@@ -12,10 +12,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from planmode._budget import CHARS_PER_TOKEN
 from planmode.context import PlanModeContext
+from planmode.llm.trim import CHARS_PER_TOKEN
+from planmode.observability.usage import total_tokens
 from planmode.state.models import Plan, Step, StepStatus
-from planmode.usage import total_tokens
 
 __all__ = ["expected_tokens", "plan_estimate", "step_estimate"]
 

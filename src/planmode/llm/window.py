@@ -11,10 +11,10 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
-from planmode._budget import CHARS_PER_TOKEN, fit_messages
 from planmode._cache import IdentityCache
 from planmode.context import DEFAULT_CONTEXT_TOKENS, PlanModeContext
 from planmode.llm._learnt import endpoint, is_openai, learn, learnt
+from planmode.llm.trim import CHARS_PER_TOKEN, fit_messages
 
 __all__ = [
     "acontext_budget",
@@ -51,7 +51,7 @@ def fit_transcript(
     model: BaseChatModel, messages: Sequence[BaseMessage], settings: PlanModeContext, tools: Sequence[Any] = ()
 ) -> list[BaseMessage]:
     """A tool loop's messages trimmed to the context budget, leaving room for the answer and the tools'
-    schemas (see `planmode._budget`)."""
+    schemas (see `planmode.llm.trim`)."""
     return _fit(messages, settings, tools, context_budget(model, settings))
 
 

@@ -25,11 +25,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from planmode._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
-from planmode._saves import SAVES, Announcing
-from planmode._sqlite_saver import SqliteCheckpointSaver, fenced_async
 from planmode.errors import ConfigurationError, LeaseLostError
-from planmode.lease import _lease_of, thread_lease
+from planmode.persistence._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
+from planmode.persistence._saves import SAVES, Announcing
+from planmode.persistence._sqlite_saver import SqliteCheckpointSaver, fenced_async
+from planmode.persistence.lease import _lease_of, thread_lease
 
 __all__ = [
     "SERDE_ALLOWLIST",
@@ -88,7 +88,7 @@ def planmode_serializer() -> JsonPlusSerializer:
 
 def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
     """A `SqliteSaver` on one file (created with its folder), safe to share across threads, in WAL mode, that
-    syncs the file once per checkpoint (`planmode._sqlite_saver.SqliteCheckpointSaver`).
+    syncs the file once per checkpoint (`planmode.persistence._sqlite_saver.SqliteCheckpointSaver`).
 
     Raises `ConfigurationError` with a clear message when the file cannot be opened or written.
     """
@@ -177,11 +177,11 @@ async def _async_postgres_checkpointer(
     named = f" ({env})" if env else ""
     try:
         # a first import of psycopg runs ldconfig in a subprocess (to find libpq): not on the event loop
-        await asyncio.to_thread(importlib.import_module, "planmode._pg_fence")  # imports langgraph's .aio
+        await asyncio.to_thread(importlib.import_module, "planmode.persistence._pg_fence")  # imports langgraph's .aio
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
 
-        from planmode._pg_fence import FencedAsyncPostgresSaver
+        from planmode.persistence._pg_fence import FencedAsyncPostgresSaver
     except ImportError as exc:  # the optional extra is missing
         raise ConfigurationError("PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'") from exc
     import psycopg
@@ -240,7 +240,7 @@ def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
-        from planmode._pg_fence import FencedPostgresSaver
+        from planmode.persistence._pg_fence import FencedPostgresSaver
     except ImportError as exc:  # the optional extra is missing
         raise ConfigurationError("PostgreSQL needs the postgres extra: pip install 'planmode[postgres]'") from exc
     import psycopg
@@ -348,14 +348,15 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
 def _durability_target() -> tuple[Any, tuple[str, str, str]] | None:
     """(saver, (thread, namespace, checkpoint id)) of the checkpoint the current task runs from, or None when
     there is nothing to wait for (see `wait_until_durable`)."""
-    from langgraph._internal._constants import (
+    from langgraph.config import get_config
+
+    from planmode._compat import (
         CONFIG_KEY_CHECKPOINT_MAP,
         CONFIG_KEY_CHECKPOINT_NS,
         CONFIG_KEY_CHECKPOINTER,
         CONFIG_KEY_DURABILITY,
         NS_SEP,
     )
-    from langgraph.config import get_config
 
     try:
         conf = get_config().get("configurable") or {}
@@ -376,7 +377,7 @@ async def await_until_durable(*, timeout: float = 120.0) -> None:
     """`wait_until_durable` for async nodes: the same wait, without blocking the event loop.
 
     A saver made by planmode (`async_sqlite_checkpointer`, `async_postgres_checkpointer`, `server_checkpointer`)
-    announces each checkpoint it saves (`planmode._saves`): the wait returns as soon as that checkpoint is
+    announces each checkpoint it saves (`planmode.persistence._saves`): the wait returns as soon as that checkpoint is
     announced, and asks the database (one indexed query) at the start and then every quarter second, for a
     checkpoint saved by another process. Other async savers are asked with ``aget_tuple``, sync-only ones in
     a worker thread, with a short backoff.
@@ -423,7 +424,7 @@ _ANNOUNCING: dict[type, type] = {}
 
 
 def announcing(saver_class: type) -> Any:
-    """The subclass of an async saver class that announces each checkpoint it saves (`planmode._saves`)."""
+    """The subclass of an async saver class that announces each checkpoint it saves (`planmode.persistence._saves`)."""
     made = _ANNOUNCING.get(saver_class)
     if made is None:
         made = type(f"Announcing{saver_class.__name__}", (Announcing, saver_class), {"__module__": __name__})

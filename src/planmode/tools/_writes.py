@@ -4,7 +4,7 @@
 (`recording`); a workspace tool that writes a file (`planmode.tools.workspace`) adds its real path and the
 sha256 of the bytes it wrote (`record_write`); the executor's `StepOutcome` carries them (``writes``), verify
 folds them into the state's ``run_writes``, and the staleness check does not report a file whose content is
-still what the run last wrote there (`planmode.staleness.outside_changes`).
+still what the run last wrote there (`planmode.approval.staleness.outside_changes`).
 
 The recorder is a context variable holding a dict: a tool run in a worker thread or an asyncio task copies the
 context, so it adds to the same dict; parallel steps each run in their own context, so each step records only

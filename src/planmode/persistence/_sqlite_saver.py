@@ -25,8 +25,8 @@ largest value and does not change in the super-step that executes steps, so the 
 the last plan it wrote and reuses it while the plan channel is unchanged (the same `Plan` object, and
 ``plan`` not among the checkpoint's updated channels). The bytes written are the serializer's own.
 
-Writes made while this process holds the thread's lease are fenced (`planmode.lease`): the fence is installed
-on this saver's connection once a lease is held in the process, and a refused write raises `LeaseLostError`.
+Writes made while this process holds the thread's lease are fenced (`planmode.persistence.lease`): the fence is
+installed on this saver's connection once a lease is held in the process, and a refused write raises `LeaseLostError`.
 `fenced_async` gives an ``AsyncSqliteSaver`` class the same error.
 """
 
@@ -43,8 +43,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from planmode._compat import INTERNAL_CHANNEL_PREFIXES
 from planmode.errors import LeaseLostError
-from planmode.lease import install_sqlite_fence, may_hold, refused_write
+from planmode.persistence.lease import install_sqlite_fence, may_hold, refused_write
 
 __all__ = ["SqliteCheckpointSaver", "fenced_async", "needs_sync"]
 
@@ -56,7 +57,7 @@ def needs_sync(new_versions: ChannelVersions) -> bool:
     """Whether a checkpoint that updated these channels is synced to disk before its commit returns: unless
     only executed outcomes and LangGraph's trigger channels (``branch:...``, ``__pregel_...``) changed."""
     return not new_versions or any(
-        not (c in UNSYNCED_CHANNELS or c.startswith(("branch:", "__pregel_"))) for c in new_versions
+        not (c in UNSYNCED_CHANNELS or c.startswith(INTERNAL_CHANNEL_PREFIXES)) for c in new_versions
     )
 
 
@@ -155,7 +156,7 @@ _FENCED: dict[type, type] = {}
 
 def fenced_async(saver_class: type) -> Any:
     """A subclass of an ``AsyncSqliteSaver`` class whose writes refused by the lease's fence (the trigger that
-    `planmode.alease` installs on the connection of a leased saver) raise `LeaseLostError`."""
+    `planmode.persistence.alease` installs on the connection of a leased saver) raise `LeaseLostError`."""
     made = _FENCED.get(saver_class)
     if made is None:
         made = type(f"Fenced{saver_class.__name__}", (_AsyncFenceErrors, saver_class), {"__module__": __name__})
