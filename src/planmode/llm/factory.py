@@ -21,11 +21,6 @@ class ModelProvider:
         self._model = model
         self._cache: dict[tuple[Any, ...], BaseChatModel] = {}
 
-    @property
-    def explicit(self) -> bool:
-        """True when a model object was passed to the builder."""
-        return self._model is not None
-
     def get(self, settings: PlanModeContext) -> BaseChatModel:
         """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made."""
         if self._model is not None:

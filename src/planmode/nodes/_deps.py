@@ -17,7 +17,7 @@ from planmode.executors import Executor, Verifier
 from planmode.llm import ModelProvider, text_of
 from planmode.state.graph_state import PlanModeState
 
-__all__ = ["Deps", "Node", "NodeRuntime", "StateNode", "StateUpdate", "settings_of", "store_of", "task_of"]
+__all__ = ["Deps", "Node", "NodeRuntime", "StateUpdate", "settings_of", "store_of", "task_of"]
 
 #: The runtime a node gets: the run settings as its context (None when a resumed run brings none).
 NodeRuntime: TypeAlias = Runtime[PlanModeContext]
@@ -32,9 +32,6 @@ class Node(Protocol[_In, _Out]):
 
     def __call__(self, state: _In, *, runtime: NodeRuntime) -> _Out: ...
 
-
-#: A node that reads the graph state and returns an update (a router then reads the route from state).
-StateNode: TypeAlias = Node[PlanModeState, StateUpdate]
 
 
 @dataclass
