@@ -17,7 +17,7 @@ slow:  ## the long trials: fuzzing, crash and concurrency trials
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest -m slow -q
 
 lint:  ## ruff: lint rules and format check
-	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff check src tests bench notebooks
 	$(PY) -m ruff format --check src tests bench
 
 format:  ## ruff: rewrite the code into the project's format, fix what is auto-fixable
