@@ -33,7 +33,6 @@ class Node(Protocol[_In, _Out]):
     def __call__(self, state: _In, *, runtime: NodeRuntime) -> _Out: ...
 
 
-
 @dataclass
 class Deps:
     """The builder's arguments, closed over by every node."""
