@@ -33,9 +33,9 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 
 from planmode.graph import build_graph
+from planmode.graph.pipeline import to_data
 from planmode.state import Plan, Step, StepStatus, StepTransition
 from planmode.state.channel import PlanChannel
-from planmode.state.checkpoint_data import to_data
 from planmode.state.graph_state import StepOutcome, StepOutcomesChannel
 from planmode.state.models import NewStep, PlanPatch
 from planmode.state.reducer import PlanUpdate

@@ -24,9 +24,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
 from planmode.approval.policy import ApprovalPolicy
-from planmode.budget import accounted
 from planmode.context import PlanModeContext
 from planmode.executors import Executor, Verifier
+from planmode.graph.pipeline import data_sends, pipeline
 from planmode.graph.routing import (
     route_after_approve,
     route_after_dispatch,
@@ -51,10 +51,8 @@ from planmode.nodes import (
 )
 from planmode.nodes._task import StepTask
 from planmode.nodes.detect import DETECT_ROUTES
-from planmode.nodes.execute_step import trusted_task
-from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable, pausable
+from planmode.nodes.model_unavailable import RESUME_NODES, make_model_unavailable
 from planmode.persistence import with_planmode_types
-from planmode.state.checkpoint_data import data_sends, data_writes
 from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = ["NODE_NAMES", "PlanModeGraph", "build_graph", "build_state_graph"]
@@ -88,41 +86,26 @@ def build_state_graph(
     g: StateGraph[PlanModeState, PlanModeContext, InputState, OutputState] = StateGraph(
         PlanModeState, context_schema=PlanModeContext, input_schema=InputState, output_schema=OutputState
     )
-    # Every node's model calls are counted, and the nodes that start them check the budget first (budget.py).
-    # Every write is JSON data, so any stock saver reads the checkpoints back (planmode.state.checkpoint_data).
-    g.add_node(
-        "detect",
-        data_writes(accounted("detect", make_detect(deps))),
-        input_schema=PlanModeState,
-        destinations=DETECT_ROUTES,
-    )
-    # The nodes that call the model pause the run when it cannot be reached (nodes/model_unavailable.py).
-    g.add_node(
-        "respond",
-        data_writes(accounted("respond", pausable("respond", make_respond(deps)))),
-        input_schema=PlanModeState,
-    )
-    g.add_node("plan", data_writes(accounted("plan", pausable("plan", make_plan(deps)))), input_schema=PlanModeState)
+    # Each node inside its pipeline (graph/pipeline.py: one table of what wraps which node, outermost first)
+    g.add_node("detect", pipeline("detect", make_detect(deps)), input_schema=PlanModeState, destinations=DETECT_ROUTES)
+    g.add_node("respond", pipeline("respond", make_respond(deps)), input_schema=PlanModeState)
+    g.add_node("plan", pipeline("plan", make_plan(deps)), input_schema=PlanModeState)
     # approve: the policy, then a human (nodes/approve.py); dispatch: its gates, then the batch (nodes/dispatch.py)
-    g.add_node("approve", data_writes(make_approve(deps, approval_policy)), input_schema=PlanModeState)
-    g.add_node("dispatch", data_writes(accounted("dispatch", make_dispatch(deps, approval_policy))))
+    g.add_node("approve", pipeline("approve", make_approve(deps, approval_policy)), input_schema=PlanModeState)
+    g.add_node("dispatch", pipeline("dispatch", make_dispatch(deps, approval_policy)))
     g.add_node(
         "execute_step",
-        data_writes(trusted_task(accounted("execute_step", make_execute_step(deps)))),
+        pipeline("execute_step", make_execute_step(deps)),  # the execution guard is in the node
         input_schema=StepTask,
         destinations=("verify",),  # a step planmode started goes on to verify (execute_step's Command)
     )
-    g.add_node("verify", data_writes(accounted("verify", pausable("verify", make_verify(deps)))))
+    g.add_node("verify", pipeline("verify", make_verify(deps)))
+    g.add_node("reflect", pipeline("reflect", make_reflect(deps)), input_schema=PlanModeState)
+    g.add_node("patch", pipeline("patch", make_patch(deps)), input_schema=PlanModeState)
+    g.add_node("finalize", pipeline("finalize", make_finalize(deps)), input_schema=PlanModeState)
     g.add_node(
-        "reflect",
-        data_writes(accounted("reflect", pausable("reflect", make_reflect(deps)))),
-        input_schema=PlanModeState,
+        "model_unavailable", pipeline("model_unavailable", make_model_unavailable(deps)), destinations=RESUME_NODES
     )
-    g.add_node(
-        "patch", data_writes(accounted("patch", pausable("patch", make_patch(deps)))), input_schema=PlanModeState
-    )
-    g.add_node("finalize", data_writes(accounted("finalize", make_finalize(deps))), input_schema=PlanModeState)
-    g.add_node("model_unavailable", data_writes(make_model_unavailable(deps)), destinations=RESUME_NODES)
     g.add_edge(START, "detect")
     g.add_conditional_edges("respond", route_after_respond)
     g.add_edge("finalize", END)

@@ -1,6 +1,6 @@
 """Checkpointers: SQLite by default (one file), PostgreSQL behind the same interface.
 
-planmode's checkpoints hold JSON data only (`planmode.state.checkpoint_data`), so any stock saver reads them
+planmode's checkpoints hold JSON data only (`planmode.graph.pipeline`), so any stock saver reads them
 without a warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or off. The savers made here also register
 planmode's types with the serializer (`SERDE_ALLOWLIST`): checkpoints written by earlier versions hold
 planmode objects, and these savers read them back silently (a stock saver reads them too, with LangGraph's

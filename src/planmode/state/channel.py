@@ -10,7 +10,7 @@ Use it as ``plan: Annotated[Plan | None, PlanChannel]``.
 
 Its checkpoint is the plan's JSON data, not the `Plan` object, so any stock saver reads it back without an
 "unregistered type" warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or off; the plan is rebuilt when the
-checkpoint is read (`planmode.state.checkpoint_data`). Checkpoints written before held the `Plan` object (or,
+checkpoint is read (`planmode.graph.pipeline`). Checkpoints written before held the `Plan` object (or,
 under a strict serializer, its fields as a dict): both are read too.
 """
 

@@ -164,7 +164,7 @@ class StepOutcomesChannel(BinaryOperatorAggregate[Any]):
     """The ``step_outcomes`` channel: `merge_outcomes`, checkpointed as JSON data.
 
     The outcomes are `StepOutcome` models in the channel and JSON data in a checkpoint, rebuilt when it is read
-    (as the plan is: `planmode.state.checkpoint_data`), so a stock saver reads them without an "unregistered
+    (as the plan is: `planmode.graph.pipeline`), so a stock saver reads them without an "unregistered
     type" warning, strict mode or not. Old checkpoints that hold `StepOutcome` objects are read too.
     """
 

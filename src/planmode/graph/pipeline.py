@@ -1,0 +1,140 @@
+"""Each node's pipeline, in one table (`PIPELINES`): what wraps which node, outermost first, applied by one helper
+(`pipeline`) that serves both of a node's paths (``invoke`` and ``ainvoke``). The order is data: a test holds it
+against the table in docs/architecture.md.
+
+The wrappers:
+
+- `data_writes` (here): every write of the node is plain JSON data, never a planmode class (below);
+- ``trusted_task`` (`planmode.nodes.execute_step`): execute_step's ``Send`` payload gets the run's usage, budget
+  and settings from the graph's channels, not from the ``Send``;
+- ``accounted`` (`planmode.budget`): the node's model calls are counted, each checked against the budget, and the
+  nodes that start work check the budget first;
+- ``pausable`` (`planmode.nodes.model_unavailable`): a model that cannot be reached pauses the run resumably.
+
+Approval is no wrapper: approve calls the policy and asks a human in the node, and execute_step's execution
+guard is in the node too (docs/approval-gates.md).
+
+What planmode puts in a checkpoint is plain JSON data, never a planmode class. Every stock LangGraph saver
+(``InMemorySaver``, ``SqliteSaver``, ``PostgresSaver`` and their async twins) serializes with
+``JsonPlusSerializer``, which stores a Pydantic model as "class + fields" and, when reading it back, warns about a
+class it does not know ("Deserializing unregistered type ...") or, under ``LANGGRAPH_STRICT_MSGPACK``, refuses
+to build it. So the channels that hold models checkpoint their JSON form and rebuild the models when a
+checkpoint is read (`planmode.state.channel.PlanChannel`, `planmode.state.graph_state.StepOutcomesChannel`); a
+node's writes (saved as pending writes before any channel sees them) are made data by `data_writes`, and the
+``Send`` tasks of a router by `data_sends`; the plan and outcome channels read the JSON forms as the models they
+were (`plan_reducer` and `merge_outcomes` accept both). Nodes and the public API keep seeing the typed models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any, Literal
+
+from langgraph.types import Command, Send
+from pydantic import BaseModel
+
+from planmode._drive import per_path
+
+__all__ = ["PIPELINES", "Wrapper", "data_sends", "data_writes", "pipeline", "to_data"]
+
+
+def to_data(value: Any) -> Any:
+    """``value`` with every planmode model in it turned into its JSON data (recursively, losslessly).
+
+    Every field is kept, excluded ones too (a `NewStep`'s ``status`` is excluded from its dumps, but the
+    patch logic reads it to record a warning), so ``Model.model_validate(to_data(m)) == m``. Values that are
+    not planmode's (messages, a user's own models) are left as they are: their own serializer handles them.
+    """
+    if isinstance(value, BaseModel):
+        if not type(value).__module__.startswith("planmode."):
+            return value
+        return {name: to_data(getattr(value, name)) for name in type(value).model_fields}
+    if isinstance(value, Enum) and type(value).__module__.startswith("planmode."):
+        return value.value
+    if isinstance(value, Send):
+        return Send(value.node, to_data(value.arg))
+    if isinstance(value, Mapping):
+        return {k: to_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_data(v) for v in value]
+    return value
+
+
+def _update_data(out: Any) -> Any:
+    """A node's return value with its updates and ``Send`` targets made data."""
+    if isinstance(out, Command):
+        goto = out.goto
+        if isinstance(goto, Send | list | tuple):
+            goto = to_data(goto)
+        return dataclasses.replace(out, update=to_data(out.update), goto=goto)
+    if isinstance(out, Mapping | list | tuple | Send):
+        return to_data(out)
+    return out
+
+
+def data_writes(node: Any) -> Any:
+    """``node`` whose writes (an update dict, or a ``Command``'s update and sends) are JSON data.
+
+    The wrapper keeps ``node``'s signature (LangGraph reads it to inject ``runtime``, ``config``, ...).
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapped(*args: Any, **kwargs: Any) -> Any:
+                return _update_data(await fn(*args, **kwargs))
+
+            return awrapped
+
+        @functools.wraps(fn)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            return _update_data(fn(*args, **kwargs))
+
+        return wrapped
+
+    return per_path(node, wrap)
+
+
+def data_sends(router: Any) -> Any:
+    """``router`` whose ``Send`` packets carry JSON data (they are saved as writes too)."""
+    return data_writes(router)
+
+
+Wrapper = Literal["data_writes", "trusted_task", "accounted", "pausable"]
+
+#: Each node's pipeline, outermost first (the node itself, ``make_<node>`` of ``nodes/<node>.py``, is innermost).
+PIPELINES: dict[str, tuple[Wrapper, ...]] = {
+    "detect": ("data_writes", "accounted"),
+    "respond": ("data_writes", "accounted", "pausable"),
+    "plan": ("data_writes", "accounted", "pausable"),
+    "approve": ("data_writes",),
+    "dispatch": ("data_writes", "accounted"),
+    "execute_step": ("data_writes", "trusted_task", "accounted"),
+    "verify": ("data_writes", "accounted", "pausable"),
+    "reflect": ("data_writes", "accounted", "pausable"),
+    "patch": ("data_writes", "accounted", "pausable"),
+    "finalize": ("data_writes", "accounted"),
+    "model_unavailable": ("data_writes",),
+}
+
+
+def pipeline(name: str, node: Any) -> Any:
+    """``node`` inside its pipeline (`PIPELINES`): each wrapper wraps the node's sync and async path alike."""
+    from planmode.budget import accounted
+    from planmode.nodes.execute_step import trusted_task
+    from planmode.nodes.model_unavailable import pausable
+
+    wrappers: dict[str, Callable[[Any], Any]] = {
+        "data_writes": data_writes,
+        "trusted_task": trusted_task,
+        "accounted": lambda inner: accounted(name, inner),
+        "pausable": lambda inner: pausable(name, inner),
+    }
+    for wrapper in reversed(PIPELINES[name]):
+        node = wrappers[wrapper](node)
+    return node
