@@ -19,6 +19,7 @@ from planmode.llm.trim import approx_tokens, fit_messages
 from planmode.persistence import sqlite_checkpointer
 from planmode.state.draft import PlanDraft
 from planmode.testing.openai_server import ScriptedOpenAIServer, prompt_tokens
+from planmode.tools import read_only
 
 pytestmark = pytest.mark.integration
 
@@ -172,10 +173,13 @@ def test_every_call_carries_the_output_cap_as_max_tokens(tmp_path: Path) -> None
 # -- the context budget --------------------------------------------------------------------------------------
 
 
-@tool
-def big(n: int) -> str:
+@tool("big")
+def _big(n: int) -> str:
     """Return a large block of text."""
     return f"block {n}: " + ("lorem ipsum dolor sit amet " * 400)
+
+
+big = read_only(_big)  # read-only: every step is bound to it (a step runs with the read-only tools it needs)
 
 
 def test_execution_transcripts_are_trimmed_to_the_context_the_server_reports(tmp_path: Path) -> None:
