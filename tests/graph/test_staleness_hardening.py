@@ -126,7 +126,7 @@ def answer_steps_until_done(graph: Any, config: dict[str, Any]) -> list[str]:
         if value["type"] == "planmode.approval":
             answer = {"action": "approve", "revision": value["revision"]}
         elif value["type"] == "planmode.step_approval":
-            answer = {"action": "approve", "step": value["step"]["id"]}
+            answer = {"action": "approve", "step": value["step"]["id"], "definition": value["definition"]}
         else:
             break
         graph.invoke(Command(resume=answer), config, context=ctx)
@@ -163,11 +163,11 @@ def test_a_change_to_a_file_the_run_wrote_is_asked_about(tmp_path: Path) -> None
         graph.invoke(Command(resume={"action": "approve", "revision": first["revision"]}), config)
         step = graph.get_state(config).interrupts[0].value
         assert step["type"] == "planmode.step_approval" and step["step"]["id"] == "one"
-        graph.invoke(Command(resume={"action": "approve", "step": "one"}), config)
+        graph.invoke(Command(resume={"action": "approve", "step": "one", "definition": step["definition"]}), config)
         step = graph.get_state(config).interrupts[0].value
         assert step["type"] == "planmode.step_approval" and step["step"]["id"] == "two"
         (ws / "one.txt").write_text("changed by someone else\n")  # while the run waits at the question
-        graph.invoke(Command(resume={"action": "approve", "step": "two"}), config)
+        graph.invoke(Command(resume={"action": "approve", "step": "two", "definition": step["definition"]}), config)
         stale = graph.get_state(config).interrupts[0].value
     assert stale["type"] == "planmode.stale"
     assert stale["changed"] == ["one.txt"]

@@ -183,7 +183,7 @@ def test_only_the_step_that_declares_write_file_writes_under_per_step_approval(t
     def answer(value: dict[str, Any]) -> Any:
         assert value["type"] == "planmode.step_approval" and value["step"]["id"] == "w", value
         assert value["write_tools"] == ["write_file"]
-        return {"action": "approve", "step": "w"}
+        return {"action": "approve", "step": "w", "definition": value["definition"]}
 
     result = run(mode, tmp_path, model, workspace_tools(ws), context, answer)
 
