@@ -307,8 +307,9 @@ def test_a_default_context_on_resume_keeps_the_settings_the_run_started_with() -
     stored = {"model": "scripted-model", "max_parallel": 2, "approval": "ask"}
     resumed = resolve_settings(PlanModeContext(), stored)
     assert (resumed.model, resumed.max_parallel) == ("scripted-model", 2)
-    changed = resolve_settings(PlanModeContext(approval="auto"), stored)
-    assert (changed.model, changed.approval) == ("scripted-model", "auto")
+    changed = resolve_settings(PlanModeContext(approval="auto", max_parallel=3), stored)
+    # a value the resume sets wins, except one that loosens approval: that is an answer at the interrupt
+    assert (changed.model, changed.approval, changed.max_parallel) == ("scripted-model", "ask", 3)
     assert resolve_settings({"max_parallel": 4}, stored).max_parallel == 4  # a dict key is always "given"
     assert resolve_settings(None, stored).model == "scripted-model"
     assert resolve_settings(PlanModeContext(model="m"), None).model == "m"
