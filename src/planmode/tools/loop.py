@@ -22,17 +22,26 @@ answered with a refusal naming the step, the tool and what the step declared, an
 `LoopResult`). The decision depends only on the tool the call resolves to (its read-only marking, its identity
 among the bound tools, the withheld names) and on whether writes are allowed — never on anything else the
 model sends, such as tool-call ids.
+
+Tool calls written as text (`planmode.tools.text_calls`): when a reply has no tool calls but its whole content
+is a tool call written as JSON (raw or fenced, one or a list), or holds ``<tool_call>`` tags, and every call names
+a tool the loop knows (one it runs, or one of the graph the step is not bound to), the reply is given real tool
+calls (with fresh ids made here, never ids from the text) and they go through the same `ToolNode` and the same
+`ToolGate` as any call. Text that looks like a tool call but names an unknown tool or cannot be read is never the
+answer: the model is told to call the tool through the tool-calling interface and gets another turn (within the
+turn bound); a loop that ends on such text ends with ``error`` set, naming it.
 """
 
 from __future__ import annotations
 
 import operator
+import uuid
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
@@ -53,6 +62,7 @@ from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import StepTools, is_read_only
+from planmode.tools.text_calls import TextCalls, read_text_calls
 
 __all__ = ["LoopResult", "ToolGate", "ToolRaised", "arun_tool_loop", "is_read_only", "run_tool_loop"]
 
@@ -167,6 +177,8 @@ class _LoopState(TypedDict, total=False):
     """Why the loop ended without an answer (a failed model call, the turn bound)."""
     final: bool
     """The last model reply is the answer (no tool calls, or the tool-call budget is used up)."""
+    text_call: str | None
+    """Why the last reply, a tool call written as text, was not run (the model was told; not an answer)."""
 
 
 def run_tool_loop(
@@ -195,7 +207,7 @@ def run_tool_loop(
     result = LoopResult(messages=list(messages))
     tools = _bound(tools, binding)
     if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
-        call_model, _ = _model_turn(model, (), settings, max_tool_calls)
+        call_model, _ = _model_turn(model, (), settings, max_tool_calls, _known((), binding))
         return _finish(result, drive(_without_tools(messages, turns, binding), call_model))
     loop = _loop_for(
         model,
@@ -233,7 +245,7 @@ async def arun_tool_loop(
     result = LoopResult(messages=list(messages))
     tools = _bound(tools, binding)
     if not tools:
-        _, acall_model = _model_turn(model, (), settings, max_tool_calls)
+        _, acall_model = _model_turn(model, (), settings, max_tool_calls, _known((), binding))
         return _finish(result, await adrive(_without_tools(messages, turns, binding), acall_model))
     loop = _loop_for(
         model,
@@ -340,13 +352,17 @@ def _build_loop(
     max_tool_calls: int | None,
     binding: StepTools | None,
 ) -> Any:
-    call_model, acall_model = _model_turn(model, tools, settings, max_tool_calls)
+    call_model, acall_model = _model_turn(model, tools, settings, max_tool_calls, _known(tools, binding))
     gate = ToolGate(allow_writes=allow_writes, binding=binding)
 
-    def after_model(state: _LoopState) -> Literal["tools", "__end__"]:
+    def after_model(state: _LoopState) -> Literal["tools", "model", "bound", "__end__"]:
         history = state.get("messages") or []
         last = history[-1] if history else None
-        if state.get("error") or not (isinstance(last, AIMessage) and last.tool_calls):
+        if state.get("error"):
+            return "__end__"
+        if state.get("text_call"):  # the model was told to call the tool properly: another turn, if any is left
+            return "bound" if state.get("turns", 0) >= max_iterations else "model"
+        if not (isinstance(last, AIMessage) and last.tool_calls):
             return "__end__"
         return "tools"
 
@@ -356,7 +372,7 @@ def _build_loop(
         return "bound" if state.get("turns", 0) >= max_iterations else "model"
 
     def bound_reached(state: _LoopState) -> dict[str, Any]:
-        return {"error": _bound_error(max_iterations)}
+        return {"error": _text_call_error(state) or _bound_error(max_iterations)}
 
     builder: StateGraph[_LoopState, None, _LoopState, _LoopState] = StateGraph(_LoopState)
     builder.add_node("model", RunnableCallable(call_model, acall_model, name="model", trace=False))
@@ -373,14 +389,69 @@ def _bound_error(max_iterations: int) -> str:
     return f"no final answer after {max_iterations} model turns"
 
 
+def _text_call_error(state: Any) -> str | None:
+    """The error of a loop that ended on a tool call written as text that was not run (None: it did not)."""
+    why = state.get("text_call")
+    if not why:
+        return None
+    history = state.get("messages") or []
+    said = next((text_of(m) for m in reversed(history) if isinstance(m, AIMessage)), "")
+    return f"the model's last reply was a tool call written as text, not run ({why}): {_excerpt(said)}"
+
+
+def _known(tools: Sequence[BaseTool], binding: StepTools | None) -> frozenset[str]:
+    """The tool names a call written as text may name: the tools the loop runs, and the graph's tools the step
+    is not bound to (a call to one of those is refused by the gate, as a real call is)."""
+    return frozenset(t.name for t in tools) | (binding.withheld if binding is not None else frozenset())
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _from_text(reply: AIMessage, read: TextCalls, known: frozenset[str]) -> tuple[AIMessage, str | None]:
+    """``reply`` with the calls its text holds as real tool calls (fresh ids), or, when they cannot run, the
+    reason (the reply is returned as is)."""
+    problem = read.problem
+    unknown = [c.name for c in read.calls if c.name not in known]
+    if problem is None and unknown:
+        names = ", ".join(_excerpt(n, 60) for n in dict.fromkeys(unknown))
+        problem = f"no tool is named {names}"
+    if problem is None and not read.calls:
+        problem = "it holds no call"
+    if problem is not None:
+        return reply, problem
+    calls = [
+        {"name": c.name, "args": c.args, "id": f"planmode_text_{uuid.uuid4().hex}", "type": "tool_call"}
+        for c in read.calls
+    ]
+    return reply.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []}), None
+
+
+def _nudge(problem: str, known: frozenset[str]) -> HumanMessage:
+    tools = ", ".join(sorted(known)) or "none"
+    return HumanMessage(
+        content=(
+            f"Your last reply looks like a tool call written as text; it was not run ({problem}). To use a tool, "
+            f"call the tool through the tool-calling interface: do not write the call as text. Tools: {tools}. "
+            "If you are done, answer in plain words."
+        )
+    )
+
+
 _Update = dict[str, Any]
 
 
 def _model_turn(
-    model: BaseChatModel, tools: Sequence[BaseTool], settings: PlanModeContext, max_tool_calls: int | None
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    settings: PlanModeContext,
+    max_tool_calls: int | None,
+    known: frozenset[str],
 ) -> tuple[Callable[[Any], _Update], Callable[[Any], Awaitable[_Update]]]:
     """The loop's model turn, sync and async: call the model (with the tools bound); a failure sets ``error``;
-    the tool-call budget cuts the reply's calls and marks it final."""
+    a tool call written as text becomes a real call or a request to call properly (``known``: the tool names it
+    may name); the tool-call budget cuts the reply's calls and marks it final."""
     bound = model.bind_tools(list(tools)) if tools else model
 
     def history(state: _LoopState) -> list[BaseMessage]:
@@ -395,7 +466,7 @@ def _model_turn(
             raise
         except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls)
+        return _after_reply(state, reply, max_tool_calls, known)
 
     async def acall_model(state: _LoopState) -> _Update:
         msgs = await afit_transcript(model, history(state), settings, tools)
@@ -405,16 +476,25 @@ def _model_turn(
             raise
         except Exception as exc:  # as in call_model
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls)
+        return _after_reply(state, reply, max_tool_calls, known)
 
     return call_model, acall_model
 
 
-def _after_reply(state: _LoopState, reply: BaseMessage, max_tool_calls: int | None) -> _Update:
+def _after_reply(
+    state: _LoopState, reply: BaseMessage, max_tool_calls: int | None, known: frozenset[str] = frozenset()
+) -> _Update:
     if not isinstance(reply, AIMessage):
         reply = AIMessage(content=text_of(reply))
-    update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False}
+    update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False, "text_call": None}
     calls = list(reply.tool_calls or [])
+    read = None if calls else read_text_calls(text_of(reply))
+    if read is not None:
+        reply, problem = _from_text(reply, read, known)
+        if problem is not None:  # never the answer: the model is told to call the tool properly
+            update.update(messages=[reply, _nudge(problem, known)], tool_names=[], text_call=problem)
+            return update
+        calls = list(reply.tool_calls)
     used = len(state.get("tool_names") or [])
     if max_tool_calls is not None and used + len(calls) >= max_tool_calls and calls:
         # The budget ends the loop after these calls: the calls past it are dropped from the reply (the
@@ -443,6 +523,7 @@ def _without_tools(
         "refused": [],
         "error": None,
         "final": False,
+        "text_call": None,
     }
     while True:
         update = yield state
@@ -450,6 +531,11 @@ def _without_tools(
         state["tool_names"] += update.pop("tool_names", [])
         state.update(update)
         last = state["messages"][-1]
+        if state["text_call"] and not state["error"]:  # the model was told to call the tool properly
+            if state["turns"] >= max_iterations:
+                state["error"] = _text_call_error(state)
+                return state
+            continue
         if state["error"] or not (isinstance(last, AIMessage) and last.tool_calls):
             return state
         for c in last.tool_calls:

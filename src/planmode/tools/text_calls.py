@@ -1,0 +1,162 @@
+"""Tool calls a model wrote as text instead of calling the tool.
+
+Small open models, on servers that do not parse their output into tool calls, answer with the call as text:
+a JSON object with ``name`` and ``arguments`` (or ``parameters``), fenced (```` ```json ````) or not, a list of
+them, or each one inside ``<tool_call>...</tool_call>`` tags (Qwen/Hermes style). `read_text_calls` recognises
+these, with one rule that never mistakes an answer for a call:
+
+- ``<tool_call>`` tags are tool-call syntax wherever they appear in the reply (they are never prose);
+- JSON (raw, or in one fence) is a call only when it is the *whole* reply, stripped: an answer that shows a
+  JSON example inside prose is an answer;
+- a JSON value is a call when it is an object with a string ``name`` and ``arguments``/``parameters`` (an object,
+  or a string holding one), also inside ``{"function": {...}}``; a list is calls when all its items are.
+
+The parser is pure: it never raises, never evaluates anything (``json.loads`` only), uses no regular expression,
+and reads at most `MAX_TEXT_CALL_CHARS` characters.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MAX_TEXT_CALL_CHARS", "TextCall", "TextCalls", "read_text_calls"]
+
+MAX_TEXT_CALL_CHARS = 100_000
+"""Replies longer than this are not parsed (one that looks like a call is reported as unreadable)."""
+
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_ARGS = ("arguments", "parameters", "args")
+
+
+@dataclass(frozen=True)
+class TextCall:
+    """One call read from text."""
+
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TextCalls:
+    """What a reply's text holds when it looks like tool calls: the calls read, or why it could not be read."""
+
+    calls: list[TextCall] = field(default_factory=list)
+    problem: str | None = None
+    """Why the text looks like a tool call but could not be read as one (None: ``calls`` are all of it)."""
+
+
+def read_text_calls(text: object) -> TextCalls | None:
+    """The tool calls ``text`` is written as, or None when it is not a tool call written as text (an answer).
+
+    Never raises."""
+    try:
+        return _read(text)
+    except Exception as exc:  # a parser bug must not end a run: report the text as unreadable
+        return TextCalls(problem=f"the text could not be read ({type(exc).__name__})")
+
+
+def _read(text: object) -> TextCalls | None:
+    if not isinstance(text, str):
+        return None
+    stripped = text.strip()
+    tagged = _OPEN in stripped
+    if not tagged and not _json_shaped(stripped):
+        return None
+    if len(stripped) > MAX_TEXT_CALL_CHARS:
+        if tagged or _mentions_call(stripped[:MAX_TEXT_CALL_CHARS]):
+            return TextCalls(problem=f"the text is longer than {MAX_TEXT_CALL_CHARS} characters")
+        return None
+    if tagged:
+        return _tagged(stripped)
+    body = _unfenced(stripped)
+    value, ok = _loads(body)
+    if not ok:
+        return TextCalls(problem="its JSON does not parse") if _mentions_call(body) else None
+    calls = _calls_of(value)
+    if calls is not None:
+        return TextCalls(calls=calls)
+    if _looks_like_call(value):
+        return TextCalls(problem='it is not an object with a string "name" and an object of "arguments"')
+    return None
+
+
+def _json_shaped(s: str) -> bool:
+    return s.startswith(("{", "[")) or (s.startswith("```") and s.endswith("```") and len(s) >= 6)
+
+
+def _unfenced(s: str) -> str:
+    """The inside of one fence (```` ```json ... ``` ````), or ``s`` itself."""
+    if not (s.startswith("```") and s.endswith("```") and len(s) >= 6):
+        return s
+    inner = s[3:-3]
+    newline = inner.find("\n")
+    head = inner if newline < 0 else inner[:newline]
+    if head.strip().lower() in ("", "json", "tool_call", "tool_code"):
+        inner = "" if newline < 0 else inner[newline + 1 :]
+    return inner.strip()
+
+
+def _tagged(s: str) -> TextCalls:
+    calls: list[TextCall] = []
+    start = s.find(_OPEN)
+    while start >= 0:
+        begin = start + len(_OPEN)
+        end = s.find(_CLOSE, begin)
+        body = s[begin:] if end < 0 else s[begin:end]  # a missing close tag: the call runs to the end
+        value, ok = _loads(_unfenced(body.strip()))
+        found = _calls_of(value) if ok else None
+        if found is None:
+            return TextCalls(problem="a <tool_call> tag does not hold a JSON object with a name and arguments")
+        calls.extend(found)
+        if end < 0:
+            break
+        start = s.find(_OPEN, end + len(_CLOSE))
+    return TextCalls(calls=calls)
+
+
+def _loads(s: str) -> tuple[Any, bool]:
+    try:
+        return json.loads(s), True
+    except (ValueError, RecursionError):  # invalid JSON; nesting deeper than the interpreter's stack
+        return None, False
+
+
+def _calls_of(value: Any) -> list[TextCall] | None:
+    """The calls ``value`` is (an object, or a non-empty list of them), or None when it is not calls."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        return None
+    calls = [_call_of(item) for item in items]
+    return None if any(c is None for c in calls) else [c for c in calls if c is not None]
+
+
+def _call_of(item: Any) -> TextCall | None:
+    if not isinstance(item, dict):
+        return None
+    if isinstance(item.get("function"), dict) and "name" not in item:
+        item = item["function"]
+    name = item.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    keys = [k for k in _ARGS if k in item]
+    if not keys:
+        return None
+    args = item[keys[0]]
+    if isinstance(args, str):  # OpenAI-style: the arguments as a JSON string
+        args, ok = _loads(args) if args.strip() else ({}, True)
+        if not ok:
+            return None
+    if not isinstance(args, dict):
+        return None
+    return TextCall(name=name.strip(), args=args)
+
+
+def _looks_like_call(value: Any) -> bool:
+    items = value if isinstance(value, list) else [value]
+    return any(isinstance(i, dict) and ("name" in i or "function" in i) and any(k in i for k in _ARGS) for i in items)
+
+
+def _mentions_call(s: str) -> bool:
+    return '"name"' in s and any(f'"{k}"' in s for k in _ARGS)
