@@ -1,0 +1,290 @@
+"""Issue 24 item 2: tool calls a model writes as text (raw or fenced JSON, a list, ``<tool_call>`` tags) are run
+through the same ToolNode and gate as real ones, or the model is told to call properly — never taken as a step's
+result. Plain answers that show JSON are answers.
+
+Graph runs on a real SQLite file with the workspace tools and the scripted model; the loop itself, sync and async;
+the parser against hostile text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from planmode.context import PlanModeContext
+from planmode.graph import build_graph
+from planmode.persistence import sqlite_checkpointer
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
+from planmode.tools import bind_step_tools, workspace_tools
+from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
+from planmode.tools.text_calls import MAX_TEXT_CALL_CHARS, read_text_calls
+
+pytestmark = pytest.mark.integration
+
+CFG = {"configurable": {"thread_id": "t"}}
+CALL = {"name": "write_file", "arguments": {"path": "hello.py", "content": "print('hi')\n"}}
+NUDGE = "call the tool through the tool-calling interface"
+
+FORMS = {
+    "raw": json.dumps(CALL),
+    "fenced": "```json\n" + json.dumps(CALL, indent=2) + "\n```",
+    "tagged": "<tool_call>\n" + json.dumps(CALL) + "\n</tool_call>",
+    "list": json.dumps([CALL, {"name": "read_file", "parameters": {"path": "hello.py"}}]),
+    "openai_string_args": json.dumps({"function": {"name": "write_file", "arguments": json.dumps(CALL["arguments"])}}),
+}
+
+
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+def texter(first: str, then: str = "wrote hello.py") -> Callable[[ScriptRequest], Any]:
+    """An execute turn that writes its call as text, then answers in words once a tool result is back."""
+
+    def execute(req: ScriptRequest) -> Any:
+        return then if req.tool_results() else first
+
+    return execute
+
+
+def run_graph(tmp_path: Path, model: ScriptedChatModel, ws: Path, **context: Any) -> dict[str, Any]:
+    saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
+    try:
+        graph = build_graph(model, tools=workspace_tools(ws), checkpointer=saver)
+        ctx = {"mode": "plan", "approval": "auto", "max_explore_calls": 0, "max_attempts": 1, **context}
+        out: dict[str, Any] = graph.invoke({"task": "write hello.py"}, CFG, context=ctx)
+        return out
+    finally:
+        saver.conn.close()
+
+
+def plan_of(tools: list[str]) -> dict[str, Any]:
+    return {"title": "t", "steps": [{"id": "s", "description": "write hello.py", "tools": tools}]}
+
+
+def loop(mode: str, responder: Callable[[ScriptRequest], Any], ws: Path, **kw: Any) -> LoopResult:
+    model = ScriptedChatModel(responder=responder)
+    tools = workspace_tools(ws)
+    kwargs: dict[str, Any] = {"allow_writes": True, "max_iterations": 3, **kw}
+    messages = [HumanMessage(content="write hello.py")]
+    if mode == "sync":
+        return run_tool_loop(model, tools, messages, PlanModeContext(), **kwargs)
+    return asyncio.run(arun_tool_loop(model, tools, messages, PlanModeContext(), **kwargs))
+
+
+# -- each text form runs the real tool ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_tool_call_written_as_text_runs_the_tool_in_a_step(tmp_path: Path, form: str) -> None:
+    ws = workspace(tmp_path)
+    model = ScriptedChatModel(responder=PurposeScript(plan=plan_of(["write_file"]), execute=texter(FORMS[form])))
+
+    out = run_graph(tmp_path, model, ws)
+
+    assert (ws / "hello.py").read_text() == "print('hi')\n"
+    assert out["status"] == "completed", out.get("error")
+    step = out["plan"].get("s")
+    assert step.result == "wrote hello.py"  # the answer after the tool ran, not the text call
+    results = next(r for r in model.requests if r.purpose == "execute" and r.tool_results()).tool_results()
+    assert results[0].status == "success" and results[0].tool_call_id.startswith("planmode_text_")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_loop_gives_text_calls_fresh_ids_and_runs_them(tmp_path: Path, mode: str) -> None:
+    ws = workspace(tmp_path)
+    text = '<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}, "id": "call_1"}'
+    res = loop(mode, texter(text, "done"), ws)
+
+    assert (ws / "a.txt").read_text() == "x"
+    assert res.text == "done" and res.error is None and res.tool_names == ["write_file"]
+    (ai,) = [m for m in res.messages if isinstance(m, AIMessage) and m.tool_calls]
+    assert ai.tool_calls[0]["id"].startswith("planmode_text_")  # never the id the text carries
+
+
+# -- the gate and the binding apply ------------------------------------------------------------------------
+
+
+def test_a_text_call_to_an_undeclared_write_tool_is_refused_and_recorded(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    script = PurposeScript(
+        plan=plan_of(["read_file"]), execute=texter(FORMS["fenced"], "gave up"), reflect={"assessment": "failed"}
+    )
+    model = ScriptedChatModel(responder=script)
+
+    out = run_graph(tmp_path, model, ws)
+
+    assert not (ws / "hello.py").exists()
+    step = out["plan"].get("s")
+    assert step.status.value == "failed"
+    assert step.error is not None and "write_file" in step.error and "step 's' does not declare" in step.error
+    seen = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
+    assert seen and all(m.status == "error" and "may not call 'write_file'" in str(m.content) for m in seen)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_text_call_to_a_withheld_tool_is_refused_by_the_loop(tmp_path: Path, mode: str) -> None:
+    ws = workspace(tmp_path)
+    binding = bind_step_tools("s", ["read_file"], workspace_tools(ws))
+    res = loop(mode, texter(FORMS["raw"], "gave up"), ws, binding=binding)
+
+    assert not (ws / "hello.py").exists()
+    assert res.refused == ["write_file"] and res.text == "gave up"
+
+
+def test_before_approval_a_text_call_to_a_write_tool_is_refused_by_the_plan_mode_gate(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    res = loop("sync", texter(FORMS["tagged"], "could not write"), ws, allow_writes=False)
+
+    assert not (ws / "hello.py").exists()
+    refusal = next(m for m in res.messages if isinstance(m, ToolMessage))
+    assert refusal.status == "error" and "may only run in an approved plan" in str(refusal.content)
+
+
+# -- what cannot run is never the answer --------------------------------------------------------------------
+
+UNRUNNABLE = {
+    "unknown_tool": '{"name": "create_file", "arguments": {"path": "hello.py", "content": "x"}}',
+    "unparseable": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": "x"\n```',
+    "bad_tag": "I will write it.\n<tool_call>write_file(path='hello.py')</tool_call>",
+    "args_not_object": '{"name": "write_file", "arguments": ["hello.py"]}',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNRUNNABLE))
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_text_call_that_cannot_run_is_sent_back_and_never_the_answer(tmp_path: Path, mode: str, kind: str) -> None:
+    ws = workspace(tmp_path)
+    res = loop(mode, lambda req: UNRUNNABLE[kind], ws)
+
+    assert res.text == ""  # never the answer
+    assert res.error is not None and "tool call written as text" in res.error
+    nudges = [m for m in res.messages if isinstance(m, HumanMessage) and NUDGE in str(m.content)]
+    assert len(nudges) == 3  # asked again on every turn, bounded by max_iterations
+
+
+def test_the_model_that_calls_properly_after_being_told_gets_its_work_done(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "wrote it"
+        if NUDGE in req.text():
+            return {"tool_calls": [{"name": "write_file", "args": {"path": "hello.py", "content": "ok"}}]}
+        return UNRUNNABLE["unknown_tool"]
+
+    res = loop("sync", execute, ws)
+
+    assert (ws / "hello.py").read_text() == "ok" and res.text == "wrote it" and res.error is None
+
+
+def test_a_step_whose_model_only_writes_unknown_text_calls_fails(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    script = PurposeScript(
+        plan=plan_of(["write_file"]), execute=UNRUNNABLE["unknown_tool"], reflect={"assessment": "failed"}
+    )
+    model = ScriptedChatModel(responder=script)
+
+    out = run_graph(tmp_path, model, ws)
+
+    step = out["plan"].get("s")
+    assert step.status.value == "failed" and step.result != UNRUNNABLE["unknown_tool"]
+    assert step.error is not None and "create_file" in step.error
+    assert out["status"] != "completed"
+    assert not any(r.purpose == "verify" for r in model.requests)  # nothing was judged done
+
+
+def test_a_step_without_tools_still_never_answers_with_a_text_call(tmp_path: Path) -> None:
+    """The loop with no tools (run without a subgraph) applies the same rule."""
+    ws = workspace(tmp_path)
+    model = ScriptedChatModel(responder=lambda req: UNRUNNABLE["unparseable"])
+    res = run_tool_loop(model, [], [HumanMessage(content="go")], PlanModeContext(), allow_writes=True, max_iterations=2)
+    assert res.text == "" and res.error is not None and "tool call written as text" in res.error
+    assert not (ws / "hello.py").exists()
+
+
+# -- answers are answers ------------------------------------------------------------------------------------
+
+ANSWERS = [
+    'To call it, send ```json\n{"name": "write_file", "arguments": {"path": "a"}}\n``` through the API.',
+    'The config is:\n{"name": "write_file", "arguments": {}}',
+    '{"name": "Alice", "age": 3}',
+    "[1, 2, 3]",
+    "```python\nprint('hi')\n```",
+    '```json\n{"rows": 3}\n```',
+    "Done: hello.py prints hi.",
+    "",
+]
+
+
+@pytest.mark.parametrize("answer", ANSWERS)
+def test_an_answer_that_shows_json_is_an_answer(tmp_path: Path, answer: str) -> None:
+    assert read_text_calls(answer) is None
+    ws = workspace(tmp_path)
+    res = loop("sync", lambda req: answer, ws)
+    assert res.text == answer and res.error is None and res.tool_calls == 0
+
+
+# -- the parser against hostile text ---------------------------------------------------------------------------
+
+
+HOSTILE = {
+    "deep_list": "[" * 200_000 + "]" * 200_000,
+    "deep_in_limit": "[" * 40_000 + "]" * 40_000,
+    "deep_object": '{"name": "x", "arguments": ' + '{"a":' * 30_000 + "1" + "}" * 30_001,
+    "huge_call": json.dumps({"name": "write_file", "arguments": {"content": "x" * (MAX_TEXT_CALL_CHARS + 10)}}),
+    "many_tags": "<tool_call>" * 50_000,
+    "tags_unclosed": "<tool_call>{" * 5_000,
+    "surrogates": '{"name": "\\ud800", "arguments": {"path": "\\udfff"}}',
+    "raw_surrogates": '<tool_call>{"name": "w\ud800", "arguments": {}}</tool_call>',
+    "regexy": "```" + "(a+)+$" * 10_000 + "```",
+    "fence_only": "``````",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_hostile_text_neither_crashes_nor_hangs_the_parser(kind: str) -> None:
+    started = time.monotonic()
+    read = read_text_calls(HOSTILE[kind])
+    assert time.monotonic() - started < 2.0
+    assert read is None or read.problem is not None or all(isinstance(c.args, dict) for c in read.calls)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_huge_text_call_is_sent_back_not_run(tmp_path: Path, mode: str) -> None:
+    ws = workspace(tmp_path)
+    res = loop(mode, lambda req: HOSTILE["huge_call"], ws, max_iterations=1)
+    assert res.text == "" and res.error is not None and "longer than" in res.error
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.text(),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(),
+            lambda kids: (
+                st.lists(kids) | st.dictionaries(st.sampled_from(["name", "arguments", "x"]) | st.text(), kids)
+            ),
+        ).map(json.dumps),
+        st.text().map(lambda s: f"<tool_call>{s}</tool_call>"),
+        st.text().map(lambda s: f"```json\n{s}\n```"),
+    )
+)
+def test_the_parser_never_raises_and_only_returns_well_formed_calls(text: str) -> None:
+    read = read_text_calls(text)
+    if read is None:
+        return
+    assert (read.problem is None) == bool(read.calls) or read.problem is not None
+    for call in read.calls:
+        assert isinstance(call.name, str) and call.name and isinstance(call.args, dict)
