@@ -224,6 +224,7 @@ ANSWERS = [
     '```json\n{"rows": 3}\n```',
     "Done: hello.py prints hi.",
     "",
+    "Qwen writes its calls in <tool_call> tags; this server does not parse them.",
 ]
 
 
@@ -267,24 +268,28 @@ def test_a_huge_text_call_is_sent_back_not_run(tmp_path: Path, mode: str) -> Non
     assert res.text == "" and res.error is not None and "longer than" in res.error
 
 
+KEYS = st.sampled_from(["name", "arguments", "parameters", "function", "x"]) | st.text(max_size=5)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(KEYS, kids, max_size=4),
+    max_leaves=20,
+)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(
         st.text(),
-        st.recursive(
-            st.none() | st.booleans() | st.integers() | st.text(),
-            lambda kids: (
-                st.lists(kids) | st.dictionaries(st.sampled_from(["name", "arguments", "x"]) | st.text(), kids)
-            ),
-        ).map(json.dumps),
+        JSON.map(json.dumps),
         st.text().map(lambda s: f"<tool_call>{s}</tool_call>"),
-        st.text().map(lambda s: f"```json\n{s}\n```"),
+        JSON.map(lambda v: f"<tool_call>{json.dumps(v)}</tool_call>"),
+        JSON.map(lambda v: f"```json\n{json.dumps(v)}\n```"),
     )
 )
 def test_the_parser_never_raises_and_only_returns_well_formed_calls(text: str) -> None:
     read = read_text_calls(text)
     if read is None:
         return
-    assert (read.problem is None) == bool(read.calls) or read.problem is not None
+    assert read.problem is not None or read.calls  # calls, or why there are none
     for call in read.calls:
         assert isinstance(call.name, str) and call.name and isinstance(call.args, dict)

@@ -5,7 +5,8 @@ a JSON object with ``name`` and ``arguments`` (or ``parameters``), fenced (```` 
 them, or each one inside ``<tool_call>...</tool_call>`` tags (Qwen/Hermes style). `read_text_calls` recognises
 these, with one rule that never mistakes an answer for a call:
 
-- ``<tool_call>`` tags are tool-call syntax wherever they appear in the reply (they are never prose);
+- ``<tool_call>`` tags are tool-call syntax wherever they appear in the reply, when the tag is closed or
+  followed by JSON (a reply that merely names the tag is prose);
 - JSON (raw, or in one fence) is a call only when it is the *whole* reply, stripped: an answer that shows a
   JSON example inside prose is an answer;
 - a JSON value is a call when it is an object with a string ``name`` and ``arguments``/``parameters`` (an object,
@@ -61,7 +62,7 @@ def _read(text: object) -> TextCalls | None:
     if not isinstance(text, str):
         return None
     stripped = text.strip()
-    tagged = _OPEN in stripped
+    tagged = _tag_call(stripped)
     if not tagged and not _json_shaped(stripped):
         return None
     if len(stripped) > MAX_TEXT_CALL_CHARS:
@@ -80,6 +81,15 @@ def _read(text: object) -> TextCalls | None:
     if _looks_like_call(value):
         return TextCalls(problem='it is not an object with a string "name" and an object of "arguments"')
     return None
+
+
+def _tag_call(s: str) -> bool:
+    """Whether ``s`` holds a ``<tool_call>`` tag used as one: closed later, or followed by JSON (prose that
+    names the tag is not a call)."""
+    start = s.find(_OPEN)
+    if start < 0:
+        return False
+    return s.find(_CLOSE, start) >= 0 or s[start + len(_OPEN) :].lstrip().startswith(("{", "[", "```"))
 
 
 def _json_shaped(s: str) -> bool:
