@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
+from planmode.testing.openai_server import ScriptedOpenAIServer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
 from planmode.tools import bind_step_tools, workspace_tools
 from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
@@ -293,3 +294,55 @@ def test_the_parser_never_raises_and_only_returns_well_formed_calls(text: str) -
     assert read.problem is not None or read.calls  # calls, or why there are none
     for call in read.calls:
         assert isinstance(call.name, str) and call.name and isinstance(call.args, dict)
+
+
+# -- over HTTP, as llama-cpp-python's server answers -------------------------------------------------------------
+
+
+def test_over_http_a_qwen_style_text_call_writes_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ChatOpenAI client against the scripted OpenAI-compatible server, with the --gguf settings: the
+    server returns the call as text (as llama-cpp-python does with tool_choice "auto"); the file is written, and
+    the next request carries the call as a real tool call with planmode's id and its tool result."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    ws = workspace(tmp_path)
+    plan = plan_of(["write_file"])
+    bodies: list[dict[str, Any]] = []
+
+    def respond(body: dict[str, Any]) -> Any:
+        bodies.append(body)
+        text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+        if "planmode:plan" in text.split("\n", 1)[0]:
+            return json.dumps(plan)
+        if "planmode:verify" in text.split("\n", 1)[0]:
+            return json.dumps({"passed": True, "reason": ""})
+        if "planmode:execute" in text.split("\n", 1)[0]:
+            if any(m.get("role") == "tool" for m in body["messages"]):
+                return "wrote hello.py"
+            return FORMS["tagged"]
+        return "hello.py was written."
+
+    with ScriptedOpenAIServer(respond) as srv:
+        saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
+        try:
+            graph = build_graph(tools=workspace_tools(ws), checkpointer=saver)
+            context = {
+                "base_url": srv.base_url,
+                "model": "scripted",
+                "mode": "plan",
+                "approval": "auto",
+                "max_explore_calls": 0,
+                "max_attempts": 1,
+                "structured_output": "json_object",
+                "normalize_messages": True,
+            }
+            out = graph.invoke({"task": "write hello.py"}, CFG, context=context)
+        finally:
+            saver.conn.close()
+
+    assert (ws / "hello.py").read_text() == "print('hi')\n"
+    assert out["status"] == "completed", out.get("error")
+    assert out["plan"].get("s").result == "wrote hello.py"
+    after = next(b for b in bodies if any(m.get("role") == "tool" for m in b["messages"]))
+    (assistant,) = [m for m in after["messages"] if m.get("tool_calls")]
+    assert assistant["tool_calls"][0]["function"]["name"] == "write_file"
+    assert assistant["tool_calls"][0]["id"].startswith("planmode_text_")
