@@ -8,7 +8,6 @@ tested through the graph in test_approval_*.py and test_first_batch.py).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -31,12 +30,12 @@ from planmode.graph.routing import (
 from planmode.nodes import _batch
 from planmode.nodes._batch import (
     PROCESS_TOKEN,
-    RECHECK_AFTER_SECONDS,
     find_trouble,
     gates_may_stop,
     next_batch,
     staleness_check_due,
 )
+from planmode.state.approvals import add_approval_records, grant, new_run_record
 from planmode.state.models import Plan, PlanSource, Step, StepStatus
 from planmode.state.reducer import PlanUpdate
 
@@ -125,38 +124,44 @@ def resuming() -> Iterator[None]:
         var_child_runnable_config.reset(token)
 
 
-def checked(token: Any = PROCESS_TOKEN, at: Any = NOW) -> dict[str, Any]:
-    return {"fingerprint_checked": {"token": token, "at": at}}
+INVOCATION = "this invocation"
+
+
+@pytest.fixture
+def this_invocation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside one invocation of the graph (outside a run, `invocation_token` knows none: every check is due)."""
+    monkeypatch.setattr(_batch, "invocation_token", lambda: INVOCATION)
+
+
+def checked(token: Any = PROCESS_TOKEN, invocation: Any = INVOCATION, at: Any = NOW) -> dict[str, Any]:
+    return {"fingerprint_checked": {"token": token, "invocation": invocation, "at": at}}
 
 
 DUE: list[tuple[str, dict[str, Any], bool]] = [
     ("never checked", {}, True),
     ("the record is not a dict", {"fingerprint_checked": "yes"}, True),
     ("checked by another process", checked(token="another process"), True),
-    ("no time recorded", {"fingerprint_checked": {"token": PROCESS_TOKEN}}, True),
-    ("the time is not a number", checked(at="now"), True),
-    ("checked just now, here", checked(), False),
-    ("checked exactly RECHECK_AFTER_SECONDS ago", checked(at=NOW - RECHECK_AFTER_SECONDS), False),
-    ("checked a moment longer ago", checked(at=NOW - RECHECK_AFTER_SECONDS - 0.01), True),
-    ("an integer time counts", checked(at=int(NOW)), False),
+    ("checked in another invocation (a pause)", checked(invocation="an earlier invocation"), True),
+    ("no invocation recorded", {"fingerprint_checked": {"token": PROCESS_TOKEN, "at": NOW}}, True),
+    ("checked in this invocation, here", checked(), False),
+    ("checked an hour ago in this invocation: no timer", checked(at=NOW - 3600), False),
 ]
 
 
-@pytest.mark.usefixtures("frozen_clock")
+@pytest.mark.usefixtures("frozen_clock", "this_invocation")
 @pytest.mark.parametrize(("state", "expected"), [row[1:] for row in DUE], ids=[row[0] for row in DUE])
 def test_staleness_check_due(state: dict[str, Any], expected: bool) -> None:
     assert staleness_check_due(state) is expected  # type: ignore[arg-type]
 
 
-@pytest.mark.usefixtures("frozen_clock", "resuming")
+@pytest.mark.usefixtures("frozen_clock", "this_invocation", "resuming")
 def test_a_fresh_check_is_due_again_when_the_run_resumes() -> None:
     assert staleness_check_due(checked()) is True  # type: ignore[arg-type]
     assert staleness_check_due({}) is True
 
 
-def test_the_real_clock_is_used() -> None:
-    assert staleness_check_due(checked(at=time.time())) is False  # type: ignore[arg-type]
-    assert staleness_check_due(checked(at=time.time() - 60)) is True  # type: ignore[arg-type]
+def test_outside_a_run_every_check_is_due() -> None:
+    assert staleness_check_due(checked()) is True  # type: ignore[arg-type]  # no invocation can be told
 
 
 # -- gates_may_stop: must verify leave the next batch to dispatch (and its gates)? -----------------------------
@@ -177,7 +182,7 @@ GATES: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
 ]
 
 
-@pytest.mark.usefixtures("frozen_clock")
+@pytest.mark.usefixtures("frozen_clock", "this_invocation")
 @pytest.mark.parametrize(("state", "settings", "expected"), [row[1:] for row in GATES], ids=[row[0] for row in GATES])
 def test_gates_may_stop(state: dict[str, Any], settings: dict[str, Any], expected: bool) -> None:
     base = {"step_approval": "off", "max_tokens": 0, "max_cost": 0.0}
@@ -287,10 +292,10 @@ def test_route_after_dispatch(state: dict[str, Any], route: str | list[str]) -> 
 APPROVE_ROUTES: list[tuple[str, dict[str, Any], str | list[str]]] = [
     ("cancelled", {"status": "cancelled", "needs_approval": True}, "finalize"),
     ("rejected: plan again", {"status": "planning", "approval_error": "x"}, "plan"),
-    ("an answer refused", {"status": "running", "approval_error": "stale", "approved_revision": "r"}, "approve"),
-    ("still to approve", {"status": "running", "needs_approval": True, "approved_revision": "r"}, "approve"),
-    ("awaiting approval", {"status": "awaiting_approval", "approved_revision": "r"}, "approve"),
-    ("a human approved", {"status": "running", "approved_revision": "r", "plan": RUNNING_AB}, "dispatch"),
+    ("an answer refused", {"status": "running", "approval_error": "stale"}, "approve"),
+    ("still to approve", {"status": "running", "needs_approval": True}, "approve"),
+    ("awaiting approval", {"status": "awaiting_approval"}, "approve"),
+    ("a human approved: dispatch starts the batch", {"status": "running", "plan": plan(step("a"))}, "dispatch"),
     ("the policy approved and started the batch", {"status": "running", "plan": RUNNING_AB}, ["a", "b"]),
     (
         "the policy approved, the plan finished",
@@ -307,10 +312,15 @@ def test_route_after_approve(state: dict[str, Any], route: str | list[str]) -> N
     assert _route(route_after_approve(state)) == route  # type: ignore[arg-type]
 
 
-# -- next_batch, the cases without approval -------------------------------------------------------------------
-# next_batch is being reworked (the approval binding: approved_revision, approved_shape, needs_approval); the
-# rows below avoid those keys entirely and hold for any version that keeps what dispatch does with an approved
-# plan's execution. Approval and shape cases: test_approval_*.py, test_first_batch.py.
+# -- next_batch ------------------------------------------------------------------------------------------------
+# next_batch starts only steps a grant of the run's approval record covers (`planmode.state.approvals`); the
+# rows below give it a grant of the plan they run (`granted`), and one row none.
+
+
+def granted(plan_: Plan, **state: Any) -> dict[str, Any]:
+    """``state`` with an approval record whose grant covers ``plan_`` as it is."""
+    log = add_approval_records(None, [new_run_record("run")])
+    return {**state, "approvals": add_approval_records(log, [grant(log, "plan", plan_, policy="t", by="human")])}
 
 
 def running(update: dict[str, Any]) -> list[tuple[str, int | None]]:
@@ -321,7 +331,7 @@ def running(update: dict[str, Any]) -> list[tuple[str, int | None]]:
     return [(t.id, t.attempts) for t in plan_update.transitions]
 
 
-NO_APPROVAL_KEYS = {"approved_shape", "needs_approval", "approval_error"}
+NO_APPROVAL_KEYS = {"needs_approval", "approval_error"}
 
 
 def test_next_batch_pauses_when_the_model_was_lost() -> None:
@@ -336,14 +346,14 @@ def test_next_batch_fails_without_a_valid_plan(plan_: Plan | None) -> None:
 
 def test_next_batch_finishes_a_complete_plan() -> None:
     update = next_batch({}, plan(step("a", status=S.DONE), step("b", status=S.SKIPPED)), 2)
-    assert update["status"] == "completed" and update["approved_revision"] is None
+    assert update["status"] == "completed"
     assert "plan" not in update and not NO_APPROVAL_KEYS & set(update)
 
 
 def test_next_batch_records_the_trouble() -> None:
     troubled = plan(step("a", status=S.DONE), step("b", "a", status=S.FAILED, attempts=2, error="boom"))
-    update = next_batch({}, troubled, 2)
-    assert update["trouble"] == find_trouble(troubled) and update["approved_revision"] is None
+    update = next_batch(granted(troubled), troubled, 2)
+    assert update["trouble"] == find_trouble(troubled)
     assert "plan" not in update and "status" not in update
 
 
@@ -387,6 +397,17 @@ BATCHES: list[tuple[str, Plan, dict[str, Any], int, list[tuple[str, int]]]] = [
 def test_next_batch_marks_the_batch_running(
     plan_: Plan, state: dict[str, Any], max_parallel: int, expected: list[tuple[str, int]]
 ) -> None:
-    update = next_batch(state, plan_, max_parallel)  # type: ignore[arg-type]
+    update = next_batch(granted(plan_, **state), plan_, max_parallel)  # type: ignore[arg-type]
     assert running(update) == expected
-    assert update["status"] == "running" and update["approved_revision"] is None
+    assert update["status"] == "running" and not NO_APPROVAL_KEYS & set(update)
+
+
+def test_next_batch_starts_nothing_no_grant_covers() -> None:
+    approved = plan(step("a"), step("b"))
+    edited = plan(step("a"), Step(id="b", description="step b, edited after the approval"))
+    assert next_batch(granted(approved), edited, 4) == {
+        "needs_approval": True,
+        "status": "awaiting_approval",
+        "approval_error": "the plan changed after it was approved; review it again",
+    }
+    assert next_batch({}, approved, 4)["needs_approval"] is True  # no record at all
