@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from planmode.errors import ConfigurationError, PlanParseError, ThreadNotFoundError
+from planmode.persistence._savers import is_postgres
 from planmode.state.models import Plan, PlanPatch, PlanSource
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.reducer import PlanUpdate
@@ -154,7 +155,7 @@ def _database_of(saver: BaseCheckpointSaver[Any]) -> str:
         path = next((r[2] for r in rows if r[1] == "main"), "")
         if path:
             return "file:" + str(Path(path).resolve())
-    elif type(saver).__module__.startswith("langgraph.checkpoint.postgres"):
+    elif is_postgres(saver):  # a PostgresSaver, planmode's fenced one included
         return f"postgres:{id(saver)}"
     return f"memory:{id(saver)}"
 
