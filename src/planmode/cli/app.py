@@ -28,20 +28,21 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import click
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
-from planmode.cli.budget import budget_answer, parse_prices
-from planmode.cli.drive import Interrupted, Watcher, drive, require_thread, show_result
-from planmode.cli.gates import GATE_TYPES, answer_gate, print_approvals, show_picture
-from planmode.cli.ui import approval_screen, ask_approval, console, error_text, interactive, unique_prefixes
+from planmode.cli.ui import console, error_text
 from planmode.errors import PlanModeError
-from planmode.text import clip
+
+if TYPE_CHECKING:
+    from planmode.cli.drive import Watcher
+
+# Start-up: this module imports click, typer and rich only (`planmode --help`, `--version`, `ls` start fast); each
+# command imports the LangGraph stack and the screens it needs (tests/cli/test_cli_startup.py).
 
 __all__ = ["EXIT_CODES", "app", "main"]
 
@@ -52,7 +53,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="Plan Mode for LangGraph.",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from planmode import __version__
+
+        print(f"planmode {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Plan Mode for LangGraph."""
+
 
 DEFAULT_DB = ".planmode/planmode.sqlite"
 
@@ -101,7 +121,7 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
             hint = _session.get("resume")
             msg = "Interrupted. The run is checkpointed" + (f"; continue it with: {hint}" if hint else ".")
             console.print(Text("\n" + msg, style="yellow"), soft_wrap=True)  # a command stays on one line
-            if isinstance(exc, Interrupted) and exc.hard:
+            if getattr(exc, "hard", False):  # planmode.cli.drive.Interrupted
                 # A model call is still in flight in a worker thread: do not wait for it (the run is resumable
                 # from its last checkpoint), and do not let the interpreter join the thread pool either.
                 sys.stdout.flush()
@@ -167,6 +187,11 @@ def _approver(auto: bool, resume_hint: str, budget: dict[str, Any] | None = None
     answered = [False]
 
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
+        from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
+        from planmode.cli.budget import budget_answer
+        from planmode.cli.gates import GATE_TYPES, answer_gate
+        from planmode.cli.ui import approval_screen, ask_approval, interactive
+
         if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
             # The command line's --max-tokens / --max-cost answer one pause: a pause that comes back (the value
             # was refused, or the raise ran out) is left paused with its reason (exit 6), never answered again.
@@ -317,6 +342,7 @@ def run(
     ] = None,
 ) -> None:
     """Plan TASK, ask for approval, execute it with live progress."""
+    from planmode.cli.drive import Watcher, drive
     from planmode.context import PlanModeContext
 
     auto = auto_approve or approval == "auto"
@@ -378,6 +404,8 @@ def run(
 
 
 def _prices(raw: str | None) -> dict[str, Any]:
+    from planmode.cli.budget import parse_prices
+
     try:
         return parse_prices(raw)
     except ValueError as exc:
@@ -385,6 +413,8 @@ def _prices(raw: str | None) -> dict[str, Any]:
 
 
 def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
+    from planmode.cli.drive import show_result
+
     values = graph.get_state(_cfg(tid)).values
     if status not in ("awaiting_approval", "over_budget"):
         show_result(graph, _cfg(tid), changed=watcher.changed)
@@ -454,6 +484,8 @@ def resume(
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
+    from planmode.cli.drive import Watcher, drive, require_thread
+
     path = _database(db, create=False)
     graph = _graph(path, None)
     state = require_thread(graph, _cfg(thread))
@@ -521,6 +553,9 @@ def show(
     ] = None,
 ) -> None:
     """Show a run's plan, statuses and result."""
+    from planmode.cli.drive import require_thread, show_result
+    from planmode.cli.gates import print_approvals, show_picture
+
     graph = _graph(_database(db, create=False))
     state = require_thread(graph, _cfg(thread))
     if mermaid or png is not None:
@@ -560,6 +595,7 @@ def ls(
     """List the runs in the database, newest first."""
     from planmode.persistence import open_checkpointer
     from planmode.runs import list_runs
+    from planmode.text import clip
 
     if (
         not db.startswith(("postgres://", "postgresql://"))
@@ -636,7 +672,8 @@ def history(
     limit: Annotated[int, typer.Option(help="At most this many snapshots.", min=1)] = 50,
 ) -> None:
     """List a run's snapshots, newest first. The checkpoint column is a unique prefix `rollback` accepts."""
-    from planmode.cli.ui import snapshot_table
+    from planmode.cli.drive import require_thread
+    from planmode.cli.ui import snapshot_table, unique_prefixes
     from planmode.snapshots import list_snapshots
 
     graph = _graph(_database(db, create=False))
@@ -657,6 +694,8 @@ def resolve_snapshot(ids: list[str], given: str) -> str | int:
         return matches[0]
     if not matches:
         raise PlanModeError(f"no snapshot {given!r} in this thread (see `planmode history`)")
+    from planmode.cli.ui import unique_prefixes
+
     shown = ", ".join(unique_prefixes(ids)[m] for m in matches[:5])
     raise PlanModeError(
         f"snapshot prefix {given!r} is ambiguous: it matches {len(matches)} snapshots ({shown}"
@@ -676,6 +715,7 @@ def rollback(
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
     restored."""
+    from planmode.cli.drive import require_thread, show_result
     from planmode.lease import thread_lease
     from planmode.snapshots import rollback as do_rollback
 

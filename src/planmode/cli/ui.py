@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, Group, RenderableType, RenderHook, RenderResult
 from rich.prompt import Prompt
@@ -24,9 +24,10 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from planmode.state.diff import plan_changes
-from planmode.state.models import Plan
 from planmode.text import visible
+
+if TYPE_CHECKING:  # the plan model imports the LangGraph stack: imported where a plan is read (a fast --help)
+    from planmode.state.models import Plan
 
 __all__ = [
     "ask_approval",
@@ -34,7 +35,6 @@ __all__ = [
     "console",
     "error_text",
     "interactive",
-    "plan_changes",
     "plan_table",
     "render_event",
     "snapshot_table",
@@ -283,6 +283,8 @@ def _marks(changes: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 def approval_screen(payload: Mapping[str, Any]) -> Group:
     """What a human reads before answering: the plan, why it is asked (again), what changed, a refusal."""
+    from planmode.state.models import Plan
+
     plan = Plan.model_validate(payload["plan"])
     changes = payload.get("changes")
     parts: list[RenderableType] = [plan_table(plan, marks=_marks(changes))]
@@ -340,6 +342,7 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
     with the error at the top, as ``git commit`` does); then show the edited plan with its diff and ask for
     approval. The edit answer to send, or None when the human gives up on the edit."""
     from planmode.approval import Edit, parse_resume
+    from planmode.state.diff import plan_changes
 
     body = _editable(plan)
     error: str | None = None
@@ -386,6 +389,8 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
 def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
     """Show the plan and ask approve / edit / reject / cancel / quit. None means quit (the run stays resumable);
     cancel ends the run without executing anything."""
+    from planmode.state.models import Plan
+
     plan = Plan.model_validate(payload["plan"])
     console.print(approval_screen(payload))
     while True:
