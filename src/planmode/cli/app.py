@@ -90,7 +90,14 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 DbOpt = Annotated[
-    str, typer.Option("--db", envvar="PLANMODE_DB", help="SQLite file of the runs, or a postgresql:// URL.")
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="PLANMODE_DB",
+        show_default=False,
+        help="SQLite file of the runs, or a postgresql:// URL (default: .planmode/planmode.sqlite in this folder "
+        "or the nearest parent folder with a .planmode/ folder, as git finds .git).",
+    ),
 ]
 ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
 
@@ -147,9 +154,37 @@ def _cfg(thread: str) -> Any:
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def _database(db: str, *, create: bool) -> str:
-    """The database to open: a postgresql:// URL as given, or an absolute SQLite path. Read-only commands
-    (``create=False``) refuse a file that does not exist instead of creating an empty one."""
+def find_default_db(start: Path | None = None) -> Path | None:
+    """The default database as git finds ``.git``: ``.planmode/planmode.sqlite`` in the nearest folder, from
+    ``start`` (the current folder) up to the root, that has a ``.planmode/`` folder; None when none has."""
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / ".planmode").is_dir():
+            return folder / DEFAULT_DB
+    return None
+
+
+def _planmode_folder(path: Path) -> None:
+    """Create the ``.planmode/`` folder of a new database, with a ``.gitignore`` of ``*`` (as a venv has): the
+    runs' database is never committed by accident."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ignore = path.parent / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# created by planmode: its runs' database is not for version control\n*\n")
+
+
+def _database(db: str | None, *, create: bool) -> str:
+    """The database to open: a postgresql:// URL as given, or an absolute SQLite path; without ``--db`` (and
+    PLANMODE_DB), the nearest ``.planmode/`` upward (`find_default_db`), else ``./.planmode/`` for a new run.
+    Read-only commands (``create=False``) refuse a file that does not exist instead of creating an empty one."""
+    if db is None:
+        found = find_default_db()
+        if found is None and not create:
+            raise PlanModeError(
+                f"no planmode database in this folder or any parent folder ({DEFAULT_DB}): "
+                "pass --db FILE, or set PLANMODE_DB"
+            )
+        db = str(found or Path.cwd().absolute() / DEFAULT_DB)
     if db.startswith(("postgres://", "postgresql://")):
         _session["db"] = "the PostgreSQL database"
         return db
@@ -161,6 +196,8 @@ def _database(db: str, *, create: bool) -> str:
         raise PlanModeError(f"{db}: is a directory, not a database file")
     if not create and not path.is_file():
         raise PlanModeError(f"{db}: no database at this path (pass --db FILE, or set PLANMODE_DB)")
+    if create and path.parent.name == ".planmode" and not path.exists():
+        _planmode_folder(path)
     return str(path)
 
 
@@ -175,10 +212,11 @@ def _graph(db: str, workspace: Path | None = None) -> Any:
 
 
 def _resume_command(thread: str, db: str, verb: str = "resume") -> str:
-    """The complete command that continues ``thread``: with ``--db`` unless it is the default database."""
+    """The complete command that continues ``thread`` from any folder: with ``--db`` and the database's absolute
+    path, unless PLANMODE_DB names that same database absolutely (then it works from anywhere as it is)."""
     cmd = f"planmode {verb} {shlex.quote(thread)}"
-    default = os.environ.get("PLANMODE_DB") or DEFAULT_DB
-    same = db == default or (not _URL.match(db) and Path(db) == Path(default).expanduser().absolute())
+    env = os.environ.get("PLANMODE_DB") or ""
+    same = env == db or (not _URL.match(env) and Path(env).is_absolute() and Path(env).expanduser() == Path(db))
     return cmd if same else f"{cmd} --db {shlex.quote(db)}"
 
 
@@ -241,7 +279,7 @@ def run(
     ),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     thread: Annotated[str | None, typer.Option(help="Thread id (default: a new one).")] = None,
     auto_approve: Annotated[
         bool,
@@ -455,7 +493,7 @@ def _remembered(metadata: Any) -> dict[str, str]:
 def resume(
     command: typer.Context,
     thread: ThreadArg,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     workspace: Annotated[
         Path | None, typer.Option(help="Folder the file tools work in (default: the run's own workspace).")
     ] = None,
@@ -546,7 +584,7 @@ def resume(
 @friendly
 def show(
     thread: ThreadArg,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     mermaid: Annotated[bool, typer.Option("--mermaid", help="Print the plan as a Mermaid diagram only.")] = False,
     png: Annotated[
         Path | None, typer.Option(help="Draw the plan into this PNG file, offline (pip install 'planmode[png]').")
@@ -585,7 +623,7 @@ _LS_STYLE = {
 @app.command("ls")
 @friendly
 def ls(
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     status: Annotated[
         str | None,
         typer.Option(help="Only runs with this status: awaiting_approval, running, completed, failed, cancelled, ..."),
@@ -597,20 +635,16 @@ def ls(
     from planmode.runs import list_runs
     from planmode.text import clip
 
-    if (
-        not db.startswith(("postgres://", "postgresql://"))
-        and not _URL.match(db)
-        and not Path(db).expanduser().is_file()
-    ):
-        raise PlanModeError(f"no database at {db!r} (pass --db FILE, or set PLANMODE_DB)")
-    saver = open_checkpointer(_database(db, create=False))
+    path = _database(db, create=False)
+    saver = open_checkpointer(path)
     try:
         runs = list_runs(saver, status=status, limit=limit or None)
     except ValueError as exc:  # an unknown status: a user error, one line
         raise PlanModeError(str(exc)) from None
     finally:
         saver.conn.close()
-    table = Table(title=Text(f"Runs in {db} (newest first)"), title_justify="left")
+    shown = _session.get("db", path)  # a PostgreSQL URL is not printed (it may hold a password)
+    table = Table(title=Text(f"Runs in {shown} (newest first)"), title_justify="left")
     for name, style in (
         ("thread", "bold"),
         ("status", ""),
@@ -668,7 +702,7 @@ def _checkpoint_ids(graph: Any, thread: str) -> list[str]:
 @friendly
 def history(
     thread: ThreadArg,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     limit: Annotated[int, typer.Option(help="At most this many snapshots.", min=1)] = 50,
 ) -> None:
     """List a run's snapshots, newest first. The checkpoint column is a unique prefix `rollback` accepts."""
@@ -711,7 +745,7 @@ def rollback(
     snapshot: Annotated[
         str, typer.Argument(help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")
     ],
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
     restored."""
