@@ -173,6 +173,31 @@ def _planmode_folder(path: Path) -> None:
         ignore.write_text("# created by planmode: its runs' database is not for version control\n*\n")
 
 
+#: The tables of a planmode SQLite database (LangGraph's SQLite checkpointer).
+_PLANMODE_TABLES = frozenset({"checkpoints", "writes"})
+
+
+def _is_planmode_db(path: Path) -> bool:
+    """Whether ``path`` is a SQLite file with planmode's tables, read without changing it (opened read-only; a
+    file that is not SQLite at all is not opened by SQLite)."""
+    with path.open("rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            return False
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise
+        return False
+    except sqlite3.DatabaseError:
+        return False
+    return _PLANMODE_TABLES.issubset(tables)
+
+
 def _database(db: str | None, *, create: bool) -> str:
     """The database to open: a postgresql:// URL as given, or an absolute SQLite path; without ``--db`` (and
     PLANMODE_DB), the nearest ``.planmode/`` upward (`find_default_db`), else ``./.planmode/`` for a new run.
@@ -196,6 +221,9 @@ def _database(db: str | None, *, create: bool) -> str:
         raise PlanModeError(f"{db}: is a directory, not a database file")
     if not create and not path.is_file():
         raise PlanModeError(f"{db}: no database at this path (pass --db FILE, or set PLANMODE_DB)")
+    if (not create or (path.is_file() and path.stat().st_size)) and not _is_planmode_db(path):
+        # Opening it as a checkpointer would add planmode's tables to someone else's file (and switch it to WAL).
+        raise PlanModeError(f"{db}: not a planmode database (it was left unchanged; pass the --db of your runs)")
     if create and path.parent.name == ".planmode" and not path.exists():
         _planmode_folder(path)
     return str(path)
