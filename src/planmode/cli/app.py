@@ -35,7 +35,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from planmode.cli.ui import console, error_text
+from planmode.cli.ui import console, err_console, error_text
 from planmode.errors import PlanModeError
 
 if TYPE_CHECKING:
@@ -118,11 +118,11 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
         try:
             fn(*args, **kwargs)
         except PlanModeError as exc:
-            console.print(error_text(exc))
+            err_console.print(error_text(exc))
             raise typer.Exit(EXIT_USAGE) from None
         except sqlite3.DatabaseError as exc:
             where = _session.get("db", "the database")
-            console.print(error_text(f"cannot read {where}: {exc} (a damaged file, or not a planmode database)"))
+            err_console.print(error_text(f"cannot read {where}: {exc} (a damaged file, or not a planmode database)"))
             raise typer.Exit(EXIT_USAGE) from None
         except KeyboardInterrupt as exc:
             hint = _session.get("resume")
@@ -140,8 +140,8 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
         except Exception as exc:  # the last line of defence: one line, not a 40-line traceback
             if os.environ.get("PLANMODE_DEBUG"):
                 raise
-            console.print(error_text(f"{type(exc).__name__}: {exc}"))
-            console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
+            err_console.print(error_text(f"{type(exc).__name__}: {exc}"))
+            err_console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
             raise typer.Exit(1) from None
 
     return wrapper

@@ -15,7 +15,7 @@ from rich.prompt import Prompt
 from rich.text import Text
 
 from planmode.budget import parse_budget_answer
-from planmode.cli.ui import console, interactive
+from planmode.cli.ui import console, interactive, prompt_console
 from planmode.usage import format_usage, total_tokens
 
 __all__ = ["budget_answer", "budget_screen", "parse_prices"]
@@ -108,14 +108,14 @@ def budget_answer(
             Text.assemble(("Raise the budget?", "bold"), " raise / stop / quit"),
             choices=["r", "s", "q"],
             default="r",
-            console=console,
+            console=prompt_console(),
         )
         if choice == "q":
             return None
         if choice == "s":
             return {"action": "stop"}
         key = "max_cost" if (payload.get("budget") or {}).get("max_cost") else "max_tokens"
-        raw = Prompt.ask(Text(f"New {key}"), default=str(suggested or ""), console=console).strip()
+        raw = Prompt.ask(Text(f"New {key}"), default=str(suggested or ""), console=prompt_console()).strip()
         try:
             number: Any = float(raw) if key == "max_cost" else int(raw)
             parse_budget_answer({key: number})

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.markdown import Markdown
 from rich.prompt import Prompt
 from rich.text import Text
 
-from planmode.cli.ui import console, interactive
+from planmode.cli.ui import console, interactive, prompt_console
 from planmode.nodes._gates import STEP_APPROVAL_TYPE
 from planmode.staleness import STALE_TYPE
 from planmode.state.models import Plan
@@ -50,13 +49,13 @@ def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
         Text.assemble(("Go on?", "bold"), f" approve / {other} / cancel / quit"),
         choices=["a", other[0], "c", "q"],
         default="a",
-        console=console,
+        console=prompt_console(),
     )
     if choice == "q":
         return None
     if choice == "a":
         return approve
-    feedback = Prompt.ask(Text("Why (optional)?"), default="", console=console)
+    feedback = Prompt.ask(Text("Why (optional)?"), default="", console=prompt_console())
     if choice == "c":
         return {"action": "cancel", "feedback": feedback}
     return {**approve, "action": other, "feedback": feedback}
@@ -85,7 +84,7 @@ def print_approvals(records: Any) -> None:
     records = decisions(records)
     if not records:
         return
-    console.print(Markdown("**Approvals**"))
+    console.print(Text("Approvals", style="bold"))
     for r in records:
         if not isinstance(r, dict):
             continue

@@ -18,7 +18,16 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions, ConsoleRenderable, Group, RenderableType, RenderHook, RenderResult
+from rich.console import (
+    Console,
+    ConsoleDimensions,
+    ConsoleOptions,
+    ConsoleRenderable,
+    Group,
+    RenderableType,
+    RenderHook,
+    RenderResult,
+)
 from rich.prompt import Prompt
 from rich.segment import Segment
 from rich.table import Table
@@ -33,9 +42,11 @@ __all__ = [
     "ask_approval",
     "changes_view",
     "console",
+    "err_console",
     "error_text",
     "interactive",
     "plan_table",
+    "prompt_console",
     "render_event",
     "snapshot_table",
     "unique_prefixes",
@@ -66,8 +77,36 @@ class _ShowControls(RenderHook):
         return [_Visible(r) for r in renderables]
 
 
-console = Console(highlight=False, markup=False, emoji=False)
-console.push_render_hook(_ShowControls())
+#: The width of output that is not a terminal (a pipe, a file): lines are not wrapped, so that grep finds them.
+UNWRAPPED = 100_000
+
+
+class _Console(Console):
+    """rich's console that does not wrap when its output is not a terminal (a pipe or a file) and no COLUMNS is
+    set: rich would wrap at 80 columns, or at the width of a terminal that only stdin or stderr is."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and not self.is_terminal and not os.environ.get("COLUMNS"):
+            return ConsoleDimensions(UNWRAPPED, size.height)
+        return size  # type: ignore[no-any-return]
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+def _console(**kwargs: Any) -> Console:
+    made = _Console(highlight=False, markup=False, emoji=False, **kwargs)
+    made.push_render_hook(_ShowControls())
+    return made
+
+
+#: What planmode prints (stdout) and its own errors (stderr: ``show X --mermaid > plan.mmd`` keeps them out of the
+#: file).
+console = _console()
+err_console = _console(stderr=True)
 
 _STYLE = {
     "pending": "white",
@@ -377,7 +416,7 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
             Text("Approve the edited plan? approve / edit again / discard the edit"),
             choices=["a", "e", "d"],
             default="a",
-            console=console,
+            console=prompt_console(),
         )
         if choice == "a":
             return answer
@@ -398,16 +437,19 @@ def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
             Text.assemble(("Approve this plan?", "bold"), " approve / edit / reject / cancel / quit"),
             choices=["a", "e", "r", "c", "q"],
             default="a",
-            console=console,
+            console=prompt_console(),
         )
         if choice == "a":
             return {"action": "approve", "revision": payload["revision"]}
         if choice == "q":
             return None
         if choice == "c":
-            return {"action": "cancel", "feedback": Prompt.ask(Text("Why (optional)?"), default="", console=console)}
+            return {
+                "action": "cancel",
+                "feedback": Prompt.ask(Text("Why (optional)?"), default="", console=prompt_console()),
+            }
         if choice == "r":
-            feedback = Prompt.ask(Text("What should change?"), console=console).strip()
+            feedback = Prompt.ask(Text("What should change?"), console=prompt_console()).strip()
             if feedback:
                 return {"action": "reject", "feedback": feedback}
             console.print(Text("Feedback is needed to reject a plan.", style="yellow"))
@@ -418,9 +460,27 @@ def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
         console.print(approval_screen(payload))
 
 
+_tty: list[Console] = []
+
+
+def prompt_console() -> Console:
+    """Where a question is asked: the console when stdout is a terminal; else the terminal itself (``/dev/tty``)
+    when stdin is one (``planmode run ... | tee log``), as git and ssh ask for a password."""
+    if sys.stdout.isatty() or not sys.stdin.isatty():
+        return console
+    if not _tty:
+        try:
+            tty = open("/dev/tty", "w", encoding=console.encoding, errors="replace")  # noqa: SIM115 (kept open)
+        except OSError:
+            return console
+        _tty.append(_console(file=tty, force_terminal=True))
+    return _tty[0]
+
+
 def interactive() -> bool:
-    """True when both stdin and stdout are terminals."""
-    return sys.stdin.isatty() and sys.stdout.isatty()
+    """True when a human can answer: stdin is a terminal, and stdout or the process's terminal can show the
+    question (`prompt_console`)."""
+    return sys.stdin.isatty() and (sys.stdout.isatty() or prompt_console() is not console)
 
 
 def lines(items: Iterable[str], *, style: str = "") -> Text:
