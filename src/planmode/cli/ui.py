@@ -39,8 +39,11 @@ if TYPE_CHECKING:  # the plan model imports the LangGraph stack: imported where 
     from planmode.state.models import Plan
 
 __all__ = [
+    "YES",
     "ask_approval",
+    "ask_text",
     "changes_view",
+    "choose",
     "console",
     "err_console",
     "error_text",
@@ -425,31 +428,71 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
         error = None
 
 
+#: Words that approve at every question planmode asks (as in git's and apt's y/yes), in any case.
+YES = {"y": "approve", "yes": "approve"}
+
+
+def choose(question: str, options: Sequence[str], *, synonyms: Mapping[str, str] | None = None) -> str | None:
+    """Ask ``question``; the answer is one of ``options`` (the first is the default, taken on an empty answer),
+    given as the whole word or its first letter, or a synonym (`YES`), in any case. An answer that is none of them
+    asks again, saying what is accepted. None at the end of input (Ctrl-D): the caller leaves for later."""
+    accepted = (
+        {o[0]: o for o in options} | {o: o for o in options} | {k.lower(): v for k, v in (synonyms or {}).items()}
+    )
+    prompt = Text.assemble(
+        (question, "bold"),
+        " " + " / ".join(options) + " ",
+        ("[" + "/".join(o[0] for o in options) + "]", "bold magenta"),
+        (f" ({options[0][0]})", "bold cyan"),
+        ": ",
+    )
+    where = prompt_console()
+    while True:
+        try:
+            raw = where.input(prompt)
+        except EOFError:  # Ctrl-D
+            where.print()
+            return None
+        word = raw.strip().lower()
+        if not word:
+            return options[0]
+        if word in accepted:
+            return accepted[word]
+        where.print(Text(f"Please answer {', '.join(options)} (or the first letter).", style="red"))
+
+
+def ask_text(question: str, *, default: str | None = None) -> str | None:
+    """A line of free text (feedback); None at the end of input (Ctrl-D)."""
+    try:
+        if default is None:
+            return Prompt.ask(Text(question), console=prompt_console())
+        return Prompt.ask(Text(question), default=default, console=prompt_console())
+    except EOFError:
+        prompt_console().print()
+        return None
+
+
 def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
     """Show the plan and ask approve / edit / reject / cancel / quit. None means quit (the run stays resumable);
-    cancel ends the run without executing anything."""
+    cancel ends the run without executing anything. Ctrl-D at any question is quit."""
     from planmode.state.models import Plan
 
     plan = Plan.model_validate(payload["plan"])
     console.print(approval_screen(payload))
     while True:
-        choice = Prompt.ask(
-            Text.assemble(("Approve this plan?", "bold"), " approve / edit / reject / cancel / quit"),
-            choices=["a", "e", "r", "c", "q"],
-            default="a",
-            console=prompt_console(),
-        )
-        if choice == "a":
+        choice = choose("Approve this plan?", ["approve", "edit", "reject", "cancel", "quit"], synonyms=YES)
+        if choice == "approve":
             return {"action": "approve", "revision": payload["revision"]}
-        if choice == "q":
+        if choice in ("quit", None):
             return None
-        if choice == "c":
-            return {
-                "action": "cancel",
-                "feedback": Prompt.ask(Text("Why (optional)?"), default="", console=prompt_console()),
-            }
-        if choice == "r":
-            feedback = Prompt.ask(Text("What should change?"), console=prompt_console()).strip()
+        if choice == "cancel":
+            why = ask_text("Why (optional)?", default="")
+            return None if why is None else {"action": "cancel", "feedback": why}
+        if choice == "reject":
+            answer = ask_text("What should change?")
+            if answer is None:
+                return None
+            feedback = answer.strip()
             if feedback:
                 return {"action": "reject", "feedback": feedback}
             console.print(Text("Feedback is needed to reject a plan.", style="yellow"))
