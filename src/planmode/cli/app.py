@@ -301,7 +301,7 @@ BaseUrlOpt = Annotated[
 @friendly
 def run(
     command: typer.Context,
-    task: Annotated[str, typer.Argument(help="What to do.")],
+    task: Annotated[str, typer.Argument(help="What to do; - reads it from stdin.")],
     workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE", help="Folder the file tools work in.")] = Path(
         "."
     ),
@@ -411,6 +411,14 @@ def run(
     from planmode.cli.drive import Watcher, drive
     from planmode.context import PlanModeContext
 
+    # Checked before anything is stored: a bad endpoint or an empty task is one line and exit 2, not a run.
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise PlanModeError("the task is empty: say what to do (or pass - to read it from stdin)")
+    if base_url is not None:
+        _check_base_url(base_url)
+
     auto = auto_approve or approval == "auto"
     ws = workspace.expanduser().resolve()
     if not ws.is_dir():
@@ -467,6 +475,23 @@ def run(
         watcher=watcher,
     )
     _finish(graph, tid, status, watcher, path)
+
+
+def _check_base_url(url: str) -> None:
+    """An OpenAI-compatible endpoint is an http(s) URL with a host; anything else is refused before a run starts."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:  # an unclosed [IPv6 bracket, a bad port
+        ok = False
+    if not ok:
+        raise PlanModeError(
+            f"--base-url {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434/v1); "
+            "it comes from --base-url or OPENAI_BASE_URL"
+        )
 
 
 def _prices(raw: str | None) -> dict[str, Any]:
@@ -552,6 +577,8 @@ def resume(
     workspace and with its own model unless told otherwise."""
     from planmode.cli.drive import Watcher, drive, require_thread
 
+    if base_url is not None:
+        _check_base_url(base_url)
     path = _database(db, create=False)
     graph = _graph(path, None)
     state = require_thread(graph, _cfg(thread))
