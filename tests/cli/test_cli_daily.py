@@ -157,7 +157,7 @@ def test_markup_like_text_is_literal_on_run_approval_show_history_resume_and_err
     hist = cli("history", "t1", "--db", str(db))
     assert hist.returncode == 0 and "Snapshots" in hist.stdout
     bad = cli("run", "x", "--workspace", str(tmp_path / "[bold]nope[/b]"), OPENAI_API_KEY="k")
-    assert bad.returncode == 2 and "[bold]nope[/b]" in bad.stdout and "Traceback" not in bad.stdout + bad.stderr
+    assert bad.returncode == 2 and "[bold]nope[/b]" in bad.stderr and "Traceback" not in bad.stdout + bad.stderr
 
 
 # -- 11.1: a run remembers its workspace and endpoint; resume can override them --------------------------------
@@ -268,10 +268,10 @@ def test_read_only_commands_never_create_a_database(tmp_path: Path, command: lis
     missing = tmp_path / "typo.sqlite"
     proc = cli(*command, "--db", str(missing), cwd=tmp_path)
     assert proc.returncode == 2
-    assert str(missing) in proc.stdout and "no database" in proc.stdout
+    assert str(missing) in proc.stderr and "no database" in proc.stderr  # planmode's own errors: on stderr
     assert not missing.exists()
     url = cli(*command, "--db", "mysql://x", cwd=tmp_path)
-    assert url.returncode == 2 and "unsupported database URL 'mysql://x'" in url.stdout
+    assert url.returncode == 2 and "unsupported database URL 'mysql://x'" in url.stderr
     assert list(tmp_path.iterdir()) == []
 
 

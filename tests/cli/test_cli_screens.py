@@ -13,7 +13,6 @@ from planmode.cli.app import resolve_snapshot
 from planmode.cli.ui import (
     approval_screen,
     changes_view,
-    plan_changes,
     plan_table,
     render_event,
     snapshot_table,
@@ -21,6 +20,7 @@ from planmode.cli.ui import (
 )
 from planmode.errors import PlanModeError
 from planmode.persistence.snapshots import Snapshot
+from planmode.state.diff import plan_changes
 from planmode.state.models import Plan
 
 HOSTILE = [

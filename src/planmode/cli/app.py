@@ -28,20 +28,21 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import click
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
-from planmode.cli.budget import budget_answer, parse_prices
-from planmode.cli.drive import Interrupted, Watcher, drive, require_thread, show_result
-from planmode.cli.gates import GATE_TYPES, answer_gate, print_approvals, show_picture
-from planmode.cli.ui import approval_screen, ask_approval, console, error_text, interactive, unique_prefixes
+from planmode.cli.ui import console, err_console, error_text
 from planmode.errors import PlanModeError
-from planmode.text import clip
+
+if TYPE_CHECKING:
+    from planmode.cli.drive import Watcher
+
+# Start-up: this module imports click, typer and rich only (`planmode --help`, `--version`, `ls` start fast); each
+# command imports the LangGraph stack and the screens it needs (tests/cli/test_cli_startup.py).
 
 __all__ = ["EXIT_CODES", "app", "main"]
 
@@ -52,7 +53,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="Plan Mode for LangGraph.",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from planmode import __version__
+
+        print(f"planmode {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Plan Mode for LangGraph."""
+
 
 DEFAULT_DB = ".planmode/planmode.sqlite"
 
@@ -70,7 +90,14 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 DbOpt = Annotated[
-    str, typer.Option("--db", envvar="PLANMODE_DB", help="SQLite file of the runs, or a postgresql:// URL.")
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="PLANMODE_DB",
+        show_default=False,
+        help="SQLite file of the runs, or a postgresql:// URL (default: .planmode/planmode.sqlite in this folder "
+        "or the nearest parent folder with a .planmode/ folder, as git finds .git).",
+    ),
 ]
 ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
 
@@ -91,17 +118,17 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
         try:
             fn(*args, **kwargs)
         except PlanModeError as exc:
-            console.print(error_text(exc))
+            err_console.print(error_text(exc))
             raise typer.Exit(EXIT_USAGE) from None
         except sqlite3.DatabaseError as exc:
             where = _session.get("db", "the database")
-            console.print(error_text(f"cannot read {where}: {exc} (a damaged file, or not a planmode database)"))
+            err_console.print(error_text(f"cannot read {where}: {exc} (a damaged file, or not a planmode database)"))
             raise typer.Exit(EXIT_USAGE) from None
         except KeyboardInterrupt as exc:
             hint = _session.get("resume")
             msg = "Interrupted. The run is checkpointed" + (f"; continue it with: {hint}" if hint else ".")
             console.print(Text("\n" + msg, style="yellow"), soft_wrap=True)  # a command stays on one line
-            if isinstance(exc, Interrupted) and exc.hard:
+            if getattr(exc, "hard", False):  # planmode.cli.drive.Interrupted
                 # A model call is still in flight in a worker thread: do not wait for it (the run is resumable
                 # from its last checkpoint), and do not let the interpreter join the thread pool either.
                 sys.stdout.flush()
@@ -113,8 +140,8 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
         except Exception as exc:  # the last line of defence: one line, not a 40-line traceback
             if os.environ.get("PLANMODE_DEBUG"):
                 raise
-            console.print(error_text(f"{type(exc).__name__}: {exc}"))
-            console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
+            err_console.print(error_text(f"{type(exc).__name__}: {exc}"))
+            err_console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
             raise typer.Exit(1) from None
 
     return wrapper
@@ -127,9 +154,62 @@ def _cfg(thread: str) -> Any:
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def _database(db: str, *, create: bool) -> str:
-    """The database to open: a postgresql:// URL as given, or an absolute SQLite path. Read-only commands
-    (``create=False``) refuse a file that does not exist instead of creating an empty one."""
+def find_default_db(start: Path | None = None) -> Path | None:
+    """The default database as git finds ``.git``: ``.planmode/planmode.sqlite`` in the nearest folder, from
+    ``start`` (the current folder) up to the root, that has a ``.planmode/`` folder; None when none has."""
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / ".planmode").is_dir():
+            return folder / DEFAULT_DB
+    return None
+
+
+def _planmode_folder(path: Path) -> None:
+    """Create the ``.planmode/`` folder of a new database, with a ``.gitignore`` of ``*`` (as a venv has): the
+    runs' database is never committed by accident."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ignore = path.parent / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# created by planmode: its runs' database is not for version control\n*\n")
+
+
+#: The tables of a planmode SQLite database (LangGraph's SQLite checkpointer).
+_PLANMODE_TABLES = frozenset({"checkpoints", "writes"})
+
+
+def _is_planmode_db(path: Path) -> bool:
+    """Whether ``path`` is a SQLite file with planmode's tables, read without changing it (opened read-only; a
+    file that is not SQLite at all is not opened by SQLite)."""
+    with path.open("rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            return False
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise
+        return False
+    except sqlite3.DatabaseError:
+        return False
+    return _PLANMODE_TABLES.issubset(tables)
+
+
+def _database(db: str | None, *, create: bool) -> str:
+    """The database to open: a postgresql:// URL as given, or an absolute SQLite path; without ``--db`` (and
+    PLANMODE_DB), the nearest ``.planmode/`` upward (`find_default_db`), else ``./.planmode/`` for a new run.
+    Read-only commands (``create=False``) refuse a file that does not exist instead of creating an empty one."""
+    if db is None:
+        found = find_default_db()
+        if found is None and not create:
+            raise PlanModeError(
+                f"no planmode database in this folder or any parent folder ({DEFAULT_DB}): "
+                "pass --db FILE, or set PLANMODE_DB"
+            )
+        db = str(found or Path.cwd().absolute() / DEFAULT_DB)
     if db.startswith(("postgres://", "postgresql://")):
         _session["db"] = "the PostgreSQL database"
         return db
@@ -141,6 +221,11 @@ def _database(db: str, *, create: bool) -> str:
         raise PlanModeError(f"{db}: is a directory, not a database file")
     if not create and not path.is_file():
         raise PlanModeError(f"{db}: no database at this path (pass --db FILE, or set PLANMODE_DB)")
+    if (not create or (path.is_file() and path.stat().st_size)) and not _is_planmode_db(path):
+        # Opening it as a checkpointer would add planmode's tables to someone else's file (and switch it to WAL).
+        raise PlanModeError(f"{db}: not a planmode database (it was left unchanged; pass the --db of your runs)")
+    if create and path.parent.name == ".planmode" and not path.exists():
+        _planmode_folder(path)
     return str(path)
 
 
@@ -155,10 +240,11 @@ def _graph(db: str, workspace: Path | None = None) -> Any:
 
 
 def _resume_command(thread: str, db: str, verb: str = "resume") -> str:
-    """The complete command that continues ``thread``: with ``--db`` unless it is the default database."""
+    """The complete command that continues ``thread`` from any folder: with ``--db`` and the database's absolute
+    path, unless PLANMODE_DB names that same database absolutely (then it works from anywhere as it is)."""
     cmd = f"planmode {verb} {shlex.quote(thread)}"
-    default = os.environ.get("PLANMODE_DB") or DEFAULT_DB
-    same = db == default or (not _URL.match(db) and Path(db) == Path(default).expanduser().absolute())
+    env = os.environ.get("PLANMODE_DB") or ""
+    same = env == db or (not _URL.match(env) and Path(env).is_absolute() and Path(env).expanduser() == Path(db))
     return cmd if same else f"{cmd} --db {shlex.quote(db)}"
 
 
@@ -167,6 +253,11 @@ def _approver(auto: bool, resume_hint: str, budget: dict[str, Any] | None = None
     answered = [False]
 
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
+        from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
+        from planmode.cli.budget import budget_answer
+        from planmode.cli.gates import GATE_TYPES, answer_gate
+        from planmode.cli.ui import approval_screen, ask_approval, interactive
+
         if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
             # The command line's --max-tokens / --max-cost answer one pause: a pause that comes back (the value
             # was refused, or the raise ran out) is left paused with its reason (exit 6), never answered again.
@@ -210,13 +301,13 @@ BaseUrlOpt = Annotated[
 @friendly
 def run(
     command: typer.Context,
-    task: Annotated[str, typer.Argument(help="What to do.")],
+    task: Annotated[str, typer.Argument(help="What to do; - reads it from stdin.")],
     workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE", help="Folder the file tools work in.")] = Path(
         "."
     ),
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     thread: Annotated[str | None, typer.Option(help="Thread id (default: a new one).")] = None,
     auto_approve: Annotated[
         bool,
@@ -317,7 +408,16 @@ def run(
     ] = None,
 ) -> None:
     """Plan TASK, ask for approval, execute it with live progress."""
+    from planmode.cli.drive import Watcher, drive
     from planmode.context import PlanModeContext
+
+    # Checked before anything is stored: a bad endpoint or an empty task is one line and exit 2, not a run.
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise PlanModeError("the task is empty: say what to do (or pass - to read it from stdin)")
+    if base_url is not None:
+        _check_base_url(base_url)
 
     auto = auto_approve or approval == "auto"
     ws = workspace.expanduser().resolve()
@@ -377,7 +477,26 @@ def run(
     _finish(graph, tid, status, watcher, path)
 
 
+def _check_base_url(url: str) -> None:
+    """An OpenAI-compatible endpoint is an http(s) URL with a host; anything else is refused before a run starts."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:  # an unclosed [IPv6 bracket, a bad port
+        ok = False
+    if not ok:
+        raise PlanModeError(
+            f"--base-url {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434/v1); "
+            "it comes from --base-url or OPENAI_BASE_URL"
+        )
+
+
 def _prices(raw: str | None) -> dict[str, Any]:
+    from planmode.cli.budget import parse_prices
+
     try:
         return parse_prices(raw)
     except ValueError as exc:
@@ -385,6 +504,8 @@ def _prices(raw: str | None) -> dict[str, Any]:
 
 
 def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
+    from planmode.cli.drive import show_result
+
     values = graph.get_state(_cfg(tid)).values
     if status not in ("awaiting_approval", "over_budget"):
         show_result(graph, _cfg(tid), changed=watcher.changed)
@@ -425,7 +546,7 @@ def _remembered(metadata: Any) -> dict[str, str]:
 def resume(
     command: typer.Context,
     thread: ThreadArg,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     workspace: Annotated[
         Path | None, typer.Option(help="Folder the file tools work in (default: the run's own workspace).")
     ] = None,
@@ -454,6 +575,10 @@ def resume(
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
+    from planmode.cli.drive import Watcher, drive, require_thread
+
+    if base_url is not None:
+        _check_base_url(base_url)
     path = _database(db, create=False)
     graph = _graph(path, None)
     state = require_thread(graph, _cfg(thread))
@@ -514,13 +639,16 @@ def resume(
 @friendly
 def show(
     thread: ThreadArg,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     mermaid: Annotated[bool, typer.Option("--mermaid", help="Print the plan as a Mermaid diagram only.")] = False,
     png: Annotated[
         Path | None, typer.Option(help="Draw the plan into this PNG file, offline (pip install 'planmode[png]').")
     ] = None,
 ) -> None:
     """Show a run's plan, statuses and result."""
+    from planmode.cli.drive import require_thread, show_result
+    from planmode.cli.gates import print_approvals, show_picture
+
     graph = _graph(_database(db, create=False))
     state = require_thread(graph, _cfg(thread))
     if mermaid or png is not None:
@@ -550,7 +678,7 @@ _LS_STYLE = {
 @app.command("ls")
 @friendly
 def ls(
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     status: Annotated[
         str | None,
         typer.Option(help="Only runs with this status: awaiting_approval, running, completed, failed, cancelled, ..."),
@@ -560,21 +688,18 @@ def ls(
     """List the runs in the database, newest first."""
     from planmode.persistence import open_checkpointer
     from planmode.persistence.runs import list_runs
+    from planmode.text import clip
 
-    if (
-        not db.startswith(("postgres://", "postgresql://"))
-        and not _URL.match(db)
-        and not Path(db).expanduser().is_file()
-    ):
-        raise PlanModeError(f"no database at {db!r} (pass --db FILE, or set PLANMODE_DB)")
-    saver = open_checkpointer(_database(db, create=False))
+    path = _database(db, create=False)
+    saver = open_checkpointer(path)
     try:
         runs = list_runs(saver, status=status, limit=limit or None)
     except ValueError as exc:  # an unknown status: a user error, one line
         raise PlanModeError(str(exc)) from None
     finally:
         saver.conn.close()
-    table = Table(title=Text(f"Runs in {db} (newest first)"), title_justify="left")
+    shown = _session.get("db", path)  # a PostgreSQL URL is not printed (it may hold a password)
+    table = Table(title=Text(f"Runs in {shown} (newest first)"), title_justify="left")
     for name, style in (
         ("thread", "bold"),
         ("status", ""),
@@ -632,11 +757,12 @@ def _checkpoint_ids(graph: Any, thread: str) -> list[str]:
 @friendly
 def history(
     thread: ThreadArg,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
     limit: Annotated[int, typer.Option(help="At most this many snapshots.", min=1)] = 50,
 ) -> None:
     """List a run's snapshots, newest first. The checkpoint column is a unique prefix `rollback` accepts."""
-    from planmode.cli.ui import snapshot_table
+    from planmode.cli.drive import require_thread
+    from planmode.cli.ui import snapshot_table, unique_prefixes
     from planmode.persistence.snapshots import list_snapshots
 
     graph = _graph(_database(db, create=False))
@@ -657,6 +783,8 @@ def resolve_snapshot(ids: list[str], given: str) -> str | int:
         return matches[0]
     if not matches:
         raise PlanModeError(f"no snapshot {given!r} in this thread (see `planmode history`)")
+    from planmode.cli.ui import unique_prefixes
+
     shown = ", ".join(unique_prefixes(ids)[m] for m in matches[:5])
     raise PlanModeError(
         f"snapshot prefix {given!r} is ambiguous: it matches {len(matches)} snapshots ({shown}"
@@ -672,10 +800,11 @@ def rollback(
     snapshot: Annotated[
         str, typer.Argument(help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")
     ],
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = None,
 ) -> None:
     """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
     restored."""
+    from planmode.cli.drive import require_thread, show_result
     from planmode.persistence.lease import thread_lease
     from planmode.persistence.snapshots import rollback as do_rollback
 

@@ -11,11 +11,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rich.prompt import Prompt
 from rich.text import Text
 
 from planmode.budget import parse_budget_answer
-from planmode.cli.ui import console, interactive
+from planmode.cli.ui import ask_text, choose, console, interactive
 from planmode.observability.usage import format_usage, total_tokens
 
 __all__ = ["budget_answer", "budget_screen", "parse_prices"]
@@ -104,18 +103,16 @@ def budget_answer(
         return None
     suggested = (payload.get("suggested") or {}).get("max_tokens")
     while True:
-        choice = Prompt.ask(
-            Text.assemble(("Raise the budget?", "bold"), " raise / stop / quit"),
-            choices=["r", "s", "q"],
-            default="r",
-            console=console,
-        )
-        if choice == "q":
+        choice = choose("Raise the budget?", ["raise", "stop", "quit"])
+        if choice in ("quit", None):  # Ctrl-D too: the run stays paused, resumable
             return None
-        if choice == "s":
+        if choice == "stop":
             return {"action": "stop"}
         key = "max_cost" if (payload.get("budget") or {}).get("max_cost") else "max_tokens"
-        raw = Prompt.ask(Text(f"New {key}"), default=str(suggested or ""), console=console).strip()
+        answer = ask_text(f"New {key}", default=str(suggested or ""))
+        if answer is None:
+            return None
+        raw = answer.strip()
         try:
             number: Any = float(raw) if key == "max_cost" else int(raw)
             parse_budget_answer({key: number})

@@ -129,12 +129,14 @@ _NODE_ACTIVITY = {
 
 
 class Progress:
-    """What is happening now: a live status line on a terminal, plain lines without one (or with NO_COLOR)."""
+    """What is happening now: a live status line on a terminal, plain lines without one (or with NO_COLOR, or
+    on TERM=dumb)."""
 
     def __init__(self, graph: Any, cfg: RunnableConfig) -> None:
         self.graph = graph
         self.cfg = cfg
-        self.live_mode = console.is_terminal and not os.environ.get("NO_COLOR")
+        # TERM=dumb: rich draws no live line there (it cannot move the cursor), so plain lines, as without a terminal
+        self.live_mode = console.is_terminal and not console.is_dumb_terminal and not os.environ.get("NO_COLOR")
         self.activity = "starting (loading the model client)"
         self.since = time.monotonic()
         self.started: dict[str, float] = {}

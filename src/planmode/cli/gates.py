@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.markdown import Markdown
-from rich.prompt import Prompt
 from rich.text import Text
 
 from planmode.approval.staleness import STALE_TYPE
-from planmode.cli.ui import console, interactive
+from planmode.cli.ui import YES, ask_text, choose, console, interactive
 from planmode.nodes._gates import STEP_APPROVAL_TYPE
 from planmode.state.models import Plan
 
@@ -46,18 +44,15 @@ def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
         console.print(Text(f"This needs an answer at a terminal {hint}.", style="yellow"))
         return None
     other = "replan" if stale else "skip"
-    choice = Prompt.ask(
-        Text.assemble(("Go on?", "bold"), f" approve / {other} / cancel / quit"),
-        choices=["a", other[0], "c", "q"],
-        default="a",
-        console=console,
-    )
-    if choice == "q":
+    choice = choose("Go on?", ["approve", other, "cancel", "quit"], synonyms=YES)
+    if choice in ("quit", None):  # Ctrl-D too: left for later, resumable
         return None
-    if choice == "a":
+    if choice == "approve":
         return approve
-    feedback = Prompt.ask(Text("Why (optional)?"), default="", console=console)
-    if choice == "c":
+    feedback = ask_text("Why (optional)?", default="")
+    if feedback is None:
+        return None
+    if choice == "cancel":
         return {"action": "cancel", "feedback": feedback}
     return {**approve, "action": other, "feedback": feedback}
 
@@ -85,7 +80,7 @@ def print_approvals(records: Any) -> None:
     records = decisions(records)
     if not records:
         return
-    console.print(Markdown("**Approvals**"))
+    console.print(Text("Approvals", style="bold"))
     for r in records:
         if not isinstance(r, dict):
             continue

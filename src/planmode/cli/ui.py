@@ -16,26 +16,40 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions, ConsoleRenderable, Group, RenderableType, RenderHook, RenderResult
+from rich.console import (
+    Console,
+    ConsoleDimensions,
+    ConsoleOptions,
+    ConsoleRenderable,
+    Group,
+    RenderableType,
+    RenderHook,
+    RenderResult,
+)
 from rich.prompt import Prompt
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from planmode.state.diff import plan_changes
-from planmode.state.models import Plan
 from planmode.text import visible
 
+if TYPE_CHECKING:  # the plan model imports the LangGraph stack: imported where a plan is read (a fast --help)
+    from planmode.state.models import Plan
+
 __all__ = [
+    "YES",
     "ask_approval",
+    "ask_text",
     "changes_view",
+    "choose",
     "console",
+    "err_console",
     "error_text",
     "interactive",
-    "plan_changes",
     "plan_table",
+    "prompt_console",
     "render_event",
     "snapshot_table",
     "unique_prefixes",
@@ -66,8 +80,36 @@ class _ShowControls(RenderHook):
         return [_Visible(r) for r in renderables]
 
 
-console = Console(highlight=False, markup=False, emoji=False)
-console.push_render_hook(_ShowControls())
+#: The width of output that is not a terminal (a pipe, a file): lines are not wrapped, so that grep finds them.
+UNWRAPPED = 100_000
+
+
+class _Console(Console):
+    """rich's console that does not wrap when its output is not a terminal (a pipe or a file) and no COLUMNS is
+    set: rich would wrap at 80 columns, or at the width of a terminal that only stdin or stderr is."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and not self.is_terminal and not os.environ.get("COLUMNS"):
+            return ConsoleDimensions(UNWRAPPED, size.height)
+        return size  # type: ignore[no-any-return]
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+def _console(**kwargs: Any) -> Console:
+    made = _Console(highlight=False, markup=False, emoji=False, **kwargs)
+    made.push_render_hook(_ShowControls())
+    return made
+
+
+#: What planmode prints (stdout) and its own errors (stderr: ``show X --mermaid > plan.mmd`` keeps them out of the
+#: file).
+console = _console()
+err_console = _console(stderr=True)
 
 _STYLE = {
     "pending": "white",
@@ -283,6 +325,8 @@ def _marks(changes: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 def approval_screen(payload: Mapping[str, Any]) -> Group:
     """What a human reads before answering: the plan, why it is asked (again), what changed, a refusal."""
+    from planmode.state.models import Plan
+
     plan = Plan.model_validate(payload["plan"])
     changes = payload.get("changes")
     parts: list[RenderableType] = [plan_table(plan, marks=_marks(changes))]
@@ -340,6 +384,7 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
     with the error at the top, as ``git commit`` does); then show the edited plan with its diff and ask for
     approval. The edit answer to send, or None when the human gives up on the edit."""
     from planmode.approval import Edit, parse_resume
+    from planmode.state.diff import plan_changes
 
     body = _editable(plan)
     error: str | None = None
@@ -374,7 +419,7 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
             Text("Approve the edited plan? approve / edit again / discard the edit"),
             choices=["a", "e", "d"],
             default="a",
-            console=console,
+            console=prompt_console(),
         )
         if choice == "a":
             return answer
@@ -383,26 +428,71 @@ def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
         error = None
 
 
+#: Words that approve at every question planmode asks (as in git's and apt's y/yes), in any case.
+YES = {"y": "approve", "yes": "approve"}
+
+
+def choose(question: str, options: Sequence[str], *, synonyms: Mapping[str, str] | None = None) -> str | None:
+    """Ask ``question``; the answer is one of ``options`` (the first is the default, taken on an empty answer),
+    given as the whole word or its first letter, or a synonym (`YES`), in any case. An answer that is none of them
+    asks again, saying what is accepted. None at the end of input (Ctrl-D): the caller leaves for later."""
+    accepted = (
+        {o[0]: o for o in options} | {o: o for o in options} | {k.lower(): v for k, v in (synonyms or {}).items()}
+    )
+    prompt = Text.assemble(
+        (question, "bold"),
+        " " + " / ".join(options) + " ",
+        ("[" + "/".join(o[0] for o in options) + "]", "bold magenta"),
+        (f" ({options[0][0]})", "bold cyan"),
+        ": ",
+    )
+    where = prompt_console()
+    while True:
+        try:
+            raw = where.input(prompt)
+        except EOFError:  # Ctrl-D
+            where.print()
+            return None
+        word = raw.strip().lower()
+        if not word:
+            return options[0]
+        if word in accepted:
+            return accepted[word]
+        where.print(Text(f"Please answer {', '.join(options)} (or the first letter).", style="red"))
+
+
+def ask_text(question: str, *, default: str | None = None) -> str | None:
+    """A line of free text (feedback); None at the end of input (Ctrl-D)."""
+    try:
+        if default is None:
+            return Prompt.ask(Text(question), console=prompt_console())
+        return Prompt.ask(Text(question), default=default, console=prompt_console())
+    except EOFError:
+        prompt_console().print()
+        return None
+
+
 def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
     """Show the plan and ask approve / edit / reject / cancel / quit. None means quit (the run stays resumable);
-    cancel ends the run without executing anything."""
+    cancel ends the run without executing anything. Ctrl-D at any question is quit."""
+    from planmode.state.models import Plan
+
     plan = Plan.model_validate(payload["plan"])
     console.print(approval_screen(payload))
     while True:
-        choice = Prompt.ask(
-            Text.assemble(("Approve this plan?", "bold"), " approve / edit / reject / cancel / quit"),
-            choices=["a", "e", "r", "c", "q"],
-            default="a",
-            console=console,
-        )
-        if choice == "a":
+        choice = choose("Approve this plan?", ["approve", "edit", "reject", "cancel", "quit"], synonyms=YES)
+        if choice == "approve":
             return {"action": "approve", "revision": payload["revision"]}
-        if choice == "q":
+        if choice in ("quit", None):
             return None
-        if choice == "c":
-            return {"action": "cancel", "feedback": Prompt.ask(Text("Why (optional)?"), default="", console=console)}
-        if choice == "r":
-            feedback = Prompt.ask(Text("What should change?"), console=console).strip()
+        if choice == "cancel":
+            why = ask_text("Why (optional)?", default="")
+            return None if why is None else {"action": "cancel", "feedback": why}
+        if choice == "reject":
+            answer = ask_text("What should change?")
+            if answer is None:
+                return None
+            feedback = answer.strip()
             if feedback:
                 return {"action": "reject", "feedback": feedback}
             console.print(Text("Feedback is needed to reject a plan.", style="yellow"))
@@ -413,9 +503,27 @@ def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
         console.print(approval_screen(payload))
 
 
+_tty: list[Console] = []
+
+
+def prompt_console() -> Console:
+    """Where a question is asked: the console when stdout is a terminal; else the terminal itself (``/dev/tty``)
+    when stdin is one (``planmode run ... | tee log``), as git and ssh ask for a password."""
+    if sys.stdout.isatty() or not sys.stdin.isatty():
+        return console
+    if not _tty:
+        try:
+            tty = open("/dev/tty", "w", encoding=console.encoding, errors="replace")  # noqa: SIM115 (kept open)
+        except OSError:
+            return console
+        _tty.append(_console(file=tty, force_terminal=True))
+    return _tty[0]
+
+
 def interactive() -> bool:
-    """True when both stdin and stdout are terminals."""
-    return sys.stdin.isatty() and sys.stdout.isatty()
+    """True when a human can answer: stdin is a terminal, and stdout or the process's terminal can show the
+    question (`prompt_console`)."""
+    return sys.stdin.isatty() and (sys.stdout.isatty() or prompt_console() is not console)
 
 
 def lines(items: Iterable[str], *, style: str = "") -> Text:
