@@ -105,3 +105,20 @@ def test_a_piped_run_asks_on_the_terminal(tmp_path: Path) -> None:
     assert (ws / "notes.md").read_text() == "# Notes\n"
     text = log.read_text()
     assert "run finished" in text and "Approve this plan" not in text  # the question went to the terminal only
+
+
+def test_a_rule_in_piped_output_is_80_columns_not_the_unwrapped_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped output is not wrapped (lines keep their length for grep), but a rule fills the console's width: it is
+    drawn 80 columns wide there (the demo's section rules were 100,000 characters long in a pipe)."""
+    import io
+
+    from planmode.cli.ui import _console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    console = _console(file=out)
+    console.rule("Snapshots")
+    console.print("x" * 300)
+    lines = out.getvalue().splitlines()
+    assert len(lines[0]) == 80 and "Snapshots" in lines[0]
+    assert lines[1] == "x" * 300  # text is still not wrapped

@@ -99,6 +99,14 @@ class _Console(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
+    def rule(self, title: Any = "", *, characters: str = "─", style: Any = "rule.line", align: Any = "center") -> None:
+        """A horizontal rule: the width of the terminal, or 80 columns in output that is not wrapped (a rule
+        fills the whole width: 100,000 characters in a pipe)."""
+        from rich.rule import Rule
+
+        width = 80 if self.size.width >= UNWRAPPED else None
+        self.print(Rule(title, characters=characters, style=style, align=align), width=width)
+
 
 def _console(**kwargs: Any) -> Console:
     made = _Console(highlight=False, markup=False, emoji=False, **kwargs)
