@@ -10,6 +10,7 @@ is taken over only once its heartbeat expired, the heartbeat keeps a long run's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -160,7 +161,7 @@ def stopped_holder_is_fenced(db: str, tmp_path: Path) -> None:
     while len([s for s, pid in starts(counter) if pid == first.proc.pid]) < 3:  # a, b and c are running
         assert time.monotonic() < deadline, (starts(counter), first._stderr())
         time.sleep(0.01)
-    first.proc.send_signal(signal.SIGSTOP)
+    _stop_outside_a_write(first.proc, db)
     try:
         time.sleep(1.5)  # past the lease's expiry: the holder is alive, stopped, and renews nothing
         second = Worker(db, counter, "--ttl=1", work=0.05)
@@ -177,6 +178,27 @@ def stopped_holder_is_fenced(db: str, tmp_path: Path) -> None:
     assert f"lost the lease of thread '{THREAD}'" in lost and "another process took it over" in lost
     assert sorted(s for s, pid in starts(counter) if pid == first.proc.pid) == first_steps  # no step started
     assert history(db) == before  # not one checkpoint or pending write more: the second's run intact
+
+
+def _stop_outside_a_write(proc: Any, db: str) -> None:
+    """SIGSTOP ``proc`` at a moment it holds no SQLite write lock. A process stopped inside a write transaction
+    (a heartbeat, a checkpoint) keeps SQLite's one write lock: nobody can take its lease over until it continues
+    (and is then fenced) -- SQLite's limit, not the fence's. PostgreSQL has no such lock: stopped at once."""
+    if db.startswith("postgres"):
+        proc.send_signal(signal.SIGSTOP)
+        return
+    for _ in range(200):
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.02)
+        try:
+            with contextlib.closing(sqlite3.connect(db, timeout=0.1)) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.rollback()
+            return
+        except sqlite3.OperationalError:  # stopped inside a write: let it finish, stop it again
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.02)
+    raise AssertionError("the holder never left its write transactions")
 
 
 def test_a_stopped_holder_is_fenced_sqlite(tmp_path: Path) -> None:
@@ -513,8 +535,8 @@ def test_planmode_rollback_takes_the_lease_of_a_running_thread(tmp_path: Path) -
     try:
         refused = rollback()
         assert refused.returncode == 2, (refused.stdout, refused.stderr)
-        assert f"thread '{THREAD}' is already running (" in refused.stdout
-        assert f":{holder.proc.pid}, since " in refused.stdout
+        assert f"thread '{THREAD}' is already running (" in refused.stderr  # planmode's errors go to stderr
+        assert f":{holder.proc.pid}, since " in refused.stderr
         assert checkpoints() == before  # nothing written while another process holds the thread
     finally:
         hold.touch()

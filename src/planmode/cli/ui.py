@@ -90,14 +90,14 @@ class _Console(Console):
 
     @property
     def size(self) -> ConsoleDimensions:
-        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        size = Console.size.fget(self)  # type: ignore[attr-defined]  # rich's property, read through the class
         if self._width is None and not self.is_terminal and not os.environ.get("COLUMNS"):
             return ConsoleDimensions(UNWRAPPED, size.height)
-        return size  # type: ignore[no-any-return]
+        return size  # type: ignore[no-any-return]  # fget is untyped: it returns ConsoleDimensions
 
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
-        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]  # rich's setter, through the class
 
     def rule(self, title: Any = "", *, characters: str = "─", style: Any = "rule.line", align: Any = "center") -> None:
         """A horizontal rule: the width of the terminal, or 80 columns in output that is not wrapped (a rule
