@@ -183,22 +183,40 @@ def stopped_holder_is_fenced(db: str, tmp_path: Path) -> None:
 def _stop_outside_a_write(proc: Any, db: str) -> None:
     """SIGSTOP ``proc`` at a moment it holds no SQLite write lock. A process stopped inside a write transaction
     (a heartbeat, a checkpoint) keeps SQLite's one write lock: nobody can take its lease over until it continues
-    (and is then fenced) -- SQLite's limit, not the fence's. PostgreSQL has no such lock: stopped at once."""
-    if db.startswith("postgres"):
-        proc.send_signal(signal.SIGSTOP)
-        return
+    (and is then fenced) -- SQLite's limit, not the fence's; on PostgreSQL a stopped fenced write holds the lease
+    row the same way until it continues."""
     for _ in range(200):
         proc.send_signal(signal.SIGSTOP)
         time.sleep(0.02)
-        try:
-            with contextlib.closing(sqlite3.connect(db, timeout=0.1)) as conn:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.rollback()
+        if _no_write_held(db):
             return
-        except sqlite3.OperationalError:  # stopped inside a write: let it finish, stop it again
-            proc.send_signal(signal.SIGCONT)
-            time.sleep(0.02)
+        proc.send_signal(signal.SIGCONT)  # stopped inside a write: let it finish, stop it again
+        time.sleep(0.02)
     raise AssertionError("the holder never left its write transactions")
+
+
+def _no_write_held(db: str) -> bool:
+    """Whether nobody holds what a takeover needs: SQLite's write lock, or PostgreSQL's lock of the lease row (a
+    fenced write reads it FOR SHARE in its transaction)."""
+    if db.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=False) as conn:
+            try:
+                conn.execute("SET lock_timeout = '100ms'")
+                conn.execute(f"SELECT 1 FROM {LEASE_TABLE} WHERE thread_id = %s FOR UPDATE", (THREAD,))
+                return True
+            except psycopg.errors.LockNotAvailable:
+                return False
+            finally:
+                conn.rollback()
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=0.1)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.rollback()
+        return True
+    except sqlite3.OperationalError:
+        return False
 
 
 def test_a_stopped_holder_is_fenced_sqlite(tmp_path: Path) -> None:
