@@ -42,7 +42,7 @@ from langgraph.types import interrupt
 
 from planmode._drive import per_path
 from planmode.budget.estimate import expected_tokens, plan_estimate, step_estimate
-from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings
+from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings, settings_of
 from planmode.errors import ConfigurationError, PlanModeError
 from planmode.llm.trim import approx_tokens
 from planmode.observability.events import emit
@@ -348,7 +348,7 @@ class CallGuard(BaseCallbackHandler):
     def __init__(self, name: str, state: Any, runtime: Any, raised: Limits | None, *, skip: bool) -> None:
         new_run = name == "detect" or not isinstance(state, Mapping)  # detect starts a run: the context's settings
         stored = None if new_run else state.get("budget")
-        settings = resolve_settings(getattr(runtime, "context", None), None if new_run else state.get("settings"))
+        settings = resolve_settings(getattr(runtime, "context", None), None) if new_run else settings_of(state, runtime)
         self.settings = with_budget_prices(settings, stored)
         stopped = isinstance(stored, Mapping) and bool(stored.get("stopped"))
         self.limits = Limits() if stopped else (raised or limits_of(self.settings, stored))
@@ -427,7 +427,7 @@ def _check(name: str, state: Any, runtime: Any) -> _Checked:
     """The budget check before node ``name``: pauses (``interrupt``) until the budget covers the next call or
     the human stops the run."""
     stored = state.get("budget")
-    settings = with_budget_prices(resolve_settings(getattr(runtime, "context", None), state.get("settings")), stored)
+    settings = with_budget_prices(settings_of(state, runtime), stored)
     limits = limits_of(settings, stored)
     if isinstance(stored, Mapping) and stored.get("stopped"):
         limits = Limits()  # a stopped run only finishes
@@ -571,7 +571,7 @@ def _report_after(state: Any, result: Any, delta: dict[str, Any]) -> Any:
     if not isinstance(result, dict) or not isinstance(result.get("report"), dict):
         return result
     usage = merge_usage(state.get("usage"), delta)
-    settings = with_budget_prices(resolve_settings(None, state.get("settings")), state.get("budget"))
+    settings = with_budget_prices(settings_of(state, None), state.get("budget"))
     report = {**result["report"], "usage": usage}
     cost = cost_of(usage, settings.prices) if settings.prices else None
     if cost is not None:

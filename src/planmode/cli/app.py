@@ -17,6 +17,7 @@ Exit codes (a script can tell the outcomes apart):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -446,9 +447,9 @@ def run(
     if max_cost and not ctx.prices:
         raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
     if model:
-        ctx.model = model
+        ctx = dataclasses.replace(ctx, model=model)
     if base_url:
-        ctx.base_url = base_url
+        ctx = dataclasses.replace(ctx, base_url=base_url)
     if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
         from planmode.local_server import llama_server, settings_for
 

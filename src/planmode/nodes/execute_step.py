@@ -36,10 +36,10 @@ from langgraph.types import Command
 from planmode._compat import RunnableCallable
 from planmode._drive import per_path
 from planmode.approval.policy import read_only_tools_of
-from planmode.context import PlanModeContext, resolve_settings
+from planmode.context import PlanModeContext, settings_of
 from planmode.errors import ModelUnavailableError
 from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
 from planmode.nodes._task import StepTask
@@ -65,8 +65,18 @@ __all__ = [
 
 S = StepStatus
 
-#: The channels the guard reads (as the super-step started), never the ``Send`` payload.
-GUARDED_KEYS = ["plan", "approvals", "settings", "budget", "usage", "step_outcomes", "needs_approval", "status"]
+#: The channels the guard (and the step's model) read (as the super-step started), never the ``Send`` payload.
+GUARDED_KEYS = [
+    "plan",
+    "approvals",
+    "settings",
+    "negotiated_output",
+    "budget",
+    "usage",
+    "step_outcomes",
+    "needs_approval",
+    "status",
+]
 
 
 class Refused:
@@ -212,7 +222,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     def guard(task: Any, runtime: NodeRuntime) -> tuple[Cleared | Refused, dict[str, Any]]:
         state = read_channels()
         step_id = _step_id(task)
-        settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
+        settings = settings_of(state, runtime)
         return check_step(step_id, state, settings, read_only), state
 
     def start(cleared: Cleared, runtime: NodeRuntime) -> BaseStore | None:
@@ -252,7 +262,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         step, settings = decision.step, decision.settings
         try:
             inputs = {d: dependency_output(info, store) for d, info in dependency_info(decision).items()}
-            model = deps.models.get(settings) if deps.executor is None else None  # only the default executor
+            negotiated = negotiated_of(channels)
+            model = deps.models.get(settings, negotiated) if deps.executor is None else None  # the default executor
             outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
@@ -272,7 +283,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         step, settings = decision.step, decision.settings
         try:
             inputs = {d: await adependency_output(info, store) for d, info in dependency_info(decision).items()}
-            model = await deps.models.aget(settings) if deps.executor is None else None
+            negotiated = negotiated_of(channels)
+            model = await deps.models.aget(settings, negotiated) if deps.executor is None else None
             outcome = await arun_executor(deps.executor or adefault_executor, step, context(decision, inputs, model))
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)

@@ -8,7 +8,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._repair import Reflection, repair_view
 from planmode.nodes._twin import Body, ask, model_for, twin_node
 from planmode.observability.events import emit
@@ -36,7 +36,7 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         if count > settings.max_reflections:
             msg = f"gave up after {settings.max_reflections} reflection(s); last trouble: {trouble}"
             return {"status": "failed", "error": msg, "reflections": count - 1}
-        model = yield from model_for(deps, settings)
+        model = yield from model_for(deps, settings, negotiated_of(state))
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.REFLECT_SYSTEM),
             HumanMessage(content=prompts.REFLECT_USER.format(trouble=trouble, plan=repair_view(plan))),

@@ -223,6 +223,9 @@ class PlanModeState(InputState, total=False):
     """The run report (finalize)."""
     settings: dict[str, Any]
     """The run settings the run started with (runtime context is not kept across an interrupt)."""
+    negotiated_output: str | None
+    """Written by planmode: the structured-output mode ``auto`` settled on, as ``"mode base_url model"``
+    (`planmode.llm.structured.negotiation_record`), so that a run resumed in another process starts from it."""
     route: Literal["plan", "direct"] | None
     """detect's decision."""
     feedback: str | None
@@ -299,6 +302,7 @@ def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> dict[s
         "status": "new",
         "report": None,
         "settings": settings,
+        "negotiated_output": None,
         "route": None,
         "feedback": None,
         "approval_error": None,
