@@ -113,8 +113,8 @@ def test_settings_are_frozen_and_remember_the_values_they_were_given() -> None:
     assert set(replace(ctx, mode="plan").given()) == set(settings_dict(ctx))  # a full copy names every field
     stored = settings_dict(PlanModeContext(model="s"))
     assert resolve_settings({"max_parallel": 3, "unknown": 1}, stored).max_parallel == 3
-    assert resolve_settings(None, stored) == resolve_settings(PlanModeContext(), dict(stored)) == PlanModeContext(
-        **stored
+    assert (
+        resolve_settings(None, stored) == resolve_settings(PlanModeContext(), dict(stored)) == PlanModeContext(**stored)
     )
     typed = PlanModeContext(**stored)
     assert resolve_settings(PlanModeContext(model="s"), typed) is typed  # nothing new: the stored object itself

@@ -15,14 +15,14 @@ from langgraph.store.base import BaseStore
 from planmode.context import PlanModeContext, settings_of
 from planmode.executors import Executor, Verifier
 from planmode.llm import ModelProvider, text_of
-from planmode.state.graph_state import PlanModeState
+from planmode.state.graph_state import PlanModeState, PlanModeUpdate
 
 __all__ = ["Deps", "Node", "NodeRuntime", "StateUpdate", "negotiated_of", "settings_of", "store_of", "task_of"]
 
 #: The runtime a node gets: the run settings as its context (None when a resumed run brings none).
 NodeRuntime: TypeAlias = Runtime[PlanModeContext]
-#: What a node returns: only the state keys it changes.
-StateUpdate: TypeAlias = dict[str, Any]
+#: What a node returns: only the state keys it changes (typed: `PlanModeUpdate`).
+StateUpdate: TypeAlias = PlanModeUpdate
 _In = TypeVar("_In", contravariant=True)
 _Out = TypeVar("_Out", covariant=True)
 

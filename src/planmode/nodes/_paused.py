@@ -6,6 +6,7 @@ from typing import Any
 
 from planmode.errors import ModelUnavailableError
 from planmode.observability.events import emit
+from planmode.state.graph_state import PlanModeUpdate
 
 __all__ = ["unavailable_update"]
 
@@ -25,7 +26,7 @@ def _info(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
     }
 
 
-def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
+def unavailable_update(node: str, state: Any, exc: ModelUnavailableError) -> PlanModeUpdate:
     """The state update of a node whose model could not be reached (execute_step leaves the status to
     verify, which runs next: parallel tasks cannot all write it)."""
     info = _info(node, state, exc)

@@ -205,11 +205,9 @@ def refusal_update(refused: Refused, state: Mapping[str, Any]) -> StateUpdate:
         back = StepTransition(id=step.id, status=S.PENDING, attempts=max(0, step.attempts - 1))
         out["plan"] = PlanUpdate(transitions=[back], source=PlanSource.DISPATCH)
     if refused.approve_again:
-        out.update(
-            needs_approval=True,
-            status="awaiting_approval",
-            approval_error=f"not run: {clean_text(refused.reason)}; review the plan again",
-        )
+        out["needs_approval"] = True
+        out["status"] = "awaiting_approval"
+        out["approval_error"] = f"not run: {clean_text(refused.reason)}; review the plan again"
     return out
 
 

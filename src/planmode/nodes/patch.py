@@ -100,7 +100,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
         )
         off_track = reflection.get("assessment") == "off_track"
         reapprove = off_track or settings.reapprove_patches
-        written: dict[str, Any] = {
+        written: StateUpdate = {
             "plan": update.model_copy(update={"rejections": rejections}),
             "patches_applied": (state.get("patches_applied") or 0) + 1,
         }

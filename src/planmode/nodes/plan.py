@@ -104,7 +104,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
             msg = f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): " + " | ".join(errors)
             return {"status": "failed", "error": msg}
         record = negotiation_record(model, settings, negotiated_of(state))  # a resume elsewhere starts from it
-        kept = {"negotiated_output": record} if record else {}
+        kept: StateUpdate = {"negotiated_output": record} if record else {}
         source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
         version = current.version + 1 if revising and current is not None else 1
         emit(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from planmode import prompts
@@ -58,7 +56,7 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         if result.assessment == "on_track" and trouble.startswith("deadlock"):
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
         emit("reflection", result.reasoning, plan_version=plan.version, assessment=result.assessment, trouble=trouble)
-        update: dict[str, Any] = {"reflections": count, "reflection": result.model_dump()}
+        update: StateUpdate = {"reflections": count, "reflection": result.model_dump()}
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
             return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}

@@ -258,7 +258,7 @@ def _update(
     outcomes: dict[str, Any] = state.get("step_outcomes") or {}
     cleared = dict.fromkeys(outcomes, None)
     # the files the attempts wrote, kept for the staleness check (the run's own writes are no outside change)
-    written = {"run_writes": run_writes_of(outcomes.values())}
+    written: StateUpdate = {"run_writes": run_writes_of(outcomes.values())}
     judged = apply_transitions(plan, transitions)
     if not judged.applied or gates_may_stop(state, settings):
         # refused transitions (cannot happen for running steps: the reducer records it), or a gate around

@@ -13,7 +13,8 @@ from typing_extensions import TypedDict
 
 from planmode.state.approvals import add_approval_records
 from planmode.state.channel import PlanChannel
-from planmode.state.models import Plan, clean_text
+from planmode.state.models import Plan, PlanPatch, ResetPlan, StepTransition, clean_text
+from planmode.state.reducer import PlanUpdate
 from planmode.state.usage import merge_usage
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "InputState",
     "OutputState",
     "PlanModeState",
+    "PlanModeUpdate",
+    "PlanWrite",
     "RunStatus",
     "StepOutcome",
     "StepOutcomesChannel",
@@ -284,16 +287,54 @@ class PlanModeState(InputState, total=False):
     step only when a grant here covers its exact definition."""
 
 
+#: What a node may write to the plan: a whole plan, a patch, step transitions, their envelope, or a reset (read by
+#: `planmode.state.reducer.plan_reducer`, which never raises).
+PlanWrite = Plan | PlanPatch | StepTransition | list[StepTransition] | PlanUpdate | ResetPlan
+
+
+class PlanModeUpdate(TypedDict, total=False):
+    """What a node returns: the `PlanModeState` keys it changes, each as it is written (a reducer's input)."""
+
+    messages: list[AnyMessage]
+    task: str | None
+    goal: str
+    plan: PlanWrite
+    status: RunStatus
+    report: dict[str, Any] | None
+    settings: dict[str, Any]
+    negotiated_output: str | None
+    route: Literal["plan", "direct"] | None
+    feedback: str | None
+    approval_error: str | None
+    approval_base: dict[str, Any] | None
+    needs_approval: bool
+    step_outcomes: Mapping[str, StepOutcome | None]
+    trouble: str | None
+    reflection: dict[str, Any] | None
+    reflections: int
+    patches_applied: int
+    error: str | None
+    usage: dict[str, Any]
+    budget: dict[str, Any] | None
+    unavailable: dict[str, Any] | None
+    explored_paths: list[str] | None
+    workspace_fingerprint: dict[str, Any] | None
+    fingerprint_checked: dict[str, Any] | None
+    run_writes: dict[str, str] | None
+    stale: dict[str, Any] | None
+    step_gate: dict[str, Any] | None
+    approvals: list[dict[str, Any]]
+
+
 #: The keys a new run on a thread keeps: the conversation. Every other key is reset by `new_run`.
 KEPT_ACROSS_RUNS = frozenset({"messages"})
 
 
-def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> dict[str, Any]:
+def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> PlanModeUpdate:
     """The state update that starts a new run on a thread (detect writes it): every key of `PlanModeState` but
     `KEPT_ACROSS_RUNS`, so nothing of an earlier run — an approval, a question left open, a budget raised, a
     fingerprint — carries over to the next. ``step_outcomes``: the outcomes in state now (each is removed)."""
     from planmode.state.approvals import new_run_record
-    from planmode.state.models import ResetPlan
 
     return {
         "task": None,
