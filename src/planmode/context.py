@@ -36,6 +36,7 @@ __all__ = [
     "MAX_TOKENS",
     "TIGHTEN_ONLY",
     "PlanModeContext",
+    "brings_news",
     "check_dollars",
     "check_tokens",
     "resolve_settings",
@@ -330,6 +331,13 @@ def _check_prices(prices: Any) -> None:
 
 #: The context budget when neither the setting nor the server gives one.
 DEFAULT_CONTEXT_TOKENS = 8192
+
+
+def brings_news(state: Mapping[str, Any], runtime: Any) -> bool:
+    """Whether the runtime context was given a value that the settings kept in state do not have (then the
+    settings are resolved: `resolve_settings`)."""
+    stored = state.get("settings") if isinstance(state, Mapping) else None
+    return not stored or bool(_news(_given_of(getattr(runtime, "context", None)), stored))
 
 
 def settings_of(state: Mapping[str, Any], runtime: Any) -> PlanModeContext:

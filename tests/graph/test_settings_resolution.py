@@ -93,6 +93,31 @@ def test_a_given_value_overrides_the_stored_one_even_when_it_is_the_default(chec
     assert set(seen.parallel) == {4}
 
 
+def test_a_resume_that_brings_a_new_value_resolves_once_and_the_run_keeps_it(
+    checkpointer: SqliteSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first node of the resume resolves the new value and writes it to state: the nodes after it read it
+    from there (each resolved it again), and a later resume without a context keeps it (it went back to the
+    settings the run started with, so `planmode resume` kept its endpoint in checkpoint metadata)."""
+    resolved: list[PlanModeContext] = []
+    original = context_module.resolve_settings
+
+    def counting(context: Any, stored: Any) -> PlanModeContext:
+        resolved.append(original(context, stored))
+        return resolved[-1]
+
+    seen = Seen()
+    graph = _waiting_at_approval(checkpointer, seen, max_parallel=1)
+    monkeypatch.setattr(context_module, "resolve_settings", counting)
+    revision = _revision(graph)
+    graph.invoke(Command(resume={"action": "approve", "revision": revision}), thread(), context={"max_parallel": 3})
+    state = graph.get_state(thread())
+    assert state.values["status"] == "completed" and set(seen.parallel) == {3}
+    assert len(resolved) == 1  # approve, the resume's first node
+    assert state.values["settings"]["max_parallel"] == 3
+    assert all("planmode_endpoint" not in (s.metadata or {}) for s in graph.get_state_history(thread()))
+
+
 def test_a_default_read_from_another_environment_does_not_override_the_stored_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import queue
 import re
@@ -526,22 +525,6 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
     raise typer.Exit(_exit_code(status))
 
 
-#: Checkpoint metadata key of the endpoint a `resume` chose (model, base_url, workspace), as JSON.
-_ENDPOINT_KEY = "planmode_endpoint"
-
-
-def _remembered(metadata: Any) -> dict[str, str]:
-    """The endpoint an earlier `resume` chose, from the head checkpoint's metadata (empty when none)."""
-    raw = metadata.get(_ENDPOINT_KEY) if isinstance(metadata, dict) else None
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else {}
-    except json.JSONDecodeError:
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if k in ("model", "base_url", "workspace") and isinstance(v, str)}
-
-
 @app.command()
 @friendly
 def resume(
@@ -583,11 +566,10 @@ def resume(
     path = _database(db, create=False)
     graph = _graph(path, None)
     state = require_thread(graph, _cfg(thread))
-    # The endpoint a run uses: its stored settings, then what an earlier `resume --model/--base-url/--workspace`
-    # chose (kept in the metadata of the checkpoints that resume wrote), then this resume's options.
+    # The endpoint a run uses: its settings (an earlier `resume --model/--base-url/--workspace` wrote its choice
+    # there), then this resume's options.
     settings = state.values.get("settings") or {}
-    remembered = _remembered(state.metadata)
-    overrides: dict[str, Any] = dict(remembered)
+    overrides: dict[str, Any] = {}
     if gguf is not None:  # a local llama.cpp server for this resume, stopped when the command ends
         from planmode.local_server import llama_server
 
@@ -621,13 +603,10 @@ def resume(
     )
     watcher = Watcher(queue.Queue())
     auto = auto_approve or settings.get("approval") == "auto"
-    cfg: Any = _cfg(thread)
-    if overrides:
-        cfg["metadata"] = {_ENDPOINT_KEY: json.dumps(overrides)}
     status = drive(
         graph,
         None,
-        cfg,
+        _cfg(thread),
         context=overrides or None,
         approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}),
         resume_hint=hint,

@@ -220,7 +220,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     def guard(task: Any, runtime: NodeRuntime) -> tuple[Cleared | Refused, dict[str, Any]]:
         state = read_channels()
         step_id = _step_id(task)
-        settings = settings_of(state, runtime)
+        settings = settings_of(task, runtime)  # the channels' settings (trusted_task), resolved once
         return check_step(step_id, state, settings, read_only), state
 
     def start(cleared: Cleared, runtime: NodeRuntime) -> BaseStore | None:

@@ -224,8 +224,9 @@ class PlanModeState(InputState, total=False):
     """Where the run is."""
     report: dict[str, Any] | None
     """The run report (finalize)."""
-    settings: dict[str, Any]
-    """The run settings the run started with (runtime context is not kept across an interrupt)."""
+    settings: Annotated[dict[str, Any] | None, latest]
+    """The run's settings (`planmode.context.PlanModeContext` as data): the ones it started with, and the new values
+    a resume's context brought (runtime context is not kept across an interrupt; parallel steps may write them)."""
     negotiated_output: str | None
     """Written by planmode: the structured-output mode ``auto`` settled on, as ``"mode base_url model"``
     (`planmode.llm.structured.negotiation_record`), so that a run resumed in another process starts from it."""
@@ -301,7 +302,7 @@ class PlanModeUpdate(TypedDict, total=False):
     plan: PlanWrite
     status: RunStatus
     report: dict[str, Any] | None
-    settings: dict[str, Any]
+    settings: dict[str, Any] | None
     negotiated_output: str | None
     route: Literal["plan", "direct"] | None
     feedback: str | None
