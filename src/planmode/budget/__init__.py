@@ -40,6 +40,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.types import interrupt
 
+from planmode._compat import GraphNode
 from planmode._drive import per_path
 from planmode.budget.estimate import expected_tokens, plan_estimate, step_estimate
 from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings, settings_of
@@ -260,7 +261,7 @@ def _stop_update(name: str, limits: Limits, spent: int, reason: str) -> dict[str
     return update
 
 
-def guarded(name: str, node: Any, *, precheck: bool = True, skip: bool = False) -> Any:
+def guarded(name: str, node: GraphNode, *, precheck: bool = True, skip: bool = False) -> GraphNode:
     """``node`` behind the budget check (see the module docstring): the check before the node (``precheck``),
     then the check before every model call the node makes (`CallGuard`; ``skip``: a call that does not fit
     raises `BudgetSkipped` instead of pausing)."""
@@ -588,7 +589,7 @@ _GUARDED = frozenset({"plan", "dispatch", "reflect", "patch", "respond"})
 _SKIPPING = frozenset({"detect", "finalize"})
 
 
-def accounted(name: str, node: Any) -> Any:
+def accounted(name: str, node: GraphNode) -> GraphNode:
     """``node`` with its model calls counted (`planmode.observability.usage.metered`), each of them behind the budget
     check (`CallGuard`), and, for the nodes that start model calls, the check of the node's estimate first
     (`guarded`). detect starts a new run's count and budget."""

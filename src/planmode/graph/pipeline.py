@@ -39,6 +39,7 @@ from typing import Any, Literal
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 
+from planmode._compat import GraphNode
 from planmode._drive import per_path
 
 __all__ = ["PIPELINES", "Wrapper", "data_sends", "data_writes", "pipeline", "to_data"]
@@ -78,7 +79,7 @@ def _update_data(out: Any) -> Any:
     return out
 
 
-def data_writes(node: Any) -> Any:
+def data_writes(node: GraphNode) -> GraphNode:
     """``node`` whose writes (an update dict, or a ``Command``'s update and sends) are JSON data.
 
     The wrapper keeps ``node``'s signature (LangGraph reads it to inject ``runtime``, ``config``, ...).
@@ -102,7 +103,7 @@ def data_writes(node: Any) -> Any:
     return per_path(node, wrap)
 
 
-def resolved_once(node: Any) -> Any:
+def resolved_once(node: GraphNode) -> GraphNode:
     """``node`` given the run's settings resolved against a runtime context that brings new values (a resume with
     another ``base_url``, `planmode.context.brings_news`), and writing them to state, so that the nodes after it
     read them from there and a later resume keeps them; a context that brings nothing new changes nothing.
@@ -148,7 +149,7 @@ def resolved_once(node: Any) -> Any:
     return per_path(node, wrap)
 
 
-def data_sends(router: Any) -> Any:
+def data_sends(router: GraphNode) -> GraphNode:
     """``router`` whose ``Send`` packets carry JSON data (they are saved as writes too)."""
     return data_writes(router)
 
@@ -171,13 +172,13 @@ PIPELINES: dict[str, tuple[Wrapper, ...]] = {
 }
 
 
-def pipeline(name: str, node: Any) -> Any:
+def pipeline(name: str, node: GraphNode) -> GraphNode:
     """``node`` inside its pipeline (`PIPELINES`): each wrapper wraps the node's sync and async path alike."""
     from planmode.budget import accounted
     from planmode.nodes.execute_step import trusted_task
     from planmode.nodes.model_unavailable import pausable
 
-    wrappers: dict[str, Callable[[Any], Any]] = {
+    wrappers: dict[str, Callable[[GraphNode], GraphNode]] = {
         "data_writes": data_writes,
         "resolved_once": resolved_once,
         "trusted_task": trusted_task,

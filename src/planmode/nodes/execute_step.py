@@ -33,7 +33,7 @@ from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from planmode._compat import RunnableCallable
+from planmode._compat import GraphNode, RunnableCallable
 from planmode._drive import per_path
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, settings_of
@@ -293,7 +293,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
 
 
-def trusted_task(node: Any) -> Any:
+def trusted_task(node: GraphNode) -> GraphNode:
     """``node`` (execute_step) given its task with what the budget check and the usage count read — ``usage``,
     ``budget`` and ``settings`` — taken from the graph's channels, not from the ``Send`` (which anyone can send),
     and its ``step`` as a `Step` (a ``Send`` carries it as data). Wraps the metering too, so every model call of
