@@ -41,6 +41,7 @@ __all__ = [
     "check_tokens",
     "resolve_settings",
     "settings_dict",
+    "settings_from",
     "settings_of",
 ]
 
@@ -351,14 +352,20 @@ def settings_of(state: Mapping[str, Any], runtime: Any) -> PlanModeContext:
     return resolve_settings(context, stored)
 
 
-def resolve_settings(context: Any, stored: PlanModeContext | Mapping[str, Any] | None) -> PlanModeContext:
+#: Told when a resume's context tried to loosen a `TIGHTEN_ONLY` setting: (message, kept values, given values).
+OnIgnored = Callable[[str, dict[str, Any], dict[str, Any]], None]
+
+
+def resolve_settings(
+    context: Any, stored: PlanModeContext | Mapping[str, Any] | None, *, on_ignored: OnIgnored | None = None
+) -> PlanModeContext:
     """The settings of a run: the values the runtime context was given, else the stored ones, else defaults.
 
     Only *given* values override the stored settings (`PlanModeContext.given`; every known key of a dict):
     the LangGraph server hands a resumed run a context made from what the caller sent, often nothing, and
     its defaults must not replace the settings the run started with. A given value that would loosen a
-    `TIGHTEN_ONLY` setting is ignored, with a warning. Without stored settings (a new run), the context's
-    own values (the context itself when it is a `PlanModeContext`).
+    `TIGHTEN_ONLY` setting is ignored, with a warning (logged, and told to ``on_ignored``). Without stored
+    settings (a new run), the context's own values (the context itself when it is a `PlanModeContext`).
     """
     given = _given_of(context)
     if not stored:
@@ -367,7 +374,7 @@ def resolve_settings(context: Any, stored: PlanModeContext | Mapping[str, Any] |
     changes = _news(given, stored)
     ignored = {name: changes.pop(name) for name in TIGHTEN_ONLY if name in changes and _loosens(name, kept, given)}
     if ignored:
-        _warn_ignored(ignored, kept)
+        _warn_ignored(ignored, kept, on_ignored)
     return dataclasses.replace(kept, **changes) if changes else kept
 
 
@@ -417,11 +424,9 @@ def _loosens(name: str, stored: PlanModeContext, given: Mapping[str, Any]) -> bo
     return True
 
 
-def _warn_ignored(ignored: Mapping[str, Any], kept: PlanModeContext) -> None:
-    """Say that a resume's context tried to loosen the run's settings and was ignored: a log warning and a
-    ``settings_ignored`` event on the custom stream."""
-    from planmode.observability.events import emit  # events imports usage, which must not import the settings at load
-
+def _warn_ignored(ignored: Mapping[str, Any], kept: PlanModeContext, on_ignored: OnIgnored | None) -> None:
+    """Say that a resume's context tried to loosen the run's settings and was ignored: a log warning, and
+    ``on_ignored`` (the graph's pipeline makes it a ``settings_ignored`` event on the custom stream)."""
     parts = [f"{name}={value!r} (kept {getattr(kept, name)!r})" for name, value in ignored.items()]
     message = (
         "a resumed run may tighten its settings, never loosen them: ignored "
@@ -429,13 +434,30 @@ def _warn_ignored(ignored: Mapping[str, Any], kept: PlanModeContext) -> None:
         + "; approve the plan or raise the budget by answering the interrupt"
     )
     log.warning("%s", message)
-    emit("settings_ignored", message, ignored={k: getattr(kept, k) for k in ignored}, given=dict(ignored))
+    if on_ignored is not None:
+        on_ignored(message, {k: getattr(kept, k) for k in ignored}, dict(ignored))
 
 
 def _known(values: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (values or {}).items() if k in _FIELD_NAMES}
 
 
-def settings_dict(settings: PlanModeContext) -> dict[str, Any]:
-    """The settings as a plain dict (kept in state so a resumed run has them)."""
-    return asdict(settings)
+def settings_dict(settings: PlanModeContext | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings as a plain dict: what a node writes to state, and what a reader of a checkpoint's values gets
+    (the ``settings`` of a graph's state are a `PlanModeContext`; a checkpoint written before, or a value that is
+    not valid settings, holds a dict; None: empty)."""
+    if isinstance(settings, PlanModeContext):
+        return asdict(settings)
+    return dict(settings) if isinstance(settings, Mapping) else {}
+
+
+def settings_from(value: Any) -> PlanModeContext | Any:
+    """``value`` (settings data from a checkpoint or a node's write) as a `PlanModeContext`; the value itself when it
+    is not valid settings (a hand-edited state), which `settings_of` then refuses with a clear error. Never raises:
+    a checkpoint stays readable."""
+    if isinstance(value, PlanModeContext) or not isinstance(value, Mapping) or not value:
+        return value
+    try:
+        return PlanModeContext(**_known(value))
+    except (ConfigurationError, TypeError, ValueError):
+        return value

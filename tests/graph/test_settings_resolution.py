@@ -56,8 +56,8 @@ def test_a_run_resolves_its_settings_once_and_its_nodes_read_the_stored_ones(
 
     resolved: list[PlanModeContext] = []
 
-    def counting(context: Any, stored: Any) -> PlanModeContext:
-        resolved.append(original(context, stored))
+    def counting(context: Any, stored: Any, **kwargs: Any) -> PlanModeContext:
+        resolved.append(original(context, stored, **kwargs))
         return resolved[-1]
 
     original = context_module.resolve_settings
@@ -72,6 +72,9 @@ def test_a_run_resolves_its_settings_once_and_its_nodes_read_the_stored_ones(
     assert len(seen.settings) == 8  # four executions, four verifications
     assert len(resolved) == 2  # the run's start: detect's budget check and detect
     assert all(s == resolved[0] for s in seen.settings) and seen.parallel == [2, 2, 2, 2]
+    assert len({id(s) for s in seen.settings}) == 1  # one object, held typed in state: nothing checked per node
+    saved = checkpointer.get_tuple(thread())
+    assert saved is not None and saved.checkpoint["channel_values"]["settings"] == settings_dict(resolved[0])
 
 
 def _revision(graph: Any) -> str:
@@ -86,7 +89,7 @@ def test_a_given_value_overrides_the_stored_one_even_when_it_is_the_default(chec
     model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
     graph = build_graph(model, executor=seen.execute, verifier=seen.verify, checkpointer=checkpointer)
     graph.invoke({"messages": [("user", "do four things")]}, thread(), context={"mode": "plan", "max_parallel": 1})
-    assert graph.get_state(thread()).values["settings"]["max_parallel"] == 1
+    assert graph.get_state(thread()).values["settings"].max_parallel == 1
     graph.invoke(
         Command(resume={"action": "approve", "revision": _revision(graph)}), thread(), context={"max_parallel": 4}
     )
@@ -102,8 +105,8 @@ def test_a_resume_that_brings_a_new_value_resolves_once_and_the_run_keeps_it(
     resolved: list[PlanModeContext] = []
     original = context_module.resolve_settings
 
-    def counting(context: Any, stored: Any) -> PlanModeContext:
-        resolved.append(original(context, stored))
+    def counting(context: Any, stored: Any, **kwargs: Any) -> PlanModeContext:
+        resolved.append(original(context, stored, **kwargs))
         return resolved[-1]
 
     seen = Seen()
@@ -114,7 +117,7 @@ def test_a_resume_that_brings_a_new_value_resolves_once_and_the_run_keeps_it(
     state = graph.get_state(thread())
     assert state.values["status"] == "completed" and set(seen.parallel) == {3}
     assert len(resolved) == 1  # approve, the resume's first node
-    assert state.values["settings"]["max_parallel"] == 3
+    assert state.values["settings"].max_parallel == 3
     assert all("planmode_endpoint" not in (s.metadata or {}) for s in graph.get_state_history(thread()))
 
 
@@ -219,7 +222,7 @@ def test_a_resume_context_with_approval_auto_does_not_approve_the_waiting_plan(c
     assert state.next == ("approve",) and state.values["status"] == "awaiting_approval"
     granted = [r for r in decisions(state.values["approvals"]) if r["decision"] == "approved"]
     assert granted == [] and seen.settings == []  # nothing approved, nothing ran
-    assert state.values["settings"]["approval"] == "ask"
+    assert state.values["settings"].approval == "ask"
     ignored = [e for e in events if e.get("type") == "settings_ignored"]
     assert ignored and "approval='auto'" in ignored[0]["message"]  # said, not silent
     # the same context as a PlanModeContext object: ignored too

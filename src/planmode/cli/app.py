@@ -509,7 +509,9 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
     values = graph.get_state(_cfg(tid)).values
     if status not in ("awaiting_approval", "over_budget"):
         show_result(graph, _cfg(tid), changed=watcher.changed)
-    settings = values.get("settings") or {}
+    from planmode.context import settings_dict
+
+    settings = settings_dict(values.get("settings"))
     if values.get("route") == "direct" and settings.get("mode") == "auto" and status == "answered":
         console.print(
             Text(
@@ -568,7 +570,9 @@ def resume(
     state = require_thread(graph, _cfg(thread))
     # The endpoint a run uses: its settings (an earlier `resume --model/--base-url/--workspace` wrote its choice
     # there), then this resume's options.
-    settings = state.values.get("settings") or {}
+    from planmode.context import settings_dict
+
+    settings = settings_dict(state.values.get("settings"))
     overrides: dict[str, Any] = {}
     if gguf is not None:  # a local llama.cpp server for this resume, stopped when the command ends
         from planmode.local_server import llama_server
@@ -634,7 +638,9 @@ def show(
     if mermaid or png is not None:
         show_picture(state.values.get("plan"), mermaid=mermaid, png=png)
         return
-    settings = state.values.get("settings") or {}
+    from planmode.context import settings_dict
+
+    settings = settings_dict(state.values.get("settings"))
     console.print(Text.assemble("status: ", (str(state.values.get("status")), "bold")))
     if settings.get("workspace"):
         console.print(Text(f"workspace: {settings['workspace']}"))

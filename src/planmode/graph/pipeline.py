@@ -117,8 +117,9 @@ def resolved_once(node: GraphNode) -> GraphNode:
             return state, runtime, None
         if not run_settings.brings_news(state, runtime):
             return state, runtime, None
-        written = run_settings.settings_dict(run_settings.resolve_settings(runtime.context, state["settings"]))
-        return {**state, "settings": written}, runtime.override(context=None), written
+        resolved = run_settings.resolve_settings(runtime.context, state["settings"], on_ignored=_said)
+        written = run_settings.settings_dict(resolved)
+        return {**state, "settings": resolved}, runtime.override(context=None), written
 
     def writing(out: Any, written: dict[str, Any] | None) -> Any:
         if written is None or written == {}:
@@ -147,6 +148,13 @@ def resolved_once(node: GraphNode) -> GraphNode:
         return wrapped
 
     return per_path(node, wrap)
+
+
+def _said(message: str, kept: dict[str, Any], given: dict[str, Any]) -> None:
+    """A ``settings_ignored`` event: a resume's context tried to loosen the run's settings."""
+    from planmode.observability.events import emit
+
+    emit("settings_ignored", message, ignored=kept, given=given)
 
 
 def data_sends(router: GraphNode) -> GraphNode:

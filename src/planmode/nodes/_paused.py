@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planmode.context import settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeUpdate
@@ -12,8 +13,7 @@ __all__ = ["unavailable_update"]
 
 
 def _info(node: str, state: Any, exc: ModelUnavailableError) -> dict[str, Any]:
-    stored = state.get("settings") if isinstance(state, dict) else None
-    stored = stored if isinstance(stored, dict) else {}
+    stored = settings_dict(state.get("settings") if isinstance(state, dict) else None)
     is_step = node == "execute_step"
     return {
         "node": "dispatch" if is_step else node,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self
 
 from langchain_core.messages import AnyMessage
@@ -11,6 +11,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field, model_validator
 from typing_extensions import TypedDict
 
+from planmode.context import PlanModeContext, settings_dict, settings_from
 from planmode.state.approvals import add_approval_records
 from planmode.state.channel import PlanChannel
 from planmode.state.models import Plan, PlanPatch, ResetPlan, StepTransition, clean_text
@@ -25,6 +26,7 @@ __all__ = [
     "PlanModeUpdate",
     "PlanWrite",
     "RunStatus",
+    "SettingsChannel",
     "StepOutcome",
     "StepOutcomesChannel",
     "latest",
@@ -188,6 +190,34 @@ class StepOutcomesChannel(BinaryOperatorAggregate[Any]):
         return channel
 
 
+class SettingsChannel(BinaryOperatorAggregate[Any]):
+    """The ``settings`` channel: the run's settings as a `PlanModeContext`, checkpointed as its data.
+
+    Nodes write the settings as data (`planmode.context.settings_dict`); the last write wins (the parallel steps
+    of a resume may all write the same settings). The channel holds them typed, so every node reads the same
+    object (`planmode.context.settings_of`) and nothing checks them again per node; a checkpoint holds their
+    data, read back typed. A value that is not valid settings is kept as it is (`settings_from` never raises)."""
+
+    def __init__(self, typ: Any, operator: Callable[[Any, Any], Any] = latest) -> None:
+        super().__init__(typ, operator)
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        self.value = settings_from(values[-1])
+        return True
+
+    def checkpoint(self) -> Any:
+        """The settings as JSON data."""
+        return settings_dict(self.value) if isinstance(self.value, PlanModeContext) else self.value
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        """A channel holding the checkpointed settings as a `PlanModeContext`."""
+        channel = super().from_checkpoint(checkpoint)
+        channel.value = settings_from(channel.value)
+        return channel
+
+
 class InputState(TypedDict, total=False):
     """What a caller passes in."""
 
@@ -224,9 +254,9 @@ class PlanModeState(InputState, total=False):
     """Where the run is."""
     report: dict[str, Any] | None
     """The run report (finalize)."""
-    settings: Annotated[dict[str, Any] | None, latest]
-    """The run's settings (`planmode.context.PlanModeContext` as data): the ones it started with, and the new values
-    a resume's context brought (runtime context is not kept across an interrupt; parallel steps may write them)."""
+    settings: Annotated[PlanModeContext | None, SettingsChannel]
+    """The run's settings: the ones it started with, and the new values a resume's context brought (runtime context
+    is not kept across an interrupt). Written as data, held typed (`SettingsChannel`)."""
     negotiated_output: str | None
     """Written by planmode: the structured-output mode ``auto`` settled on, as ``"mode base_url model"``
     (`planmode.llm.structured.negotiation_record`), so that a run resumed in another process starts from it."""
