@@ -212,6 +212,7 @@ def test_resume_uses_the_runs_workspace_from_anywhere_and_a_new_base_url(tmp_pat
 
 
 def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> None:
+    from planmode.context import settings_dict
     from planmode.graph import build_graph
     from planmode.persistence import sqlite_checkpointer
 
@@ -246,7 +247,7 @@ def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> N
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     graph = build_graph(checkpointer=sqlite_checkpointer(db))
-    settings = graph.get_state({"configurable": {"thread_id": "t1"}}).values["settings"]
+    settings = settings_dict(graph.get_state({"configurable": {"thread_id": "t1"}}).values["settings"])
     assert settings["max_steps"] == 7 and settings["max_attempts"] == 5 and settings["approval"] == "auto"
     assert settings["max_reflect_attempts"] == 4
     assert settings["structured_output"] == "tool_calling" and settings["normalize_messages"] is True

@@ -17,8 +17,8 @@ Exit codes (a script can tell the outcomes apart):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
-import json
 import os
 import queue
 import re
@@ -446,9 +446,9 @@ def run(
     if max_cost and not ctx.prices:
         raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
     if model:
-        ctx.model = model
+        ctx = dataclasses.replace(ctx, model=model)
     if base_url:
-        ctx.base_url = base_url
+        ctx = dataclasses.replace(ctx, base_url=base_url)
     if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
         from planmode.local_server import llama_server, settings_for
 
@@ -509,7 +509,9 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
     values = graph.get_state(_cfg(tid)).values
     if status not in ("awaiting_approval", "over_budget"):
         show_result(graph, _cfg(tid), changed=watcher.changed)
-    settings = values.get("settings") or {}
+    from planmode.context import settings_dict
+
+    settings = settings_dict(values.get("settings"))
     if values.get("route") == "direct" and settings.get("mode") == "auto" and status == "answered":
         console.print(
             Text(
@@ -523,22 +525,6 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
             Text(f"The run failed. Inspect it with: {_resume_command(tid, db, 'show')}", style="red"), soft_wrap=True
         )
     raise typer.Exit(_exit_code(status))
-
-
-#: Checkpoint metadata key of the endpoint a `resume` chose (model, base_url, workspace), as JSON.
-_ENDPOINT_KEY = "planmode_endpoint"
-
-
-def _remembered(metadata: Any) -> dict[str, str]:
-    """The endpoint an earlier `resume` chose, from the head checkpoint's metadata (empty when none)."""
-    raw = metadata.get(_ENDPOINT_KEY) if isinstance(metadata, dict) else None
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else {}
-    except json.JSONDecodeError:
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if k in ("model", "base_url", "workspace") and isinstance(v, str)}
 
 
 @app.command()
@@ -582,11 +568,12 @@ def resume(
     path = _database(db, create=False)
     graph = _graph(path, None)
     state = require_thread(graph, _cfg(thread))
-    # The endpoint a run uses: its stored settings, then what an earlier `resume --model/--base-url/--workspace`
-    # chose (kept in the metadata of the checkpoints that resume wrote), then this resume's options.
-    settings = state.values.get("settings") or {}
-    remembered = _remembered(state.metadata)
-    overrides: dict[str, Any] = dict(remembered)
+    # The endpoint a run uses: its settings (an earlier `resume --model/--base-url/--workspace` wrote its choice
+    # there), then this resume's options.
+    from planmode.context import settings_dict
+
+    settings = settings_dict(state.values.get("settings"))
+    overrides: dict[str, Any] = {}
     if gguf is not None:  # a local llama.cpp server for this resume, stopped when the command ends
         from planmode.local_server import llama_server
 
@@ -620,13 +607,10 @@ def resume(
     )
     watcher = Watcher(queue.Queue())
     auto = auto_approve or settings.get("approval") == "auto"
-    cfg: Any = _cfg(thread)
-    if overrides:
-        cfg["metadata"] = {_ENDPOINT_KEY: json.dumps(overrides)}
     status = drive(
         graph,
         None,
-        cfg,
+        _cfg(thread),
         context=overrides or None,
         approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}),
         resume_hint=hint,
@@ -654,7 +638,9 @@ def show(
     if mermaid or png is not None:
         show_picture(state.values.get("plan"), mermaid=mermaid, png=png)
         return
-    settings = state.values.get("settings") or {}
+    from planmode.context import settings_dict
+
+    settings = settings_dict(state.values.get("settings"))
     console.print(Text.assemble("status: ", (str(state.values.get("status")), "bold")))
     if settings.get("workspace"):
         console.print(Text(f"workspace: {settings['workspace']}"))

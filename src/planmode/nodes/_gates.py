@@ -40,7 +40,7 @@ from planmode.nodes._batch import (
 )
 from planmode.observability.events import emit
 from planmode.state.approvals import covering_grant, definition_digest, grant, held_steps, record
-from planmode.state.graph_state import PlanModeState, merge_writes, run_writes_of
+from planmode.state.graph_state import PlanModeState, PlanModeUpdate, merge_writes, run_writes_of
 from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, Step, StepStatus, StepUpdate, clean_text
 from planmode.state.reducer import PlanUpdate
@@ -83,7 +83,7 @@ def needs_own_answer(
     return held or (settings.step_approval == "writes" and bool(writes))
 
 
-def ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: str) -> dict[str, Any]:
+def ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: str) -> PlanModeUpdate:
     current = stale.get("fingerprint") if isinstance(stale.get("fingerprint"), dict) else {}
     assert isinstance(current, dict)
     changed = [str(p) for p in stale.get("changed") or []]
@@ -187,7 +187,7 @@ def parse_step_resume(value: Any, step_id: str, definition: str) -> tuple[str, s
 
 def ask_step(
     state: PlanModeState, settings: PlanModeContext, plan: Plan, gate: dict[str, Any], name: str
-) -> dict[str, Any]:
+) -> PlanModeUpdate:
     step = plan.get(str(gate.get("step")))
     if step is None or step.status is not StepStatus.PENDING:  # the plan changed meanwhile: dispatch looks again
         return {"step_gate": None, "needs_approval": False, "status": "running"}

@@ -88,7 +88,7 @@ def make_finalize(deps: Deps) -> RunnableCallable:
     return twin_node("finalize", finalize)
 
 
-def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
+def _cancelled(state: PlanModeState, plan: Plan | None) -> StateUpdate:
     feedback = state.get("feedback")
     report = {**build_report(plan, "cancelled", None, state.get("reflections") or 0), "feedback": feedback}
     answer = "The plan was cancelled at the approval" + (f": {feedback}" if feedback else ".")

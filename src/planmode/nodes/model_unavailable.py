@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar, get_args
 from langgraph.types import Command, interrupt
 
 from planmode._compat import RunnableCallable
-from planmode.context import PlanModeContext, resolve_settings, settings_dict
+from planmode.context import PlanModeContext, settings_dict, settings_of
 from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate
 from planmode.nodes._paused import unavailable_update
@@ -133,7 +133,7 @@ def make_model_unavailable(deps: Deps) -> RunnableCallable:
 def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
     """Wait for a reachable model (see the module docstring), then go back to the node that lost it."""
     info = dict(state.get("unavailable") or {})
-    settings = resolve_settings(runtime.context, state.get("settings"))
+    settings = settings_of(state, runtime)
     moved = (settings.base_url, settings.model) != (info.get("base_url"), info.get("model"))
     if not info or not moved:
         problem: str | None = None
