@@ -389,8 +389,8 @@ class FileDiff:
 
     def unified(self) -> str:
         """The unified diff (``a/`` and ``b/`` paths, as git writes them), or one line when it cannot be one."""
-        old = f"a/{_quoted(self.rel)}" if self.before_sha is not None else "/dev/null"
-        new = f"b/{_quoted(self.rel)}" if self.after_sha is not None else "/dev/null"
+        old = _quoted(f"a/{self.rel}") if self.before_sha is not None else "/dev/null"
+        new = _quoted(f"b/{self.rel}") if self.after_sha is not None else "/dev/null"
         head = f"--- {old}\n+++ {new}\n"
         if self.before_sha is not None and self.before is None:
             return f"{head}(the content before, sha256 {self.before_sha[:12]}, was too large to keep)\n"
