@@ -167,7 +167,7 @@ def test_a_file_changed_outside_the_run_is_refused_with_the_list_and_nothing_cha
         "notes.md": "changed outside the run since planmode last wrote it",
         "data.bin": "deleted outside the run since planmode last wrote it",
     }
-    with pytest.raises(PlanModeError, match="notes.md"):
+    with pytest.raises(PlanModeError, match=r"notes\.md"):
         restore(store, plan)
     assert (ws / "notes.md").read_text() == "edited by hand\n"
     assert len(store.changes("t")) == 4  # nothing marked undone

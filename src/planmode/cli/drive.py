@@ -204,7 +204,7 @@ class Progress:
             running = ", ".join(self.started)
             self.set(f"executing step {min(self.done + 1, max(self.total, 1))}/{self.total or '?'}: {running}")
         elif kind in ("step_completed", "step_failed"):
-            files = event.get("files")
+            files = (event.get("data") or {}).get("files")
             if isinstance(files, list) and files:  # the files the step changed (planmode.persistence.changes)
                 self.print(Text(f"  {step} changed: ", style="dim") + Text(", ".join(self._shown(files))))
             self.started.pop(step, None)
@@ -217,7 +217,9 @@ class Progress:
         """Paths relative to the run's workspace (or the current folder) when inside it."""
         settings = self.graph.get_state(self.cfg).values.get("settings") or {}
         root = os.path.realpath(str(settings.get("workspace") or os.getcwd()))
-        return [os.path.relpath(str(f), root) if str(f).startswith(root + os.sep) else str(f) for f in files]
+        from planmode.cli.files import one_line
+
+        return [one_line(os.path.relpath(str(f), root) if str(f).startswith(root + os.sep) else str(f)) for f in files]
 
     def model(self, node: str) -> None:
         if node == "execute_step" and self.started:

@@ -17,9 +17,15 @@ from rich.text import Text
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
-__all__ = ["changed_by_step", "diff", "restore_files", "restored_note"]
+__all__ = ["changed_by_step", "diff", "one_line", "restore_files", "restored_note"]
 
 _NOT_RECORDED = "file changes are recorded only in a SQLite database (planmode's default); this run's database is {db}"
+
+
+def one_line(name: str) -> str:
+    """A file name on one line of a list: a newline or a tab in it shown as an escape (the console shows every
+    other control character as one)."""
+    return name.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 
 
 def _store(db: str) -> Any:
@@ -69,7 +75,7 @@ def diff(
         return
     for d in diffs:
         steps = ", ".join(d.step_ids)
-        console.print(Text(f"{d.rel} ({d.kind}, step {steps})", style="bold"))
+        console.print(Text(f"{one_line(d.rel)} ({d.kind}, step {steps})", style="bold"))
         for line in d.unified().splitlines():
             console.print(_styled(line), soft_wrap=True)
 
@@ -91,7 +97,7 @@ def _styled(line: str) -> Text:
 def changed_by_step(graph: Any, cfg: Any) -> dict[str, list[str]]:
     """The files each step of the thread's current run changed (recorded, not undone), in the order the steps
     changed them; empty without a SQLite database."""
-    from planmode.persistence.changes import ChangeStore, changes_database, file_diffs
+    from planmode.persistence.changes import ChangeStore, changes_database
 
     db = changes_database(graph.checkpointer)
     if db is None:
@@ -99,15 +105,13 @@ def changed_by_step(graph: Any, cfg: Any) -> dict[str, list[str]]:
     store = ChangeStore(db)
     values = graph.get_state(cfg).values
     changes = store.changes(str(cfg["configurable"]["thread_id"]), run_id=_run_of(values))
-    out: dict[str, list[str]] = {}
+    out: dict[str, dict[str, str]] = {}
     for change in changes:
-        files = out.setdefault(change.step_id, [])
-        if change.rel not in files:
-            files.append(change.rel)
-    if changes:  # "created" for a file that did not exist before the run
-        created = {d.rel for d in file_diffs(store, changes) if d.kind == "created"}
-        out = {s: [f"{f} (created)" if f in created else f for f in files] for s, files in out.items()}
-    return out
+        files = out.setdefault(change.step_id, {})
+        if change.rel not in files:  # the step's first change of the file says whether the step created it
+            name = one_line(change.rel)
+            files[change.rel] = f"{name} (created)" if change.before_sha is None else name
+    return {step: list(files.values()) for step, files in out.items()}
 
 
 def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[str]:
@@ -134,7 +138,10 @@ def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[s
             "planmode left them (see `planmode diff`), or roll back without --files"
         )
     deleted = {plan.rel[p] for p in plan.deletions}
-    return [f"{rel} (deleted: created after that point)" if rel in deleted else rel for rel in restore(store, plan)]
+    restored = restore(store, plan)
+    return [
+        f"{one_line(rel)} (deleted: created after that point)" if rel in deleted else one_line(rel) for rel in restored
+    ]
 
 
 def _thread_cfg(thread: str) -> Any:
