@@ -277,3 +277,30 @@ def test_an_in_memory_checkpointer_runs_and_says_changes_are_not_recorded(
         run(ws, InMemorySaver())
     assert (ws / "notes.md").read_text() == "two\n"  # the run itself is unchanged
     assert any("not recorded" in r.getMessage() and "InMemorySaver" in r.getMessage() for r in caplog.records)
+
+
+def test_an_async_run_on_async_sqlite_records_its_changes(tmp_path: Path) -> None:
+    import asyncio
+
+    from planmode.persistence import aopen_checkpointer
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "data.bin").write_bytes(b"\x00")
+    db = tmp_path / "runs.sqlite"
+
+    async def main() -> None:
+        async with aopen_checkpointer(db) as saver:
+            model = ScriptedChatModel(responder=PurposeScript(plan=PLAN))
+            graph = build_graph(model, executor=executor, tools=workspace_tools(ws), checkpointer=saver)
+            await graph.ainvoke({"messages": [("user", "Write and then edit the notes")]}, cfg("t"))
+            payload = (await graph.aget_state(cfg("t"))).interrupts[0].value
+            await graph.ainvoke(Command(resume={"action": "approve", "revision": payload["revision"]}), cfg("t"))
+
+    asyncio.run(main())
+    assert [(c.step_id, c.rel) for c in ChangeStore(db).changes("t")] == [
+        ("a", "notes.md"),
+        ("a", HOSTILE),
+        ("b", "notes.md"),
+        ("b", "data.bin"),
+    ]
