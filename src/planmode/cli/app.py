@@ -35,6 +35,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from planmode.cli.files import diff as files_diff
 from planmode.cli.ui import console, err_console, error_text
 from planmode.errors import PlanModeError
 
@@ -823,13 +824,7 @@ def rollback(
     show_result(graph, _cfg(thread))
 
 
-def _register_diff() -> None:
-    from planmode.cli.files import diff
-
-    app.command("diff")(friendly(diff))
-
-
-_register_diff()
+app.command("diff")(friendly(files_diff))  # planmode.cli.files (imports typer and rich only)
 
 
 @app.command()
