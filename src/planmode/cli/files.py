@@ -132,7 +132,7 @@ def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[s
         checkpoint_id = target
     plan = restore_plan(store, thread, checkpoint_id)
     if plan.refused:
-        listed = "; ".join(f"{rel} ({why})" for rel, why in plan.refused.items())
+        listed = "; ".join(f"{one_line(rel)} ({why})" for rel, why in plan.refused.items())
         raise PlanModeError(
             f"nothing was rolled back: {len(plan.refused)} file(s) cannot be restored: {listed}. Put them back as "
             "planmode left them (see `planmode diff`), or roll back without --files"
