@@ -149,3 +149,15 @@ def test_rollback_without_files_says_how_to_restore_them(ran: tuple[Path, Path, 
     back = cli("rollback", "t1", "1", "--db", str(db))
     assert back.returncode == 0 and "add --files" in back.stdout
     assert (ws / "new.txt").exists()
+
+
+def test_diff_is_read_only_on_someone_elses_database(tmp_path: Path) -> None:
+    import sqlite3
+
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+    before = other.read_bytes()
+    proc = cli("diff", "t1", "--db", str(other))
+    assert proc.returncode == 2 and "not a planmode database" in proc.stderr
+    assert other.read_bytes() == before
