@@ -204,7 +204,7 @@ def test_resume_uses_the_runs_workspace_from_anywhere_and_a_new_base_url(tmp_pat
     assert not (elsewhere / "notes.md").exists()
     assert f"workspace {ws}" in proc.stdout
     assert "tool: write_file notes.md" in proc.stdout  # 11.12: tool calls as they run ...
-    assert "Files changed: notes.md" in proc.stdout  # ... and the changed files at the end
+    assert "Files changed by step draft: notes.md (created)" in proc.stdout  # ... and at the end, a line per step
     # the endpoint chosen at resume is remembered for the next resume (from yet another folder)
     again = cli("resume", "t1", "--db", str(db), cwd=tmp_path, OPENAI_API_KEY="test")
     assert again.returncode == 0, again.stdout + again.stderr

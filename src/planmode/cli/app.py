@@ -35,6 +35,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from planmode.cli.files import diff as files_diff
 from planmode.cli.ui import console, err_console, error_text
 from planmode.errors import PlanModeError
 
@@ -787,10 +788,12 @@ def rollback(
         str, typer.Argument(help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")
     ],
     db: DbOpt = None,
+    files: Annotated[bool, typer.Option("--files", help="Also restore the workspace files the run changed.")] = False,
 ) -> None:
-    """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
-    restored."""
+    """Roll a run back to a snapshot (history is kept); `resume` continues from there. With --files, the workspace
+    files too (refused, with the list, when one changed outside the run)."""
     from planmode.cli.drive import require_thread, show_result
+    from planmode.cli.files import restore_files, restored_note
     from planmode.persistence.lease import thread_lease
     from planmode.persistence.snapshots import rollback as do_rollback
 
@@ -799,11 +802,15 @@ def rollback(
     require_thread(graph, _cfg(thread))
     target = resolve_snapshot(_checkpoint_ids(graph, thread), snapshot)
     with thread_lease(graph.checkpointer, thread):  # not under a run: "thread X is already running (...)"
+        restored = restore_files(graph, path, thread, target) if files else None
         do_rollback(graph, thread, target)
     console.print(Text(f"Rolled back {thread} to {snapshot}. The history is kept."))
-    console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.", style="yellow"))
+    console.print(restored_note(restored))
     console.print(Text(f"Continue with: {_resume_command(thread, path)}"), soft_wrap=True)
     show_result(graph, _cfg(thread))
+
+
+app.command("diff")(friendly(files_diff))  # planmode.cli.files (imports typer and rich only)
 
 
 @app.command()

@@ -204,11 +204,22 @@ class Progress:
             running = ", ".join(self.started)
             self.set(f"executing step {min(self.done + 1, max(self.total, 1))}/{self.total or '?'}: {running}")
         elif kind in ("step_completed", "step_failed"):
+            files = (event.get("data") or {}).get("files")
+            if isinstance(files, list) and files:  # the files the step changed (planmode.persistence.changes)
+                self.print(Text(f"  {step} changed: ", style="dim") + Text(", ".join(self._shown(files))))
             self.started.pop(step, None)
             if kind == "step_completed":
                 self.done += 1
             running = ", ".join(self.started)
             self.set(f"executing ({self.done}/{self.total or '?'} done)" + (f": {running}" if running else ""))
+
+    def _shown(self, files: list[Any]) -> list[str]:
+        """Paths relative to the run's workspace (or the current folder) when inside it."""
+        settings = self.graph.get_state(self.cfg).values.get("settings") or {}
+        root = os.path.realpath(str(settings.get("workspace") or os.getcwd()))
+        from planmode.cli.files import one_line
+
+        return [one_line(os.path.relpath(str(f), root) if str(f).startswith(root + os.sep) else str(f)) for f in files]
 
     def model(self, node: str) -> None:
         if node == "execute_step" and self.started:
@@ -396,5 +407,12 @@ def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = 
         from planmode.cli.budget import usage_line
 
         console.print(usage_line(values))
-    if changed:
+    if changed is None:
+        return
+    from planmode.cli.files import changed_by_step
+
+    by_step = changed_by_step(graph, cfg)  # a line per step, from the recorded changes (a SQLite database)
+    for step_id, files in by_step.items():
+        console.print(Text(f"Files changed by step {step_id}: ", style="bold") + Text(", ".join(files)))
+    if changed and not by_step:
         console.print(Text("Files changed: ", style="bold") + Text(", ".join(changed)))

@@ -46,12 +46,14 @@ from planmode.nodes._task import StepTask
 from planmode.observability.events import emit
 from planmode.persistence import await_until_durable, wait_until_durable
 from planmode.persistence.alease import aassert_lease_held
+from planmode.persistence.changes import astep_journal, step_journal
 from planmode.persistence.lease import assert_lease_held
 from planmode.state.approvals import covering_grant, current_run, held_steps, seal
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
 from planmode.state.reducer import PlanUpdate
 from planmode.tools import bind_step_tools
+from planmode.tools._writes import journaling
 
 __all__ = [
     "GUARDED_KEYS",
@@ -262,7 +264,9 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             inputs = {d: dependency_output(info, store) for d, info in dependency_info(decision).items()}
             negotiated = negotiated_of(channels)
             model = deps.models.get(settings, negotiated) if deps.executor is None else None  # the default executor
-            outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
+            journal = step_journal(current_run(channels.get("approvals")), step.id, step.attempts)
+            with journaling(journal):  # each file the step's workspace tools change (planmode.persistence.changes)
+                outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:  # a pause, not a verdict on the step (verify routes to it)
@@ -283,7 +287,11 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             inputs = {d: await adependency_output(info, store) for d, info in dependency_info(decision).items()}
             negotiated = negotiated_of(channels)
             model = await deps.models.aget(settings, negotiated) if deps.executor is None else None
-            outcome = await arun_executor(deps.executor or adefault_executor, step, context(decision, inputs, model))
+            journal = await astep_journal(current_run(channels.get("approvals")), step.id, step.attempts)
+            with journaling(journal):
+                outcome = await arun_executor(
+                    deps.executor or adefault_executor, step, context(decision, inputs, model)
+                )
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:

@@ -222,7 +222,14 @@ def _update(
                     id=step.id, status=S.DONE, result=summary, error=None, output_ref=outcome.output_ref, clear=True
                 )
             )
-            emit("step_completed", summary, step_id=step.id, plan_version=plan.version, attempt=step.attempts)
+            emit(
+                "step_completed",
+                summary,
+                step_id=step.id,
+                plan_version=plan.version,
+                attempt=step.attempts,
+                files=sorted(outcome.writes),  # what the attempt wrote (real paths): the CLI's live line names them
+            )
             continue
         reason = verdict.reason or "verification failed"
         if outcome.blocked:  # retrying cannot help: reflect decides (patch, skip, or give up)
@@ -254,6 +261,7 @@ def _update(
             plan_version=plan.version,
             attempt=step.attempts,
             final=exhausted,
+            files=sorted(outcome.writes),
         )
     outcomes: dict[str, Any] = state.get("step_outcomes") or {}
     cleared = dict.fromkeys(outcomes, None)
