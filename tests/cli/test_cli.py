@@ -122,6 +122,8 @@ def test_interactive_reject_then_approve_in_a_real_pty(tmp_path: Path) -> None:
     assert "run finished" in output and "completed" in output
     assert (ws / "notes.md").read_text() == "# Notes\n"
     assert seen["plan"] == 2  # the rejection sent the planner back with the feedback
+    # a reject-and-replan is counted as such in the report, not as a repair patch (issue 23, item 15)
+    assert "patches=0 edits=0 replans=1" in output
 
 
 def test_show_and_history_of_the_run(tmp_path: Path) -> None:
@@ -299,4 +301,5 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "completed" in proc.stdout and "wrap_up" in proc.stdout
+    assert "patches=0 edits=1 replans=0" in proc.stdout  # a human edit is not a repair patch (issue 23, item 15)
     assert executed.count("draft") == 1  # done before Ctrl-C: not executed again on resume
