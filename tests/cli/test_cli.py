@@ -241,12 +241,10 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
         return answer
 
     editor = tmp_path / "add_step.py"
-    editor.write_text(
-        "import json, sys\n"
-        "p = sys.argv[1]\n"
-        "plan = json.loads(''.join(l for l in open(p) if not l.startswith('#')))  # the help lines on top\n"
-        "plan['steps'].append({'id': 'wrap_up', 'description': 'Say goodbye', 'dependencies': ['check']})\n"
-        "json.dump(plan, open(p, 'w'))\n"
+    editor.write_text(  # the form is TOML (issue 23, item 14): a new step is a new [[steps]] block
+        "import sys\n"
+        "with open(sys.argv[1], 'a') as fh:\n"
+        '    fh.write(\'\\n[[steps]]\\nid = "wrap_up"\\ndescription = "Say goodbye"\\nafter = ["check"]\\n\')\n'
     )
     ws = tmp_path / "ws"
     ws.mkdir()
