@@ -17,10 +17,8 @@ from rich.console import Console, RenderableType
 
 from planmode.approval import parse_resume
 from planmode.approval.staleness import stale_payload
-from planmode.cli.gates import gate_screen
-from planmode.cli.plan_form import FormError, read_form, to_form
 from planmode.cli.ui import approval_screen, plan_table
-from planmode.nodes._gates import dependents, step_payload
+from planmode.nodes._gates import step_payload
 from planmode.state.models import Plan
 from planmode.testing.openai_server import ScriptedOpenAIServer
 from tests.cli.test_cli_daily import flat, spawn
@@ -110,6 +108,9 @@ def chain() -> Plan:
 
 
 def test_the_step_question_is_rendered_not_markdown_and_names_the_dependents() -> None:
+    from planmode.cli.gates import gate_screen
+    from planmode.nodes._gates import dependents
+
     plan = chain()
     payload = step_payload(plan, plan.steps[0], ["write_file"], None)
     out = shown(gate_screen(payload), 80)
@@ -121,6 +122,8 @@ def test_the_step_question_is_rendered_not_markdown_and_names_the_dependents() -
 
 
 def test_the_staleness_question_is_rendered_not_markdown() -> None:
+    from planmode.cli.gates import gate_screen
+
     payload = stale_payload({"digest": "x"}, ["notes [b].md", "src/a_b.py"], error=None)
     payload["plan"] = json.loads(chain().model_dump_json())
     out = shown(gate_screen(payload), 80)
@@ -195,6 +198,8 @@ def test_no_at_the_skip_confirmation_asks_again_in_a_pty(tmp_path: Path) -> None
 
 
 def test_the_form_has_no_internal_fields_and_an_untouched_form_changes_nothing() -> None:
+    from planmode.cli.plan_form import FormError, read_form, to_form
+
     plan = six_steps()
     text = to_form(plan, READ_ONLY)
     assert "status" not in text and "complexity" not in text and "attempts" not in text
@@ -206,6 +211,8 @@ def test_the_form_has_no_internal_fields_and_an_untouched_form_changes_nothing()
 
 
 def test_a_form_error_names_the_line_counting_comments() -> None:
+    from planmode.cli.plan_form import FormError, read_form, to_form
+
     plan = six_steps()
     text = "# a comment\n# another\n\n" + to_form(plan, READ_ONLY).replace('title = "', "title = ", 1)
     err = read_form(text, plan)
@@ -215,6 +222,8 @@ def test_a_form_error_names_the_line_counting_comments() -> None:
 
 
 def test_a_new_step_in_the_form_is_an_edit() -> None:
+    from planmode.cli.plan_form import FormError, read_form, to_form
+
     plan = six_steps()
     text = to_form(plan, READ_ONLY) + '\n[[steps]]\nid = "wrap"\ndescription = "Say bye"\nafter = ["step_6"]\n'
     body = read_form(text, plan)
