@@ -80,12 +80,15 @@ def test_the_plan_shows_each_steps_tools_and_marks_the_ones_that_write(width: in
 
 def test_the_approval_screen_marks_writes_by_the_graphs_read_only_tools() -> None:
     plan = six_steps()
+    body = json.loads(plan.model_dump_json())
+    body["steps"][1]["tools"] = ["list_files", "shell"]
     payload: dict[str, Any] = {
-        "plan": json.loads(plan.model_dump_json()),
+        "plan": body,
         "read_only_tools": ["list_files", "read_file", "write_file"],  # this graph's write_file changes nothing
         "reason": "initial plan",
     }
-    assert "write_file*" not in shown(approval_screen(payload), 200)
+    out = shown(approval_screen(payload), 200)
+    assert "shell*" in out and "write_file*" not in out and "list_files*" not in out
 
 
 # -- item 11: the per-step and staleness screens --------------------------------------------------------------
