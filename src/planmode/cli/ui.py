@@ -221,12 +221,31 @@ class PlanView:
             return None
         return Text("* changes things (a write)", style="dim")
 
+    def _fixed_width(self) -> int:
+        """The columns the table gives the short cells (number, mark, id, status, tools, after) and its borders."""
+        steps = self.plan.steps
+        widths = [
+            len(str(len(steps))),
+            max((len(s.id) for s in steps), default=2),
+            max((len(s.status.value) for s in steps), default=6),
+            min(24, max((len(", ".join(s.tools)) + len(s.tools) for s in steps), default=5)),
+            min(20, max((len(", ".join(s.dependencies)) for s in steps), default=5)),
+        ] + ([1] if self.marks is not None else [])
+        return sum(widths) + 3 * (len(widths) + 2) + 1
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.measure import Measurement
+
         note = self._writes_note()
-        if options.max_width < STACK_BELOW:
+        # Stacked when the table would leave the description and the acceptance fewer than 60 columns together
+        # (at 80 columns a table gave the description 12-16, breaking words), or below STACK_BELOW columns.
+        if options.max_width < STACK_BELOW or options.max_width - self._fixed_width() < 60:
             yield self._stacked()
         else:
-            yield self._table()
+            table = self._table()
+            if Measurement.get(console, options, table).maximum > options.max_width:
+                table.expand = True  # it wraps anyway: the description and acceptance share the room 3:2
+            yield table
         if note is not None:
             yield note
 
