@@ -83,6 +83,7 @@ def test_a_refused_key_at_planning_pauses_with_its_own_message_and_resumes(tmp_p
         assert proc.returncode == 5, out  # paused, resumable: not failed (1)
         assert "Traceback" not in out
         assert "Not authorised" in out and srv.base_url in out and f"HTTP {status}" in out
+        assert "* not authorised: " in out and "model unavailable" not in out  # the progress line says it too
         assert "OPENAI_API_KEY" in out
         assert "no valid plan" not in out and "failed" not in out
         assert script.asked.count("plan") == 1  # not retried as an invalid plan

@@ -373,7 +373,10 @@ def render_event(event: Mapping[str, Any]) -> Text:
     if len(msg) > 160:
         msg = msg[:157] + "..."
     color = "red" if kind in ("step_failed", "patch_rejected") else "green" if kind == "step_completed" else ""
-    text = Text(f"{icon} {kind.replace('_', ' ')}: ", style=color)
+    label = kind.replace("_", " ")
+    if kind == "model_unavailable" and isinstance(data, Mapping) and data.get("reason") == "unauthorized":
+        label, color = "not authorised", "red"  # the server refused the API key: not an absent model
+    text = Text(f"{icon} {label}: ", style=color)
     if event.get("step_id"):
         text.append(str(event["step_id"]), style="bold")
         text.append(" ")
