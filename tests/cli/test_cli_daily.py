@@ -407,23 +407,26 @@ def test_cancel_at_the_approval_exits_4(tmp_path: Path) -> None:
 # -- 11.7: $EDITOR -----------------------------------------------------------------------------------------------
 
 
-def test_a_json_typo_reopens_the_editor_with_the_error_on_top(tmp_path: Path) -> None:
+def test_a_typo_reopens_the_editor_with_the_error_on_top_at_the_right_line(tmp_path: Path) -> None:
+    """The plan is edited as a form (TOML, issue 23 item 14): no internal fields; a typo reopens the editor with
+    the error on top, its line number that of the reopened file (comments counted), the person's comments kept."""
     log = tmp_path / "editor.log"
     editor = tmp_path / "editor.py"
     editor.write_text(
-        "import json, pathlib, sys\n"
+        "import pathlib, re, sys\n"
         f"log = pathlib.Path({str(log)!r})\n"
         "p = pathlib.Path(sys.argv[1])\n"
         "text = p.read_text()\n"
         "calls = log.read_text().count('CALL') if log.exists() else 0\n"
         "log.write_text((log.read_text() if log.exists() else '') + 'CALL\\n' + text + '\\n')\n"
         "if calls == 0:\n"
-        "    p.write_text(text.replace('\"title\"', 'title', 1))  # a typo: an unquoted key\n"
+        "    text = text.replace('\\n[[steps]]', '\\n# my own note, kept\\n[[steps]]', 1)\n"
+        "    p.write_text(text.replace('title = \"', 'title = ', 1))  # a typo: the opening quote is gone\n"
         "else:\n"
-        "    fixed = text.replace('\\n  title', '\\n  \"title\"')  # the human fixes the typo\n"
-        "    body = json.loads(''.join(l for l in fixed.splitlines(True) if not l.startswith('#')))\n"
-        "    body['steps'][0]['description'] = 'Write notes.md with a date'\n"
-        "    p.write_text(json.dumps(body))\n"
+        "    fixed = text.replace('title = Notes', 'title = \"Notes', 1)  # the human fixes the typo\n"
+        "    new = 'description = \"Write notes.md with a date\"'\n"
+        "    fixed = re.sub(r'description = \"Write notes.md: [^\\n]*', new, fixed, count=1)\n"
+        "    p.write_text(fixed)\n"
     )
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -450,15 +453,22 @@ def test_a_json_typo_reopens_the_editor_with_the_error_on_top(tmp_path: Path) ->
         child.expect("Approve the edited plan")
         preview = flat(child.before or "")
         assert "description: Write notes.md: annotate as dict[str, list[int]] → Write notes.md with a date" in preview
+        assert "complexity" not in preview  # an untouched field the form does not show is not changed
         assert "execute" not in seen  # nothing ran before the edit is approved
         child.sendline("a")
         child.expect(pexpect.EOF)
         out = flat(child.before or "")
         child.close()
     assert child.exitstatus == 0, out
-    second = log.read_text().split("CALL\n")[2]
-    assert second.startswith("# ERROR: not valid JSON")  # the error is on top of the reopened file
-    assert "{\ntitle" in second or 'title":' not in second.split("\n{", 1)[1][:20]  # the typo is kept to fix
+    first, second = log.read_text().split("CALL\n")[1:3]
+    assert "status" not in first and "complexity" not in first  # no internal fields in the form
+    assert 'tools = ["write_file"]  # changes things: write_file' in first
+    assert second.startswith("# ERROR: not a valid form")  # the error is on top of the reopened file
+    import re
+
+    line = int(re.search(r"\(line (\d+), column \d+\)", second.splitlines()[0]).group(1))  # type: ignore[union-attr]
+    assert second.splitlines()[line - 1].startswith("title = Notes"), (line, second)  # the line named is the typo
+    assert "# my own note, kept" in second  # the person's comment survives the reopening
     assert "Write notes.md with a date" in out
 
 

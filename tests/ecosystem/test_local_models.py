@@ -301,6 +301,8 @@ def test_failure_kinds() -> None:
     assert failure_kind(status(500, "Input should be 'text' or 'json_object' (response_format)")) == "refused"
     assert failure_kind(status(400, "This model's maximum context length is 8192 tokens")) == "overflow"
     assert failure_kind(status(400, "bad request")) == "other"
+    assert failure_kind(status(401, "Incorrect API key provided (tools)")) == "unauthorized"
+    assert failure_kind(status(403, "no access to this model")) == "unauthorized"
     assert failure_kind(ConnectionRefusedError()) == "unavailable"
     assert failure_kind(ValueError("no")) == "other"
 

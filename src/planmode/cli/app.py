@@ -451,8 +451,9 @@ def run(
     if base_url:
         ctx = dataclasses.replace(ctx, base_url=base_url)
     if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
-        from planmode.local_server import llama_server, settings_for
+        from planmode.local_server import check_gguf, llama_server, settings_for
 
+        check_gguf(gguf)  # a missing or non-GGUF file: one line and exit 2, before "starting" or the extra's check
         console.print(Text(f"starting a llama.cpp server for {gguf} ..."))
         ctx = settings_for(command.with_resource(llama_server(gguf)), ctx)
     if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):

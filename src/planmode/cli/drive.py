@@ -146,6 +146,7 @@ class Progress:
         self._last_plain = ""
 
     def __enter__(self) -> Progress:
+        self._refresh_total()  # a resumed run has its plan already (no plan event comes): "step 2/3", not "2/?"
         if self.live_mode:
             self.live = Live(self._status(), console=console, transient=True, refresh_per_second=4)
             self.live.__enter__()
@@ -184,7 +185,10 @@ class Progress:
         console.print(line)  # rich's Live keeps its status line below printed lines
 
     def _refresh_total(self) -> None:
-        plan = self.graph.get_state(self.cfg).values.get("plan")
+        try:
+            plan = self.graph.get_state(self.cfg).values.get("plan")
+        except Exception:  # no checkpoint yet (a new thread): the plan event sets the total
+            return
         if isinstance(plan, Plan):
             self.total = len(plan.steps)
             self.done = sum(1 for s in plan.steps if s.status.value in ("done", "skipped"))
@@ -195,7 +199,10 @@ class Progress:
             plan = self.graph.get_state(self.cfg).values.get("plan")  # approved by the run's policy: show it first
             if isinstance(plan, Plan):
                 self.print(plan_table(plan))
-        self.print(render_event(event))
+        if kind == "direct_answer":  # the answer itself is printed once, under "Answer", when the run ends
+            self.print(render_event({**event, "message": "the task needs no plan (the answer follows)"}))
+        else:
+            self.print(render_event(event))
         if kind in ("plan_created", "plan_patched", "plan_approved"):
             self._refresh_total()
         step = str(event.get("step_id") or "")
@@ -349,11 +356,7 @@ def _drive(
         state = graph.get_state(cfg)
         paused = _model_unavailable(state)
         if paused is not None:  # not an approval: stop, resumable
-            console.print(Text(f"Model unavailable: {paused.get('error')}", style="red"))
-            console.print(
-                Text.assemble("The run is paused. Resume with: ", resume_hint or f"planmode resume {tid}"),
-                soft_wrap=True,
-            )
+            _print_pause(paused, resume_hint or f"planmode resume {tid}")
             return "model_unavailable"
         if state.interrupts:
             payload = state.interrupts[0].value
@@ -370,6 +373,23 @@ def _drive(
             inp = Command(resume=answer)
             continue
         return str(state.values.get("status") or "unknown")
+
+
+def _print_pause(paused: Mapping[str, Any], hint: str) -> None:
+    """Why the run paused for its model, and the command that resumes it."""
+    if paused.get("reason") == "unauthorized":  # a bad API key: not the model's absence, and not the plan's fault
+        console.print(Text(f"Not authorised: {paused.get('error')}", style="red"), soft_wrap=True)
+        console.print(
+            Text.assemble(
+                "The run is paused (nothing was counted against the plan or its steps). Set a valid "
+                "OPENAI_API_KEY, then resume with: ",
+                hint,
+            ),
+            soft_wrap=True,
+        )
+        return
+    console.print(Text(f"Model unavailable: {paused.get('error')}", style="red"))
+    console.print(Text.assemble("The run is paused. Resume with: ", hint), soft_wrap=True)
 
 
 def _model_unavailable(state: Any) -> dict[str, Any] | None:
@@ -400,7 +420,8 @@ def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = 
             Text(
                 f"\nReport: status={report.get('status')} done={len(report.get('done', []))} "
                 f"failed={len(report.get('failed', []))} skipped={len(report.get('skipped', []))} "
-                f"patches={len(report.get('patches', []))} reflections={report.get('reflections')}"
+                f"patches={len(report.get('patches', []))} edits={len(report.get('edits', []))} "
+                f"replans={len(report.get('replans', []))} reflections={report.get('reflections')}"
             )
         )
     if values.get("usage"):
