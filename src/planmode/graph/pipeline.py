@@ -117,8 +117,9 @@ def resolved_once(node: GraphNode) -> GraphNode:
             return state, runtime, None
         if not run_settings.brings_news(state, runtime):
             return state, runtime, None
-        resolved = run_settings.resolve_settings(runtime.context, state["settings"], on_ignored=_said)
-        written = run_settings.settings_dict(resolved)
+        stored = state["settings"]
+        resolved = run_settings.resolve_settings(runtime.context, stored, on_ignored=_said)
+        written = None if resolved is stored else run_settings.settings_dict(resolved)  # only ignored values: as is
         return {**state, "settings": resolved}, runtime.override(context=None), written
 
     def writing(out: Any, written: dict[str, Any] | None) -> Any:

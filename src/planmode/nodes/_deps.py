@@ -48,11 +48,9 @@ class Deps:
 
 def negotiated_of(state: Mapping[str, Any]) -> str | None:
     """The structured-output mode ``auto`` settled on in this run (``negotiated_output``), where a model made in
-    another process starts; read from the settings of a checkpoint written before it had its own key."""
+    another process starts. (A run checkpointed when it was a setting negotiates again in a new process: at most
+    one refused request per refused mode.)"""
     recorded = state.get("negotiated_output")
-    if recorded is None:
-        settings = state.get("settings")
-        recorded = settings.get("negotiated_output") if isinstance(settings, Mapping) else None
     return recorded if isinstance(recorded, str) else None
 
 
