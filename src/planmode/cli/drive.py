@@ -222,7 +222,9 @@ class Progress:
 
     def _shown(self, files: list[Any]) -> list[str]:
         """Paths relative to the run's workspace (or the current folder) when inside it."""
-        settings = self.graph.get_state(self.cfg).values.get("settings") or {}
+        from planmode.context import settings_dict
+
+        settings = settings_dict(self.graph.get_state(self.cfg).values.get("settings"))
         root = os.path.realpath(str(settings.get("workspace") or os.getcwd()))
         from planmode.cli.files import one_line
 
