@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.figures import FIGURES
 from bench.reliability import run_reliability
-from bench.report import sync_docs, write_report
+from bench.report import provenance, sync_docs, write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             fig = FIGURES[name](work, args.quick)
             fig["seconds"] = round(time.perf_counter() - t, 2)
             fig["load_average"] = [round(x, 2) for x in os.getloadavg()]  # other work on the machine skews timings
+            fig["reproduced"] = provenance()
             results[name] = fig
             (args.out / f"{name}.json").write_text(json.dumps(fig, indent=2) + "\n")
             met = {True: "met", False: "MISSED", None: "reported"}[fig.get("met")]
