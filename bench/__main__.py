@@ -29,8 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (seconds): keeps the harness working")
     parser.add_argument("--only", nargs="*", choices=[*sorted(FIGURES), "reliability"], help="run only these")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="measure nothing: render RESULTS.md (and, for bench/results, the docs) again from the JSON there",
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        return _report_only(args.out)
     names = args.only or list(FIGURES)
     results = {}
     started = time.perf_counter()
@@ -72,6 +79,20 @@ def main(argv: list[str] | None = None) -> int:
         sync_docs(results, meta, RESULTS.parent.parent)
         print("[bench] docs/benchmarks.md and the README's headline table updated", flush=True)
     print(f"[bench] done in {meta['seconds']} s: {args.out / 'RESULTS.md'}", flush=True)
+    return 0
+
+
+def _report_only(out: Path) -> int:
+    """Render the report from the figures' JSON in ``out`` as they are (each keeps when it was reproduced)."""
+    results = {
+        name: json.loads((out / f"{name}.json").read_text()) for name in FIGURES if (out / f"{name}.json").exists()
+    }
+    meta_file = out / "meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    write_report(results, meta, out)
+    if out.resolve() == RESULTS.resolve() and not meta.get("quick"):
+        sync_docs(results, meta, RESULTS.parent.parent)
+    print(f"[bench] report rendered from {len(results)} figures: {out / 'RESULTS.md'}", flush=True)
     return 0
 
 

@@ -31,7 +31,41 @@ from bench.server_load import CONFIG_DIR, PLAN, TASK
 from planmode.testing.openai_server import ScriptedOpenAIServer
 from planmode.testing.responders import PlanResponder
 
-__all__ = ["profile_graph"]
+__all__ = ["by_package", "profile_graph"]
+
+#: Where a profiled function's file lives -> the name it is reported under (first match wins).
+_PACKAGES = (
+    ("/planmode/", "planmode"),
+    ("/openai/", "openai"),
+    ("/langchain_openai/", "langchain_openai"),
+    ("/langchain_core/", "langchain_core"),
+    ("/langgraph/checkpoint/", "langgraph checkpoint (savers, serializer)"),
+    ("/langgraph/", "langgraph"),
+    ("/httpx", "HTTP client (httpx, httpcore, h11, anyio)"),
+    ("/httpcore", "HTTP client (httpx, httpcore, h11, anyio)"),
+    ("/h11/", "HTTP client (httpx, httpcore, h11, anyio)"),
+    ("/anyio/", "HTTP client (httpx, httpcore, h11, anyio)"),
+    ("/sniffio/", "HTTP client (httpx, httpcore, h11, anyio)"),
+    ("/pydantic", "pydantic"),
+    ("/aiosqlite/", "aiosqlite"),
+    ("/ormsgpack", "serializer (ormsgpack)"),
+    ("/asyncio/", "asyncio event loop"),
+    ("selectors.py", "asyncio event loop"),
+    ("/typing.py", "typing (introspection)"),
+)
+
+
+def by_package(stats: pstats.Stats) -> list[tuple[str, float]]:
+    """Own CPU time per package (the profile's ``tottime`` summed by where each function lives), largest first;
+    built-ins (``{method ...}``) are counted under "built-ins (C)"."""
+    totals: dict[str, float] = {}
+    for (filename, _line, _name), (_cc, _nc, tottime, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        if filename == "~":
+            key = "built-ins (C)"
+        else:
+            key = next((label for needle, label in _PACKAGES if needle in filename), "other Python")
+        totals[key] = totals.get(key, 0.0) + tottime
+    return sorted(totals.items(), key=lambda kv: -kv[1])
 
 
 def _graph(name: str, saver: Any) -> Any:
@@ -99,7 +133,14 @@ def profile_graph(
     if profiler is not None:
         buf = io.StringIO()
         stats = pstats.Stats(profiler, stream=buf)
+        total = sum(t for _, t in by_package(stats)) or 1.0
+        buf.write(f"Own CPU time by package ({result['runs']} runs, {total:.2f} s under the profiler):\n")
+        for label, seconds in by_package(stats):
+            buf.write(f"  {label:45} {seconds:7.2f} s  {100 * seconds / total:5.1f}%\n")
+        buf.write("\n")
         stats.sort_stats("tottime").print_stats(top)
+        buf.write("planmode's own functions, by own time:\n")
+        stats.sort_stats("tottime").print_stats("/planmode/", top)
         stats.sort_stats("cumulative").print_stats(top)
         text = buf.getvalue()
     return result, text
