@@ -23,16 +23,17 @@ def provenance() -> dict[str, Any]:
             out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
         except OSError:
             return ""
-        return out.stdout.strip()
+        return out.stdout
 
+    # porcelain lines are "XY path": the status columns may start with a space, so the lines are not stripped
     changed = [
         line[3:]
         for line in git("status", "--porcelain", "--", "src", "bench").splitlines()
-        if not line[3:].startswith("bench/results")
+        if line.strip() and not line[3:].startswith("bench/results")
     ]
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git("rev-parse", "--short", "HEAD") or "unknown",
+        "commit": git("rev-parse", "--short", "HEAD").strip() or "unknown",
         "uncommitted_changes": bool(changed),
     }
 
@@ -57,7 +58,9 @@ plan-and-execute tutorial (replan after every step by rewriting the remaining pl
 replanning** — planmode's plan, executor and verifier, but a failure is repaired by rewriting the steps not
 yet done as JSON (the tutorial's replanner, with structured steps); **bare loop** — a LangGraph loop that
 batches like planmode on the same plan (one step, or one layer, per super-step); **planmode(max_parallel=1)**
-— planmode run sequentially. Timed figures are medians of 5 interleaved repeats, with their min-max.
+— planmode run sequentially. Timed figures are medians of interleaved repeats (5; 3 batches for the server),
+with their min-max and the load average; when and on which commit each figure was last reproduced is in the
+last table.
 """
 
 Fig = dict[str, Any]
@@ -84,7 +87,7 @@ def _pct(x: float) -> str:
 def _load(fig: dict[str, Any]) -> str:
     """The 1-minute load average after a timed figure, for its measured cell (2 cores: above 2 is contention)."""
     la = fig.get("load_average")
-    return f" (load {la[0]:.1f})" if la else ""
+    return f" (load {la[0]:.1f}; wall-clock: moves with the machine's load)" if la else ""
 
 
 #: The overhead figure before a layer of steps took two checkpointed super-steps (issue 10, item 4: three
@@ -206,6 +209,16 @@ def _summary(results: dict[str, Fig]) -> list[list[Any]]:
             )
     if f := results.get("overhead"):
         load = _load(f)
+        largest = max((r["steps"] for r in f["rows"]), default=0)
+
+        def spread(system: str, bare: str) -> str:
+            rows = {r["system"]: r for r in f["rows"] if r["steps"] == largest}
+            mine, theirs = rows.get(system, {}), rows.get(bare, {})
+            if "ms_per_step_range" not in mine or "ms_per_step_range" not in theirs:
+                return ""
+            (lo, hi), (blo, bhi) = mine["ms_per_step_range"], theirs["ms_per_step_range"]
+            return f", repeats {lo / bhi:.2f}-{hi / blo:.2f}x"
+
         for system, m in f["measured"].items():
             rows.append(
                 [
@@ -219,7 +232,8 @@ def _summary(results: dict[str, Fig]) -> list[list[Any]]:
                 [
                     f"Per-step overhead vs {m.get('compared_with', 'a bare LangGraph loop')} — {system}",
                     "<= 2x",
-                    f"{m['vs_bare_at_largest']:.2f}x{load[:-1]}{_was(system, 1)})"
+                    f"{m['vs_bare_at_largest']:.2f}x{load[:-1]}{spread(system, m.get('compared_with', ''))}"
+                    f"{_was(system, 1)})"
                     if load
                     else f"{m['vs_bare_at_largest']:.2f}x",
                     _mark(m["vs_bare_at_largest"] <= 2.0),
@@ -242,7 +256,7 @@ def _summary(results: dict[str, Fig]) -> list[list[Any]]:
             [
                 f"Rollback latency, {f['checkpoints']} checkpoints",
                 "report",
-                f"p50 {m['p50_ms']} ms, p95 {m['p95_ms']} ms",
+                f"p50 {m['p50_ms']} ms, p95 {m['p95_ms']} ms{_load(f)}",
                 "reported",
             ]
         )

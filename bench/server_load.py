@@ -324,8 +324,8 @@ def summary_rows(f: dict[str, Any]) -> list[list[Any]]:
         )
         rows.append(
             [
-                "Server CPU per completed run vs the minimal async graph (process CPU time, same batches; robust to "
-                "load)",
+                "Server CPU per completed run vs the minimal async graph (process CPU time, same batches; much less "
+                "sensitive to load than runs/min, not immune)",
                 f"<= {CPU_TARGET}x",
                 f"{by_n} ({_loads(f)})",
                 "met" if f.get("cpu_met") else "**missed**",
