@@ -7,7 +7,7 @@ from typing import Any
 
 from bench import server_load
 
-__all__ = ["headline_table", "provenance", "sync_docs", "write_report"]
+__all__ = ["changed_code", "headline_table", "provenance", "sync_docs", "write_report"]
 
 
 def provenance() -> dict[str, Any]:
@@ -25,17 +25,20 @@ def provenance() -> dict[str, Any]:
             return ""
         return out.stdout
 
-    # porcelain lines are "XY path": the status columns may start with a space, so the lines are not stripped
-    changed = [
-        line[3:]
-        for line in git("status", "--porcelain", "--", "src", "bench").splitlines()
-        if line.strip() and not line[3:].startswith("bench/results")
-    ]
+    changed = changed_code(git("status", "--porcelain", "--", "src", "bench"))
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git("rev-parse", "--short", "HEAD").strip() or "unknown",
         "uncommitted_changes": bool(changed),
     }
+
+
+def changed_code(porcelain: str) -> list[str]:
+    """The paths of ``git status --porcelain`` output that are code, not figures (``bench/results``).
+
+    Porcelain lines are "XY path" and the status columns may start with a space (" M path"), so the output is
+    read line by line, never stripped as a whole."""
+    return [line[3:] for line in porcelain.splitlines() if line.strip() and not line[3:].startswith("bench/results")]
 
 
 def _reproduced(f: dict[str, Any]) -> str:

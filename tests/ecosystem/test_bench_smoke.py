@@ -194,3 +194,17 @@ def test_the_server_cpu_counts_the_whole_process_tree() -> None:
         proc.kill()
         proc.wait()
     assert tree_cpu_seconds(proc.pid) == 0.0  # a process that is gone costs nothing (no error)
+
+
+def test_a_figure_measured_on_committed_code_is_not_flagged_as_changed() -> None:
+    """`provenance` reads ``git status --porcelain``: a modified figure (" M bench/results/...", its first
+    column a space) is not code; a modified source or bench file is, wherever it is in the output."""
+    from bench.report import changed_code
+
+    assert changed_code(" M bench/results/storage.json\n M bench/results/RESULTS.md\n") == []
+    assert changed_code("") == []
+    assert changed_code(" M bench/results/a.json\n M src/planmode/graph/pipeline.py\n?? bench/new.py\n") == [
+        "src/planmode/graph/pipeline.py",
+        "bench/new.py",
+    ]
+    assert changed_code("M  bench/report.py\n") == ["bench/report.py"]
