@@ -45,18 +45,43 @@ from planmode._drive import per_path
 __all__ = ["PIPELINES", "Wrapper", "data_sends", "data_writes", "pipeline", "to_data"]
 
 
+#: Types whose values are data as they are (exact types: a planmode ``str`` enum is not one of them).
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
+#: Per model class: its field names when the class is planmode's, else None (left to its own serializer).
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
+    try:
+        return _FIELDS[cls]
+    except KeyError:
+        names = tuple(cls.model_fields) if cls.__module__.startswith("planmode.") else None
+        _FIELDS[cls] = names
+        return names
+
+
 def to_data(value: Any) -> Any:
     """``value`` with every planmode model in it turned into its JSON data (recursively, losslessly).
 
     Every field is kept, excluded ones too (a `NewStep`'s ``status`` is excluded from its dumps, but the
     patch logic reads it to record a warning), so ``Model.model_validate(to_data(m)) == m``. Values that are
     not planmode's (messages, a user's own models) are left as they are: their own serializer handles them.
+    Runs on every write of every node, so the common shapes (plain values, dicts, lists) are answered by their
+    exact type first, and a model class's field names are looked up once.
     """
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    if cls is dict:
+        return {k: to_data(v) for k, v in value.items()}
+    if cls is list or cls is tuple:
+        return [to_data(v) for v in value]
     if isinstance(value, BaseModel):
-        if not type(value).__module__.startswith("planmode."):
+        names = _fields(cls)
+        if names is None:
             return value
-        return {name: to_data(getattr(value, name)) for name in type(value).model_fields}
-    if isinstance(value, Enum) and type(value).__module__.startswith("planmode."):
+        return {name: to_data(getattr(value, name)) for name in names}
+    if isinstance(value, Enum) and cls.__module__.startswith("planmode."):
         return value.value
     if isinstance(value, Send):
         return Send(value.node, to_data(value.arg))
