@@ -16,6 +16,7 @@ __all__ = [
     "PATCH_RETRY",
     "PATCH_SYSTEM",
     "PATCH_USER",
+    "PLAN_EXAMPLE",
     "PLAN_FEEDBACK",
     "PLAN_RETRY",
     "PLAN_SYSTEM",
@@ -52,13 +53,15 @@ Write a plan for the task: a list of steps. Each step is one action that makes p
 Every file the task asks for is written by a step that has a write tool. Looking around (listing or reading
 files) was done before planning: do not plan steps that only read. Steps that do not need each other have no
 dependency, so they run in parallel. At most {max_steps} steps.
-Available tools: {tools}
+Available tools: {tools}{example}"""
+
+PLAN_EXAMPLE = """
 Example, for the task "create mathx.py with add(a, b) and test it in test_mathx.py":
 {{"title": "mathx and its test", "steps": [
- {{"id": "write_mathx", "description": "Write mathx.py with add(a, b) returning a + b", "tools": ["write_file"],
+ {{"id": "write_mathx", "description": "Write mathx.py with add(a, b) returning a + b", "tools": ["{write}"],
   "acceptance": "mathx.py exists and `python mathx.py` runs"}},
  {{"id": "write_test", "description": "Write test_mathx.py with a test of add", "dependencies": ["write_mathx"],
-  "tools": ["write_file"], "acceptance": "test_mathx.py exists and `pytest test_mathx.py` passes"}}]}}"""
+  "tools": ["{write}"], "acceptance": "test_mathx.py exists and `pytest test_mathx.py` passes"}}]}}"""
 
 PLAN_USER = """Task: {task}
 {findings}"""

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from langchain_core.tools import BaseTool
 
-from planmode.nodes._evidence import declared_writes, deliverables, workspace_root, write_tool_names
+from planmode.nodes._evidence import declared_writes, deliverables, preferred_write, workspace_root, write_tool_names
 from planmode.state.models import Plan
 
 __all__ = ["plan_problems", "step_problems"]
@@ -61,7 +61,7 @@ def plan_problems(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
     problems = step_problems(plan, tools)
     if not writes:
         return problems
-    example = sorted(writes)[0]
+    example = preferred_write(writes)
     wanted = deliverables(plan.goal, workspace_root(tools))
     writers = [s for s in plan.steps if declared_writes(s, writes)]
     for name in wanted:

@@ -45,6 +45,7 @@ __all__ = [
     "file_names",
     "gather",
     "missing_deliverables",
+    "preferred_write",
     "unsupported_files",
     "workspace_root",
     "write_tool_names",
@@ -59,8 +60,8 @@ _EXTENSIONS = "py|txt|csv|tsv|md|rst|json|jsonl|yaml|yml|toml|ini|cfg|html|css|j
 _FILE = re.compile(rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:{_EXTENSIONS}))(?![\w\-]|\.\w)", re.IGNORECASE)
 #: Words before a file name that make it an input or a file to remove, not something to produce.
 _NOT_PRODUCED = frozenset(
-    {"read", "reads", "reading", "from", "in", "of", "open", "opens", "load", "loads", "parse", "parses", "using"}
-    | {"use", "uses", "existing", "delete", "deletes", "remove", "removes", "rename", "renames"}
+    {"read", "reads", "reading", "from", "open", "opens", "load", "loads", "parse", "parses", "using", "existing"}
+    | {"delete", "deletes", "remove", "removes", "rename", "renames"}
 )
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
@@ -99,6 +100,11 @@ def workspace_root(tools: Iterable[BaseTool]) -> Path | None:
 def write_tool_names(tools: Sequence[BaseTool]) -> frozenset[str]:
     """The names of the graph's tools that change things (not read-only)."""
     return frozenset(t.name for t in tools) - read_only_names(tools)
+
+
+def preferred_write(writes: frozenset[str]) -> str:
+    """The write tool to name in an example or a fix: ``write_file`` when the graph has it."""
+    return "write_file" if "write_file" in writes else sorted(writes)[0]
 
 
 def declared_writes(step: Step, writes: frozenset[str]) -> list[str]:

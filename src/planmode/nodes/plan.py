@@ -16,6 +16,7 @@ from planmode.context import PlanModeContext, settings_dict
 from planmode.llm import negotiation_record
 from planmode.nodes._coverage import plan_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
 from planmode.observability.events import emit
 from planmode.state.draft import PlanDraft, draft_to_plan
@@ -62,6 +63,14 @@ def request_plan(
     return asked.value, asked.errors
 
 
+def _example(tools: Sequence[BaseTool]) -> str:
+    """The plan prompt's example, written with the graph's write tool (none without one: nothing to copy)."""
+    writes = write_tool_names(tools)
+    if not writes:
+        return ""
+    return prompts.PLAN_EXAMPLE.format(write=preferred_write(writes))
+
+
 def _plan_retry(reasons: list[str]) -> str:
     return prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))
 
@@ -98,7 +107,11 @@ def make_plan(deps: Deps) -> RunnableCallable:
                 findings = f"What exploring found:\n{res.text}"
             explored = explored_paths(res.messages)  # the staleness fingerprint outside a git repository
         messages: list[BaseMessage] = [
-            SystemMessage(content=prompts.PLAN_SYSTEM.format(max_steps=settings.max_steps, tools=tool_names)),
+            SystemMessage(
+                content=prompts.PLAN_SYSTEM.format(
+                    max_steps=settings.max_steps, tools=tool_names, example=_example(deps.tools)
+                )
+            ),
             HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip()),
         ]
         revising = current is not None and current.version > 0 and bool(feedback)
