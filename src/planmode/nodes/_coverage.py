@@ -2,7 +2,8 @@
 
 A plan is sent back to the planner, with reasons that name the fix, when:
 
-- a step is named after a tool (``list_files``, ``read_file``): a step is an action, its tools go in ``tools``;
+- a step that writes nothing is named after a tool (``list_files``, ``read_file``): a step is an action, its
+  tools go in ``tools``;
 - a step that writes (declares a write tool of the graph) has no acceptance criteria;
 - a file the task asks for (`planmode.nodes._evidence.deliverables`) is written by no step — no step that
   declares a write tool names it in its description or acceptance;
@@ -41,7 +42,8 @@ def step_problems(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | No
     for step in plan.steps:
         if ids is not None and step.id not in ids:
             continue
-        if _bare(step.id) in names or _bare(step.description) in names:
+        named = _bare(step.id) in names or _bare(step.description) in names
+        if named and not declared_writes(step, writes):  # `deploy` using the deploy tool is an action
             problems.append(
                 f"step {step.id!r} is named after a tool. A step is an action: give it an id and description that "
                 f"say what it does (e.g. 'write_report': 'Write report.md with ...') and list tools in 'tools'"
