@@ -68,23 +68,14 @@ PLAN = {
     "title": "A tested statistics module",
     "steps": [
         {
-            "id": "survey",
-            "description": "List the workspace to see what already exists",
-            "tools": ["list_files"],
-            "complexity": "low",
-            "acceptance": "the workspace contents are known",
-        },
-        {
             "id": "write_module",
             "description": "Write stats.py with mean() and median()",
-            "dependencies": ["survey"],
             "tools": ["write_file"],
             "acceptance": "stats.py exists",
         },
         {
             "id": "write_readme",
             "description": "Write README.md describing the module",
-            "dependencies": ["survey"],
             "tools": ["write_file"],
             "complexity": "low",
             "acceptance": "README.md exists",
@@ -122,7 +113,6 @@ PATCH = {
 }
 
 _ACTIONS: dict[str, list[dict[str, Any]]] = {
-    "survey": [tool_call("list_files", path=".")],
     "write_module": [tool_call("write_file", path="stats.py", content=_MODULE_V1)],
     "write_readme": [tool_call("write_file", path="README.md", content=_README)],
     "write_tests": [tool_call("write_file", path="test_stats.py", content=_TESTS)],

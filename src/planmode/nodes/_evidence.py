@@ -9,8 +9,8 @@ A step is judged on evidence — the tool calls that ran (`StepOutcome.tool_runs
 - **files named in the acceptance** exist (in the workspace, or among the files the step wrote);
 - **Python files** the step wrote, or its acceptance names, compile (``compile()``: nothing is executed or written);
 - **commands** the acceptance names in backticks (`` `python hello.py` ``, `` `pytest test_mathx.py` ``) run in the
-  workspace with a timeout and must exit 0 — only when the approved acceptance says so, and only inside a known
-  workspace.
+  workspace with a timeout and must exit 0 — only when the approved acceptance says so, only inside a known
+  workspace, and only a Python file of the workspace or pytest (no ``python -c``, no paths out of it).
 
 What no check covers is left to the judge (`planmode.executors.llm_verifier`), which is shown the evidence
 (`Evidence.to_prompt`), with the executor's report marked as a claim. finalize uses the same file look-ups:
@@ -65,7 +65,7 @@ _NOT_PRODUCED = frozenset(
 )
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
-_RUNS = re.compile(r"\b((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:runs|executes|can be run)\b", re.IGNORECASE)
+_RUNS = re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:runs|executes|can be run)\b", re.IGNORECASE)
 
 
 def file_names(text: str) -> list[str]:
@@ -215,6 +215,8 @@ def _run(command: str, root: Path) -> Check:
     args = argv[1:]
     if args[:2] == ["-m", "pytest"]:
         args = [*args, "-q", "-p", "no:cacheprovider"]
+    elif not args or args[0].startswith("-") or not args[0].endswith(".py"):  # no `-c code`, no other module
+        return Check(what, None, "only `python <file>.py` and pytest are run")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         done = subprocess.run(
