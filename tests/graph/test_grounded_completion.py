@@ -134,6 +134,7 @@ def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_pat
     assert "mathx.py compiles: passed" in shown and "`python mathx.py` runs: passed" in shown
     assert "a claim, not evidence" in shown
     assert "Files changed: mathx.py" in final_text(out)
+    assert out["report"]["files_changed"] == ["mathx.py"]
 
 
 def test_a_python_file_that_does_not_compile_fails_the_step(tmp_path: Path) -> None:

@@ -87,6 +87,7 @@ def make_finalize(deps: Deps) -> RunnableCallable:
         if status == "failed" and not error:
             error = "the run did not complete"
         report = build_report(plan, status, error, state.get("reflections") or 0)
+        report["files_changed"] = changed_files(deps.tools, state.get("run_writes") or {})  # that exist now
         if status == "completed" and plan is not None:
             answer = yield from _final_answer(deps, state, runtime, plan)
         else:
