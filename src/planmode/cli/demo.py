@@ -104,7 +104,7 @@ PATCH = {
             "id": "fix_median",
             "description": "Fix median() in stats.py for even-length lists",
             "dependencies": ["write_module"],
-            "tools": ["edit_file"],
+            "tools": ["write_file"],
             "after": "write_module",
             "acceptance": "median([4, 1, 3, 2]) == 2.5",
         }
@@ -116,7 +116,9 @@ _ACTIONS: dict[str, list[dict[str, Any]]] = {
     "write_module": [tool_call("write_file", path="stats.py", content=_MODULE_V1)],
     "write_readme": [tool_call("write_file", path="README.md", content=_README)],
     "write_tests": [tool_call("write_file", path="test_stats.py", content=_TESTS)],
-    "fix_median": [tool_call("edit_file", path="stats.py", old_string=_MEDIAN_BUGGY, new_string=_MEDIAN_FIXED)],
+    # the whole module written again: a re-run after the rollback writes the same file (an edit would find nothing
+    # to replace, and a step whose only change failed is not done)
+    "fix_median": [tool_call("write_file", path="stats.py", content=_MODULE_V1.replace(_MEDIAN_BUGGY, _MEDIAN_FIXED))],
 }
 
 
@@ -244,8 +246,8 @@ def run_demo(db: Path | None = None) -> int:
             f" ({target.label}); the history is kept.\n",
             (
                 "Checkpoints hold the run, not your files: the workspace keeps its "
-                "current contents, so the re-run of fix_median finds median() "
-                "already fixed.",
+                "current contents, so the re-run of fix_median writes the module it "
+                "wrote before.",
                 "dim",
             ),
         )
