@@ -280,7 +280,7 @@ def _verify_messages(step: Step, output: str, ctx: StepContext) -> list[BaseMess
         SystemMessage(content=prompts.VERIFY_SYSTEM),
         HumanMessage(
             content=prompts.VERIFY_USER.format(
-                step_id=step.id, description=step.description, acceptance=step.acceptance, evidence=evidence
+                step_id=step.id, description=step.description, acceptance=step.acceptance, output=evidence
             )
         ),
     ]

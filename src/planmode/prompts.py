@@ -53,8 +53,9 @@ Write a plan for the task: a list of steps. Each step is one action that makes p
 Every file the task asks for is written by a step that has a write tool. Looking around (listing or reading
 files) was done before planning: do not plan steps that only read. Steps that do not need each other have no
 dependency, so they run in parallel. At most {max_steps} steps.
-Available tools: {tools}{example}"""
+Available tools: {tools}"""
 
+#: Appended to `PLAN_SYSTEM` when the graph has a write tool (``write``: its name).
 PLAN_EXAMPLE = """
 Example, for the task "create mathx.py with add(a, b) and test it in test_mathx.py":
 {{"title": "mathx and its test", "steps": [
@@ -98,7 +99,7 @@ what is missing."""
 VERIFY_USER = """Step `{step_id}`: {description}
 Acceptance criteria: {acceptance}
 Outcome:
-{evidence}"""
+{output}"""
 
 REFLECT_SYSTEM = """planmode:reflect
 Execution of the plan ran into trouble. Assess the run and choose one assessment:

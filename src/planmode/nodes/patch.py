@@ -156,9 +156,7 @@ def _full_plan_fallback(
     from``): the call is ``call_structured`` on the sync path, ``acall_structured`` on the async one."""
     messages: list[BaseMessage] = [
         SystemMessage(
-            content=prompts.PLAN_SYSTEM.format(
-                max_steps=plan.max_steps or settings.max_steps, tools="as before", example=""
-            )
+            content=prompts.PLAN_SYSTEM.format(max_steps=plan.max_steps or settings.max_steps, tools="as before")
         ),
         HumanMessage(content=prompts.FULL_PLAN_FALLBACK.format(trouble=trouble, plan=plan.to_prompt())),
     ]

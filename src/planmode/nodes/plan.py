@@ -108,9 +108,8 @@ def make_plan(deps: Deps) -> RunnableCallable:
             explored = explored_paths(res.messages)  # the staleness fingerprint outside a git repository
         messages: list[BaseMessage] = [
             SystemMessage(
-                content=prompts.PLAN_SYSTEM.format(
-                    max_steps=settings.max_steps, tools=tool_names, example=_example(deps.tools)
-                )
+                content=prompts.PLAN_SYSTEM.format(max_steps=settings.max_steps, tools=tool_names)
+                + _example(deps.tools)
             ),
             HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip()),
         ]
