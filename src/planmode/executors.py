@@ -12,12 +12,13 @@ Verdict | tuple[bool, str]`` (or a runnable invoked with ``{"step", "output", "c
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
@@ -28,8 +29,9 @@ from planmode import prompts
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm import acall_structured, call_structured
-from planmode.state.graph_state import StepOutcome
+from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
+from planmode.text import clip
 from planmode.tools import StepTools
 from planmode.tools._writes import recording
 from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
@@ -67,6 +69,10 @@ class StepContext:
     binding: StepTools | None = None
     """The step's binding (its bound tools, what it declares, the graph's tools it may not call): the default
     executor's tool loop refuses, and records, a call to any of the withheld ones."""
+    evidence: str | None = None
+    """For a verifier: the attempt's evidence as text (the tool calls that ran, the files written, the checks made
+    without a model, and the executor's report marked as a claim: `planmode.nodes._evidence`). The default judge
+    reads this instead of the executor's report alone."""
 
 
 class Verdict(BaseModel):
@@ -108,7 +114,26 @@ def _loop_outcome(step: Step, res: LoopResult) -> StepOutcome:
         error=error,
         tool_calls=res.tool_calls,
         refused_tools=list(res.refused),
+        tool_runs=tool_runs(res.messages),
     )
+
+
+def tool_runs(messages: Sequence[BaseMessage], result_chars: int = 300) -> list[ToolRun]:
+    """The tool calls that ran in a transcript, in order: each call a model made that got a tool result, with its
+    arguments and the beginning of the result (the evidence verify judges)."""
+    calls: dict[str, tuple[str, str]] = {}
+    for m in messages:
+        if isinstance(m, AIMessage):
+            for c in m.tool_calls:
+                args = json.dumps(c.get("args") or {}, ensure_ascii=False, default=str)
+                calls[c.get("id") or ""] = (c["name"], clip(args, result_chars, marker="…", fold=False))
+    out: list[ToolRun] = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            name, args = calls.get(m.tool_call_id, (m.name or "?", ""))
+            text = clip(str(m.content), result_chars, marker="…", fold=False)
+            out.append(ToolRun(name=name, args=args, ok=m.status != "error", result=text))
+    return out
 
 
 def _refusal_error(step: Step, refused: Sequence[str]) -> str | None:
@@ -249,12 +274,13 @@ def _outcome(step: Step, out: Any) -> StepOutcome:
     return StepOutcome(step_id=step.id, ok=True, output=str(out))
 
 
-def _verify_messages(step: Step, output: str) -> list[BaseMessage]:
+def _verify_messages(step: Step, output: str, ctx: StepContext) -> list[BaseMessage]:
+    evidence = ctx.evidence if ctx.evidence is not None else f"The executor's report:\n{output[:4000]}"
     return [
         SystemMessage(content=prompts.VERIFY_SYSTEM),
         HumanMessage(
             content=prompts.VERIFY_USER.format(
-                step_id=step.id, description=step.description, acceptance=step.acceptance, output=output[:4000]
+                step_id=step.id, description=step.description, acceptance=step.acceptance, output=evidence
             )
         ),
     ]
@@ -271,7 +297,7 @@ def llm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
     plain = _no_judge_needed(step, output)
     if plain is not None:
         return plain
-    model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output)
+    model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output, ctx)
     verdict, error, _ = call_structured(model, Verdict, messages, ctx.settings)
     if verdict is None:
         verdict, error, _ = call_structured(model, Verdict, messages, ctx.settings)
@@ -283,7 +309,7 @@ async def allm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
     plain = _no_judge_needed(step, output)
     if plain is not None:
         return plain
-    model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output)
+    model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output, ctx)
     verdict, error, _ = await acall_structured(model, Verdict, messages, ctx.settings)
     if verdict is None:
         verdict, error, _ = await acall_structured(model, Verdict, messages, ctx.settings)

@@ -16,6 +16,7 @@ __all__ = [
     "PATCH_RETRY",
     "PATCH_SYSTEM",
     "PATCH_USER",
+    "PLAN_EXAMPLE",
     "PLAN_FEEDBACK",
     "PLAN_RETRY",
     "PLAN_SYSTEM",
@@ -41,11 +42,27 @@ most {max_calls} calls). When you know enough, reply with a short summary of wha
 calls."""
 
 PLAN_SYSTEM = """planmode:plan
-Write a plan for the task as a list of steps. Each step has a short unique id (letters, digits, _ or -), a
-description written as an instruction, the ids of the steps it depends on, the tools it expects to use,
-a complexity (low, medium or high) and acceptance criteria that tell whether it succeeded.
-Independent steps must not depend on each other so they can run in parallel. At most {max_steps} steps.
+Write a plan for the task: a list of steps. Each step is one action that makes progress:
+- id: short and unique (letters, digits, _ or -), named after the action, e.g. write_mathx; never a tool name;
+- description: the instruction, naming the files it creates or changes;
+- dependencies: ids of the steps that must be done first;
+- tools: the tools it uses;
+- complexity: low, medium or high;
+- acceptance: how to check it worked. A step that writes names its file, e.g. "mathx.py exists and
+  `python mathx.py` runs".
+Every file the task asks for is written by a step that has a write tool. Looking around (listing or reading
+files) was done before planning: do not plan steps that only read. Steps that do not need each other have no
+dependency, so they run in parallel. At most {max_steps} steps.
 Available tools: {tools}"""
+
+#: Appended to `PLAN_SYSTEM` when the graph has a write tool (``write``: its name).
+PLAN_EXAMPLE = """
+Example, for the task "create mathx.py with add(a, b) and test it in test_mathx.py":
+{{"title": "mathx and its test", "steps": [
+ {{"id": "write_mathx", "description": "Write mathx.py with add(a, b) returning a + b", "tools": ["{write}"],
+  "acceptance": "mathx.py exists and `python mathx.py` runs"}},
+ {{"id": "write_test", "description": "Write test_mathx.py with a test of add", "dependencies": ["write_mathx"],
+  "tools": ["{write}"], "acceptance": "test_mathx.py exists and `pytest test_mathx.py` passes"}}]}}"""
 
 PLAN_USER = """Task: {task}
 {findings}"""
@@ -74,8 +91,10 @@ Results of the steps it depends on:
 {previous_error}"""
 
 VERIFY_SYSTEM = """planmode:verify
-Judge whether a step's outcome meets its acceptance criteria. Answer passed (true/false) and, when it did
-not pass, a short reason that says what is missing."""
+Judge whether a step meets its acceptance criteria from the evidence: the tool calls that ran, the files the
+step wrote and the checks already made. The executor's report is a claim: a file or result that the evidence
+does not show does not count. Answer passed (true/false) and, when it did not pass, a short reason that says
+what is missing."""
 
 VERIFY_USER = """Step `{step_id}`: {description}
 Acceptance criteria: {acceptance}
@@ -99,11 +118,14 @@ REFLECT_USER = """{plan}
 Trouble: {trouble}"""
 
 PATCH_SYSTEM = """planmode:patch
-Repair the plan with the smallest patch that works. A patch is JSON with: reason, optional title,
-add_steps (new steps; place each with `after` a step id or a `position` index), update_steps (each an id
-plus only the fields that change), remove_steps (ids) and optional reorder (ids in their new relative
-order). Steps marked done must not be changed, removed or moved. A failed step that you update is reset and
-runs again."""
+Repair the plan with the smallest patch that works. Answer JSON with:
+- reason: why the plan changes;
+- add_steps: new steps (id, description, tools, acceptance, dependencies, and `after`: the step to insert after);
+- update_steps: each an id plus only the fields that change;
+- remove_steps: ids of steps to drop.
+Steps marked done must not be changed or removed. A failed step that you update is reset and runs again.
+Example: {"reason": "the test needs the module", "update_steps": [{"id": "write_test", "dependencies":
+["write_mathx"]}]}"""
 
 PATCH_USER = """{plan}
 
@@ -121,5 +143,5 @@ Current plan:
 {plan}"""
 
 FINAL_SYSTEM = """planmode:final
-The plan has been carried out. Write the final answer for the user from the steps' results: what was
-achieved, concisely."""
+The plan has been carried out. Write the final answer for the user from the run's record: the steps done and
+the files changed. Name only files the record lists; claim nothing the record does not show. Be concise."""

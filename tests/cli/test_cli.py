@@ -24,14 +24,24 @@ PLANMODE = [sys.executable, "-m", "planmode.cli"]
 PLAN_V1 = {
     "title": "Notes",
     "steps": [
-        {"id": "draft", "description": "Write notes.md with a heading", "tools": ["write_file"]},
+        {  # issue 24: a write step carries acceptance (a plan without it is sent back)
+            "id": "draft",
+            "description": "Write notes.md with a heading",
+            "tools": ["write_file"],
+            "acceptance": "notes.md exists",
+        },
         {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
     ],
 }
 PLAN_V2 = {
     "title": "Notes, revised",
     "steps": [
-        {"id": "draft", "description": "Write notes.md with a heading and a date", "tools": ["write_file"]},
+        {
+            "id": "draft",
+            "description": "Write notes.md with a heading and a date",
+            "tools": ["write_file"],
+            "acceptance": "notes.md exists",
+        },
         {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
     ],
 }

@@ -104,7 +104,13 @@ def _responder(body: dict[str, Any]) -> Any:
                 "title": "Notes",
                 "steps": [
                     {"id": "look", "description": "List the files", "tools": ["list_files"]},
-                    {"id": "note", "description": "Note it", "tools": ["write_file"], "dependencies": ["look"]},
+                    {  # issue 24: a write step carries acceptance (a plan without it is sent back)
+                        "id": "note",
+                        "description": "Note it",
+                        "tools": ["write_file"],
+                        "dependencies": ["look"],
+                        "acceptance": "the note is written",
+                    },
                 ],
             }
         )

@@ -21,7 +21,15 @@ pytestmark = pytest.mark.integration
 PLANMODE = [sys.executable, "-m", "planmode.cli"]
 PLAN = {
     "title": "Wipe",
-    "steps": [{"id": "wipe", "description": "Overwrite the run history", "tools": ["write_file", "edit_file"]}],
+    # issue 24: a write step carries acceptance, and is done only when it wrote something (done.txt, below)
+    "steps": [
+        {
+            "id": "wipe",
+            "description": "Overwrite the run history",
+            "tools": ["write_file", "edit_file"],
+            "acceptance": "done.txt exists",
+        }
+    ],
 }
 
 
@@ -49,6 +57,7 @@ def _responder(targets: list[str], tool_results: list[str]) -> Any:
                             "arguments": {"path": target, "old_string": "SQLite", "new_string": "gone"},
                         },
                     ]
+                calls.append({"name": "write_file", "arguments": {"path": "done.txt", "content": "tried"}})
                 calls.append({"name": "list_files", "arguments": {"path": ".", "recursive": True}})
                 return {"tool_calls": calls}
             tool_results.extend(results)
@@ -109,7 +118,8 @@ def test_the_agent_cannot_touch_the_run_database_through_the_cli(tmp_path: Path,
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     # Every access to the database, its companions or .planmode/ came back refused; nothing was written.
-    *accesses, listing = tool_results  # in the order of the calls; the recursive listing last
+    *accesses, written, listing = tool_results  # in the order of the calls; the write of done.txt, the listing last
+    assert not written.startswith("refused"), written
     assert len(accesses) == 3 * len(names)
     assert all(r.startswith("refused") and "planmode's own data" in r for r in accesses), accesses
     assert all(

@@ -662,7 +662,15 @@ def test_a_tool_of_the_plan_that_asks_the_human_pauses_the_parent_and_resumes(tm
         responder=PurposeScript(
             plan={
                 "title": "Paint",
-                "steps": [{"id": "paint", "description": "Paint the wall", "tools": ["bump", "ask_human"]}],
+                # issue 24: a step with tools that change the world carries acceptance (else sent back)
+                "steps": [
+                    {
+                        "id": "paint",
+                        "description": "Paint the wall",
+                        "tools": ["bump", "ask_human"],
+                        "acceptance": "the wall is painted",
+                    }
+                ],
             },
             execute=execute,
         )

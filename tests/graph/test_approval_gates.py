@@ -33,7 +33,13 @@ PLAN = {
     "title": "Update",
     "steps": [
         {"id": "look", "description": "read the config", "tools": ["read_file"]},
-        {"id": "change", "description": "write the config", "tools": ["write_file"], "dependencies": ["look"]},
+        {  # a write step carries acceptance (issue 24: a plan without it is sent back)
+            "id": "change",
+            "description": "write the config",
+            "tools": ["write_file"],
+            "dependencies": ["look"],
+            "acceptance": "the config holds the new value",
+        },
     ],
 }
 READ_ONLY_PLAN = {"title": "Look", "steps": [{"id": "look", "description": "read it", "tools": ["read_file"]}]}

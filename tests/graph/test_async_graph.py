@@ -179,7 +179,9 @@ def test_an_async_tool_that_interrupts_pauses_the_async_step_and_resumes_with_th
         questions.append(question)
         return str(interrupt({"type": "question", "question": question}))
 
-    plan = {"title": "one", "steps": [{"id": "c", "description": "choose", "tools": ["bump", "ask_human"]}]}
+    # a step with tools that change the world carries acceptance (issue 24: a plan without it is sent back)
+    step = {"id": "c", "description": "choose", "tools": ["bump", "ask_human"], "acceptance": "a colour is chosen"}
+    plan = {"title": "one", "steps": [step]}
 
     def execute(req: Any) -> Any:
         done = req.tool_results()

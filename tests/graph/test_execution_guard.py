@@ -327,7 +327,10 @@ def test_the_approval_key_file_is_made_once_readable_by_its_owner_only(
 
 WRITE_PLAN = {
     "title": "Deploy",
-    "steps": [{"id": "deploy", "description": "deploy to staging", "tools": ["deploy"]}],
+    # a write step carries acceptance (issue 24: a plan without it is sent back)
+    "steps": [
+        {"id": "deploy", "description": "deploy to staging", "tools": ["deploy"], "acceptance": "staging runs it"}
+    ],
 }
 
 

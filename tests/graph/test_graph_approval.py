@@ -152,7 +152,9 @@ def test_the_planner_may_explore_with_read_only_tools_but_write_tools_are_refuse
         return f"{req.step_id} done"
 
     # the write step declares the tool it calls (a step runs with the read-only tools plus the ones it declares)
-    plan = {**PLAN_1, "steps": [PLAN_1["steps"][0], {**PLAN_1["steps"][1], "tools": ["delete_file"]}]}
+    # (and, as a write step, carries acceptance: issue 24 sends a plan without it back)
+    write = {**PLAN_1["steps"][1], "tools": ["delete_file"], "acceptance": "the old config is deleted"}
+    plan = {**PLAN_1, "steps": [PLAN_1["steps"][0], write]}
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, explore=explore, execute=execute))
     graph = build_graph(model, tools=tools, checkpointer=checkpointer)
 

@@ -382,7 +382,9 @@ def deploy(target: str) -> str:
 
 
 def test_a_raising_tool_becomes_a_failed_attempt_with_the_error(checkpointer: SqliteSaver) -> None:
-    plan = {"title": "Deploy", "steps": [{"id": "ship", "description": "deploy it", "tools": ["deploy"]}]}
+    # a write step carries acceptance (issue 24: a plan without it is sent back)
+    ship = {"id": "ship", "description": "deploy it", "tools": ["deploy"], "acceptance": "it is deployed"}
+    plan = {"title": "Deploy", "steps": [ship]}
 
     def execute(req: ScriptRequest) -> Any:
         if not req.tool_results():

@@ -36,6 +36,7 @@ from langsmith import utils as ls_utils
 from planmode.graph.builder import NODE_NAMES, build_graph
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
+from planmode.tools import read_only
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "planmode"
 TASK = "Collect the changes, then write the notes and the docs"
@@ -58,6 +59,11 @@ PLAN = {
 def list_changes() -> str:
     """List the changes since the last release."""
     return "faster start-up; a --quiet flag"
+
+
+# it only reads: marked so (issue 24 sends back a plan whose write steps have no acceptance, and an unmarked tool
+# counts as a write)
+read_only(list_changes)
 
 
 def _execute(req: ScriptRequest) -> Any:

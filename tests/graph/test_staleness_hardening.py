@@ -96,8 +96,15 @@ def test_files_past_16_mib_differing_after_16_mib_or_in_length_fingerprint_diffe
 WRITE_PLAN = {
     "title": "Write two files",
     "steps": [
-        {"id": "one", "description": "write one.txt", "tools": ["write_file"]},
-        {"id": "two", "description": "write two.txt", "tools": ["write_file"], "dependencies": ["one"]},
+        # write steps carry acceptance that names their file (issue 24: a plan without it is sent back)
+        {"id": "one", "description": "write one.txt", "tools": ["write_file"], "acceptance": "one.txt exists"},
+        {
+            "id": "two",
+            "description": "write two.txt",
+            "tools": ["write_file"],
+            "dependencies": ["one"],
+            "acceptance": "two.txt exists",
+        },
     ],
 }
 

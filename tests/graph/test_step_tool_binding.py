@@ -169,7 +169,13 @@ def test_only_the_step_that_declares_write_file_writes_under_per_step_approval(t
     plan = {
         "title": "t",
         "steps": [
-            {"id": "w", "description": "write the summary", "tools": ["write_file"]},
+            # issue 24: a write step carries acceptance naming its file (a plan without it is sent back)
+            {
+                "id": "w",
+                "description": "write the summary",
+                "tools": ["write_file"],
+                "acceptance": "summary.txt exists",
+            },
             {"id": "r", "description": "read the summary", "tools": ["read_file"], "dependencies": ["w"]},
         ],
     }
@@ -205,7 +211,12 @@ def test_a_custom_executor_gets_only_the_bound_tools(tmp_path: Path, mode: str) 
         "steps": [
             {"id": "none", "description": "declares nothing", "tools": []},
             {"id": "reads", "description": "declares a read", "tools": ["read_file"]},
-            {"id": "edits", "description": "declares an edit", "tools": ["edit_file", "no_such_tool"]},
+            {  # issue 24: a write step carries acceptance (a plan without it is sent back)
+                "id": "edits",
+                "description": "declares an edit",
+                "tools": ["edit_file", "no_such_tool"],
+                "acceptance": "the edit is made",
+            },
         ],
     }
     seen: dict[str, list[str]] = {}
@@ -331,7 +342,9 @@ def test_a_write_tool_sharing_a_read_only_tools_name_is_judged_a_write(tmp_path:
     binding = bind_step_tools("s", [], tools)
     assert binding.tools == () and binding.withheld == {"read_file"}
 
-    plan = {"title": "t", "steps": [{"id": "s", "description": "read", "tools": ["read_file"]}]}
+    # the shared name writes, so the step is a write step: it carries acceptance (issue 24: else sent back)
+    step = {"id": "s", "description": "read", "tools": ["read_file"], "acceptance": "the notes were read"}
+    plan = {"title": "t", "steps": [step]}
 
     def execute(req: ScriptRequest) -> Any:
         return {"tool_calls": [tool_call("read_file", path="notes.txt")]} if not req.tool_results() else "done"

@@ -58,19 +58,25 @@ def texter(first: str, then: str = "wrote hello.py") -> Callable[[ScriptRequest]
     return execute
 
 
-def run_graph(tmp_path: Path, model: ScriptedChatModel, ws: Path, **context: Any) -> dict[str, Any]:
+def run_graph(
+    tmp_path: Path, model: ScriptedChatModel, ws: Path, task: str = "write hello.py", **context: Any
+) -> dict[str, Any]:
     saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
     try:
         graph = build_graph(model, tools=workspace_tools(ws), checkpointer=saver)
         ctx = {"mode": "plan", "approval": "auto", "max_explore_calls": 0, "max_attempts": 1, **context}
-        out: dict[str, Any] = graph.invoke({"task": "write hello.py"}, CFG, context=ctx)
+        out: dict[str, Any] = graph.invoke({"task": task}, CFG, context=ctx)
         return out
     finally:
         saver.conn.close()
 
 
 def plan_of(tools: list[str]) -> dict[str, Any]:
-    return {"title": "t", "steps": [{"id": "s", "description": "write hello.py", "tools": tools}]}
+    # a write step carries acceptance that names its file (issue 24: a plan without it is sent back)
+    return {
+        "title": "t",
+        "steps": [{"id": "s", "description": "write hello.py", "tools": tools, "acceptance": "hello.py exists"}],
+    }
 
 
 def loop(mode: str, responder: Callable[[ScriptRequest], Any], ws: Path, **kw: Any) -> LoopResult:
@@ -123,7 +129,9 @@ def test_a_text_call_to_an_undeclared_write_tool_is_refused_and_recorded(tmp_pat
     )
     model = ScriptedChatModel(responder=script)
 
-    out = run_graph(tmp_path, model, ws)
+    # a task that names no file to produce: a read-only plan covers it (issue 24 sends back a plan for "write
+    # hello.py" in which no step declares a write tool)
+    out = run_graph(tmp_path, model, ws, task="look at the workspace")
 
     assert not (ws / "hello.py").exists()
     step = out["plan"].get("s")

@@ -26,7 +26,13 @@ PLAN = {
     "title": "colours",
     "steps": [
         {"id": "a", "description": "count things"},
-        {"id": "c", "description": "ask for a colour", "tools": ["bump", "ask_human"]},
+        # a step with tools that change the world carries acceptance (issue 24: a plan without it is sent back)
+        {
+            "id": "c",
+            "description": "ask for a colour",
+            "tools": ["bump", "ask_human"],
+            "acceptance": "a colour is chosen",
+        },
         {"id": "b", "description": "paint", "dependencies": ["a", "c"]},
     ],
 }
@@ -141,7 +147,8 @@ def test_a_tool_may_return_a_command(saver: SqliteSaver) -> None:
             return {"tool_calls": [tool_call("record", text="blue")]}
         return f"result: {done[-1].content}"
 
-    plan = {"title": "one", "steps": [{"id": "a", "description": "record", "tools": ["record"]}]}
+    step = {"id": "a", "description": "record the colour", "tools": ["record"], "acceptance": "it is recorded"}
+    plan = {"title": "one", "steps": [step]}
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute))
     out = build_graph(model, tools=world.tools(), checkpointer=saver).invoke({"task": "record"}, cfg(), context=AUTO)
 
@@ -159,22 +166,24 @@ def test_tool_errors_behave_as_in_a_tool_node(saver: SqliteSaver) -> None:
         if req.step_id == "a":
             if not done:
                 return {"tool_calls": [tool_call("write", wrong_argument=1), tool_call("nonexistent")]}
-            seen.extend(str(m.content) for m in done)
+            if len(done) == 2:  # it recovers by calling the tool properly (issue 24: a write step must write)
+                seen.extend(str(m.content) for m in done)
+                return {"tool_calls": [tool_call("write", text="fixed")]}
             return "recovered"
         return {"tool_calls": [tool_call("explode")]}
 
     plan = {
         "title": "two",
         "steps": [
-            {"id": "a", "description": "bad arguments", "tools": ["write"]},
-            {"id": "b", "description": "raise", "tools": ["explode"], "dependencies": ["a"]},
+            {"id": "a", "description": "bad arguments", "tools": ["write"], "acceptance": "the text is written"},
+            {"id": "b", "description": "raise", "tools": ["explode"], "dependencies": ["a"], "acceptance": "done"},
         ],
     }
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, execute=execute, reflect={"assessment": "failed"}))
     out = build_graph(model, tools=world.tools(), checkpointer=saver).invoke({"task": "x"}, cfg(), context=AUTO)
 
     # Invalid arguments and an unknown tool come back to the model as error tool messages; it recovers.
-    assert out["plan"].get("a").status.value == "done"
+    assert out["plan"].get("a").status.value == "done" and world.writes == ["fixed"]
     assert "Error invoking tool 'write'" in seen[0] and "text: Field required" in seen[0]
     assert "nonexistent is not a valid tool" in seen[1]
     # A tool that raises fails the attempt with the tool's name and error; the thread stays readable.
@@ -203,7 +212,8 @@ def test_writes_are_refused_before_approval_whatever_the_tool_call_ids(saver: Sq
             return AIMessage(content="", tool_calls=calls)
         return "explored: " + " | ".join(str(m.content) for m in req.tool_results())
 
-    plan = {"title": "one", "steps": [{"id": "a", "description": "write"}]}
+    # a description that is only a tool's name is sent back (issue 24): the step says what it does
+    plan = {"title": "one", "steps": [{"id": "a", "description": "write the note"}]}
     model = ScriptedChatModel(responder=PurposeScript(plan=plan, explore=explore))
     graph = build_graph(model, tools=world.tools(), checkpointer=saver)
     out = graph.invoke({"task": "write a note"}, cfg(), context={"mode": "plan"})

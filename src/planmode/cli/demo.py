@@ -69,23 +69,14 @@ PLAN = {
     "title": "A tested statistics module",
     "steps": [
         {
-            "id": "survey",
-            "description": "List the workspace to see what already exists",
-            "tools": ["list_files"],
-            "complexity": "low",
-            "acceptance": "the workspace contents are known",
-        },
-        {
             "id": "write_module",
             "description": "Write stats.py with mean() and median()",
-            "dependencies": ["survey"],
             "tools": ["write_file"],
             "acceptance": "stats.py exists",
         },
         {
             "id": "write_readme",
             "description": "Write README.md describing the module",
-            "dependencies": ["survey"],
             "tools": ["write_file"],
             "complexity": "low",
             "acceptance": "README.md exists",
@@ -114,7 +105,7 @@ PATCH = {
             "id": "fix_median",
             "description": "Fix median() in stats.py for even-length lists",
             "dependencies": ["write_module"],
-            "tools": ["edit_file"],
+            "tools": ["write_file"],
             "after": "write_module",
             "acceptance": "median([4, 1, 3, 2]) == 2.5",
         }
@@ -123,11 +114,12 @@ PATCH = {
 }
 
 _ACTIONS: dict[str, list[dict[str, Any]]] = {
-    "survey": [tool_call("list_files", path=".")],
     "write_module": [tool_call("write_file", path="stats.py", content=_MODULE_V1)],
     "write_readme": [tool_call("write_file", path="README.md", content=_README)],
     "write_tests": [tool_call("write_file", path="test_stats.py", content=_TESTS)],
-    "fix_median": [tool_call("edit_file", path="stats.py", old_string=_MEDIAN_BUGGY, new_string=_MEDIAN_FIXED)],
+    # the whole module written again: a re-run after the rollback writes the same file (an edit would find nothing
+    # to replace, and a step whose only change failed is not done)
+    "fix_median": [tool_call("write_file", path="stats.py", content=_MODULE_V1.replace(_MEDIAN_BUGGY, _MEDIAN_FIXED))],
 }
 
 
@@ -255,8 +247,8 @@ def run_demo(db: Path | None = None) -> int:
             f" ({target.label}); the history is kept.\n",
             (
                 "Checkpoints hold the run, not your files: the workspace keeps its "
-                "current contents, so the re-run of fix_median finds median() "
-                "already fixed.",
+                "current contents, so the re-run of fix_median writes the module it "
+                "wrote before.",
                 "dim",
             ),
         )

@@ -1,4 +1,10 @@
-"""finalize: the final answer as an AI message, and the run report."""
+"""finalize: the final answer as an AI message, and the run report.
+
+"Completed" is grounded in the run's record: a run whose plan is done but whose deliverables — the files its task
+names to produce, and the files its done write steps' acceptance names — are missing from the workspace is
+``failed``, saying which are missing (`planmode.nodes._evidence.missing_deliverables`). The final answer is written
+from the record (the steps done, the files the run changed), and an answer that names a file that does not exist
+is replaced by the record itself (`planmode.nodes._evidence.unsupported_files`)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from planmode._compat import RunnableCallable
 from planmode.budget import BudgetSkipped, finalize_fits
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._evidence import changed_files, missing_deliverables, unsupported_files
 from planmode.nodes._twin import Body, chat, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
@@ -100,9 +107,17 @@ def make_finalize(deps: Deps) -> RunnableCallable:
             status = "completed" if plan is not None and plan.is_complete else "failed"
         if status == "completed" and plan is not None and not plan.is_complete:
             status, error = "failed", error or "the plan ended with steps not done"
+        if status == "completed" and plan is not None:
+            missing = missing_deliverables(plan, deps.tools, state.get("run_writes") or {})
+            if missing:
+                status = "failed"
+                error = (
+                    f"the run ended without the files it was to produce: {', '.join(missing)} (not in the workspace)"
+                )
         if status == "failed" and not error:
             error = "the run did not complete"
         report = build_report(plan, status, error, state.get("reflections") or 0)
+        report["files_changed"] = changed_files(deps.tools, state.get("run_writes") or {})  # that exist now
         if status == "completed" and plan is not None:
             answer = yield from _final_answer(deps, state, runtime, plan)
         else:
@@ -137,6 +152,19 @@ def _cancelled(state: PlanModeState, plan: Plan | None) -> StateUpdate:
 
 
 def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan) -> Body[str]:
+    """The model's summary of the run's record, checked against it; the record itself when the summary names a
+    file that does not exist. The files the run changed are always listed."""
+    writes = state.get("run_writes") or {}
+    changed = changed_files(deps.tools, writes)
+    files = f"Files changed: {', '.join(changed)}." if changed else ""
+    text = yield from _summary(deps, state, runtime, plan, files or "Files changed: none.")
+    if unsupported_files(text, deps.tools, writes):  # a claim the record does not show: the record instead
+        done = ", ".join(s.id for s in plan.by_status(S.DONE)) or "none"
+        text = f"Done: {plan.goal}\nSteps done: {done}."
+    return f"{text}\n\n{files}" if files and files not in text else text
+
+
+def _summary(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan, files: str) -> Body[str]:
     summary = "\n".join(f"- {s.id}: {s.result or s.status.value}" for s in plan.steps)
     settings = settings_of(state, runtime)
     if not finalize_fits(state, settings):  # the summary call would go over the budget: a plain summary
@@ -147,7 +175,7 @@ def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: 
             model,
             [
                 SystemMessage(content=prompts.FINAL_SYSTEM),
-                HumanMessage(content=f"Goal: {plan.goal}\nStep results:\n{summary}"),
+                HumanMessage(content=f"Goal: {plan.goal}\nStep results:\n{summary}\n{files}"),
             ],
         )
         text = text_of(reply).strip() if hasattr(reply, "content") else str(reply)

@@ -21,6 +21,7 @@ from planmode._compat import RunnableCallable
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext
 from planmode.nodes._batch import unapproved_steps
+from planmode.nodes._coverage import step_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
@@ -63,7 +64,11 @@ def make_patch(deps: Deps) -> RunnableCallable:
         def accept(candidate: PlanPatch) -> tuple[tuple[PlanUpdate, Preview] | None, list[str]]:
             update = PlanUpdate(patch=candidate, source=PlanSource.PATCH)
             outcome = preview(plan, update)
-            return ((update, outcome), []) if outcome.applied else (None, outcome.reasons)
+            if not outcome.applied or outcome.plan is None:
+                return None, outcome.reasons
+            changed = [s.id for s in candidate.add_steps] + [u.id for u in candidate.update_steps]
+            problems = step_problems(outcome.plan, deps.tools, changed)  # a new write step needs acceptance too
+            return (None, problems) if problems else ((update, outcome), [])
 
         asked = yield from ask(
             model,

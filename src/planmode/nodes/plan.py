@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
 from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext
 from planmode.llm import negotiation_record
+from planmode.nodes._coverage import plan_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
+from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
 from planmode.observability.events import emit
 from planmode.state.draft import PlanDraft, draft_to_plan
@@ -30,11 +35,13 @@ def request_plan(
     goal: str,
     current: Plan | None,
     attempts: int,
+    tools: Sequence[BaseTool] = (),
 ) -> Body[tuple[Plan | None, list[str]]]:
     """Ask for a plan until one is valid (as a first plan, or as a revision of ``current``) or attempts run
     out: the plan, or None and the errors of every attempt. A node body's step (``yield from``, see
     `planmode.nodes._twin`): the call is ``ask_until_valid`` on the sync path, ``aask_until_valid`` on the async
-    one."""
+    one. A plan must also cover the task (`planmode.nodes._coverage.plan_problems`, judged with the graph's
+    ``tools``): the reasons it does not are fed back like any other."""
 
     def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
@@ -45,12 +52,22 @@ def request_plan(
         if not reasons:
             source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
             reasons = preview(current if revising else None, PlanUpdate(plan=plan, source=source)).reasons
+        if not reasons:
+            reasons = plan_problems(plan, tools)
         return (None, reasons) if reasons else (plan, [])
 
     asked = yield from ask(
         model, PlanDraft, messages, settings, attempts=attempts, accept=accept, retry_prompt=_plan_retry
     )
     return asked.value, asked.errors
+
+
+def _example(tools: Sequence[BaseTool]) -> str:
+    """The plan prompt's example, written with the graph's write tool (none without one: nothing to copy)."""
+    writes = write_tool_names(tools)
+    if not writes:
+        return ""
+    return prompts.PLAN_EXAMPLE.format(write=preferred_write(writes))
 
 
 def _plan_retry(reasons: list[str]) -> str:
@@ -89,7 +106,10 @@ def make_plan(deps: Deps) -> RunnableCallable:
                 findings = f"What exploring found:\n{res.text}"
             explored = explored_paths(res.messages)  # the staleness fingerprint outside a git repository
         messages: list[BaseMessage] = [
-            SystemMessage(content=prompts.PLAN_SYSTEM.format(max_steps=settings.max_steps, tools=tool_names)),
+            SystemMessage(
+                content=prompts.PLAN_SYSTEM.format(max_steps=settings.max_steps, tools=tool_names)
+                + _example(deps.tools)
+            ),
             HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip()),
         ]
         revising = current is not None and current.version > 0 and bool(feedback)
@@ -98,7 +118,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
                 HumanMessage(content=prompts.PLAN_FEEDBACK.format(feedback=feedback, plan=current.to_prompt()))
             )
         new, errors = yield from request_plan(
-            model, messages, settings, goal, current if revising else None, settings.max_plan_attempts
+            model, messages, settings, goal, current if revising else None, settings.max_plan_attempts, deps.tools
         )
         if new is None:
             msg = f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): " + " | ".join(errors)

@@ -1,6 +1,12 @@
 """verify: judge each executed step against its acceptance criteria. Only a verified step becomes done;
 a failed verification counts an attempt (the step is retried, or fails when its attempts are used up).
 
+A step is judged on evidence (`planmode.nodes._evidence`): first the checks that need no model — a step that
+declares a write tool made a write, the files its acceptance names exist, the Python files compile, the commands
+its acceptance names run — and a failed check fails the attempt with a reason that names the fix. The verifier
+(the model's judge by default) judges what remains, shown the tool calls that ran, the files written and the
+checks, with the executor's report marked as a claim (`StepContext.evidence`).
+
 verify then makes dispatch's decision (`planmode.nodes._batch.next_batch`) on the plan it leaves, in the
 same update: the next batch marked running, or the trouble, the finished run, the pause. Its router is
 dispatch's, so a layer of steps takes two checkpointed super-steps (execute_step, verify), not three.
@@ -22,6 +28,7 @@ from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict, allm_verifier, arun_verifier, llm_verifier, run_verifier
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
+from planmode.nodes._evidence import gather
 from planmode.nodes._outputs import astored_output, stored_output
 from planmode.observability.events import emit
 from planmode.observability.usage import step_scope
@@ -65,8 +72,11 @@ def make_verify(deps: Deps) -> RunnableCallable:
             failed = _failed(outcome)
             if failed is not None:
                 return failed
+            evidence = gather(step, outcome, deps.tools)  # checks without a model first: the facts
+            if evidence.failed:
+                return Verdict(passed=False, reason=evidence.reason())
             with step_scope(step.id):  # the judge's tokens count for its step
-                ctx = _context(plan, step, settings, model)
+                ctx = _context(plan, step, settings, model, evidence.to_prompt(full[step.id]))
                 return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
 
         # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
@@ -91,8 +101,11 @@ def make_verify(deps: Deps) -> RunnableCallable:
             failed = _failed(outcome)
             if failed is not None:
                 return failed
+            evidence = await asyncio.to_thread(gather, step, outcome, deps.tools)  # may run a command: a thread
+            if evidence.failed:
+                return Verdict(passed=False, reason=evidence.reason())
             with step_scope(step.id):  # each judge is its own task: the scope stays with its calls
-                ctx = _context(plan, step, settings, model)
+                ctx = _context(plan, step, settings, model, evidence.to_prompt(full[step.id]))
                 return await arun_verifier(deps.verifier or allm_verifier, step, full[step.id], ctx)
 
         verdicts = await bounded_gather(ajudge, work, _width(work, settings))
@@ -192,7 +205,9 @@ def _failed(outcome: StepOutcome) -> Verdict | None:
     return Verdict(passed=False, reason=outcome.error or "the attempt failed")
 
 
-def _context(plan: Plan, step: Step, settings: PlanModeContext, model: BaseChatModel | None) -> StepContext:
+def _context(
+    plan: Plan, step: Step, settings: PlanModeContext, model: BaseChatModel | None, evidence: str | None = None
+) -> StepContext:
     return StepContext(
         goal=plan.goal,
         dependencies={},
@@ -201,6 +216,7 @@ def _context(plan: Plan, step: Step, settings: PlanModeContext, model: BaseChatM
         settings=settings,
         tools=(),
         model=model,
+        evidence=evidence,
     )
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "SettingsChannel",
     "StepOutcome",
     "StepOutcomesChannel",
+    "ToolRun",
     "latest",
     "merge_outcomes",
     "merge_writes",
@@ -47,6 +48,22 @@ RunStatus = Literal[
     "cancelled",
     "model_unavailable",
 ]
+
+
+class ToolRun(BaseModel):
+    """One tool call that ran during a step's attempt, as the tool loop saw it (evidence for verify)."""
+
+    name: str
+    args: str = Field(default="", description="The call's arguments, as short JSON text.")
+    ok: bool = Field(default=True, description="False when the tool answered with an error (or was refused).")
+    result: str = Field(default="", description="The beginning of the tool's answer.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_text_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: clean_text(v) if isinstance(v, str) else v for k, v in data.items()}
+        return data
 
 
 class StepOutcome(BaseModel):
@@ -70,6 +87,12 @@ class StepOutcome(BaseModel):
         default_factory=dict,
         description="Files the attempt wrote through the workspace tools: real path -> sha256 of the bytes written "
         "(`planmode.tools._writes`); verify folds them into ``run_writes``.",
+    )
+    tool_runs: list[ToolRun] | None = Field(
+        default=None,
+        description="The tool calls that ran, in order, with their results (the default executor's tool loop); "
+        "None when the executor does not report them (a custom executor). Verify judges this evidence, never the "
+        "executor's own words alone.",
     )
 
     @model_validator(mode="before")

@@ -55,6 +55,7 @@ from planmode.tools._writes import discard_change, journal_open, record_change, 
 __all__ = [
     "OWN_FILES_METADATA_KEY",
     "READ_ONLY_METADATA_KEY",
+    "WORKSPACE_ROOT_METADATA_KEY",
     "WorkspaceError",
     "WorkspaceLimits",
     "read_only_workspace_tools",
@@ -63,6 +64,10 @@ __all__ = [
 
 READ_ONLY_METADATA_KEY = "planmode_read_only"
 """Key in ``BaseTool.metadata`` that marks a tool as read-only (``True``) or not."""
+
+WORKSPACE_ROOT_METADATA_KEY = "planmode_workspace_root"
+"""Key in ``BaseTool.metadata`` of the workspace tools: the workspace root (a real path), where verify and finalize
+check the files a run promised (`planmode.nodes._evidence`)."""
 
 OWN_FILES_METADATA_KEY = "planmode_own_files"
 """Key in ``BaseTool.metadata`` of the workspace tools: planmode's own files and folders in the workspace (its
@@ -567,6 +572,7 @@ def _build(workspace: _Workspace, names: tuple[str, ...]) -> list[BaseTool]:
             metadata={
                 READ_ONLY_METADATA_KEY: name in _READ_ONLY_NAMES,
                 OWN_FILES_METADATA_KEY: workspace.own_files(),
+                WORKSPACE_ROOT_METADATA_KEY: str(workspace.root),
             },
         )
         for name in names

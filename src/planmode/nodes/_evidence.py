@@ -1,0 +1,322 @@
+"""Evidence for verify and finalize: what a step's attempt actually did, and the checks made without a model.
+
+A step is judged on evidence — the tool calls that ran (`StepOutcome.tool_runs`), the files it wrote
+(`StepOutcome.writes`) and their content, and checks that need no model — never on the executor's own words.
+`gather` collects it for one attempt:
+
+- **an effect**: a step that declares a write tool of the graph must have made a write (a file recorded by the
+  workspace tools, or a successful call of a write tool); a reply that only *says* it wrote fails;
+- **files named in the acceptance** exist (in the workspace, or among the files the step wrote);
+- **Python files** the step wrote, or its acceptance names, compile (``compile()``: nothing is executed or written);
+- **commands** the acceptance names in backticks (`` `python hello.py` ``, `` `pytest test_mathx.py` ``) run in the
+  workspace with a timeout and must exit 0 — only when the approved acceptance says so, only inside a known
+  workspace, and only a Python file of the workspace or pytest (no ``python -c``, no paths out of it).
+
+What no check covers is left to the judge (`planmode.executors.llm_verifier`), which is shown the evidence
+(`Evidence.to_prompt`), with the executor's report marked as a claim. finalize uses the same file look-ups:
+`missing_deliverables` (the files a task and its plan promised) and `unsupported_files` (files an answer names
+that do not exist)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from langchain_core.tools import BaseTool
+
+from planmode.state.graph_state import StepOutcome, ToolRun
+from planmode.state.models import Plan, Step, StepStatus
+from planmode.text import clip
+from planmode.tools.binding import read_only_names
+from planmode.tools.workspace import WORKSPACE_ROOT_METADATA_KEY
+
+__all__ = [
+    "COMMAND_TIMEOUT",
+    "Check",
+    "Evidence",
+    "changed_files",
+    "deliverables",
+    "file_names",
+    "gather",
+    "missing_deliverables",
+    "preferred_write",
+    "unsupported_files",
+    "workspace_root",
+    "write_tool_names",
+]
+
+#: Seconds a command named in an acceptance may run before it counts as failed.
+COMMAND_TIMEOUT = 30.0
+#: Characters of a written file shown to the judge.
+FILE_CHARS = 1500
+
+_EXTENSIONS = "py|txt|csv|tsv|md|rst|json|jsonl|yaml|yml|toml|ini|cfg|html|css|js|ts|sh|sql|xml|log|dat|ipynb"
+_FILE = re.compile(rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:{_EXTENSIONS}))(?![\w\-]|\.\w)", re.IGNORECASE)
+#: Words before a file name that make it an input or a file to remove, not something to produce.
+_NOT_PRODUCED = frozenset(
+    {"read", "reads", "reading", "from", "open", "opens", "load", "loads", "parse", "parses", "using", "existing"}
+    | {"delete", "deletes", "remove", "removes", "rename", "renames"}
+)
+_GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
+_COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
+_RUNS = re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:runs|executes|can be run)\b", re.IGNORECASE)
+
+
+def file_names(text: str) -> list[str]:
+    """The file names ``text`` mentions (``mathx.py``, ``data/in.csv``), once each, in order."""
+    return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
+
+
+def deliverables(goal: str, root: Path | None = None) -> list[str]:
+    """The files a task asks to produce: those it names, less the ones named as inputs or to remove (``read
+    data.csv``, ``delete old.py``) and, when the workspace is known, the ones that exist in it already."""
+    out: list[str] = []
+    for m in _FILE.finditer(goal or ""):
+        before = re.findall(r"[A-Za-z]+", goal[: m.start()])[-2:]
+        if any(w.lower() in _NOT_PRODUCED for w in before):
+            continue
+        name = m.group(1)
+        if root is not None and (root / name).exists():
+            continue
+        out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def workspace_root(tools: Iterable[BaseTool]) -> Path | None:
+    """The workspace the graph's workspace tools work in (`planmode.tools.workspace_tools`), or None."""
+    for tool in tools:
+        root = (tool.metadata or {}).get(WORKSPACE_ROOT_METADATA_KEY)
+        if isinstance(root, str) and root:
+            return Path(root)
+    return None
+
+
+def write_tool_names(tools: Sequence[BaseTool]) -> frozenset[str]:
+    """The names of the graph's tools that change things (not read-only)."""
+    return frozenset(t.name for t in tools) - read_only_names(tools)
+
+
+def preferred_write(writes: frozenset[str]) -> str:
+    """The write tool to name in an example or a fix: ``write_file`` when the graph has it."""
+    return "write_file" if "write_file" in writes else sorted(writes)[0]
+
+
+def declared_writes(step: Step, writes: frozenset[str]) -> list[str]:
+    """The write tools of the graph that ``step`` declares."""
+    return [t for t in dict.fromkeys(step.tools) if t in writes]
+
+
+@dataclass
+class Check:
+    """One check made without a model: passed, failed, or could not be made (``passed`` None)."""
+
+    what: str
+    passed: bool | None
+    detail: str = ""
+
+    def line(self) -> str:
+        mark = {True: "passed", False: "FAILED", None: "not checked"}[self.passed]
+        return f"- {self.what}: {mark}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass
+class Evidence:
+    """What one attempt of a step did, as far as planmode saw it, and the checks made on it."""
+
+    runs: list[ToolRun] | None
+    files: dict[str, str] = field(default_factory=dict)
+    """Files the attempt wrote, shown name -> the beginning of their content (or a note that they are gone)."""
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.passed is False]
+
+    def reason(self) -> str:
+        """Why the attempt fails on the evidence (the failed checks, each naming the fix)."""
+        return "; ".join(f"{c.what}: {c.detail}" if c.detail else c.what for c in self.failed)
+
+    def to_prompt(self, report: str, limit: int = 4000) -> str:
+        """The evidence as the judge reads it; the executor's report last, marked as a claim."""
+        lines = ["Tool calls that ran:"]
+        if self.runs is None:
+            lines.append("(not reported by this executor)")
+        elif not self.runs:
+            lines.append("(none: no tool ran)")
+        for r in self.runs or ():
+            lines.append(f"- {r.name} {r.args} -> {'ok' if r.ok else 'error'}: {clip(r.result, 200)}")
+        lines.append("Files the step wrote:" if self.files else "Files the step wrote: (none)")
+        for name, content in self.files.items():
+            lines += [f"--- {name}", content]
+        if self.checks:
+            lines.append("Checks run without a model:")
+            lines += [c.line() for c in self.checks]
+        lines += ["The executor's own report (a claim, not evidence):", clip(report, 1500, fold=False) or "(empty)"]
+        return clip("\n".join(lines), limit, marker="\n…[truncated]", fold=False)
+
+
+def _shown(path: str, root: Path | None) -> str:
+    if root is not None:
+        try:
+            return Path(path).relative_to(root).as_posix()
+        except ValueError:
+            pass
+    return path
+
+
+def _locate(name: str, root: Path | None, written: Iterable[str]) -> Path | bool | None:
+    """Where file ``name`` is: its path, False when it is known to be missing, None when it cannot be told (no
+    workspace is known and the run wrote no file of that name)."""
+    for path in written:
+        if (path == name or path.endswith("/" + name)) and Path(path).is_file():
+            return Path(path)
+    if root is not None:
+        candidate = root / name
+        return candidate if candidate.is_file() else False
+    return None
+
+
+def _compiles(path: Path) -> Check:
+    """Whether a Python file compiles (``compile()``: nothing runs, no ``.pyc`` is written)."""
+    try:
+        source = path.read_bytes()
+        compile(source, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return Check(f"{path.name} compiles", False, f"line {exc.lineno}: {exc.msg}; fix the syntax")
+    except (OSError, ValueError) as exc:
+        return Check(f"{path.name} compiles", False, f"{type(exc).__name__}: {exc}")
+    return Check(f"{path.name} compiles", True)
+
+
+def _commands(acceptance: str) -> list[str]:
+    """The commands an acceptance asks to run: backticked ``python ...``/``pytest ...``, or ``X.py runs``."""
+    found = [m.group(1).strip() for m in _COMMAND.finditer(acceptance)]
+    found += [f"python {m.group(1)}" for m in _RUNS.finditer(acceptance)]
+    return list(dict.fromkeys(found))
+
+
+def _run(command: str, root: Path) -> Check:
+    """Run an acceptance's command in the workspace (``python`` is this interpreter), bounded in time."""
+    what = f"`{command}` runs"
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return Check(what, None, f"cannot read the command: {exc}")
+    if any(a.startswith("/") or ".." in Path(a).parts for a in argv[1:]):
+        return Check(what, None, "only paths inside the workspace are run")
+    if argv[0] == "pytest":
+        argv = ["python", "-m", "pytest", *argv[1:]]
+    args = argv[1:]
+    if args[:2] == ["-m", "pytest"]:
+        args = [*args, "-q", "-p", "no:cacheprovider"]
+    elif not args or args[0].startswith("-") or not args[0].endswith(".py"):  # no `-c code`, no other module
+        return Check(what, None, "only `python <file>.py` and pytest are run")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        done = subprocess.run(
+            [sys.executable, *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=COMMAND_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Check(what, False, f"still running after {COMMAND_TIMEOUT:.0f} s")
+    except OSError as exc:
+        return Check(what, None, f"could not start: {exc}")
+    output = (done.stdout or "") + (done.stderr or "")
+    if "No module named pytest" in output:
+        return Check(what, None, "pytest is not installed here")
+    if done.returncode != 0:
+        return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}")
+    return Check(what, True, clip(done.stdout, 200))
+
+
+def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evidence:
+    """The evidence of one successful attempt of ``step`` and the checks made on it (see the module)."""
+    root = workspace_root(tools)
+    writes = write_tool_names(tools)
+    evidence = Evidence(runs=outcome.tool_runs)
+    declared = declared_writes(step, writes)
+    wrote = [p for p in outcome.writes]
+    if declared and outcome.tool_runs is not None:
+        effect = bool(wrote) or any(r.ok and r.name in writes for r in outcome.tool_runs)
+        detail = (
+            ""
+            if effect
+            else f"no {' or '.join(declared)} call ran, so nothing changed; the reply alone is not evidence: "
+            f"call {declared[0]} to make the change"
+        )
+        evidence.checks.append(Check("the step changed something", effect, detail))
+    compiled: set[Path] = set()
+    for path in wrote:
+        p = Path(path)
+        name = _shown(path, root)
+        if not p.is_file():
+            evidence.files[name] = "(the file no longer exists)"
+            continue
+        try:
+            evidence.files[name] = clip(p.read_text(errors="replace"), FILE_CHARS, marker="\n…", fold=False)
+        except OSError as exc:
+            evidence.files[name] = f"(cannot be read: {exc})"
+        if p.suffix == ".py":
+            compiled.add(p)
+            evidence.checks.append(_compiles(p))
+    acceptance = step.acceptance or ""
+    if (declared or outcome.writes) and not _GONE.search(acceptance):
+        for name in file_names(acceptance):
+            where = _locate(name, root, wrote)
+            if where is None:
+                evidence.checks.append(Check(f"{name} exists", None, "no workspace to look in"))
+            elif where is False:
+                evidence.checks.append(Check(f"{name} exists", False, f"{name} was not created: write it"))
+            else:
+                assert isinstance(where, Path)
+                evidence.checks.append(Check(f"{name} exists", True))
+                if where.suffix == ".py" and where not in compiled:
+                    compiled.add(where)
+                    evidence.checks.append(_compiles(where))
+    if root is not None and not evidence.failed:
+        for command in _commands(acceptance):
+            evidence.checks.append(_run(command, root))
+    return evidence
+
+
+def _exists(name: str, root: Path | None, written: Iterable[str]) -> bool | None:
+    where = _locate(name, root, written)
+    return None if where is None else where is not False
+
+
+def missing_deliverables(plan: Plan, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> list[str]:
+    """The files the run promised that do not exist: the task's deliverables, and the files named in the
+    acceptance of its done write steps (only those that can be looked for: a workspace is known, or the run
+    wrote a file of that name)."""
+    root = workspace_root(tools)
+    writes = write_tool_names(tools)
+    promised = deliverables(plan.goal)
+    for step in plan.by_status(StepStatus.DONE):
+        if declared_writes(step, writes) and not _GONE.search(step.acceptance or ""):
+            promised += file_names(step.acceptance or "")
+    return [n for n in dict.fromkeys(promised) if _exists(n, root, run_writes) is False]
+
+
+def unsupported_files(text: str, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> list[str]:
+    """The files ``text`` names that cannot be shown to exist (not in the workspace, not written by the run)."""
+    root = workspace_root(tools)
+    return [n for n in file_names(text) if not _exists(n, root, run_writes)]
+
+
+def changed_files(tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> list[str]:
+    """The files the run wrote that exist now, as shown to a user (relative to the workspace when known)."""
+    root = workspace_root(tools)
+    return [_shown(p, root) for p in run_writes if Path(p).is_file()]

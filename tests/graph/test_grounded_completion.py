@@ -1,0 +1,294 @@
+"""Issue 24 items 1 and 3: "completed" is grounded in evidence, and a plan must cover its task.
+
+- verify judges the tool calls that ran and the files written, with checks that need no model (a write step made
+  a write, the files its acceptance names exist, Python compiles, a named command runs) — never the executor's
+  own words alone;
+- the planner's plan is sent back when a step is named after a tool, a write step has no acceptance, or a file the
+  task asks for is written by no step;
+- finalize fails a run whose deliverables are missing, and its answer never names a file that does not exist.
+
+Graph runs on a real SQLite file with the workspace tools and the scripted model, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planmode.graph import build_graph
+from planmode.persistence import async_sqlite_checkpointer, sqlite_checkpointer
+from planmode.state.models import Step
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
+from planmode.tools import workspace_tools
+
+CFG = {"configurable": {"thread_id": "t"}}
+TASK = "create mathx.py with add(a, b)"
+GOOD = "def add(a, b):\n    return a + b\n"
+
+
+def write_step(acceptance: str = "mathx.py exists", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "write_mathx",
+        "description": "Write mathx.py with add(a, b)",
+        "tools": ["write_file"],
+        "acceptance": acceptance,
+        **extra,
+    }
+
+
+def plan_of(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"title": "mathx", "steps": list(steps)}
+
+
+def writer(path: str, content: str, then: str = "wrote it") -> Callable[[ScriptRequest], Any]:
+    """An execute turn that really calls write_file, then answers."""
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return then
+        return {"tool_calls": [tool_call("write_file", path=path, content=content)]}
+
+    return execute
+
+
+def run(
+    tmp_path: Path,
+    script: PurposeScript,
+    *,
+    task: str = TASK,
+    mode: str = "sync",
+    executor: Any = None,
+    **context: Any,
+) -> tuple[dict[str, Any], ScriptedChatModel, Path]:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    model = ScriptedChatModel(responder=script)
+    ctx = {"mode": "plan", "approval": "auto", "max_explore_calls": 0, "max_attempts": 1, **context}
+    tools = workspace_tools(ws)
+    if mode == "sync":
+        saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
+        try:
+            graph = build_graph(model, tools=tools, executor=executor, checkpointer=saver)
+            out: dict[str, Any] = graph.invoke({"task": task}, CFG, context=ctx)
+        finally:
+            saver.conn.close()
+    else:
+
+        async def arun() -> dict[str, Any]:
+            async with async_sqlite_checkpointer(tmp_path / "runs.sqlite") as asaver:
+                graph = build_graph(model, tools=tools, executor=executor, checkpointer=asaver)
+                result: dict[str, Any] = await graph.ainvoke({"task": task}, CFG, context=ctx)
+                return result
+
+        out = asyncio.run(arun())
+    return out, model, ws
+
+
+def final_text(out: dict[str, Any]) -> str:
+    return str(out["messages"][-1].content)
+
+
+def retry_reasons(model: ScriptedChatModel) -> str:
+    """The text of every plan request after the first (the reasons fed back)."""
+    return "\n".join([r.text() for r in model.requests if r.purpose == "plan"][1:])
+
+
+# -- verify judges evidence ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_executor_that_only_claims_a_write_does_not_complete(tmp_path: Path, mode: str) -> None:
+    script = PurposeScript(
+        plan=plan_of(write_step()),
+        execute="I created mathx.py with add(a, b).",  # a claim: no tool ran
+        reflect={"assessment": "failed", "reasoning": "gave up"},
+    )
+
+    out, model, ws = run(tmp_path, script, mode=mode)
+
+    assert not (ws / "mathx.py").exists()
+    assert out["status"] != "completed"
+    step = out["plan"].get("write_mathx")
+    assert step.status.value == "failed"
+    assert step.error is not None and "no write_file call ran" in step.error and "call write_file" in step.error
+    assert model.calls("verify") == 0  # failed on the evidence: no judge is asked
+    assert "created mathx.py" not in final_text(out)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_path: Path, mode: str) -> None:
+    step = write_step("mathx.py exists and `python mathx.py` runs")
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD), final="Wrote mathx.py.")
+
+    out, model, ws = run(tmp_path, script, mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "mathx.py").read_text() == GOOD
+    (judged,) = [r for r in model.requests if r.purpose == "verify"]
+    shown = judged.text()
+    assert "write_file" in shown and "-> ok" in shown  # the tool call that ran
+    assert "--- mathx.py" in shown and "return a + b" in shown  # the file and its content
+    assert "mathx.py compiles: passed" in shown and "`python mathx.py` runs: passed" in shown
+    assert "a claim, not evidence" in shown
+    assert "Files changed: mathx.py" in final_text(out)
+    assert out["report"]["files_changed"] == ["mathx.py"]
+
+
+def test_a_python_file_that_does_not_compile_fails_the_step(tmp_path: Path) -> None:
+    script = PurposeScript(
+        plan=plan_of(write_step()), execute=writer("mathx.py", "def add(a, b:\n"), reflect={"assessment": "failed"}
+    )
+
+    out, _, _ = run(tmp_path, script)
+
+    step = out["plan"].get("write_mathx")
+    assert out["status"] == "failed" and step.status.value == "failed"
+    assert step.error is not None and "mathx.py compiles" in step.error and "fix the syntax" in step.error
+
+
+def test_a_command_named_in_the_acceptance_must_exit_zero(tmp_path: Path) -> None:
+    step = write_step("`python mathx.py` runs")
+    script = PurposeScript(
+        plan=plan_of(step), execute=writer("mathx.py", "raise SystemExit(3)\n"), reflect={"assessment": "failed"}
+    )
+
+    out, _, _ = run(tmp_path, script)
+
+    failed = out["plan"].get("write_mathx")
+    assert out["status"] == "failed"
+    assert failed.error is not None and "`python mathx.py` runs" in failed.error and "exit code 3" in failed.error
+
+
+def test_a_file_the_acceptance_names_must_exist(tmp_path: Path) -> None:
+    """The step wrote a file, but not the one its acceptance names."""
+    script = PurposeScript(
+        plan=plan_of(write_step("mathx.py exists")),
+        execute=writer("other.py", GOOD),
+        reflect={"assessment": "failed"},
+    )
+
+    out, _, _ = run(tmp_path, script)
+
+    step = out["plan"].get("write_mathx")
+    assert out["status"] == "failed"
+    assert step.error is not None and "mathx.py was not created" in step.error
+
+
+# -- plans that cover the task ------------------------------------------------------------------------------
+
+TOOL_STEPS = plan_of(
+    {"id": "list_files", "description": "list_files", "tools": ["list_files"]},
+    {"id": "read_file", "description": "read_file", "tools": ["read_file"]},
+    {"id": "search_files", "description": "search_files", "tools": ["search_files"]},
+)
+
+
+def test_a_plan_naming_tools_as_steps_is_sent_back_with_the_fix(tmp_path: Path) -> None:
+    """The reasons name the fix; the corrected plan, which reads the file back after writing it, is accepted
+    (only reading before anything is written is exploration)."""
+    read_back = {
+        "id": "read_back",
+        "description": "Read mathx.py back",
+        "tools": ["read_file"],
+        "dependencies": ["write_mathx"],
+    }
+    write = writer("mathx.py", GOOD)
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.step_id == "write_mathx":
+            return write(req)
+        return "it reads back" if req.tool_results() else {"tool_calls": [tool_call("read_file", path="mathx.py")]}
+
+    script = PurposeScript(plan=[TOOL_STEPS, plan_of(write_step(), read_back)], execute=execute)
+
+    out, model, _ = run(tmp_path, script)
+
+    assert model.calls("plan") == 2
+    reasons = retry_reasons(model)
+    assert "step 'list_files' is named after a tool" in reasons
+    assert "no step writes mathx.py" in reasons and "tools ['write_file']" in reasons
+    assert "step 'read_file' only reads" in reasons
+    assert out["status"] == "completed", out.get("error")
+    assert out["plan"].ids() == ["write_mathx", "read_back"]
+
+
+def test_a_write_step_without_acceptance_is_sent_back(tmp_path: Path) -> None:
+    bare = plan_of(write_step(""))
+    script = PurposeScript(plan=[bare, plan_of(write_step())], execute=writer("mathx.py", GOOD))
+
+    out, model, _ = run(tmp_path, script)
+
+    assert model.calls("plan") == 2
+    assert "step 'write_mathx' writes but has no acceptance" in retry_reasons(model)
+    assert out["status"] == "completed", out.get("error")
+
+
+def test_a_missing_deliverable_is_detected_in_the_plan(tmp_path: Path) -> None:
+    task = "create mathx.py and a test for it in test_mathx.py"
+    script = PurposeScript(plan=plan_of(write_step()))  # the test file is written by no step, every time
+
+    out, model, ws = run(tmp_path, script, task=task, max_plan_attempts=2)
+
+    assert model.calls("plan") == 2 and model.calls("execute") == 0
+    assert out["status"] == "failed"
+    assert "no step writes test_mathx.py" in out["report"]["error"]
+    assert not list(ws.iterdir())
+
+
+# -- finalize states only what the record shows -------------------------------------------------------------
+
+
+def test_a_run_whose_deliverables_are_missing_is_not_completed(tmp_path: Path) -> None:
+    """A custom executor that reports success and writes nothing, on a step whose acceptance names no file: the
+    steps pass, but the file the task asks for does not exist."""
+
+    def claims(step: Step, ctx: Any) -> str:
+        return "Created mathx.py."
+
+    plan = plan_of(write_step("the module is written"))
+    out, model, ws = run(tmp_path, PurposeScript(plan=plan, final="Created mathx.py."), executor=claims)
+
+    assert out["plan"].get("write_mathx").status.value == "done"
+    assert out["status"] == "failed"
+    error = out["report"]["error"]
+    assert "mathx.py" in error and "not in the workspace" in error
+    assert model.calls("final") == 0
+    assert not (ws / "mathx.py").exists()
+
+
+def test_the_final_answer_never_names_a_file_that_does_not_exist(tmp_path: Path) -> None:
+    script = PurposeScript(
+        plan=plan_of(write_step()),
+        execute=writer("mathx.py", GOOD),
+        final="Created mathx.py, along with a test file test_mathx.py.",  # the test file was never written
+    )
+
+    out, _, ws = run(tmp_path, script)
+
+    answer = final_text(out)
+    assert out["status"] == "completed", out.get("error")
+    assert not (ws / "test_mathx.py").exists()
+    assert "test_mathx.py" not in answer
+    assert "write_mathx" in answer and "Files changed: mathx.py" in answer
+
+
+# -- the parts ------------------------------------------------------------------------------------------------
+
+
+def test_file_names_and_deliverables_are_read_from_the_task(tmp_path: Path) -> None:
+    from planmode.nodes._evidence import deliverables, file_names
+
+    assert file_names("create mathx.py and test_mathx.py (e.g. planmode.tools), then data/in.csv.") == [
+        "mathx.py",
+        "test_mathx.py",
+        "data/in.csv",
+    ]
+    assert deliverables("read data.csv and write avg.py") == ["avg.py"]
+    (tmp_path / "data.csv").write_text("a\n1\n")
+    assert deliverables("write avg.py that averages a column of data.csv", tmp_path) == ["avg.py"]  # an input
+    (tmp_path / "utils.py").write_text("")
+    assert deliverables("fix utils.py and add test_utils.py", tmp_path) == ["test_utils.py"]
+    assert deliverables("delete old.py") == []

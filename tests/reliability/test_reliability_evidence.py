@@ -1,0 +1,78 @@
+"""Issue 24: the checks verify runs without a model stay safe on hostile input — a command that never ends is
+stopped, a command that reaches outside the workspace is not run, a huge or binary file is shown clipped, and an
+outcome without a tool record (a custom executor) is judged on files alone."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from planmode.nodes import _evidence
+from planmode.nodes._evidence import gather
+from planmode.state.graph_state import StepOutcome, ToolRun
+from planmode.state.models import Step
+from planmode.tools import workspace_tools
+
+
+def step(acceptance: str, tools: tuple[str, ...] = ("write_file",)) -> Step:
+    return Step(id="s", description="write it", tools=list(tools), acceptance=acceptance)
+
+
+def wrote(ws: Path, name: str, content: bytes) -> StepOutcome:
+    path = ws / name
+    path.write_bytes(content)
+    run = ToolRun(name="write_file", args=f'{{"path": "{name}"}}', ok=True, result="written")
+    return StepOutcome(step_id="s", ok=True, output="done", writes={str(path.resolve()): "x"}, tool_runs=[run])
+
+
+def test_a_command_that_never_ends_is_stopped_and_fails_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_evidence, "COMMAND_TIMEOUT", 1.0)
+    outcome = wrote(tmp_path, "spin.py", b"while True:\n    pass\n")
+
+    started = time.monotonic()
+    evidence = gather(step("`python spin.py` runs"), outcome, workspace_tools(tmp_path))
+
+    assert time.monotonic() - started < 20
+    assert [c.what for c in evidence.failed] == ["`python spin.py` runs"]
+    assert "still running after 1 s" in evidence.reason()
+
+
+def test_a_command_reaching_outside_the_workspace_is_not_run(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    marker = tmp_path / "ran"
+    (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    outcome = wrote(ws, "ok.py", b"x = 1\n")
+
+    acceptance = '`python ../evil.py` runs, `python /tmp/x.py` runs and `python -c "import os"` runs'
+    evidence = gather(step(acceptance), outcome, workspace_tools(ws))
+
+    assert not marker.exists()
+    assert not evidence.failed
+    commands = [c for c in evidence.checks if c.what.startswith("`python")]
+    assert len(commands) == 3 and all(c.passed is None for c in commands)
+
+
+def test_a_huge_or_binary_file_is_shown_clipped(tmp_path: Path) -> None:
+    outcome = wrote(tmp_path, "blob.txt", b"\xff\xfe" * 200_000)
+
+    evidence = gather(step("blob.txt exists"), outcome, workspace_tools(tmp_path))
+    shown = evidence.to_prompt("x" * 100_000)
+
+    assert not evidence.failed
+    assert len(evidence.files["blob.txt"]) <= _evidence.FILE_CHARS
+    assert len(shown) <= 4000
+
+
+def test_an_executor_that_reports_no_tool_calls_is_judged_on_its_files(tmp_path: Path) -> None:
+    """A custom executor's outcome has no tool record: the effect check cannot be made, the file checks can."""
+    outcome = StepOutcome(step_id="s", ok=True, output="I wrote mathx.py")
+
+    evidence = gather(step("mathx.py exists"), outcome, workspace_tools(tmp_path))
+
+    assert evidence.reason() == "mathx.py exists: mathx.py was not created: write it"
+    assert "(not reported by this executor)" in evidence.to_prompt("")
