@@ -23,8 +23,19 @@ CONTENT = "# Notes [bold]loud[/bold]\n\x1b[31mred\x1b[0m\n"
 PLAN = {
     "title": "Notes",
     "steps": [
-        {"id": "draft", "description": "Write notes.md and new.txt", "tools": ["write_file"]},
-        {"id": "fix", "description": "Fix the title", "dependencies": ["draft"], "tools": ["edit_file", "write_file"]},
+        {
+            "id": "draft",
+            "description": "Write notes.md and new.txt",
+            "tools": ["write_file"],
+            "acceptance": "notes.md and new.txt exist",
+        },
+        {
+            "id": "fix",
+            "description": "Fix the title",
+            "dependencies": ["draft"],
+            "tools": ["edit_file", "write_file"],
+            "acceptance": "notes.md exists",
+        },
     ],
 }
 CALLS = {

@@ -144,7 +144,12 @@ def _responder(body: dict[str, Any]) -> Any:
             {
                 "title": "Chain",
                 "steps": [
-                    {"id": "draft", "description": "Write notes.md", "tools": ["write_file"]},
+                    {
+                        "id": "draft",
+                        "description": "Write notes.md",
+                        "tools": ["write_file"],
+                        "acceptance": "notes.md exists",
+                    },
                     {"id": "check", "description": "Read it", "dependencies": ["draft"], "tools": ["read_file"]},
                     {"id": "sum", "description": "Sum up", "dependencies": ["check"]},
                 ],

@@ -34,8 +34,14 @@ MARKUP = "[red]not markup[/red] \x1b]52;c;SGVsbG8=\x07 \x1b[2J"
 PLAN = {
     "title": "Two steps",
     "steps": [
-        {"id": "a", "description": "Create the notes", "tools": ["write_file"]},
-        {"id": "b", "description": "Edit the notes", "dependencies": ["a"], "tools": ["edit_file", "write_file"]},
+        {"id": "a", "description": "Create the notes", "tools": ["write_file"], "acceptance": "notes.md exists"},
+        {
+            "id": "b",
+            "description": "Edit the notes",
+            "dependencies": ["a"],
+            "tools": ["edit_file", "write_file"],
+            "acceptance": "notes.md exists",
+        },
     ],
 }
 
