@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -395,6 +396,10 @@ def _child(system: str, task: Task, base_url: str, model: str, workdir: Path, li
             proc.kill()
             proc.wait()
             return {"status": "timeout", "error": f"no end within {limit:.0f} s", "answer": "", "steps": []}
+        finally:
+            if proc.poll() is None:  # the suite was stopped (Ctrl-C, SIGTERM): the run goes with it
+                proc.kill()
+                proc.wait()
     if out.is_file():
         data: dict[str, Any] = json.loads(out.read_text())
         return data
@@ -516,6 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     from planmode.local_server import DEFAULT_CHAT_FORMAT, llama_server
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the current run and the server end too
 
     chat_format = args.chat_format or DEFAULT_CHAT_FORMAT
     server_name = f"llama-cpp-python ({chat_format})"

@@ -53,7 +53,8 @@ _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlett
 _CHILD = """\
 import os, runpy, sys, threading
 if any(a.endswith("planmode-tool-calls") for a in sys.argv):
-    import planmode.llama_tools  # registers the chat format that reads tool calls written as text
+    import planmode.llama_tools  # registers the chat format that reads tool calls written as text ...
+    planmode.llama_tools.accept_null_content()  # ... and lets the calls' messages come back (content null)
 def _watch():
     sys.stdin.buffer.read()
     os._exit(0)

@@ -95,6 +95,26 @@ def test_the_chat_format_returns_a_tool_call_written_as_text_as_a_real_tool_call
 
 
 @needs_llama
+def test_the_chat_format_shows_the_template_earlier_calls_arguments_as_objects() -> None:
+    from llama_cpp import llama_chat_format
+
+    import planmode.llama_tools  # noqa: F401
+
+    handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
+    llama = _Llama("Done.")
+    call = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": '{"path": "a.py"}'}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    handler(llama=llama, messages=messages, tools=[WRITE], tool_choice="auto")
+    shown = llama.seen[0]["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert shown == {"path": "a.py"}  # Qwen's template renders it with tojson: an object, not an escaped string
+    assert call["function"]["arguments"] == '{"path": "a.py"}'  # the request itself is untouched
+
+
+@needs_llama
 @pytest.mark.parametrize(
     ("content", "kwargs"),
     [
@@ -114,6 +134,29 @@ def test_the_chat_format_leaves_everything_else_as_the_server_answered(content: 
     handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
     out = handler(llama=_Llama(content), messages=[{"role": "user", "content": "go"}], **kwargs)
     assert out == _response(content)
+
+
+def test_null_content_of_a_tool_call_message_becomes_empty_text() -> None:
+    """LangChain sends an assistant message with tool_calls and content null (as OpenAI's API allows);
+    llama-cpp-python 0.3.16 answers HTTP 500 ("Input should be a valid string") unless it is text."""
+    pytest.importorskip("llama_cpp")
+    from planmode.llama_tools import null_content_to_empty
+
+    call = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": "{}"}}
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "wrote hello.py"},
+        ],
+    }
+    out = json.loads(null_content_to_empty(json.dumps(body).encode()))
+    assert out["messages"][1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+    assert out["messages"][0] == body["messages"][0] and out["messages"][2] == body["messages"][2]
+    same = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    assert null_content_to_empty(same) is same  # nothing to change: the very same bytes
+    assert null_content_to_empty(b"not json") == b"not json"
 
 
 @needs_model
