@@ -30,6 +30,7 @@ from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 
 __all__ = [
+    "DEFAULT_CHAT_FORMAT",
     "GGUF_MAGIC",
     "INSTALL_HINT",
     "LocalServer",
@@ -42,6 +43,9 @@ __all__ = [
 INSTALL_HINT = "pip install 'planmode[local]'"
 DEFAULT_N_CTX = 8192
 """Context size of the server: room for a plan and a few tool results without the memory of a 128k context."""
+DEFAULT_CHAT_FORMAT = "planmode-tool-calls"
+"""The server's chat format: the GGUF's own template, with tool calls the model writes as text returned as real
+``tool_calls`` (`planmode.llama_tools`). llama-cpp-python's server parses no tool calls from a model's text."""
 
 # llama_cpp.server imports these (the `server` extra of llama-cpp-python).
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
@@ -50,6 +54,9 @@ _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlett
 # killed with SIGKILL leaves no server behind; then llama_cpp.server runs with the remaining arguments.
 _CHILD = """\
 import os, runpy, sys, threading
+if any(a.endswith("planmode-tool-calls") for a in sys.argv):
+    import planmode.llama_tools  # registers the chat format that reads tool calls written as text ...
+    planmode.llama_tools.accept_null_content()  # ... and lets the calls' messages come back (content null)
 def _watch():
     sys.stdin.buffer.read()
     os._exit(0)
@@ -135,6 +142,7 @@ def llama_server(
     extra_args: Sequence[str] | None = None,
     startup_timeout: float = 300.0,
     log_path: str | os.PathLike[str] | None = None,
+    chat_format: str | None = DEFAULT_CHAT_FORMAT,
 ) -> Iterator[LocalServer]:
     """Serve the GGUF file at ``model_path`` on ``host`` for the block; stop the server when it ends.
 
@@ -147,6 +155,10 @@ def llama_server(
             ``PLANMODE_LLAMA_ARGS`` environment variable, split like a shell).
         startup_timeout: seconds to wait for the model to load and ``/v1/models`` to answer.
         log_path: keep the server's output in this file (default: a temporary file, removed afterwards).
+        chat_format: the server's ``--chat_format``: `DEFAULT_CHAT_FORMAT` (the GGUF's template, tool calls
+            written as text returned as ``tool_calls``), None for the server's own choice (the GGUF's
+            template, tool calls left as text), or any format name of llama-cpp-python. A ``--chat_format``
+            in ``extra_args`` wins.
 
     Raises:
         ConfigurationError: the file is missing or not a GGUF model (checked first, also without the extra),
@@ -162,6 +174,8 @@ def llama_server(
     extra = list(extra_args) if extra_args is not None else shlex.split(os.environ.get("PLANMODE_LLAMA_ARGS", ""))
     size = n_ctx if n_ctx is not None else _flag_value(extra, "--n_ctx") or DEFAULT_N_CTX
     name = alias or path.name.removesuffix(".gguf")
+    if chat_format is not None and not any(a == "--chat_format" or a.startswith("--chat_format=") for a in extra):
+        extra = [*extra, "--chat_format", chat_format]
     with contextlib.ExitStack() as stack:
         if log_path is None:
             log_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planmode-llama-"))) / "server.log"

