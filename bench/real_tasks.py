@@ -278,7 +278,9 @@ def check_task(task: Task, workspace: Path, timeout: float = 60.0) -> list[dict[
 # -- one run (a child process) ---------------------------------------------------------------------------------
 
 
-def _run_planmode(task: Task, base_url: str, model: str, workdir: Path) -> dict[str, Any]:
+def _run_planmode(
+    task: Task, base_url: str, model: str, workdir: Path, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
     from planmode.context import PlanModeContext
     from planmode.graph import build_graph
     from planmode.persistence import sqlite_checkpointer
@@ -286,7 +288,7 @@ def _run_planmode(task: Task, base_url: str, model: str, workdir: Path) -> dict[
 
     ws = workdir / "ws"
     thread = uuid.uuid4().hex[:12]
-    ctx = PlanModeContext(**{**PLANMODE_RUN, "base_url": base_url, "model": model})
+    ctx = PlanModeContext(**{**PLANMODE_RUN, **(overrides or {}), "base_url": base_url, "model": model})
     saver = sqlite_checkpointer(workdir / "runs.sqlite")
     graph = build_graph(tools=workspace_tools(ws), checkpointer=saver)
     config = {"configurable": {"thread_id": thread}}
@@ -340,10 +342,14 @@ def _run_loop(task: Task, base_url: str, model: str, workdir: Path) -> dict[str,
     return {"status": status, "error": error, "answer": answer[:600], "steps": []}
 
 
-def run_one(system: str, task: Task, base_url: str, model: str, workdir: Path) -> dict[str, Any]:
-    """Run ``task`` with ``system`` in ``workdir/ws`` (this process); what the system reported."""
-    runner = _run_planmode if system == "planmode" else _run_loop
-    return runner(task, base_url, model, workdir)
+def run_one(
+    system: str, task: Task, base_url: str, model: str, workdir: Path, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run ``task`` with ``system`` in ``workdir/ws`` (this process); what the system reported. ``overrides``:
+    planmode settings that replace `PLANMODE_RUN`'s (CI's real task runs with tighter bounds)."""
+    if system == "planmode":
+        return _run_planmode(task, base_url, model, workdir, overrides)
+    return _run_loop(task, base_url, model, workdir)
 
 
 # -- the suite -------------------------------------------------------------------------------------------------
@@ -372,7 +378,15 @@ class CountingProxy(RecordingProxy):
             time.sleep(0.5)
 
 
-def _child(system: str, task: Task, base_url: str, model: str, workdir: Path, limit: float) -> dict[str, Any]:
+def _child(
+    system: str,
+    task: Task,
+    base_url: str,
+    model: str,
+    workdir: Path,
+    limit: float,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     out = workdir / "result.json"
     argv = [
         sys.executable,
@@ -384,6 +398,7 @@ def _child(system: str, task: Task, base_url: str, model: str, workdir: Path, li
         base_url,
         model,
         str(workdir),
+        json.dumps(overrides or {}),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
     env.update({"OPENAI_API_KEY": "dummy", "LANGSMITH_TRACING": "false"})
@@ -498,8 +513,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["_one"]:  # the child: one run, its result as JSON
         system, task_id, base_url, model, workdir = args_list[1:6]
+        overrides = json.loads(args_list[6]) if len(args_list) > 6 else {}
         task = next(t for t in TASKS if t.id == task_id)
-        result = run_one(system, task, base_url, model, Path(workdir))
+        result = run_one(system, task, base_url, model, Path(workdir), overrides)
         (Path(workdir) / "result.json").write_text(json.dumps(result))
         return 0
     from bench.real_models import MODELS, assemble
