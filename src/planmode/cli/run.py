@@ -179,7 +179,17 @@ def run(
         "."
     ),
     db: DbOpt = None,
-    thread: Annotated[str | None, typer.Option(help="Thread id (default: a new one).")] = None,
+    thread: Annotated[
+        str | None, typer.Option(help="Thread id of the new run (default: a new one); an existing one is refused.")
+    ] = None,
+    follow_up: Annotated[
+        str | None,
+        typer.Option(
+            "--follow-up",
+            help="Run TASK as a follow-up of the finished run on this thread: a new thread that starts from its "
+            "conversation and results; the earlier run stays as it is (in ls, show, history).",
+        ),
+    ] = None,
     auto_approve: Annotated[
         bool,
         typer.Option(
@@ -234,9 +244,14 @@ def run(
         )
     path = database(db, create=True)
     graph = graph_on(path, ws)
+    if thread is not None:
+        _refuse_an_existing_thread(graph, thread, path)
     tid = thread or uuid.uuid4().hex[:12]
+    if follow_up is not None:
+        _start_follow_up(graph, follow_up, tid, path)
     hint = session["resume"] = resume_command(tid, path)
-    console.print(Text(f"thread {tid} · database {path} · workspace {ws}"), soft_wrap=True)
+    follows = f" · follows {follow_up}" if follow_up is not None else ""
+    console.print(Text(f"thread {tid}{follows} · database {path} · workspace {ws}"), soft_wrap=True)
     watcher = Watcher(queue.Queue())
     status = drive(
         graph,
@@ -248,6 +263,73 @@ def run(
         watcher=watcher,
     )
     _finish(graph, tid, status, watcher, path)
+
+
+_FINISHED = ("completed", "failed", "answered", "cancelled")
+
+
+def _finished(state: Any) -> bool:
+    """Whether a thread's head is a finished run: a final status, nothing to run next, no question pending."""
+    return state.values.get("status") in _FINISHED and not state.next and not state.interrupts
+
+
+def _refuse_an_existing_thread(graph: Any, thread: str, db: str) -> None:
+    """``run --thread T`` on a thread that has a run: refused (a new run there would replace it in ls and show),
+    with the exact command that does what was meant: a follow-up of a finished run, a resume of another."""
+    state = graph.get_state(cfg_of(thread))
+    if state.created_at is None:
+        return
+    status = str(state.values.get("status"))
+    if _finished(state):
+        raise PlanModeError(
+            f"thread {thread!r} already has a run ({status}); a new task there would replace it. Run the task as a "
+            f"follow-up of that run (a new thread that starts from its conversation; {thread!r} stays as it is): "
+            + _follow_up_argv(thread, db)
+        )
+    raise PlanModeError(
+        f"thread {thread!r} has a run that is not finished ({status.replace('_', ' ')}); a new task there would "
+        f"replace it. Continue it with: {resume_command(thread, db)} (or leave out --thread for a new run)"
+    )
+
+
+def _follow_up_argv(thread: str, db: str) -> str:
+    """This ``planmode run`` command line with ``--thread T`` changed to ``--follow-up T`` (and ``--db`` added
+    when the database was found rather than named)."""
+    import shlex
+
+    args = sys.argv[1:]
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--thread" and i + 1 < len(args):
+            out += ["--follow-up", args[i + 1]]
+            i += 2
+            continue
+        out.append("--follow-up=" + arg.removeprefix("--thread=") if arg.startswith("--thread=") else arg)
+        i += 1
+    if not out or out[0] != "run" or ("--follow-up" not in out and not any(a.startswith("--follow-up=") for a in out)):
+        return resume_command(thread, db, "run TASK --follow-up")  # not called as `planmode run ...`
+    command = shlex.join(["planmode", *out])
+    if not any(a == "--db" or a.startswith("--db=") for a in out):  # found upward: named, so it works anywhere
+        command += resume_command("x", db).removeprefix("planmode resume x")
+    return command
+
+
+def _start_follow_up(graph: Any, source: str, new_thread: str, db: str) -> None:
+    """Copy the finished run on thread ``source`` into ``new_thread`` (a fork of its head: its conversation and
+    results), where the new task starts as a new run; ``source`` is not changed."""
+    from planmode.cli.drive import require_thread
+    from planmode.persistence.snapshots import fork
+
+    state = require_thread(graph, cfg_of(source))
+    if not _finished(state):
+        status = str(state.values.get("status")).replace("_", " ")
+        raise PlanModeError(
+            f"--follow-up {source}: that run is not finished ({status}); continue it first with: "
+            f"{resume_command(source, db)}"
+        )
+    fork(graph, source, 0, new_thread)
 
 
 def _check_base_url(url: str) -> None:
@@ -354,6 +436,13 @@ def resume(
     path = database(db, create=False)
     graph = graph_on(path, None)
     state = require_thread(graph, cfg_of(thread))
+    if _finished(state):
+        status = state.values.get("status")
+        raise PlanModeError(
+            f"the run on thread {thread!r} is finished ({status}): there is nothing to resume. See it with: "
+            f"{resume_command(thread, path, 'show')}; give it a follow-up task with: "
+            f"{resume_command(thread, path, 'run TASK --follow-up')}"
+        )
     # The endpoint a run uses: its stored settings, then what an earlier `resume --model/--base-url/--workspace`
     # chose (kept in the metadata of the checkpoints that resume wrote), then this resume's options.
     settings = state.values.get("settings") or {}
