@@ -597,4 +597,5 @@ def test_a_second_ctrl_c_stops_at_once_and_the_run_stays_resumable(tmp_path: Pat
     assert waited < 10 and "Traceback" not in out
     assert f"planmode resume t9 --db {db}" in out.replace("\n", "")
     shown = cli("show", "t9", "--db", str(db))
-    assert shown.returncode == 0 and "status: running" in shown.stdout  # readable, resumable
+    # readable, resumable, and said so (issue 23 item 6: it is not "running" any more)
+    assert shown.returncode == 0 and "state: interrupted" in shown.stdout and "planmode resume t9" in shown.stdout

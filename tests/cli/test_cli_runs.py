@@ -18,7 +18,7 @@ import pytest
 
 from planmode.context import PlanModeContext
 from planmode.testing.openai_server import Fault, ScriptedOpenAIServer
-from tests.cli.test_cli_daily import HOSTILE, _purpose, cli, flat, responder, spawn
+from tests.cli.test_cli_daily import HOSTILE, _purpose, cli, responder, spawn
 
 pytestmark = pytest.mark.integration
 
@@ -92,9 +92,11 @@ def test_the_settings_run_missed_reach_the_run(tmp_path: Path) -> None:
             PLANMODE_MAX_RETRIES="1",
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    settings = build_graph(checkpointer=sqlite_checkpointer(db)).get_state(
-        {"configurable": {"thread_id": "t1"}}
-    ).values["settings"]
+    settings = (
+        build_graph(checkpointer=sqlite_checkpointer(db))
+        .get_state({"configurable": {"thread_id": "t1"}})
+        .values["settings"]
+    )
     assert settings["max_reflections"] == 5 and settings["max_plan_attempts"] == 4
     assert settings["max_explore_calls"] == 2 and settings["max_executor_iterations"] == 7
     assert settings["result_chars"] == 300 and settings["check_staleness"] is False
@@ -208,6 +210,39 @@ def test_a_rolled_back_run_shows_what_it_is_and_each_steps_result(tmp_path: Path
     assert draft["status"] == "done" and draft["result"]
     text = " ".join(cli("show", "t1", "--db", str(db)).stdout.split())
     assert "state: interrupted" in text and f"- draft (done) result: {draft['result']}" in text
+    # while a process holds the thread (its lease), the same run is running
+    from planmode.persistence import sqlite_checkpointer, thread_lease
+
+    saver = sqlite_checkpointer(db)
+    with thread_lease(saver, "t1"):
+        (held,) = _json("ls", "--db", str(db), "--json")["runs"]
+        shown_held = _json("show", "t1", "--db", str(db), "--json")
+    saver.conn.close()
+    assert held["state"] == "running" and held["next"] is None
+    assert shown_held["state"] == "running" and shown_held["next"] is None
+
+
+def test_ls_through_langgraph_lists_the_same_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database only LangGraph's serializer reads is listed through it, with the same answer."""
+    from typer.testing import CliRunner
+
+    from planmode.cli import runlist
+    from planmode.cli.app import app
+
+    db = tmp_path / "runs.sqlite"
+    with ScriptedOpenAIServer(responder()) as srv:
+        assert _run(db, tmp_path, srv.base_url, "--auto-approve").returncode == 0
+        assert _run(db, tmp_path, srv.base_url, thread="t2").returncode == 3  # awaiting approval
+    fast = _json("ls", "--db", str(db), "--json")
+
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise LookupError("a checkpoint of type 'pickle'")
+
+    monkeypatch.setattr(runlist, "sqlite_runs", unreadable)
+    slow = CliRunner().invoke(app, ["ls", "--db", str(db), "--json"])
+    assert slow.exit_code == 0, slow.output
+    assert json.loads(slow.stdout) == fast
+    assert [r["state"] for r in fast["runs"]] == ["awaiting_approval", "completed"]
 
 
 def test_json_keys_are_stable_and_model_text_is_data(tmp_path: Path) -> None:
@@ -284,3 +319,53 @@ def test_every_command_prints_times_in_utc_labelled(tmp_path: Path) -> None:
     assert stamp.findall(listed) == [expected]
     assert f"updated: {expected}" in shown
     assert expected in stamp.findall(history)
+
+
+def test_a_run_paused_at_its_budget_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    with ScriptedOpenAIServer(responder()) as srv:
+        proc = _run(db, tmp_path, srv.base_url, "--auto-approve", "--max-tokens", "50")
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    (run,) = _json("ls", "--db", str(db), "--json")["runs"]
+    assert run["state"] == "over_budget" and run["status"] != "over_budget"  # only the pending interrupt says it
+    text = " ".join(cli("show", "t1", "--db", str(db)).stdout.split())
+    assert "state: paused: over budget" in text and f"planmode resume t1 --db {db} --max-tokens N" in text
+
+
+# -- the pure parts -------------------------------------------------------------------------------------------------
+
+
+def test_the_cli_status_lists_match_the_state_models() -> None:
+    from typing import get_args
+
+    from planmode.cli.runlist import RUN_STATUSES, STEP_STATUSES
+    from planmode.state.graph_state import RunStatus
+    from planmode.state.models import StepStatus
+
+    assert get_args(RunStatus) == RUN_STATUSES
+    assert tuple(s.value for s in StepStatus) == STEP_STATUSES
+
+
+@pytest.mark.parametrize(
+    ("status", "interrupt", "running", "state"),
+    [
+        ("completed", None, False, "completed"),
+        ("failed", None, True, "failed"),
+        ("running", None, True, "running"),
+        ("running", None, False, "interrupted"),
+        ("planning", None, False, "interrupted"),
+        ("new", None, False, "interrupted"),
+        ("awaiting_approval", "planmode.approval", True, "awaiting_approval"),
+        ("awaiting_approval", None, False, "awaiting_approval"),
+        ("running", "planmode.step_approval", False, "awaiting_approval"),
+        ("running", "planmode.stale", True, "awaiting_approval"),
+        ("running", "", False, "awaiting_approval"),
+        ("running", "planmode.budget", True, "over_budget"),
+        ("planning", "planmode.model_unavailable", False, "model_unavailable"),
+        ("model_unavailable", None, False, "model_unavailable"),
+    ],
+)
+def test_run_state_table(status: str, interrupt: str | None, running: bool, state: str) -> None:
+    from planmode.cli.runlist import run_state
+
+    assert run_state(status, interrupt, running) == state
