@@ -623,8 +623,8 @@ def test_cancel_ends_a_plain_run_cancelled_with_its_feedback(tmp_path: Path) -> 
     saver.conn.close()
 
 
-def test_the_readme_example_of_plan_mode_as_a_tool_runs(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+def test_the_docs_example_of_plan_mode_as_a_tool_runs(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "python-api.md").read_text(encoding="utf-8")
     section = readme.split("## Plan mode as a tool\n", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     for _ in range(2):  # twice on one database: the example is safe to run again

@@ -1,5 +1,6 @@
-"""The README's promises: its set-up and test commands, a current copy of the graph diagram, Python blocks that
-run, the complete list of progress events, and the way to try `planmode run` without an API key."""
+"""The README's promises and the user docs it links to: its set-up and test commands, a current copy of the graph
+diagram (docs/architecture.md), Python blocks that run (the README and docs/python-api.md), the complete list of
+progress events (docs/python-api.md), the way to try `planmode run` without an API key, and links that resolve."""
 
 from __future__ import annotations
 
@@ -16,18 +17,23 @@ import pytest
 from planmode.graph import mermaid
 from planmode.observability.events import EVENT_TYPES
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+API_DOC = ROOT / "docs" / "python-api.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+#: The pages whose Python blocks must run.
+RUNNABLE_PAGES = (README, API_DOC)
 
 
-def _block(name: str) -> str:
-    text = README.read_text(encoding="utf-8")
+def _block(name: str, page: Path = README) -> str:
+    text = page.read_text(encoding="utf-8")
     m = re.search(rf"<!-- {name} -->\s*```\w*\n(.*?)```\s*<!-- /{name} -->", text, re.S)
-    assert m, f"README.md has no {name} block"
+    assert m, f"{page.name} has no {name} block"
     return m.group(1).strip()
 
 
-def test_readme_mermaid_is_current() -> None:
-    assert _block("mermaid") == mermaid().strip(), "regenerate the README diagram with `planmode graph`"
+def test_the_architecture_docs_mermaid_is_current() -> None:
+    assert _block("mermaid", ARCHITECTURE) == mermaid().strip(), "regenerate the diagram with `planmode graph`"
 
 
 def test_readme_commands_install_then_run_demo_and_tests() -> None:
@@ -47,8 +53,12 @@ _NOT_RUN = re.compile(r"<!--\s*not-run:\s*(.+?)\s*-->\s*$")
 
 
 def _python_blocks() -> list[tuple[str, int, str, str | None]]:
-    """(heading, line, code, not-run reason) of every ```python block."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    """(page: heading, line, code, not-run reason) of every ```python block of the runnable pages."""
+    return [block for page in RUNNABLE_PAGES for block in _page_blocks(page)]
+
+
+def _page_blocks(page: Path) -> list[tuple[str, int, str, str | None]]:
+    lines = page.read_text(encoding="utf-8").splitlines()
     heading, out, i = "", [], 0
     while i < len(lines):
         line = lines[i]
@@ -59,14 +69,14 @@ def _python_blocks() -> list[tuple[str, int, str, str | None]]:
             if i > 0 and (m := _NOT_RUN.search(lines[i - 1])):
                 reason = m.group(1)
             end = lines.index("```", i + 1)
-            out.append((heading, i + 1, "\n".join(lines[i + 1 : end]), reason))
+            out.append((f"{page.name}: {heading}", i + 1, "\n".join(lines[i + 1 : end]), reason))
             i = end
         i += 1
     return out
 
 
-def test_the_readme_has_python_blocks() -> None:
-    assert len(_python_blocks()) >= 2
+def test_the_readme_and_the_api_doc_have_python_blocks() -> None:
+    assert len(_page_blocks(README)) >= 1 and len(_page_blocks(API_DOC)) >= 3
 
 
 @pytest.mark.parametrize(
@@ -76,17 +86,17 @@ def test_every_python_block_of_the_readme_runs(
     heading: str, line: int, code: str, reason: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if reason is not None:
-        pytest.skip(f"README.md line {line} is marked not runnable: {reason}")
-    if heading == "Plan mode as a tool" and importlib.util.find_spec("langchain") is None:
+        pytest.skip(f"{heading} line {line} is marked not runnable: {reason}")
+    if heading.endswith("Plan mode as a tool") and importlib.util.find_spec("langchain") is None:
         pytest.skip("langchain is not installed: the 'Plan mode as a tool' block uses langchain.agents.create_agent")
     monkeypatch.chdir(tmp_path)  # blocks that write files (runs.sqlite) write them here
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(key, raising=False)  # offline: a block must not need a key
-    exec(compile(code, f"README.md:{line} ({heading})", "exec"), {"__name__": "__readme__"})
+    exec(compile(code, f"{heading} line {line}", "exec"), {"__name__": "__readme__"})
 
 
-def test_the_readme_lists_every_progress_event() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_api_doc_lists_every_progress_event() -> None:
+    text = API_DOC.read_text(encoding="utf-8")
     missing = [e for e in EVENT_TYPES if f"`{e}`" not in text]
     assert missing == []
 
@@ -120,3 +130,47 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_every_relative_link_of_the_readme_and_the_docs_resolves() -> None:
+    """The README moved its details to docs/: a link to a page or an anchor that is not there is a broken promise."""
+    import re as _re
+
+    broken = []
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in _re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and file.suffix == ".md":
+                slugs = {
+                    _re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                    for h in _re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), _re.M)
+                }
+                if anchor not in slugs:
+                    broken.append(f"{page.name}: {target}")
+    assert broken == []
+
+
+def test_the_readme_is_user_first_and_its_synopsis_lists_every_command() -> None:
+    """A user reads what it is, how to install and try it, and the command line before anything about the
+    project's own development; the synopsis names every command the CLI has (it went out of date before)."""
+    import typer.main
+
+    from planmode.cli.app import app
+
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    headings = [line for line in lines if line.startswith("## ")]
+    assert len(lines) <= 250, "keep the README short: details go to docs/"
+    assert headings.index("## The command line") < headings.index("## From Python") < headings.index("## Development")
+    assert next(i for i, line in enumerate(lines) if line.startswith("planmode run ")) < 100
+    synopsis = text.split("## The command line", 1)[1].split("```", 2)[1]
+    group = typer.main.get_command(app)
+    commands = getattr(group, "commands", {})
+    assert "run" in commands
+    missing = [name for name in commands if f"planmode {name}" not in synopsis and f"| {name}" not in synopsis]
+    assert missing == []
