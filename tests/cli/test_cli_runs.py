@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 TASK = "Write notes.md, then read it back"
 
 
-def _run(db: Path, ws: Path, url: str, *extra: str, task: str = TASK, thread: str | None = "t1") -> Any:
+def _run(db: Path | str, ws: Path, url: str, *extra: str, task: str = TASK, thread: str | None = "t1") -> Any:
     args = ["run", task, "--workspace", str(ws), "--db", str(db), "--mode", "plan", "--base-url", url, *extra]
     if thread is not None:
         args += ["--thread", thread]
@@ -369,3 +369,37 @@ def test_run_state_table(status: str, interrupt: str | None, running: bool, stat
     from planmode.cli.runlist import run_state
 
     assert run_state(status, interrupt, running) == state
+
+
+def test_ls_and_show_on_postgresql_say_what_each_run_is(tmp_path: Path, pg_url: str) -> None:
+    import uuid
+
+    import psycopg
+
+    from planmode.persistence import postgres_checkpointer, thread_lease
+
+    name = f"cliruns_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = pg_url.rsplit("/", 1)[0] + "/" + name
+    try:
+        with ScriptedOpenAIServer(responder()) as srv:
+            assert _run(url, tmp_path, srv.base_url, "--auto-approve").returncode == 0
+            assert _run(url, tmp_path, srv.base_url, thread="t2").returncode == 3
+        runs = _json("ls", "--db", url, "--json")["runs"]
+        assert [(r["thread_id"], r["state"]) for r in runs] == [("t2", "awaiting_approval"), ("t1", "completed")]
+        snaps = _json("history", "t1", "--db", url, "--json")["snapshots"]
+        mid = next(s for s in snaps if s["status"] == "running" and s["steps"].get("done") == 1)
+        assert cli("rollback", "t1", mid["prefix"], "--db", url).returncode == 0
+        assert _json("show", "t1", "--db", url, "--json")["state"] == "interrupted"
+        saver = postgres_checkpointer(url)
+        try:
+            with thread_lease(saver, "t1"), thread_lease(saver, "t2"):  # t2: a process holds it while it asks
+                assert _json("show", "t1", "--db", url, "--json")["state"] == "running"
+                runs = _json("ls", "--db", url, "--json")["runs"]
+                assert {r["thread_id"]: r["state"] for r in runs} == {"t1": "running", "t2": "awaiting_approval"}
+        finally:
+            saver.conn.close()
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

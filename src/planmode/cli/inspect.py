@@ -72,9 +72,11 @@ def _holders(saver: Any, db: str) -> dict[str, str]:
         finally:
             conn.close()
     try:
+        from psycopg.rows import tuple_row
+
         from planmode.persistence._savers import pg_connection
 
-        with pg_connection(saver) as conn, conn.cursor() as cur:
+        with pg_connection(saver) as conn, conn.cursor(row_factory=tuple_row) as cur:
             cur.execute("SELECT thread_id, holder, host, pid, expires FROM planmode_leases WHERE token <> ''")
             return lease_holders_of_rows(cur.fetchall())
     except Exception:  # no lease table yet, or no access: nobody is known to hold one
