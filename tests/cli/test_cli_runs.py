@@ -188,6 +188,9 @@ def test_a_ctrl_c_run_is_interrupted_in_ls_and_show_with_the_resume_command(tmp_
     assert listed.returncode == 0 and "interrupted" in listed.stdout and "running" not in listed.stdout
     (run,) = _json("ls", "--db", str(db), "--json")["runs"]
     assert (run["state"], run["status"], run["next"]) == ("interrupted", "running", f"planmode resume t9 --db {db}")
+    # --status keeps what ls shows: an interrupted run is not running
+    assert _json("ls", "--db", str(db), "--json", "--status", "running")["runs"] == []
+    assert [r["thread_id"] for r in _json("ls", "--db", str(db), "--json", "--status", "interrupted")["runs"]] == ["t9"]
     shown = cli("show", "t9", "--db", str(db))
     text = " ".join(shown.stdout.split())
     assert "state: interrupted" in text and f"continue it with: planmode resume t9 --db {db}" in text

@@ -100,7 +100,7 @@ def _pending_interrupt(pending_writes: Any) -> str | None:
 def _rows_from_saver(path: str, wanted: frozenset[str] | None, limit: int | None) -> list[Any]:
     """The runs through LangGraph's saver (PostgreSQL, or a SQLite file holding checkpoints that only LangGraph's
     serializer reads), each with its state."""
-    from planmode.cli.runlist import RunRow, run_state
+    from planmode.cli.runlist import RunRow, matches, run_state
     from planmode.persistence import open_checkpointer
     from planmode.persistence.runs import list_runs
 
@@ -126,7 +126,7 @@ def _rows_from_saver(path: str, wanted: frozenset[str] | None, limit: int | None
                 title=r.title,
                 error=r.error,
             )
-            if wanted is None or row.status in wanted or row.state in wanted:
+            if matches(row, wanted):
                 out.append(row)
         return out
     finally:

@@ -45,6 +45,7 @@ __all__ = [
     "interrupt_type",
     "iso",
     "lease_holders_of_rows",
+    "matches",
     "run_state",
     "sqlite_lease_holders",
     "sqlite_runs",
@@ -331,11 +332,19 @@ def sqlite_runs(path: str, *, wanted: frozenset[str] | None, limit: int | None, 
                 title=title,
                 error=values.get("error") if isinstance(values.get("error"), str) else None,
             )
-            if wanted is None or row.status in wanted or row.state in wanted:
+            if matches(row, wanted):
                 out.append(row)
         return out
     finally:
         conn.close()
+
+
+def matches(row: RunRow, wanted: frozenset[str] | None) -> bool:
+    """Whether ``ls --status`` keeps ``row``: by its state (`RUN_STATES`), or by its stored status for a status
+    that is no state (``new``, ``planning``): ``--status running`` keeps what ``ls`` shows as running."""
+    if wanted is None:
+        return True
+    return row.state in wanted or (row.status in wanted and row.status not in RUN_STATES)
 
 
 def wanted_states(status: str | None) -> frozenset[str] | None:
