@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.figures import FIGURES
 from bench.reliability import run_reliability
-from bench.report import sync_docs, write_report
+from bench.report import provenance, sync_docs, write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -29,8 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (seconds): keeps the harness working")
     parser.add_argument("--only", nargs="*", choices=[*sorted(FIGURES), "reliability"], help="run only these")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="measure nothing: render RESULTS.md (and, for bench/results, the docs) again from the JSON there",
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        return _report_only(args.out)
     names = args.only or list(FIGURES)
     results = {}
     started = time.perf_counter()
@@ -48,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             fig = FIGURES[name](work, args.quick)
             fig["seconds"] = round(time.perf_counter() - t, 2)
             fig["load_average"] = [round(x, 2) for x in os.getloadavg()]  # other work on the machine skews timings
+            fig["reproduced"] = provenance()
             results[name] = fig
             (args.out / f"{name}.json").write_text(json.dumps(fig, indent=2) + "\n")
             met = {True: "met", False: "MISSED", None: "reported"}[fig.get("met")]
@@ -71,6 +79,20 @@ def main(argv: list[str] | None = None) -> int:
         sync_docs(results, meta, RESULTS.parent.parent)
         print("[bench] docs/benchmarks.md and the README's headline table updated", flush=True)
     print(f"[bench] done in {meta['seconds']} s: {args.out / 'RESULTS.md'}", flush=True)
+    return 0
+
+
+def _report_only(out: Path) -> int:
+    """Render the report from the figures' JSON in ``out`` as they are (each keeps when it was reproduced)."""
+    results = {
+        name: json.loads((out / f"{name}.json").read_text()) for name in FIGURES if (out / f"{name}.json").exists()
+    }
+    meta_file = out / "meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    write_report(results, meta, out)
+    if out.resolve() == RESULTS.resolve() and not meta.get("quick"):
+        sync_docs(results, meta, RESULTS.parent.parent)
+    print(f"[bench] report rendered from {len(results)} figures: {out / 'RESULTS.md'}", flush=True)
     return 0
 
 

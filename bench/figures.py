@@ -60,22 +60,41 @@ def _repair_row(usage: Any, purposes: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+#: Where the one failure of the repair figure falls, as a share of the plan (issue 25, item 4).
+FAILURE_POSITIONS = (0.25, 0.5, 0.75, 0.9)
+
+
+def _failing_index(n: int, position: float) -> int:
+    """The index of the step that fails at ``position`` of an ``n``-step plan (0.5: the middle, ``n // 2``)."""
+    return min(n - 1, int(n * position))
+
+
 def replan_tokens(work: Path, quick: bool) -> Fig:
-    """The repair, one failure mid-plan: planmode's reflection + patch vs rewriting the remaining steps.
+    """The repair, one failure: planmode's reflection + patch vs rewriting the remaining steps, over plan sizes
+    (10, 20, 50, 100) and failure positions (25%, 50%, 75%, 90% of the plan; 100 steps at 50% only).
 
     planmode's repair counts every call it makes for the failure (the reflection, and a patch call when one
     is made); the baseline's, its one replanning call. Output, input and total tokens, and a cost-weighted
     total (input + 4 x output). The stable prefix is the part of a call's prompt a provider's prompt cache
     can reuse (tool schema and system prompt); the scripted model reports no cache hits, so none is assumed.
+    The target is judged at 50 steps at every position (the worst one).
     """
     rows = []
-    for n in (6, 10) if quick else (10, 20, 50, 100):
-        sc = make_scenario(n, width=4, varying=True, failures=(n // 2,), name=f"replan-{n}")
-        pm = run_planmode(sc, work / f"replan-pm-{n}.sqlite")
-        fr = run_full_replan(sc, work / f"replan-fr-{n}.sqlite")
+    cases = (
+        [(n, pos) for n in (6, 10) for pos in (0.5, 0.9)]
+        if quick
+        else [(n, pos) for n in (10, 20, 50) for pos in FAILURE_POSITIONS] + [(100, 0.5)]
+    )
+    for n, pos in cases:
+        k = _failing_index(n, pos)
+        sc = make_scenario(n, width=4, varying=True, failures=(k,), name=f"replan-{n}-{k}")
+        pm = run_planmode(sc, work / f"replan-pm-{n}-{k}.sqlite")
+        fr = run_full_replan(sc, work / f"replan-fr-{n}-{k}.sqlite")
         mine, theirs = _repair_row(pm.usage, ("reflect", "patch")), _repair_row(fr.usage, ("replan",))
         row: dict[str, Any] = {
             "steps": n,
+            "failure_position": pos,
+            "failing_step_index": k,
             "planmode_repair": mine,
             "remaining_rewrite": theirs,
             "status": [pm.status, fr.status],
@@ -84,21 +103,40 @@ def replan_tokens(work: Path, quick: bool) -> Fig:
         for key in ("output_tokens", "input_tokens", "total_tokens", "cost_weighted"):
             row[f"{key}_ratio"] = _ratio(mine[key], theirs[key])
         rows.append(row)
-    at50 = next((r for r in rows if r["steps"] == 50), rows[-1])
-    at10 = rows[0]
+    big = 6 if quick else 50
+    small = rows[0]["steps"]
+    mid = next(r for r in rows if r["steps"] == big and r["failure_position"] == 0.5)
+    at_big = [r for r in rows if r["steps"] == big]
+    at_small = [r for r in rows if r["steps"] == small]
+    grid = {
+        str(n): {
+            f"{round(100 * r['failure_position'])}%": [r["output_tokens_ratio"], r["total_tokens_ratio"]]
+            for r in rows
+            if r["steps"] == n
+        }
+        for n in dict.fromkeys(r["steps"] for r in rows)
+    }
     measured = {
-        "output_at_50": at50["output_tokens_ratio"],
-        "total_at_50": at50["total_tokens_ratio"],
-        "total_at_10": at10["total_tokens_ratio"],
-        "cost_weighted_at_50": at50["cost_weighted_ratio"],
+        "output_at_50": mid["output_tokens_ratio"],
+        "total_at_50": mid["total_tokens_ratio"],
+        "total_at_10": next(r for r in at_small if r["failure_position"] == 0.5)["total_tokens_ratio"],
+        "cost_weighted_at_50": mid["cost_weighted_ratio"],
+        "worst_output_at_50": max(r["output_tokens_ratio"] for r in at_big),
+        "worst_total_at_50": max(r["total_tokens_ratio"] for r in at_big),
+        "worst_total_at_10": max(r["total_tokens_ratio"] for r in at_small),
+        "output_and_total_by_steps_and_position": grid,
     }
     return {
         "title": "Repair tokens: planmode's reflection + patch vs a rewrite of the remaining steps",
         "output_price": OUTPUT_PRICE,
+        "judged_at_steps": big,
         "rows": rows,
-        "target": "at 50 steps: output <= 10% and total <= 60% of the rewrite; at 10 steps: total <= 100%",
+        "target": f"at {big} steps, failing at every position: output <= 10% and total <= 60% of the rewrite; "
+        f"at {small} steps: total <= 100%",
         "measured": measured,
-        "met": measured["output_at_50"] <= 0.10 and measured["total_at_50"] <= 0.60 and measured["total_at_10"] <= 1.0,
+        "met": measured["worst_output_at_50"] <= 0.10
+        and measured["worst_total_at_50"] <= 0.60
+        and measured["worst_total_at_10"] <= 1.0,
     }
 
 
@@ -144,17 +182,21 @@ def tokens_per_task(work: Path, quick: bool) -> Fig:
         }
         for n in sizes
     }
-    pm, tut = row(ref, "planmode(max_parallel=4"), row(ref, "tutorial")
+    pm, tut, comp = row(ref, "planmode(max_parallel=4"), row(ref, "tutorial"), row(ref, "remaining-steps")
     ratio = _ratio(pm["total_tokens"], tut["total_tokens"])
+    vs_competent = _ratio(pm["total_tokens"], comp["total_tokens"])
     return {
         "title": "Tokens and calls per task (2 failures)",
         "judged_at_steps": ref,
         "rows": rows,
         "curve": curve,
         "target": f"planmode <= 50% of the tutorial's total tokens at {ref} steps",
+        "competent_target": f"planmode <= 80% of remaining-steps replanning's total tokens at {ref} steps",
         "measured": ratio,
-        "calls": {"planmode": pm["calls"], "tutorial": tut["calls"]},
+        "vs_competent": vs_competent,
+        "calls": {"planmode": pm["calls"], "tutorial": tut["calls"], "remaining-steps": comp["calls"]},
         "met": ratio <= 0.5,
+        "competent_met": vs_competent <= 0.8,
     }
 
 
@@ -379,11 +421,12 @@ def overhead(work: Path, quick: bool) -> Fig:
 
 
 def storage(work: Path, quick: bool) -> Fig:
-    """Checkpoint database bytes per run with 10 KB step outputs: outputs in a store vs inline in state.
+    """Database bytes per run with 10 KB step outputs: outputs in a store vs inline in state.
 
-    Three runs of the same scenario: planmode with an in-memory store (the checkpoint database holds
-    summaries only), planmode with a SQLite store in the same file (the file then also holds each output
-    once), and the inline design — planmode without a store and with summaries as long as the outputs.
+    Three runs of the same scenario: planmode with a SQLite store in the same file as its checkpoints (the
+    file holds the summaries in every checkpoint and each full output once: the headline, everything the
+    design keeps on disk), planmode with an in-memory store (the checkpoint tables alone, shown for the
+    breakdown), and the inline design — planmode without a store and with summaries as long as the outputs.
     """
     from langgraph.store.memory import InMemoryStore
     from langgraph.store.sqlite import SqliteStore
@@ -432,13 +475,17 @@ def storage(work: Path, quick: bool) -> Fig:
         )
     for row in rows:
         row["vs_inline"] = _ratio(row["db_bytes"], rows[-1]["db_bytes"])
-    ratio = rows[0]["vs_inline"]
+    # The headline counts everything the design must keep on disk (issue 25): the checkpoints and the store,
+    # in one SQLite file. The in-memory store's row shows the checkpoint tables alone (nothing persists its
+    # store, so it is not a design anyone can run durably).
+    ratio = rows[1]["vs_inline"]
     return {
-        "title": f"Checkpoint database bytes per run ({n} steps, {chars // 1024} KB outputs)",
+        "title": f"Database bytes per run, store counted ({n} steps, {chars // 1024} KB outputs)",
         "rows": rows,
-        "target": "<= 15% of the inline design",
+        "target": "<= 15% of the inline design, counting the store (same SQLite file)",
         "measured": ratio,
-        "same_file_with_store": rows[1]["vs_inline"],
+        "same_file_with_store": ratio,
+        "checkpoint_tables_only": rows[0]["vs_inline"],
         "met": ratio <= 0.15,
     }
 

@@ -19,7 +19,8 @@ relied on below.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
@@ -39,9 +40,13 @@ __all__ = [
     "CONFIG_KEY_RESUMING",
     "INTERNAL_CHANNEL_PREFIXES",
     "NS_SEP",
+    "GraphNode",
     "RunnableCallable",
     "type_to_response_format_param",
 ]
+
+#: A graph node as planmode's pipeline wraps it: a function (sync or async), or a `RunnableCallable` with both.
+GraphNode: TypeAlias = RunnableCallable | Callable[..., Any]
 
 #: Prefixes of the channels LangGraph adds to a graph's own (``branch:to:<node>``, ``__pregel_tasks``, ...).
 INTERNAL_CHANNEL_PREFIXES = ("branch:", "__pregel_")

@@ -7,7 +7,10 @@ validation and retry logic of a structured call exists once for ``invoke`` and `
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from planmode._compat import GraphNode
 
 __all__ = ["adrive", "drive", "per_path"]
 
@@ -48,7 +51,7 @@ async def adrive(gen: Generator[Y, S, R], call: Callable[[Y], Awaitable[S]]) -> 
         return result
 
 
-def per_path(node: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Any:
+def per_path(node: GraphNode, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> GraphNode:
     """``wrap`` applied to each path of a graph node: a `RunnableCallable`'s sync and async functions (a node
     with both, as LangGraph's prebuilt nodes are built), or the node function itself."""
     from planmode._compat import RunnableCallable

@@ -1,25 +1,27 @@
-"""Run settings: the graph's ``context_schema``, and `resolve_settings`, which gives every node one object.
+"""Run settings: the graph's ``context_schema`` (a frozen `PlanModeContext`), and `settings_of`, how every node
+reads them.
 
 Explicit values beat environment variables, which beat defaults. Runtime context is not kept across an
 interrupt, so the settings a run starts with are kept in state (``settings``); a resumed run's context
-overrides them only with the values it was given (a `PlanModeContext` remembers which ones were).
+overrides them only with the values it was given (a `PlanModeContext` remembers which ones were): the
+settings are resolved against a context (`resolve_settings`) only when it brings a value the state lacks.
 
 The caller of a resumed run cannot loosen approval or the budget (`TIGHTEN_ONLY`): those settings may tighten
 on a resume, never loosen. A loosening value is ignored, with a warning (log and a ``settings_ignored``
 event): loosening is an answer at the interrupt (approve the plan, raise the budget at the budget pause).
 
-Every value is checked when it is set: a choice outside its list, a number of the wrong type, negative, not
+Every value is checked when the settings are made: a choice outside its list, a number of the wrong type, negative, not
 finite or past its bound (`MAX_TOKENS`, `MAX_DOLLARS`, `MAX_COUNT`) is a `ConfigurationError` that names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import math
 import os
-import threading
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -34,10 +36,13 @@ __all__ = [
     "MAX_TOKENS",
     "TIGHTEN_ONLY",
     "PlanModeContext",
+    "brings_news",
     "check_dollars",
     "check_tokens",
     "resolve_settings",
     "settings_dict",
+    "settings_from",
+    "settings_of",
 ]
 
 log = logging.getLogger("planmode.settings")
@@ -115,17 +120,20 @@ def _remember_given(cls: type[_C]) -> type[_C]:
 
     @functools.wraps(init)
     def __init__(self: Any, **values: Any) -> None:
+        self.__dict__["_given"] = frozenset(values)  # before the checks of __post_init__, which read nothing of it
         init(self, **values)
-        self.__dict__["_given"] = frozenset(values)
 
     setattr(cls, "__init__", __init__)  # noqa: B010  # assigning a method directly is a mypy error
     return cls
 
 
 @_remember_given
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class PlanModeContext:
-    """Settings of one planmode run (Studio shows these descriptions)."""
+    """Settings of one planmode run (Studio shows these descriptions).
+
+    Frozen: ``dataclasses.replace`` makes a changed copy. Every value is checked when the object is made, and
+    the object remembers which fields it was given (`given`), as opposed to its defaults."""
 
     model: str = field(
         default_factory=lambda: os.environ.get("PLANMODE_MODEL", "gpt-4o-mini"),
@@ -180,16 +188,6 @@ class PlanModeContext:
                 "call. auto: for an OpenAI-compatible model, try them in that order and keep the first one the "
                 "server accepts for the rest of the run; tool calling for other chat models."
             )
-        },
-    )
-    negotiated_output: str = field(
-        default="",
-        metadata={
-            "description": (
-                "Written by planmode, leave empty: the structured-output mode auto settled on, as 'mode base_url "
-                "model', so that a run resumed in another process starts from it."
-            ),
-            "cli": False,  # not a user's setting: no `planmode run` option
         },
     )
     max_output_tokens: int = field(
@@ -263,16 +261,13 @@ class PlanModeContext:
         },
     )
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _FIELD_NAMES:
-            _check_field(name, value)
-        object.__setattr__(self, name, value)
-        given = self.__dict__.get("_given")
-        if given is not None and name in _FIELD_NAMES:  # a field set after __init__ was given too
-            self.__dict__["_given"] = given | {name}
+    def __post_init__(self) -> None:
+        for name in _FIELD_NAMES:
+            _check_field(name, getattr(self, name))
 
     def given(self) -> dict[str, Any]:
-        """The values this context was given (by name, or set later), as opposed to its defaults."""
+        """The values this context was given when it was made, as opposed to its defaults (a copy made by
+        ``dataclasses.replace`` was given every field)."""
         names = self.__dict__.get("_given", _FIELD_NAMES)
         return {name: getattr(self, name) for name in names if name in _FIELD_NAMES}
 
@@ -343,48 +338,68 @@ def _check_prices(prices: Any) -> None:
 DEFAULT_CONTEXT_TOKENS = 8192
 
 
-def resolve_settings(context: Any, stored: dict[str, Any] | None) -> PlanModeContext:
-    """The settings for a node: the values the runtime context was given, else the ones stored in state,
-    else defaults.
+def brings_news(state: Mapping[str, Any], runtime: Any) -> bool:
+    """Whether the runtime context was given a value that the settings kept in state do not have (then the
+    settings are resolved: `resolve_settings`)."""
+    stored = state.get("settings") if isinstance(state, Mapping) else None
+    return not stored or bool(_news(_given_of(getattr(runtime, "context", None)), stored))
+
+
+def settings_of(state: Mapping[str, Any], runtime: Any) -> PlanModeContext:
+    """The run's settings, as every node and wrapper reads them: the settings kept in state (``settings``), as a
+    `PlanModeContext`; resolved against the runtime context (`resolve_settings`) only when that context was given
+    a value the stored settings do not have (a resume that switches ``base_url``, a new run's first node)."""
+    context = getattr(runtime, "context", None)
+    stored = state.get("settings") if isinstance(state, Mapping) else None
+    if stored and not _news(_given_of(context), stored):
+        return _typed(stored)
+    return resolve_settings(context, stored)
+
+
+#: Told when a resume's context tried to loosen a `TIGHTEN_ONLY` setting: (message, kept values, given values).
+OnIgnored = Callable[[str, dict[str, Any], dict[str, Any]], None]
+
+
+def resolve_settings(
+    context: Any, stored: PlanModeContext | Mapping[str, Any] | None, *, on_ignored: OnIgnored | None = None
+) -> PlanModeContext:
+    """The settings of a run: the values the runtime context was given, else the stored ones, else defaults.
 
     Only *given* values override the stored settings (`PlanModeContext.given`; every known key of a dict):
     the LangGraph server hands a resumed run a context made from what the caller sent, often nothing, and
-    its defaults must not replace the settings the run started with. An empty ``negotiated_output`` never
-    overrides (planmode writes it). The same settings resolve to the same object (cached by value), so
-    every node of a run shares one object: treat it as read-only (``dataclasses.replace`` makes a changed
-    copy).
+    its defaults must not replace the settings the run started with. A given value that would loosen a
+    `TIGHTEN_ONLY` setting is ignored, with a warning (logged, and told to ``on_ignored``). Without stored
+    settings (a new run), the context's own values (the context itself when it is a `PlanModeContext`).
     """
-    if isinstance(context, PlanModeContext):
-        if not stored:
-            return context
-        # Every node of a run asks with the same two objects: answer from the last answers, by identity (the
-        # context's record of given fields changes object whenever a field is set, so a changed context misses).
-        memo_key = (id(context), id(stored))
-        hit = _MEMO.get(memo_key)
-        if hit is not None and hit[0] is context and hit[1] is stored and hit[2] is context.__dict__.get("_given"):
-            return hit[3]
-        resolved = _resolve(context.given(), stored)
-        with _CACHE_LOCK:
-            if len(_MEMO) >= _CACHE_SIZE:
-                _MEMO.pop(next(iter(_MEMO)))
-            _MEMO[memo_key] = (context, stored, context.__dict__.get("_given"), resolved)
-        return resolved
-    given = _known(context) if isinstance(context, dict) else {}
-    return _resolve(given, stored)
-
-
-def _resolve(given: dict[str, Any], stored: dict[str, Any] | None) -> PlanModeContext:
-    if given.get("negotiated_output") == "":
-        given.pop("negotiated_output")
+    given = _given_of(context)
     if not stored:
-        return PlanModeContext(**given)
-    kept = _known(stored)
-    ignored = {
-        name: given.pop(name) for name in TIGHTEN_ONLY if name in given and name in kept and _loosens(name, kept, given)
-    }
+        return context if isinstance(context, PlanModeContext) else PlanModeContext(**given)
+    kept = _typed(stored)
+    changes = _news(given, stored)
+    ignored = {name: changes.pop(name) for name in TIGHTEN_ONLY if name in changes and _loosens(name, kept, given)}
     if ignored:
-        _warn_ignored(ignored, kept)
-    return _settings({**kept, **given})
+        _warn_ignored(ignored, kept, on_ignored)
+    return dataclasses.replace(kept, **changes) if changes else kept
+
+
+def _given_of(context: Any) -> dict[str, Any]:
+    """The values a runtime context was given: a `PlanModeContext`'s `given`, the known keys of a dict."""
+    if isinstance(context, PlanModeContext):
+        return context.given()
+    return _known(context) if isinstance(context, Mapping) else {}
+
+
+def _news(given: Mapping[str, Any], stored: PlanModeContext | Mapping[str, Any]) -> dict[str, Any]:
+    """The given values that differ from the stored ones."""
+    if isinstance(stored, PlanModeContext):
+        return {k: v for k, v in given.items() if getattr(stored, k) != v}
+    return {k: v for k, v in given.items() if k not in stored or stored[k] != v}
+
+
+def _typed(stored: PlanModeContext | Mapping[str, Any]) -> PlanModeContext:
+    """The stored settings as a `PlanModeContext` (keys it does not know are left out: a checkpoint written before
+    ``negotiated_output`` left the settings holds it)."""
+    return stored if isinstance(stored, PlanModeContext) else PlanModeContext(**_known(stored))
 
 
 #: The settings a resumed run's context may tighten but never loosen: a run's caller cannot approve, skip a
@@ -392,9 +407,9 @@ def _resolve(given: dict[str, Any], stored: dict[str, Any] | None) -> PlanModeCo
 TIGHTEN_ONLY = ("approval", "step_approval", "reapprove_patches", "check_staleness", "max_tokens", "max_cost", "prices")
 
 
-def _loosens(name: str, stored: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
-    """True when ``given[name]`` would loosen the run's stored ``stored[name]``."""
-    old, new = stored[name], given[name]
+def _loosens(name: str, stored: PlanModeContext, given: Mapping[str, Any]) -> bool:
+    """True when ``given[name]`` would loosen the run's stored setting ``name``."""
+    old, new = getattr(stored, name), given[name]
     if old == new:
         return False
     if name == "approval":  # ask -> auto approves without a human
@@ -413,60 +428,40 @@ def _loosens(name: str, stored: Mapping[str, Any], given: Mapping[str, Any]) -> 
     return True
 
 
-def _warn_ignored(ignored: Mapping[str, Any], kept: Mapping[str, Any]) -> None:
-    """Say that a resume's context tried to loosen the run's settings and was ignored: a log warning and a
-    ``settings_ignored`` event on the custom stream."""
-    from planmode.observability.events import emit  # events imports usage, which must not import the settings at load
-
-    parts = [f"{name}={value!r} (kept {kept[name]!r})" for name, value in ignored.items()]
+def _warn_ignored(ignored: Mapping[str, Any], kept: PlanModeContext, on_ignored: OnIgnored | None) -> None:
+    """Say that a resume's context tried to loosen the run's settings and was ignored: a log warning, and
+    ``on_ignored`` (the graph's pipeline makes it a ``settings_ignored`` event on the custom stream)."""
+    parts = [f"{name}={value!r} (kept {getattr(kept, name)!r})" for name, value in ignored.items()]
     message = (
         "a resumed run may tighten its settings, never loosen them: ignored "
         + ", ".join(parts)
         + "; approve the plan or raise the budget by answering the interrupt"
     )
     log.warning("%s", message)
-    emit("settings_ignored", message, ignored={k: kept[k] for k in ignored}, given=dict(ignored))
+    if on_ignored is not None:
+        on_ignored(message, {k: getattr(kept, k) for k in ignored}, dict(ignored))
 
 
-def _settings(values: dict[str, Any]) -> PlanModeContext:
-    """A `PlanModeContext` of ``values``: one shared object per distinct set of values when they name every
-    field (missing ones take defaults, which may read the environment: not cached)."""
-    if values.keys() != _FIELD_NAMES:
-        return PlanModeContext(**values)
-    try:
-        key = _frozen(values)
-        hash(key)
-    except TypeError:  # a value that cannot be frozen (a hand-edited state): not cached
-        return PlanModeContext(**values)
-    with _CACHE_LOCK:
-        found = _CACHE.get(key)
-        if found is None:
-            if len(_CACHE) >= _CACHE_SIZE:
-                _CACHE.pop(next(iter(_CACHE)))
-            found = _CACHE[key] = PlanModeContext(**values)
-        return found
-
-
-_CACHE: dict[Any, PlanModeContext] = {}
-#: resolve_settings' last answers by (context, stored settings) identity: (context, stored, given, settings).
-_MEMO: dict[tuple[int, int], tuple[Any, Any, Any, PlanModeContext]] = {}
-_CACHE_SIZE = 256
-_CACHE_LOCK = threading.Lock()
-
-
-def _frozen(value: Any) -> Any:
-    """``value`` as a hashable key: dicts (``prices``) and lists become sorted tuples, tagged by type."""
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((str(k), _frozen(v)) for k, v in value.items())))
-    if isinstance(value, list | tuple):
-        return (type(value).__name__, tuple(_frozen(v) for v in value))
-    return (type(value).__name__, value)
-
-
-def _known(values: dict[str, Any] | None) -> dict[str, Any]:
+def _known(values: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (values or {}).items() if k in _FIELD_NAMES}
 
 
-def settings_dict(settings: PlanModeContext) -> dict[str, Any]:
-    """The settings as a plain dict (kept in state so a resumed run has them)."""
-    return asdict(settings)
+def settings_dict(settings: PlanModeContext | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings as a plain dict: what a node writes to state, and what a reader of a checkpoint's values gets
+    (the ``settings`` of a graph's state are a `PlanModeContext`; a checkpoint written before, or a value that is
+    not valid settings, holds a dict; None: empty)."""
+    if isinstance(settings, PlanModeContext):
+        return asdict(settings)
+    return dict(settings) if isinstance(settings, Mapping) else {}
+
+
+def settings_from(value: Any) -> PlanModeContext | Any:
+    """``value`` (settings data from a checkpoint or a node's write) as a `PlanModeContext`; the value itself when it
+    is not valid settings (a hand-edited state), which `settings_of` then refuses with a clear error. Never raises:
+    a checkpoint stays readable."""
+    if isinstance(value, PlanModeContext) or not isinstance(value, Mapping) or not value:
+        return value
+    try:
+        return PlanModeContext(**_known(value))
+    except (ConfigurationError, TypeError, ValueError):
+        return value

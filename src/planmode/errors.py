@@ -11,6 +11,7 @@ from datetime import datetime
 __all__ = [
     "ConfigurationError",
     "LeaseLostError",
+    "ModelUnauthorizedError",
     "ModelUnavailableError",
     "PlanModeError",
     "PlanParseError",
@@ -81,3 +82,26 @@ class ModelUnavailableError(PlanModeError):
         where = f" at {base_url}" if base_url else ""
         name = f" ({model})" if model else ""
         super().__init__(f"the model{name} is unavailable{where}: {reason}")
+
+
+class ModelUnauthorizedError(ModelUnavailableError):
+    """The model server refused the request's credentials (HTTP 401 or 403: a missing, wrong or expired API key,
+    or a key without access to the model). Not a verdict on the plan or the step: the run pauses as for an
+    unavailable model (status ``model_unavailable``, ``reason`` ``"unauthorized"`` in the pause), and resumes
+    once the key is fixed."""
+
+    def __init__(
+        self, reason: str, *, base_url: str | None = None, model: str | None = None, status: int | None = None
+    ) -> None:
+        self.reason = reason
+        self.base_url = base_url
+        self.model = model
+        self.status = status
+        where = base_url or "https://api.openai.com/v1 (the default)"
+        code = f"HTTP {status}" if status else "not authorised"
+        name = f" for model {model}" if model else ""
+        PlanModeError.__init__(
+            self,
+            f"the model server at {where} refused the credentials{name} ({code}): {reason.rstrip('. ')}. "
+            "Check the API key (OPENAI_API_KEY) and that it may use this model",
+        )

@@ -29,7 +29,15 @@ from pathlib import Path
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
 
-__all__ = ["INSTALL_HINT", "LocalServer", "llama_server", "missing_server_modules", "settings_for"]
+__all__ = [
+    "GGUF_MAGIC",
+    "INSTALL_HINT",
+    "LocalServer",
+    "check_gguf",
+    "llama_server",
+    "missing_server_modules",
+    "settings_for",
+]
 
 INSTALL_HINT = "pip install 'planmode[local]'"
 DEFAULT_N_CTX = 8192
@@ -77,6 +85,33 @@ def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeCont
     )
 
 
+#: The first four bytes of every GGUF file (the format's magic number).
+GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf(model_path: str | os.PathLike[str]) -> Path:
+    """The GGUF file at ``model_path``, checked before any server starts: it exists, is a file, and begins with
+    the GGUF magic bytes. `ConfigurationError` naming the path otherwise (a server given another file would only
+    print its crash text)."""
+    path = Path(model_path).expanduser()
+    shown = repr(str(path))
+    if not path.exists():
+        raise ConfigurationError(f"no GGUF model file at {shown}: the file does not exist")
+    if not path.is_file():
+        raise ConfigurationError(f"no GGUF model file at {shown}: it is a folder, not a file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the GGUF model file {shown}: {exc.strerror or exc}") from None
+    if head != GGUF_MAGIC:
+        raise ConfigurationError(
+            f"{shown} is not a GGUF model file (it does not begin with the GGUF magic bytes): "
+            "pass a .gguf model, e.g. one downloaded from Hugging Face"
+        )
+    return path
+
+
 def missing_server_modules() -> list[str]:
     """The modules llama-cpp-python's server needs that are not importable here (empty when it can run)."""
     return [name for name in _SERVER_MODULES if not _importable(name)]
@@ -114,18 +149,16 @@ def llama_server(
         log_path: keep the server's output in this file (default: a temporary file, removed afterwards).
 
     Raises:
-        ConfigurationError: llama-cpp-python is not installed, the file is missing, or the server did not
-            start (the message quotes the end of its log).
+        ConfigurationError: the file is missing or not a GGUF model (checked first, also without the extra),
+            llama-cpp-python is not installed, or the server did not start (the message quotes the end of its log).
     """
+    path = check_gguf(model_path)
     missing = missing_server_modules()
     if missing:
         raise ConfigurationError(
             f"running a GGUF model needs llama-cpp-python with its server (missing: {', '.join(missing)}): "
             f"{INSTALL_HINT}"
         )
-    path = Path(model_path).expanduser()
-    if not path.is_file():
-        raise ConfigurationError(f"no GGUF model file at {str(path)!r}")
     extra = list(extra_args) if extra_args is not None else shlex.split(os.environ.get("PLANMODE_LLAMA_ARGS", ""))
     size = n_ctx if n_ctx is not None else _flag_value(extra, "--n_ctx") or DEFAULT_N_CTX
     name = alias or path.name.removesuffix(".gguf")

@@ -122,6 +122,8 @@ def test_interactive_reject_then_approve_in_a_real_pty(tmp_path: Path) -> None:
     assert "run finished" in output and "completed" in output
     assert (ws / "notes.md").read_text() == "# Notes\n"
     assert seen["plan"] == 2  # the rejection sent the planner back with the feedback
+    # a reject-and-replan is counted as such in the report, not as a repair patch (issue 23, item 15)
+    assert "patches=0 edits=0 replans=1" in output
 
 
 def test_show_and_history_of_the_run(tmp_path: Path) -> None:
@@ -239,12 +241,10 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
         return answer
 
     editor = tmp_path / "add_step.py"
-    editor.write_text(
-        "import json, sys\n"
-        "p = sys.argv[1]\n"
-        "plan = json.loads(''.join(l for l in open(p) if not l.startswith('#')))  # the help lines on top\n"
-        "plan['steps'].append({'id': 'wrap_up', 'description': 'Say goodbye', 'dependencies': ['check']})\n"
-        "json.dump(plan, open(p, 'w'))\n"
+    editor.write_text(  # the form is TOML (issue 23, item 14): a new step is a new [[steps]] block
+        "import sys\n"
+        "with open(sys.argv[1], 'a') as fh:\n"
+        '    fh.write(\'\\n[[steps]]\\nid = "wrap_up"\\ndescription = "Say goodbye"\\nafter = ["check"]\\n\')\n'
     )
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -299,4 +299,5 @@ def test_edit_in_editor_then_ctrl_c_then_resume(tmp_path: Path) -> None:
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "completed" in proc.stdout and "wrap_up" in proc.stdout
+    assert "patches=0 edits=1 replans=0" in proc.stdout  # a human edit is not a repair patch (issue 23, item 15)
     assert executed.count("draft") == 1  # done before Ctrl-C: not executed again on resume

@@ -204,19 +204,21 @@ def test_resume_uses_the_runs_workspace_from_anywhere_and_a_new_base_url(tmp_pat
     assert not (elsewhere / "notes.md").exists()
     assert f"workspace {ws}" in proc.stdout
     assert "tool: write_file notes.md" in proc.stdout  # 11.12: tool calls as they run ...
-    assert "Files changed: notes.md" in proc.stdout  # ... and the changed files at the end
-    # the endpoint chosen at resume is remembered for the next resume (kept with the run's checkpoints); the run is
-    # finished now, so a next resume (from yet another folder) says so (issue 23 item 4) instead of running again
+    assert "Files changed by step draft: notes.md (created)" in proc.stdout  # ... and at the end, a line per step
+    # the endpoint chosen at resume is remembered in the run's settings; the run is finished now, so a next resume
+    # (from yet another folder) says so (issue 23 item 4) instead of running again
+    from planmode.context import settings_dict
     from planmode.graph import build_graph
     from planmode.persistence import sqlite_checkpointer
 
     head = build_graph(checkpointer=sqlite_checkpointer(db)).get_state({"configurable": {"thread_id": "t1"}})
-    assert json.loads(head.metadata["planmode_endpoint"]) == {"base_url": url2}
+    assert settings_dict(head.values["settings"])["base_url"] == url2
     again = cli("resume", "t1", "--db", str(db), cwd=tmp_path, OPENAI_API_KEY="test")
     assert again.returncode == 2 and "is finished (completed)" in again.stderr, again.stdout + again.stderr
 
 
 def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> None:
+    from planmode.context import settings_dict
     from planmode.graph import build_graph
     from planmode.persistence import sqlite_checkpointer
 
@@ -251,7 +253,7 @@ def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> N
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     graph = build_graph(checkpointer=sqlite_checkpointer(db))
-    settings = graph.get_state({"configurable": {"thread_id": "t1"}}).values["settings"]
+    settings = settings_dict(graph.get_state({"configurable": {"thread_id": "t1"}}).values["settings"])
     assert settings["max_steps"] == 7 and settings["max_attempts"] == 5 and settings["approval"] == "auto"
     assert settings["max_reflect_attempts"] == 4
     assert settings["structured_output"] == "tool_calling" and settings["normalize_messages"] is True
@@ -411,23 +413,26 @@ def test_cancel_at_the_approval_exits_4(tmp_path: Path) -> None:
 # -- 11.7: $EDITOR -----------------------------------------------------------------------------------------------
 
 
-def test_a_json_typo_reopens_the_editor_with_the_error_on_top(tmp_path: Path) -> None:
+def test_a_typo_reopens_the_editor_with_the_error_on_top_at_the_right_line(tmp_path: Path) -> None:
+    """The plan is edited as a form (TOML, issue 23 item 14): no internal fields; a typo reopens the editor with
+    the error on top, its line number that of the reopened file (comments counted), the person's comments kept."""
     log = tmp_path / "editor.log"
     editor = tmp_path / "editor.py"
     editor.write_text(
-        "import json, pathlib, sys\n"
+        "import pathlib, re, sys\n"
         f"log = pathlib.Path({str(log)!r})\n"
         "p = pathlib.Path(sys.argv[1])\n"
         "text = p.read_text()\n"
         "calls = log.read_text().count('CALL') if log.exists() else 0\n"
         "log.write_text((log.read_text() if log.exists() else '') + 'CALL\\n' + text + '\\n')\n"
         "if calls == 0:\n"
-        "    p.write_text(text.replace('\"title\"', 'title', 1))  # a typo: an unquoted key\n"
+        "    text = text.replace('\\n[[steps]]', '\\n# my own note, kept\\n[[steps]]', 1)\n"
+        "    p.write_text(text.replace('title = \"', 'title = ', 1))  # a typo: the opening quote is gone\n"
         "else:\n"
-        "    fixed = text.replace('\\n  title', '\\n  \"title\"')  # the human fixes the typo\n"
-        "    body = json.loads(''.join(l for l in fixed.splitlines(True) if not l.startswith('#')))\n"
-        "    body['steps'][0]['description'] = 'Write notes.md with a date'\n"
-        "    p.write_text(json.dumps(body))\n"
+        "    fixed = text.replace('title = Notes', 'title = \"Notes', 1)  # the human fixes the typo\n"
+        "    new = 'description = \"Write notes.md with a date\"'\n"
+        "    fixed = re.sub(r'description = \"Write notes.md: [^\\n]*', new, fixed, count=1)\n"
+        "    p.write_text(fixed)\n"
     )
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -454,15 +459,22 @@ def test_a_json_typo_reopens_the_editor_with_the_error_on_top(tmp_path: Path) ->
         child.expect("Approve the edited plan")
         preview = flat(child.before or "")
         assert "description: Write notes.md: annotate as dict[str, list[int]] → Write notes.md with a date" in preview
+        assert "complexity" not in preview  # an untouched field the form does not show is not changed
         assert "execute" not in seen  # nothing ran before the edit is approved
         child.sendline("a")
         child.expect(pexpect.EOF)
         out = flat(child.before or "")
         child.close()
     assert child.exitstatus == 0, out
-    second = log.read_text().split("CALL\n")[2]
-    assert second.startswith("# ERROR: not valid JSON")  # the error is on top of the reopened file
-    assert "{\ntitle" in second or 'title":' not in second.split("\n{", 1)[1][:20]  # the typo is kept to fix
+    first, second = log.read_text().split("CALL\n")[1:3]
+    assert "status" not in first and "complexity" not in first  # no internal fields in the form
+    assert 'tools = ["write_file"]  # changes things: write_file' in first
+    assert second.startswith("# ERROR: not a valid form")  # the error is on top of the reopened file
+    import re
+
+    line = int(re.search(r"\(line (\d+), column \d+\)", second.splitlines()[0]).group(1))  # type: ignore[union-attr]
+    assert second.splitlines()[line - 1].startswith("title = Notes"), (line, second)  # the line named is the typo
+    assert "# my own note, kept" in second  # the person's comment survives the reopening
     assert "Write notes.md with a date" in out
 
 

@@ -144,7 +144,8 @@ def test_auto_approve_with_step_approval_still_asks_each_write_step_of_a_human(t
             env={"OPENAI_API_KEY": "test", "COLUMNS": "200"},
         )
     assert result.exit_code == 3, result.output  # left for later, resumable
-    assert "Run step `note`?" in result.output and "changes things: write_file" in result.output
+    assert "Run step note?" in result.output and "changes things: write_file" in result.output
+    assert "```" not in result.output  # rendered, not Markdown and Mermaid source (issue 23, item 11)
     assert "needs an answer at a terminal" in result.output
     shown = CliRunner().invoke(app, ["show", "st", "--db", str(db)], env={"COLUMNS": "200"})
     assert "plan v1: approved by policy" in shown.output

@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "planmode._compat": 0,  # the seam with LangGraph's private names
     "planmode.errors": 0,
     "planmode.prompts": 0,
-    "planmode.context": 2,  # the settings: checked with planmode.errors, warned through planmode.observability.events
+    "planmode.context": 1,  # the settings: checked with planmode.errors; the state holds them
     "planmode.persistence._savers": 0,
     "planmode.persistence._saves": 0,
     "planmode.llm.trim": 0,
@@ -75,7 +75,14 @@ LAYERS: dict[str, int] = {
 }
 LEAF, STATE = 0, 1
 #: What state/ may import outside itself.
-STATE_MAY_IMPORT = ("planmode.errors", "planmode.text", "planmode._drive", "planmode.approval_key", "planmode._compat")
+STATE_MAY_IMPORT = (
+    "planmode.errors",
+    "planmode.text",
+    "planmode._drive",
+    "planmode.approval_key",
+    "planmode._compat",
+    "planmode.context",
+)
 
 
 def module_name(path: Path, root: Path) -> str:

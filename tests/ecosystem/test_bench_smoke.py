@@ -61,6 +61,18 @@ def test_the_harness_runs_end_to_end_on_tiny_sizes(tmp_path: Path) -> None:
     tutorial = next(r for r in results["tokens_per_task"]["rows"] if r["system"].startswith("tutorial"))
     assert tutorial["by_purpose"]["tutorial_execute"]["calls"] == tutorial["by_purpose"]["tutorial_replan"]["calls"]
     assert results["rollback"]["rows"][0]["head_readable"] is True
+    # issue 25: the repair is measured wherever the plan fails, and judged at the worst position
+    rt = results["replan_tokens"]
+    assert {(r["steps"], r["failure_position"]) for r in rt["rows"]} == {(n, p) for n in (6, 10) for p in (0.5, 0.9)}
+    assert rt["measured"]["worst_total_at_50"] == max(r["total_tokens_ratio"] for r in rt["rows"] if r["steps"] == 6)
+    # issue 25: the storage headline counts the store, kept in the same SQLite file as the checkpoints
+    st = results["storage"]
+    same_file = next(r for r in st["rows"] if "same file" in r["system"])
+    assert same_file["store_value_bytes"] > 0 and st["measured"] == same_file["vs_inline"]
+    assert st["checkpoint_tables_only"] < st["measured"]
+    # issue 25: every figure says when and on which commit it was measured, and the report shows it
+    for fig in results.values():
+        assert fig["reproduced"]["commit"] and fig["reproduced"]["date"].endswith("UTC"), fig["reproduced"]
     report = (tmp_path / "RESULTS.md").read_text()
     assert "| figure | target | measured | result |" in report
     for png in ("replan_tokens.png", "tokens_per_task.png", "wall_clock.png", "storage.png"):
@@ -151,3 +163,48 @@ def test_the_server_load_bench_runs_on_tiny_sizes(tmp_path: Path) -> None:
         assert 0 < r["efficiency"] <= 1 and r["p50_s"] >= 10 * fig["delay_s"]
     assert fig["measured"]["all_completed"] is True and not fig["model_server_errors"]
     assert (tmp_path / "server_load.png").stat().st_size > 0
+    # issue 25: the server's CPU per completed run, in the same batches, with the load at each batch
+    for r in fig["rows"]:
+        assert r["cpu_ms_per_run"] > 0 and len(r["cpu_ms_per_run_batches"]) == len(r["load_average_batches"]) == 2
+    assert set(fig["measured"]["cpu_per_run"]) == {"1", "2"} and fig["reproduced"]["commit"]
+
+
+def test_the_server_cpu_counts_the_whole_process_tree() -> None:
+    """`tree_cpu_seconds` reads user + system time of a process and of its children (``langgraph dev`` may run
+    its server in a child): a parent that only waits for a busy child is charged the child's CPU."""
+    import subprocess
+
+    from bench.server_load import tree_cpu_seconds
+
+    child = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\ntime.sleep(30)"
+    parent = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}])"
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        import time
+
+        deadline = time.monotonic() + 60
+        while tree_cpu_seconds(proc.pid) < 0.35 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert tree_cpu_seconds(proc.pid) >= 0.35
+    finally:
+        import psutil
+
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            p.kill()
+        proc.kill()
+        proc.wait()
+    assert tree_cpu_seconds(proc.pid) == 0.0  # a process that is gone costs nothing (no error)
+
+
+def test_a_figure_measured_on_committed_code_is_not_flagged_as_changed() -> None:
+    """`provenance` reads ``git status --porcelain``: a modified figure (" M bench/results/...", its first
+    column a space) is not code; a modified source or bench file is, wherever it is in the output."""
+    from bench.report import changed_code
+
+    assert changed_code(" M bench/results/storage.json\n M bench/results/RESULTS.md\n") == []
+    assert changed_code("") == []
+    assert changed_code(" M bench/results/a.json\n M src/planmode/graph/pipeline.py\n?? bench/new.py\n") == [
+        "src/planmode/graph/pipeline.py",
+        "bench/new.py",
+    ]
+    assert changed_code("M  bench/report.py\n") == ["bench/report.py"]

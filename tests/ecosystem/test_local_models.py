@@ -301,6 +301,8 @@ def test_failure_kinds() -> None:
     assert failure_kind(status(500, "Input should be 'text' or 'json_object' (response_format)")) == "refused"
     assert failure_kind(status(400, "This model's maximum context length is 8192 tokens")) == "overflow"
     assert failure_kind(status(400, "bad request")) == "other"
+    assert failure_kind(status(401, "Incorrect API key provided (tools)")) == "unauthorized"
+    assert failure_kind(status(403, "no access to this model")) == "unauthorized"
     assert failure_kind(ConnectionRefusedError()) == "unavailable"
     assert failure_kind(ValueError("no")) == "other"
 
@@ -317,8 +319,8 @@ def test_grammar_safe_schema_simplifies_only_string_constraints() -> None:
 
 
 def test_a_run_resumed_by_another_process_starts_from_the_negotiated_mode(tmp_path: Path) -> None:
-    """The choice is kept in the run's settings: a new graph (as a new CLI process builds) resuming at the
-    approval asks the verifier in json_object mode straight away."""
+    """The choice is kept in the run's state (``negotiated_output``): a new graph (as a new CLI process builds)
+    resuming at the approval asks the verifier in json_object mode straight away."""
     from langgraph.types import Command
 
     script = Script()
@@ -328,7 +330,7 @@ def test_a_run_resumed_by_another_process_starts_from_the_negotiated_mode(tmp_pa
         graph = build_graph(checkpointer=sqlite_checkpointer(db))
         graph.invoke({"messages": [("user", "collect the numbers, then report the sum")]}, CFG, context=context)
         state = graph.get_state(CFG)
-        assert state.values["settings"]["negotiated_output"] == f"json_object {srv.base_url} scripted"
+        assert state.values["negotiated_output"] == f"json_object {srv.base_url} scripted"
         before = len(srv.requests)
         fresh = build_graph(checkpointer=sqlite_checkpointer(db))
         revision = state.interrupts[0].value["revision"]

@@ -131,7 +131,8 @@ def test_an_edit_at_the_approval_records_the_local_user(checkpointer: SqliteSave
     values = graph.get_state(cfg).values
     assert values["status"] == "completed"
     assert values["report"]["approvals"] == [{"version": 2, "by": getpass.getuser(), "edited": True}]
-    assert [p["source"] for p in values["report"]["patches"]] == ["human"]
+    assert [p["source"] for p in values["report"]["edits"]] == ["human"]
+    assert values["report"]["patches"] == []  # a human edit is not a repair patch (issue 23, item 15)
 
 
 def test_an_automatic_approval_records_no_approver(checkpointer: SqliteSaver) -> None:

@@ -114,7 +114,7 @@ def test_resuming_without_context_keeps_the_run_settings(checkpointer: SqliteSav
 
     state = graph.get_state(thread())
     assert state.values["status"] == "completed"
-    assert state.values["settings"]["max_parallel"] == 1
+    assert state.values["settings"].max_parallel == 1
     assert recorder.peak == 1  # the default (4) would have run all three at once
 
 

@@ -131,7 +131,7 @@ def test_a_server_killed_mid_run_pauses_it_and_resume_at_another_port_finishes_i
     assert second.executed() == ["add", "report"]  # the done step did not run again
     assert all(s.status.value == "done" for s in values["plan"].steps)
     assert values["plan"].get("add").attempts == 1  # the attempt the outage cut off is not counted twice
-    assert values["settings"]["base_url"] == new_url  # remembered for the rest of the run
+    assert values["settings"].base_url == new_url  # remembered for the rest of the run
     assert values["unavailable"] is None and values["error"] is None
 
 
@@ -145,7 +145,7 @@ def test_resume_with_a_context_naming_a_new_endpoint_goes_on_without_asking(tmp_
     values = graph.get_state(CFG).values
     assert values["status"] == "completed", values.get("error")
     assert second.executed() == ["add", "report"]
-    assert values["settings"]["base_url"] == new_url
+    assert values["settings"].base_url == new_url
 
 
 def test_resume_at_the_same_dead_endpoint_pauses_again_and_an_approval_answer_is_refused(tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_the_planner_losing_the_model_pauses_before_any_plan(tmp_path: Path) -> 
     values = graph.get_state(CFG).values
     assert values["status"] == "completed", values.get("error")
     assert {b["model"] for b in second.bodies} == {"other"}
-    assert values["settings"]["model"] == "other"
+    assert values["settings"].model == "other"
 
 
 def test_the_direct_path_pauses_and_resumes_too(tmp_path: Path) -> None:
@@ -205,7 +205,7 @@ def test_retry_at_the_same_endpoint_once_the_server_is_back(tmp_path: Path) -> N
     values = graph.get_state(CFG).values
     assert values["status"] == "completed", values.get("error")
     assert second.executed() == ["add", "report"]
-    assert values["settings"]["base_url"] == dead_url
+    assert values["settings"].base_url == dead_url
 
 
 def test_any_chat_model_raising_connection_error_pauses_the_run_and_a_retry_resumes_it(tmp_path: Path) -> None:

@@ -40,9 +40,10 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.types import interrupt
 
+from planmode._compat import GraphNode
 from planmode._drive import per_path
 from planmode.budget.estimate import expected_tokens, plan_estimate, step_estimate
-from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings
+from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_settings, settings_of
 from planmode.errors import ConfigurationError, PlanModeError
 from planmode.llm.trim import approx_tokens
 from planmode.observability.events import emit
@@ -260,7 +261,7 @@ def _stop_update(name: str, limits: Limits, spent: int, reason: str) -> dict[str
     return update
 
 
-def guarded(name: str, node: Any, *, precheck: bool = True, skip: bool = False) -> Any:
+def guarded(name: str, node: GraphNode, *, precheck: bool = True, skip: bool = False) -> GraphNode:
     """``node`` behind the budget check (see the module docstring): the check before the node (``precheck``),
     then the check before every model call the node makes (`CallGuard`; ``skip``: a call that does not fit
     raises `BudgetSkipped` instead of pausing)."""
@@ -348,7 +349,7 @@ class CallGuard(BaseCallbackHandler):
     def __init__(self, name: str, state: Any, runtime: Any, raised: Limits | None, *, skip: bool) -> None:
         new_run = name == "detect" or not isinstance(state, Mapping)  # detect starts a run: the context's settings
         stored = None if new_run else state.get("budget")
-        settings = resolve_settings(getattr(runtime, "context", None), None if new_run else state.get("settings"))
+        settings = resolve_settings(getattr(runtime, "context", None), None) if new_run else settings_of(state, runtime)
         self.settings = with_budget_prices(settings, stored)
         stopped = isinstance(stored, Mapping) and bool(stored.get("stopped"))
         self.limits = Limits() if stopped else (raised or limits_of(self.settings, stored))
@@ -427,7 +428,7 @@ def _check(name: str, state: Any, runtime: Any) -> _Checked:
     """The budget check before node ``name``: pauses (``interrupt``) until the budget covers the next call or
     the human stops the run."""
     stored = state.get("budget")
-    settings = with_budget_prices(resolve_settings(getattr(runtime, "context", None), state.get("settings")), stored)
+    settings = with_budget_prices(settings_of(state, runtime), stored)
     limits = limits_of(settings, stored)
     if isinstance(stored, Mapping) and stored.get("stopped"):
         limits = Limits()  # a stopped run only finishes
@@ -571,7 +572,7 @@ def _report_after(state: Any, result: Any, delta: dict[str, Any]) -> Any:
     if not isinstance(result, dict) or not isinstance(result.get("report"), dict):
         return result
     usage = merge_usage(state.get("usage"), delta)
-    settings = with_budget_prices(resolve_settings(None, state.get("settings")), state.get("budget"))
+    settings = with_budget_prices(settings_of(state, None), state.get("budget"))
     report = {**result["report"], "usage": usage}
     cost = cost_of(usage, settings.prices) if settings.prices else None
     if cost is not None:
@@ -588,7 +589,7 @@ _GUARDED = frozenset({"plan", "dispatch", "reflect", "patch", "respond"})
 _SKIPPING = frozenset({"detect", "finalize"})
 
 
-def accounted(name: str, node: Any) -> Any:
+def accounted(name: str, node: GraphNode) -> GraphNode:
     """``node`` with its model calls counted (`planmode.observability.usage.metered`), each of them behind the budget
     check (`CallGuard`), and, for the nodes that start model calls, the check of the node's estimate first
     (`guarded`). detect starts a new run's count and budget."""

@@ -26,6 +26,7 @@ import typer
 from planmode.cli import inspect as _inspect
 from planmode.cli import run as _run
 from planmode.cli.common import EXIT_CODES, find_default_db, friendly
+from planmode.cli.files import diff as files_diff
 from planmode.cli.inspect import resolve_snapshot
 
 # Start-up: this module and the command modules import click, typer and rich only (`planmode --help`, `--version`,
@@ -69,6 +70,7 @@ app.command("show")(_inspect.show)
 app.command("ls")(_inspect.ls)
 app.command("history")(_inspect.history)
 app.command("rollback")(_inspect.rollback)
+app.command("diff")(friendly(files_diff))  # planmode.cli.files (imports typer and rich only)
 
 
 @app.command()

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from planmode.budget import parse_budget_answer
 from planmode.cli.ui import ask_text, choose, console, interactive
+from planmode.context import settings_dict
 from planmode.observability.usage import format_usage, total_tokens
 
 __all__ = ["budget_answer", "budget_screen", "parse_prices"]
@@ -128,7 +129,7 @@ def usage_line(values: Mapping[str, Any]) -> Text:
     cost = report.get("cost") if isinstance(report, Mapping) else None
     text = Text(format_usage(values.get("usage"), cost))
     budget = values.get("budget")
-    settings = values.get("settings") or {}
+    settings = settings_dict(values.get("settings"))
     tokens = (budget or {}).get("max_tokens") or settings.get("max_tokens")
     if tokens:
         text.append(f"; budget {tokens} tokens")

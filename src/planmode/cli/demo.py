@@ -8,6 +8,7 @@ verification, reflection and a patch, completion, then the snapshot history and 
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -268,4 +269,22 @@ def run_demo(db: Path | None = None) -> int:
     after = list_snapshots(graph, cfg["configurable"]["thread_id"])
     console.print(f"\nsnapshots before the rollback: {len(snaps)}, after continuing: {len(after)} (nothing deleted)")
     console.print(f"files in the workspace: {', '.join(sorted(p.name for p in workspace.iterdir()))}")
+    _explore_hint(tmp, workspace, db_path, cfg["configurable"]["thread_id"])
     return 0 if status == "completed" else 1
+
+
+def _explore_hint(tmp: Path, workspace: Path, db_path: Path, thread: str) -> None:
+    """Where the demo left its files, and the commands that explore them (the folder is kept, not removed)."""
+    db = shlex.quote(str(db_path))
+    console.rule(Text("Explore it", style="bold"))
+    console.print(
+        Text("The demo's files are kept in ", style="bold") + Text(str(tmp)), soft_wrap=True
+    )  # a path stays on one line: copied whole
+    for line in (
+        f"  the files it wrote:  ls {shlex.quote(str(workspace))}",
+        f"  run their tests:     cd {shlex.quote(str(workspace))} && python test_stats.py",
+        f"  the run:             planmode show {thread} --db {db}",
+        f"  its snapshots:       planmode history {thread} --db {db}",
+        f"  remove it all:       rm -r {shlex.quote(str(tmp))}",
+    ):
+        console.print(Text(line), soft_wrap=True)

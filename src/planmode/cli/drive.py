@@ -146,6 +146,7 @@ class Progress:
         self._last_plain = ""
 
     def __enter__(self) -> Progress:
+        self._refresh_total()  # a resumed run has its plan already (no plan event comes): "step 2/3", not "2/?"
         if self.live_mode:
             self.live = Live(self._status(), console=console, transient=True, refresh_per_second=4)
             self.live.__enter__()
@@ -184,7 +185,10 @@ class Progress:
         console.print(line)  # rich's Live keeps its status line below printed lines
 
     def _refresh_total(self) -> None:
-        plan = self.graph.get_state(self.cfg).values.get("plan")
+        try:
+            plan = self.graph.get_state(self.cfg).values.get("plan")
+        except Exception:  # no checkpoint yet (a new thread): the plan event sets the total
+            return
         if isinstance(plan, Plan):
             self.total = len(plan.steps)
             self.done = sum(1 for s in plan.steps if s.status.value in ("done", "skipped"))
@@ -195,7 +199,10 @@ class Progress:
             plan = self.graph.get_state(self.cfg).values.get("plan")  # approved by the run's policy: show it first
             if isinstance(plan, Plan):
                 self.print(plan_table(plan))
-        self.print(render_event(event))
+        if kind == "direct_answer":  # the answer itself is printed once, under "Answer", when the run ends
+            self.print(render_event({**event, "message": "the task needs no plan (the answer follows)"}))
+        else:
+            self.print(render_event(event))
         if kind in ("plan_created", "plan_patched", "plan_approved"):
             self._refresh_total()
         step = str(event.get("step_id") or "")
@@ -204,11 +211,24 @@ class Progress:
             running = ", ".join(self.started)
             self.set(f"executing step {min(self.done + 1, max(self.total, 1))}/{self.total or '?'}: {running}")
         elif kind in ("step_completed", "step_failed"):
+            files = (event.get("data") or {}).get("files")
+            if isinstance(files, list) and files:  # the files the step changed (planmode.persistence.changes)
+                self.print(Text(f"  {step} changed: ", style="dim") + Text(", ".join(self._shown(files))))
             self.started.pop(step, None)
             if kind == "step_completed":
                 self.done += 1
             running = ", ".join(self.started)
             self.set(f"executing ({self.done}/{self.total or '?'} done)" + (f": {running}" if running else ""))
+
+    def _shown(self, files: list[Any]) -> list[str]:
+        """Paths relative to the run's workspace (or the current folder) when inside it."""
+        from planmode.context import settings_dict
+
+        settings = settings_dict(self.graph.get_state(self.cfg).values.get("settings"))
+        root = os.path.realpath(str(settings.get("workspace") or os.getcwd()))
+        from planmode.cli.files import one_line
+
+        return [one_line(os.path.relpath(str(f), root) if str(f).startswith(root + os.sep) else str(f)) for f in files]
 
     def model(self, node: str) -> None:
         if node == "execute_step" and self.started:
@@ -338,11 +358,7 @@ def _drive(
         state = graph.get_state(cfg)
         paused = _model_unavailable(state)
         if paused is not None:  # not an approval: stop, resumable
-            console.print(Text(f"Model unavailable: {paused.get('error')}", style="red"))
-            console.print(
-                Text.assemble("The run is paused. Resume with: ", resume_hint or f"planmode resume {tid}"),
-                soft_wrap=True,
-            )
+            _print_pause(paused, resume_hint or f"planmode resume {tid}")
             return "model_unavailable"
         if state.interrupts:
             payload = state.interrupts[0].value
@@ -359,6 +375,23 @@ def _drive(
             inp = Command(resume=answer)
             continue
         return str(state.values.get("status") or "unknown")
+
+
+def _print_pause(paused: Mapping[str, Any], hint: str) -> None:
+    """Why the run paused for its model, and the command that resumes it."""
+    if paused.get("reason") == "unauthorized":  # a bad API key: not the model's absence, and not the plan's fault
+        console.print(Text(f"Not authorised: {paused.get('error')}", style="red"), soft_wrap=True)
+        console.print(
+            Text.assemble(
+                "The run is paused (nothing was counted against the plan or its steps). Set a valid "
+                "OPENAI_API_KEY, then resume with: ",
+                hint,
+            ),
+            soft_wrap=True,
+        )
+        return
+    console.print(Text(f"Model unavailable: {paused.get('error')}", style="red"))
+    console.print(Text.assemble("The run is paused. Resume with: ", hint), soft_wrap=True)
 
 
 def _model_unavailable(state: Any) -> dict[str, Any] | None:
@@ -389,12 +422,20 @@ def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = 
             Text(
                 f"\nReport: status={report.get('status')} done={len(report.get('done', []))} "
                 f"failed={len(report.get('failed', []))} skipped={len(report.get('skipped', []))} "
-                f"patches={len(report.get('patches', []))} reflections={report.get('reflections')}"
+                f"patches={len(report.get('patches', []))} edits={len(report.get('edits', []))} "
+                f"replans={len(report.get('replans', []))} reflections={report.get('reflections')}"
             )
         )
     if values.get("usage"):
         from planmode.cli.budget import usage_line
 
         console.print(usage_line(values))
-    if changed:
+    if changed is None:
+        return
+    from planmode.cli.files import changed_by_step
+
+    by_step = changed_by_step(graph, cfg)  # a line per step, from the recorded changes (a SQLite database)
+    for step_id, files in by_step.items():
+        console.print(Text(f"Files changed by step {step_id}: ", style="bold") + Text(", ".join(files)))
+    if changed and not by_step:
         console.print(Text("Files changed: ", style="bold") + Text(", ".join(changed)))

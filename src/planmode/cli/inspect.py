@@ -185,7 +185,9 @@ def show(
     holders = _holders(graph.checkpointer, path)
     interrupt = interrupt_type(state.interrupts) if state.interrupts else None
     what = run_state(status, interrupt, thread in holders)
-    settings = values.get("settings") or {}
+    from planmode.context import settings_dict
+
+    settings = settings_dict(values.get("settings"))
     plan = values.get("plan")
     steps = list(getattr(plan, "steps", []) or []) if getattr(plan, "version", 0) else []
     updated = _parse_time(state.created_at)
@@ -474,10 +476,12 @@ def rollback(
         str, typer.Argument(help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")
     ],
     db: DbOpt = None,
+    files: Annotated[bool, typer.Option("--files", help="Also restore the workspace files the run changed.")] = False,
 ) -> None:
-    """Roll a run back to a snapshot (history is kept); `resume` continues from there. Workspace files are not
-    restored."""
+    """Roll a run back to a snapshot (history is kept); `resume` continues from there. With --files, the workspace
+    files too (refused, with the list, when one changed outside the run)."""
     from planmode.cli.drive import require_thread, show_result
+    from planmode.cli.files import restore_files, restored_note
     from planmode.persistence.lease import thread_lease
     from planmode.persistence.snapshots import rollback as do_rollback
 
@@ -486,8 +490,9 @@ def rollback(
     require_thread(graph, cfg_of(thread))
     target = resolve_snapshot(_checkpoint_ids(graph, thread), snapshot)
     with thread_lease(graph.checkpointer, thread):  # not under a run: "thread X is already running (...)"
+        restored = restore_files(graph, path, thread, target) if files else None
         do_rollback(graph, thread, target)
     console.print(Text(f"Rolled back {thread} to {snapshot}. The history is kept."))
-    console.print(Text("Workspace files are not restored: checkpoints hold the run, not your files.", style="yellow"))
+    console.print(restored_note(restored))
     console.print(Text(f"Continue with: {resume_command(thread, path)}"), soft_wrap=True)
     show_result(graph, cfg_of(thread))

@@ -8,7 +8,6 @@ LangGraph stack when it runs.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sys
@@ -233,8 +232,9 @@ def run(
     if ctx.max_cost and not ctx.prices:
         raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
     if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
-        from planmode.local_server import llama_server, settings_for
+        from planmode.local_server import check_gguf, llama_server, settings_for
 
+        check_gguf(gguf)  # a missing or non-GGUF file: one line and exit 2, before "starting" or the extra's check
         console.print(Text(f"starting a llama.cpp server for {gguf} ..."))
         ctx = settings_for(command.with_resource(llama_server(gguf)), ctx)
     if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
@@ -364,7 +364,9 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
     values = graph.get_state(cfg_of(tid)).values
     if status not in ("awaiting_approval", "over_budget"):
         show_result(graph, cfg_of(tid), changed=watcher.changed)
-    settings = values.get("settings") or {}
+    from planmode.context import settings_dict
+
+    settings = settings_dict(values.get("settings"))
     if values.get("route") == "direct" and settings.get("mode") == "auto" and status == "answered":
         console.print(
             Text(
@@ -378,22 +380,6 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
             Text(f"The run failed. Inspect it with: {resume_command(tid, db, 'show')}", style="red"), soft_wrap=True
         )
     raise typer.Exit(exit_code(status))
-
-
-#: Checkpoint metadata key of the endpoint a `resume` chose (model, base_url, workspace), as JSON.
-_ENDPOINT_KEY = "planmode_endpoint"
-
-
-def _remembered(metadata: Any) -> dict[str, str]:
-    """The endpoint an earlier `resume` chose, from the head checkpoint's metadata (empty when none)."""
-    raw = metadata.get(_ENDPOINT_KEY) if isinstance(metadata, dict) else None
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else {}
-    except json.JSONDecodeError:
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if k in ("model", "base_url", "workspace") and isinstance(v, str)}
 
 
 @friendly
@@ -443,11 +429,12 @@ def resume(
             f"{resume_command(thread, path, 'show')}; give it a follow-up task with: "
             f"{resume_command(thread, path, 'run TASK --follow-up')}"
         )
-    # The endpoint a run uses: its stored settings, then what an earlier `resume --model/--base-url/--workspace`
-    # chose (kept in the metadata of the checkpoints that resume wrote), then this resume's options.
-    settings = state.values.get("settings") or {}
-    remembered = _remembered(state.metadata)
-    overrides: dict[str, Any] = dict(remembered)
+    # The endpoint a run uses: its settings (an earlier `resume --model/--base-url/--workspace` wrote its choice
+    # there), then this resume's options.
+    from planmode.context import settings_dict
+
+    settings = settings_dict(state.values.get("settings"))
+    overrides: dict[str, Any] = {}
     if gguf is not None:  # a local llama.cpp server for this resume, stopped when the command ends
         from planmode.local_server import llama_server
 
@@ -481,13 +468,10 @@ def resume(
     )
     watcher = Watcher(queue.Queue())
     auto = auto_approve or settings.get("approval") == "auto"
-    cfg: Any = cfg_of(thread)
-    if overrides:
-        cfg["metadata"] = {_ENDPOINT_KEY: json.dumps(overrides)}
     status = drive(
         graph,
         None,
-        cfg,
+        cfg_of(thread),
         context=overrides or None,
         approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}),
         resume_hint=hint,

@@ -9,7 +9,7 @@ terminal: a render hook on the console (`_ShowControls`) covers every screen and
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import shlex
 import subprocess
@@ -172,37 +172,150 @@ def error_text(message: object, *, label: str = "error:") -> Text:
     return Text.assemble((label, "bold red"), " ", str(message))
 
 
-def plan_table(plan: Plan, *, marks: Mapping[str, str] | None = None) -> Table:
-    """The plan as a rich table: id, status, description, dependencies, acceptance.
+#: Below this many columns the plan is shown stacked (one block per step), not as a table: at 80 columns a table's
+#: description column is 12-16 characters wide and its words break mid-word.
+STACK_BELOW = 110
+
+
+@functools.cache
+def _default_read_only() -> frozenset[str]:
+    """The read-only tools of the CLI's graph (its workspace tools): a tool name in a plan that is not one of them
+    changes things, as the approval policies count it (`planmode.tools.binding.step_writes`)."""
+    from planmode.tools import workspace_tools
+    from planmode.tools.binding import read_only_names
+
+    return read_only_names(workspace_tools("."))
+
+
+def _tools_cell(tools: Sequence[str], read_only: frozenset[str], star: str) -> Text:
+    """A step's declared tools; the ones that change things (not read-only, or unknown) marked and yellow."""
+    text = Text()
+    for n, name in enumerate(tools):
+        if n:
+            text.append(", ")
+        if name in read_only:
+            text.append(name)
+        else:
+            text.append(name + star, style="bold yellow")
+    return text
+
+
+class PlanView:
+    """The plan as a table at a wide terminal; stacked (a block per step, no cut words, the title on top) on a
+    narrow one (below `STACK_BELOW` columns). Both show each step's tools, the ones that change things marked."""
+
+    def __init__(
+        self, plan: Plan, marks: Mapping[str, str] | None = None, read_only: Iterable[str] | None = None
+    ) -> None:
+        self.plan = plan
+        self.marks = marks
+        self.read_only = frozenset(read_only) if read_only is not None else _default_read_only()
+
+    def _title(self) -> Text:
+        title = Text(self.plan.title or "Plan", style="bold")
+        title.append(f"  (v{self.plan.version}, revision {self.plan.revision})", style="dim")
+        return title
+
+    def _writes_note(self) -> Text | None:
+        if not any(t not in self.read_only for s in self.plan.steps for t in s.tools):
+            return None
+        return Text("* changes things (a write)", style="dim")
+
+    def _fixed_width(self) -> int:
+        """The columns the table gives the short cells (number, mark, id, status, tools, after) and its borders."""
+        steps = self.plan.steps
+        widths = [
+            len(str(len(steps))),
+            max((len(s.id) for s in steps), default=2),
+            max((len(s.status.value) for s in steps), default=6),
+            min(24, max((len(", ".join(s.tools)) + len(s.tools) for s in steps), default=5)),
+            min(20, max((len(", ".join(s.dependencies)) for s in steps), default=5)),
+        ] + ([1] if self.marks is not None else [])
+        return sum(widths) + 3 * (len(widths) + 2) + 1
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.measure import Measurement
+
+        note = self._writes_note()
+        # Stacked when the table would leave the description and the acceptance fewer than 60 columns together
+        # (at 80 columns a table gave the description 12-16, breaking words), or below STACK_BELOW columns.
+        if options.max_width < STACK_BELOW or options.max_width - self._fixed_width() < 60:
+            yield self._stacked()
+        else:
+            table = self._table()
+            if Measurement.get(console, options, table).maximum > options.max_width:
+                table.expand = True  # it wraps anyway: the description and acceptance share the room 3:2
+            yield table
+        if note is not None:
+            yield note
+
+    def _table(self) -> Table:
+        table = Table(title=self._title(), show_lines=False, title_justify="left")
+        table.add_column("#", justify="right", style="dim")
+        if self.marks is not None:
+            table.add_column(" ", no_wrap=True)
+        table.add_column("id", style="bold", overflow="fold")
+        table.add_column("status", no_wrap=True)
+        table.add_column("description", overflow="fold", ratio=3)
+        table.add_column("tools", overflow="fold")
+        table.add_column("after", style="cyan", overflow="fold")
+        table.add_column("acceptance", style="dim", overflow="fold", ratio=2)
+        for n, s in enumerate(self.plan.steps, 1):
+            st = s.status.value
+            cells: list[RenderableType] = [Text(str(n))]
+            if self.marks is not None:
+                mark = self.marks.get(s.id, "")
+                cells.append(Text(mark, style="green" if mark == "+" else "yellow"))
+            cells += [
+                Text(s.id),
+                Text(st, style=_STYLE.get(st, "")),
+                Text(s.description),
+                _tools_cell(s.tools, self.read_only, "*"),
+                Text(", ".join(s.dependencies)),
+                Text(s.acceptance),
+            ]
+            table.add_row(*cells)
+        return table
+
+    def _stacked(self) -> Group:
+        """Two or three lines a step: ``n. id  status  after: deps  tools: ...``, then the description and the
+        acceptance indented (rich wraps them at word boundaries, under the indent)."""
+        from rich.padding import Padding
+
+        parts: list[RenderableType] = [self._title()]
+        for n, s in enumerate(self.plan.steps, 1):
+            st = s.status.value
+            head = Text()
+            mark = (self.marks or {}).get(s.id, "")
+            head.append(f"{mark or ' '} ", style="green" if mark == "+" else "yellow")
+            head.append(f"{n}. ", style="dim")
+            head.append(s.id, style="bold")
+            head.append("  ")
+            head.append(st, style=_STYLE.get(st, ""))
+            if s.dependencies:
+                head.append("  after: ", style="dim")
+                head.append(", ".join(s.dependencies), style="cyan")
+            if s.tools:
+                head.append("  tools: ", style="dim")
+                head.append_text(_tools_cell(s.tools, self.read_only, "*"))
+            parts.append(head)
+            parts.append(Padding(Text(s.description), (0, 0, 0, 5), expand=False))
+            if s.acceptance:
+                parts.append(Padding(Text("done when: " + s.acceptance, style="dim"), (0, 0, 0, 5), expand=False))
+        return Group(*parts)
+
+
+def plan_table(
+    plan: Plan, *, marks: Mapping[str, str] | None = None, read_only: Iterable[str] | None = None
+) -> PlanView:
+    """The plan as a rich renderable: id, status, description, tools, dependencies, acceptance (a table on a wide
+    terminal, stacked below `STACK_BELOW` columns).
 
     ``marks`` maps a step id to a one-character change mark (``+`` added, ``~`` updated) shown in a column.
+    ``read_only``: the tool names that change nothing (default: the CLI's read-only workspace tools); every other
+    tool a step names is marked ``*`` as one that changes things.
     """
-    title = Text(plan.title or "Plan")
-    title.append(f"  (v{plan.version}, revision {plan.revision})", style="dim")
-    table = Table(title=title, show_lines=False, title_justify="left")
-    table.add_column("#", justify="right", style="dim")
-    if marks is not None:
-        table.add_column(" ", no_wrap=True)
-    table.add_column("id", style="bold", overflow="fold")
-    table.add_column("status", no_wrap=True)
-    table.add_column("description", overflow="fold")
-    table.add_column("after", style="cyan", overflow="fold")
-    table.add_column("acceptance", style="dim", overflow="fold")
-    for n, s in enumerate(plan.steps, 1):
-        st = s.status.value
-        cells: list[RenderableType] = [Text(str(n))]
-        if marks is not None:
-            mark = marks.get(s.id, "")
-            cells.append(Text(mark, style="green" if mark == "+" else "yellow"))
-        cells += [
-            Text(s.id),
-            Text(st, style=_STYLE.get(st, "")),
-            Text(s.description),
-            Text(", ".join(s.dependencies)),
-            Text(s.acceptance),
-        ]
-        table.add_row(*cells)
-    return table
+    return PlanView(plan, marks, read_only)
 
 
 def unique_prefixes(ids: Sequence[str], minimum: int = 8) -> dict[str, str]:
@@ -262,7 +375,10 @@ def render_event(event: Mapping[str, Any]) -> Text:
     if len(msg) > 160:
         msg = msg[:157] + "..."
     color = "red" if kind in ("step_failed", "patch_rejected") else "green" if kind == "step_completed" else ""
-    text = Text(f"{icon} {kind.replace('_', ' ')}: ", style=color)
+    label = kind.replace("_", " ")
+    if kind == "model_unavailable" and isinstance(data, Mapping) and data.get("reason") == "unauthorized":
+        label, color = "not authorised", "red"  # the server refused the API key: not an absent model
+    text = Text(f"{icon} {label}: ", style=color)
     if event.get("step_id"):
         text.append(str(event["step_id"]), style="bold")
         text.append(" ")
@@ -339,7 +455,9 @@ def approval_screen(payload: Mapping[str, Any]) -> Group:
 
     plan = Plan.model_validate(payload["plan"])
     changes = payload.get("changes")
-    parts: list[RenderableType] = [plan_table(plan, marks=_marks(changes))]
+    read_only = payload.get("read_only_tools")
+    read_only = [str(t) for t in read_only] if isinstance(read_only, list) else None
+    parts: list[RenderableType] = [plan_table(plan, marks=_marks(changes), read_only=read_only)]
     reason = payload.get("reason")
     if reason and str(reason) != "initial plan":
         parts.append(Text.assemble(("Asked again: ", "bold yellow"), str(reason)))
@@ -357,28 +475,10 @@ def approval_screen(payload: Mapping[str, Any]) -> Group:
 
 # -- the approval prompt ------------------------------------------------------------------------------------
 
-_EDIT_HELP = [
-    "Edit the plan below (JSON). Save and close the editor to continue.",
-    "Lines starting with '#' are ignored. An empty file cancels the edit.",
-]
-
-
-def _editable(plan: Plan) -> str:
-    body = plan.model_dump(mode="json", include={"title", "steps"})
-    for step in body["steps"]:
-        for key in ("attempts", "result", "error", "output_ref"):
-            step.pop(key, None)
-    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
-
-
-def _strip_comments(text: str) -> str:
-    # JSON strings cannot hold a raw newline, so a line that starts with '#' is never inside a JSON value.
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-
 
 def _run_editor(text: str) -> str:
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False, encoding="utf-8") as fh:
+    with tempfile.NamedTemporaryFile("w+", suffix=".toml", delete=False, encoding="utf-8") as fh:
         fh.write(text)
         path = fh.name
     try:
@@ -389,39 +489,51 @@ def _run_editor(text: str) -> str:
         os.unlink(path)
 
 
-def edit_plan(plan: Plan, revision: str) -> dict[str, Any] | None:
-    """Open $EDITOR on the plan until it holds a valid edit (a JSON or validation error reopens the editor
-    with the error at the top, as ``git commit`` does); then show the edited plan with its diff and ask for
-    approval. The edit answer to send, or None when the human gives up on the edit."""
+def _leading_comments(lines: Sequence[str]) -> int:
+    """How many lines at the top are comments or blank (the header planmode wrote, and whatever joins it)."""
+    n = 0
+    while n < len(lines) and (not lines[n].strip() or lines[n].lstrip().startswith("#")):
+        n += 1
+    return n
+
+
+def edit_plan(plan: Plan, revision: str, read_only: Iterable[str] | None = None) -> dict[str, Any] | None:
+    """Open $EDITOR on the plan as a form (`planmode.cli.plan_form`: TOML with comments, no internal fields)
+    until it holds a valid edit (an error reopens the editor with the error on top, as ``git commit`` does, its
+    line number that of the reopened file); then show the edited plan with its diff and ask for approval. The
+    edit answer to send, or None when the human gives up on the edit."""
     from planmode.approval import Edit, parse_resume
+    from planmode.cli.plan_form import FormError, form_header, read_form, to_form
     from planmode.state.diff import plan_changes
 
-    body = _editable(plan)
-    error: str | None = None
+    quiet = frozenset(read_only) if read_only is not None else _default_read_only()
+    body = to_form(plan, quiet)
+    error: FormError | None = None
     while True:
-        header = [f"# {line}" for line in ([f"ERROR: {error}", ""] if error else []) + _EDIT_HELP]
-        text = _strip_comments(_run_editor("\n".join(header) + "\n" + body)).strip()
-        if not text:
+        header = form_header(error.shown() if error is not None else None)
+        if error is not None and error.line is not None:  # the line as the reopened file numbers it
+            header = form_header(error.shown(offset=len(header)))
+        saved = _run_editor("\n".join(header) + "\n" + body)
+        lines = saved.splitlines()
+        top = _leading_comments(lines)
+        if top == len(lines) or not "".join(line for line in lines if not line.lstrip().startswith("#")).strip():
             console.print(Text("Edit cancelled (the file was empty).", style="yellow"))
             return None
-        body = text + "\n"
-        try:
-            edited = json.loads(text)
-        except json.JSONDecodeError as exc:
-            error = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        body = "\n".join(lines[top:]) + "\n"  # the person's text, their own comments kept; planmode's header goes
+        read = read_form(saved, plan)
+        if isinstance(read, FormError):
+            line = read.line - top if read.line is not None and read.line > top else read.line
+            error = FormError(read.message, line, read.column)
             continue
-        if not isinstance(edited, dict):
-            error = "the plan must be a JSON object with 'title' and 'steps'"
-            continue
-        answer = {"action": "edit", "plan": edited, "revision": revision}
+        answer = {"action": "edit", "plan": read, "revision": revision}
         checked = parse_resume(answer, plan)
         if not isinstance(checked, Edit):
-            error = str(checked)
+            error = FormError(str(checked))
             continue
         changes = plan_changes(plan, checked.plan)
         if plan.title != checked.plan.title:
             changes["title"] = [plan.title, checked.plan.title]
-        console.print(plan_table(checked.plan, marks=_marks(changes)))
+        console.print(plan_table(checked.plan, marks=_marks(changes), read_only=quiet))
         view = changes_view(changes, checked.plan)
         if view is not None:
             console.print(view)
@@ -507,7 +619,10 @@ def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
                 return {"action": "reject", "feedback": feedback}
             console.print(Text("Feedback is needed to reject a plan.", style="yellow"))
             continue
-        edited = edit_plan(plan, str(payload["revision"]))
+        read_only = payload.get("read_only_tools")
+        edited = edit_plan(
+            plan, str(payload["revision"]), [str(t) for t in read_only] if isinstance(read_only, list) else None
+        )
         if edited is not None:
             return edited
         console.print(approval_screen(payload))

@@ -5,6 +5,8 @@ against the table in docs/architecture.md.
 The wrappers:
 
 - `data_writes` (here): every write of the node is plain JSON data, never a planmode class (below);
+- `resolved_once` (here): a runtime context that brings new settings (a resume with another endpoint) is resolved
+  against the run's settings once, and the result written to state (`planmode.context.settings_of` reads them);
 - ``trusted_task`` (`planmode.nodes.execute_step`): execute_step's ``Send`` payload gets the run's usage, budget
   and settings from the graph's channels, not from the ``Send``;
 - ``accounted`` (`planmode.budget`): the node's model calls are counted, each checked against the budget, and the
@@ -37,9 +39,25 @@ from typing import Any, Literal
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 
+from planmode._compat import GraphNode
 from planmode._drive import per_path
 
 __all__ = ["PIPELINES", "Wrapper", "data_sends", "data_writes", "pipeline", "to_data"]
+
+
+#: Types whose values are data as they are (exact types: a planmode ``str`` enum is not one of them).
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
+#: Per model class: its field names when the class is planmode's, else None (left to its own serializer).
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _fields(cls: type[BaseModel]) -> tuple[str, ...] | None:
+    try:
+        return _FIELDS[cls]
+    except KeyError:
+        names = tuple(cls.model_fields) if cls.__module__.startswith("planmode.") else None
+        _FIELDS[cls] = names
+        return names
 
 
 def to_data(value: Any) -> Any:
@@ -48,12 +66,22 @@ def to_data(value: Any) -> Any:
     Every field is kept, excluded ones too (a `NewStep`'s ``status`` is excluded from its dumps, but the
     patch logic reads it to record a warning), so ``Model.model_validate(to_data(m)) == m``. Values that are
     not planmode's (messages, a user's own models) are left as they are: their own serializer handles them.
+    Runs on every write of every node, so the common shapes (plain values, dicts, lists) are answered by their
+    exact type first, and a model class's field names are looked up once.
     """
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    if cls is dict:
+        return {k: to_data(v) for k, v in value.items()}
+    if cls is list or cls is tuple:
+        return [to_data(v) for v in value]
     if isinstance(value, BaseModel):
-        if not type(value).__module__.startswith("planmode."):
+        names = _fields(cls)
+        if names is None:
             return value
-        return {name: to_data(getattr(value, name)) for name in type(value).model_fields}
-    if isinstance(value, Enum) and type(value).__module__.startswith("planmode."):
+        return {name: to_data(getattr(value, name)) for name in names}
+    if isinstance(value, Enum) and cls.__module__.startswith("planmode."):
         return value.value
     if isinstance(value, Send):
         return Send(value.node, to_data(value.arg))
@@ -76,7 +104,7 @@ def _update_data(out: Any) -> Any:
     return out
 
 
-def data_writes(node: Any) -> Any:
+def data_writes(node: GraphNode) -> GraphNode:
     """``node`` whose writes (an update dict, or a ``Command``'s update and sends) are JSON data.
 
     The wrapper keeps ``node``'s signature (LangGraph reads it to inject ``runtime``, ``config``, ...).
@@ -100,37 +128,93 @@ def data_writes(node: Any) -> Any:
     return per_path(node, wrap)
 
 
-def data_sends(router: Any) -> Any:
+def resolved_once(node: GraphNode) -> GraphNode:
+    """``node`` given the run's settings resolved against a runtime context that brings new values (a resume with
+    another ``base_url``, `planmode.context.brings_news`), and writing them to state, so that the nodes after it
+    read them from there and a later resume keeps them; a context that brings nothing new changes nothing.
+
+    The node (and its inner wrappers) then see the resolved settings in ``state["settings"]`` and no context to
+    resolve again. A run's first settings are detect's (a new run), which is not wrapped."""
+    import planmode.context as run_settings
+
+    def resolved(state: Any, runtime: Any) -> tuple[Any, Any, dict[str, Any] | None]:
+        if runtime is None or not isinstance(state, Mapping) or not state.get("settings"):
+            return state, runtime, None
+        if not run_settings.brings_news(state, runtime):
+            return state, runtime, None
+        stored = state["settings"]
+        resolved = run_settings.resolve_settings(runtime.context, stored, on_ignored=_said)
+        written = None if resolved is stored else run_settings.settings_dict(resolved)  # only ignored values: as is
+        return {**state, "settings": resolved}, runtime.override(context=None), written
+
+    def writing(out: Any, written: dict[str, Any] | None) -> Any:
+        if written is None or written == {}:
+            return out
+        if isinstance(out, Command) and (out.update is None or isinstance(out.update, Mapping)):
+            return dataclasses.replace(out, update={"settings": written, **(out.update or {})})
+        if isinstance(out, Mapping):
+            return {"settings": written, **out}
+        return out
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapped(state: Any, *args: Any, runtime: Any = None, **kwargs: Any) -> Any:
+                state, runtime, written = resolved(state, runtime)
+                return writing(await fn(state, *args, runtime=runtime, **kwargs), written)
+
+            return awrapped
+
+        @functools.wraps(fn)
+        def wrapped(state: Any, *args: Any, runtime: Any = None, **kwargs: Any) -> Any:
+            state, runtime, written = resolved(state, runtime)
+            return writing(fn(state, *args, runtime=runtime, **kwargs), written)
+
+        return wrapped
+
+    return per_path(node, wrap)
+
+
+def _said(message: str, kept: dict[str, Any], given: dict[str, Any]) -> None:
+    """A ``settings_ignored`` event: a resume's context tried to loosen the run's settings."""
+    from planmode.observability.events import emit
+
+    emit("settings_ignored", message, ignored=kept, given=given)
+
+
+def data_sends(router: GraphNode) -> GraphNode:
     """``router`` whose ``Send`` packets carry JSON data (they are saved as writes too)."""
     return data_writes(router)
 
 
-Wrapper = Literal["data_writes", "trusted_task", "accounted", "pausable"]
+Wrapper = Literal["data_writes", "resolved_once", "trusted_task", "accounted", "pausable"]
 
 #: Each node's pipeline, outermost first (the node itself, ``make_<node>`` of ``nodes/<node>.py``, is innermost).
 PIPELINES: dict[str, tuple[Wrapper, ...]] = {
     "detect": ("data_writes", "accounted"),
-    "respond": ("data_writes", "accounted", "pausable"),
-    "plan": ("data_writes", "accounted", "pausable"),
-    "approve": ("data_writes",),
-    "dispatch": ("data_writes", "accounted"),
-    "execute_step": ("data_writes", "trusted_task", "accounted"),
-    "verify": ("data_writes", "accounted", "pausable"),
-    "reflect": ("data_writes", "accounted", "pausable"),
-    "patch": ("data_writes", "accounted", "pausable"),
-    "finalize": ("data_writes", "accounted"),
-    "model_unavailable": ("data_writes",),
+    "respond": ("data_writes", "resolved_once", "accounted", "pausable"),
+    "plan": ("data_writes", "resolved_once", "accounted", "pausable"),
+    "approve": ("data_writes", "resolved_once"),
+    "dispatch": ("data_writes", "resolved_once", "accounted"),
+    "execute_step": ("data_writes", "trusted_task", "resolved_once", "accounted"),
+    "verify": ("data_writes", "resolved_once", "accounted", "pausable"),
+    "reflect": ("data_writes", "resolved_once", "accounted", "pausable"),
+    "patch": ("data_writes", "resolved_once", "accounted", "pausable"),
+    "finalize": ("data_writes", "resolved_once", "accounted"),
+    "model_unavailable": ("data_writes", "resolved_once"),
 }
 
 
-def pipeline(name: str, node: Any) -> Any:
+def pipeline(name: str, node: GraphNode) -> GraphNode:
     """``node`` inside its pipeline (`PIPELINES`): each wrapper wraps the node's sync and async path alike."""
     from planmode.budget import accounted
     from planmode.nodes.execute_step import trusted_task
     from planmode.nodes.model_unavailable import pausable
 
-    wrappers: dict[str, Callable[[Any], Any]] = {
+    wrappers: dict[str, Callable[[GraphNode], GraphNode]] = {
         "data_writes": data_writes,
+        "resolved_once": resolved_once,
         "trusted_task": trusted_task,
         "accounted": lambda inner: accounted(name, inner),
         "pausable": lambda inner: pausable(name, inner),

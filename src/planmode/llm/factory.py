@@ -10,6 +10,7 @@ from langchain_core.language_models import BaseChatModel
 
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
+from planmode.llm.structured import start_from_record
 
 __all__ = ["ModelProvider"]
 
@@ -21,22 +22,27 @@ class ModelProvider:
         self._model = model
         self._cache: dict[tuple[Any, ...], BaseChatModel] = {}
 
-    def get(self, settings: PlanModeContext) -> BaseChatModel:
-        """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made."""
+    def get(self, settings: PlanModeContext, negotiated: str | None = None) -> BaseChatModel:
+        """The chat model for a run; raises `ConfigurationError` naming the fix when it cannot be made.
+        ``negotiated``: the run's ``negotiated_output`` (state), where structured output ``auto`` starts."""
         if self._model is not None:
-            return self._model
-        key = _key(settings)
-        if key not in self._cache:
-            self._cache[key] = _openai_model(settings)
-        return self._cache[key]
+            model = self._model
+        else:
+            key = _key(settings)
+            if key not in self._cache:
+                self._cache[key] = _openai_model(settings)
+            model = self._cache[key]
+        start_from_record(model, negotiated)
+        return model
 
-    async def aget(self, settings: PlanModeContext) -> BaseChatModel:
+    async def aget(self, settings: PlanModeContext, negotiated: str | None = None) -> BaseChatModel:
         """`get` for async nodes: the first model of a key is made in a worker thread (importing langchain-openai
         and building its HTTP clients reads files, which must not block the event loop)."""
-        if self._model is not None:
-            return self._model
-        made = self._cache.get(_key(settings))
-        return made if made is not None else await asyncio.to_thread(self.get, settings)
+        made = self._model if self._model is not None else self._cache.get(_key(settings))
+        if made is None:
+            return await asyncio.to_thread(self.get, settings, negotiated)
+        start_from_record(made, negotiated)
+        return made
 
 
 def _key(settings: PlanModeContext) -> tuple[Any, ...]:

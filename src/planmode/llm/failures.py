@@ -12,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from planmode.context import PlanModeContext
-from planmode.errors import ModelUnavailableError
+from planmode.errors import ModelUnauthorizedError, ModelUnavailableError
 from planmode.llm._learnt import endpoint, relearn
 from planmode.llm.window import context_budget
 from planmode.text import clip
@@ -33,7 +33,10 @@ def describe(exc: BaseException) -> str:
     return clip(text, 500, marker="", fold=False)
 
 
-FailureKind = Literal["unavailable", "refused", "overflow", "other"]
+FailureKind = Literal["unauthorized", "unavailable", "refused", "overflow", "other"]
+
+#: HTTP statuses of a server that refuses the request's credentials (a bad or missing API key).
+_AUTH_STATUSES = (401, 403)
 
 _OVERFLOW_MARKERS = (
     "maximum context length",
@@ -60,11 +63,14 @@ def _error_text(exc: BaseException) -> str:
 
 
 def failure_kind(exc: BaseException) -> FailureKind:
-    """What a failed model call means: the model is unavailable (connection refused, 5xx or 429 after the
-    client's retries), the server refused a structured-output mode, the context overflowed, or another error.
-    A timeout is another error: a server that answers too slowly is not down."""
+    """What a failed model call means: the server refused the credentials (401, 403: a bad API key), the model
+    is unavailable (connection refused, 5xx or 429 after the client's retries), the server refused a
+    structured-output mode, the context overflowed, or another error. A timeout is another error: a server that
+    answers too slowly is not down."""
     text = _error_text(exc).lower()
     status = getattr(exc, "status_code", None)
+    if status in _AUTH_STATUSES:  # before the markers: an auth error's text may name anything
+        return "unauthorized"
     if any(m in text for m in _OVERFLOW_MARKERS):
         return "overflow"
     if isinstance(status, int):
@@ -84,9 +90,17 @@ def failure_kind(exc: BaseException) -> FailureKind:
 
 def model_failure(exc: BaseException, model: BaseChatModel, settings: PlanModeContext) -> str:
     """The error text of a failed model call, naming the setting that fixes it; raises
-    `ModelUnavailableError` when the model cannot be reached (that pauses the run instead)."""
+    `ModelUnavailableError` when the model cannot be reached, `ModelUnauthorizedError` when the server refuses
+    the credentials (both pause the run instead: neither is a verdict on the plan or the step)."""
     kind = failure_kind(exc)
     base_url, name = endpoint(model)
+    if kind == "unauthorized":
+        raise ModelUnauthorizedError(
+            describe(exc),
+            base_url=base_url or settings.base_url,
+            model=name or settings.model,
+            status=getattr(exc, "status_code", None),
+        ) from exc
     if kind == "unavailable":
         raise ModelUnavailableError(
             describe(exc), base_url=base_url or settings.base_url, model=name or settings.model

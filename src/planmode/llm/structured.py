@@ -22,7 +22,7 @@ from planmode._cache import IdentityCache
 from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, PlanParseError
-from planmode.llm._learnt import endpoint, is_openai, learnt, relearn
+from planmode.llm._learnt import endpoint, is_openai, learn, learnt, relearn
 from planmode.llm.failures import describe, failure_kind, model_failure
 from planmode.llm.messages import normalize_messages, text_of
 from planmode.llm.trim import fit_messages
@@ -43,6 +43,7 @@ __all__ = [
     "negotiated_mode",
     "negotiation_record",
     "openai_response_format",
+    "start_from_record",
     "structured_runnable",
 ]
 
@@ -167,24 +168,27 @@ def negotiated_mode(model: BaseChatModel) -> Mode | None:
     return mode
 
 
-def negotiation_record(model: BaseChatModel, settings: PlanModeContext) -> str | None:
-    """The ``negotiated_output`` setting to keep in state when ``auto`` settled on a mode that the settings do
-    not record yet (None when there is nothing new)."""
+def negotiation_record(model: BaseChatModel, settings: PlanModeContext, recorded: str | None) -> str | None:
+    """The ``negotiated_output`` state value to keep when ``auto`` settled on a mode that the state does not
+    record yet (``recorded``; None when there is nothing new): ``"mode base_url model"``."""
     mode = negotiated_mode(model) if settings.structured_output == "auto" else None
     if mode is None:
         return None
     base_url, name = endpoint(model)
     record = f"{mode} {base_url or ''} {name or ''}"
-    return None if record == settings.negotiated_output else record
+    return None if record == recorded else record
 
 
-def _recorded_mode(model: BaseChatModel, settings: PlanModeContext) -> Mode | None:
-    parts = settings.negotiated_output.split(" ")
+def start_from_record(model: BaseChatModel, recorded: Any) -> None:
+    """Let ``auto`` start from the mode a run recorded (``negotiated_output`` in state, `negotiation_record`)
+    for this endpoint and model, when this model object has settled on none yet (a run resumed in another
+    process); a record of another endpoint, or an unreadable one, changes nothing."""
+    if not isinstance(recorded, str) or not is_openai(model) or negotiated_mode(model) is not None:
+        return
+    parts = recorded.split(" ")
     base_url, name = endpoint(model)
     if len(parts) == 3 and parts[0] in AUTO_ORDER and parts[1:] == [base_url or "", name or ""]:
-        mode: Mode = parts[0]  # narrowed by the AUTO_ORDER check above
-        return mode
-    return None
+        learn(model, "mode", parts[0])
 
 
 def _remember_mode(model: BaseChatModel, mode: Mode) -> None:
@@ -199,7 +203,7 @@ def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode],
         return [chosen], True
     if not is_openai(model):
         return ["tool_calling"], False
-    known = negotiated_mode(model) or _recorded_mode(model, settings)
+    known = negotiated_mode(model)
     start = AUTO_ORDER.index(known) if known is not None else 0
     return list(AUTO_ORDER[start:]), False
 

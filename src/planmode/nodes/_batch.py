@@ -16,7 +16,7 @@ from langgraph.config import get_config
 from planmode._compat import CONFIG_KEY_RESUMING
 from planmode.context import PlanModeContext
 from planmode.state.approvals import covering_grant, granted_shape, held_steps
-from planmode.state.graph_state import PlanModeState
+from planmode.state.graph_state import PlanModeState, PlanModeUpdate
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
@@ -61,7 +61,7 @@ def find_trouble(plan: Plan) -> str | None:
     return None
 
 
-def next_batch(state: PlanModeState, plan: Plan | None, max_parallel: int) -> dict[str, Any]:
+def next_batch(state: PlanModeState, plan: Plan | None, max_parallel: int) -> PlanModeUpdate:
     """What dispatch decides for ``plan`` in ``state``: the state update that marks the next batch running (at
     most ``max_parallel`` steps), or records the trouble, the finished run, the pause or the re-approval.
 
@@ -103,7 +103,7 @@ def unapproved_steps(state: Mapping[str, Any], plan: Plan) -> list[str]:
     ]
 
 
-def _approve_again(steps: list[str]) -> dict[str, Any]:
+def _approve_again(steps: list[str]) -> PlanModeUpdate:
     """The plan is not the one approved (``steps`` are not): back to the approval (which shows what changed)."""
     del steps  # the approval payload's ``changes`` name them
     return {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -12,17 +12,17 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
-from planmode.context import PlanModeContext, resolve_settings
+from planmode.context import PlanModeContext, settings_of
 from planmode.executors import Executor, Verifier
 from planmode.llm import ModelProvider, text_of
-from planmode.state.graph_state import PlanModeState
+from planmode.state.graph_state import PlanModeState, PlanModeUpdate
 
-__all__ = ["Deps", "Node", "NodeRuntime", "StateUpdate", "settings_of", "store_of", "task_of"]
+__all__ = ["Deps", "Node", "NodeRuntime", "StateUpdate", "negotiated_of", "settings_of", "store_of", "task_of"]
 
 #: The runtime a node gets: the run settings as its context (None when a resumed run brings none).
 NodeRuntime: TypeAlias = Runtime[PlanModeContext]
-#: What a node returns: only the state keys it changes.
-StateUpdate: TypeAlias = dict[str, Any]
+#: What a node returns: only the state keys it changes (typed: `PlanModeUpdate`).
+StateUpdate: TypeAlias = PlanModeUpdate
 _In = TypeVar("_In", contravariant=True)
 _Out = TypeVar("_Out", covariant=True)
 
@@ -46,10 +46,12 @@ class Deps:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def settings_of(state: PlanModeState, runtime: NodeRuntime | None) -> PlanModeContext:
-    """The run's settings: runtime context when given, else the copy kept in state, else defaults."""
-    ctx = runtime.context if runtime is not None else None
-    return resolve_settings(ctx, state.get("settings"))
+def negotiated_of(state: Mapping[str, Any]) -> str | None:
+    """The structured-output mode ``auto`` settled on in this run (``negotiated_output``), where a model made in
+    another process starts. (A run checkpointed when it was a setting negotiates again in a new process: at most
+    one refused request per refused mode.)"""
+    recorded = state.get("negotiated_output")
+    return recorded if isinstance(recorded, str) else None
 
 
 def task_of(state: PlanModeState) -> str:

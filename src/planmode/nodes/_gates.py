@@ -40,7 +40,7 @@ from planmode.nodes._batch import (
 )
 from planmode.observability.events import emit
 from planmode.state.approvals import covering_grant, definition_digest, grant, held_steps, record
-from planmode.state.graph_state import PlanModeState, merge_writes, run_writes_of
+from planmode.state.graph_state import PlanModeState, PlanModeUpdate, merge_writes, run_writes_of
 from planmode.state.mermaid import plan_to_mermaid
 from planmode.state.models import Plan, PlanPatch, Step, StepStatus, StepUpdate, clean_text
 from planmode.state.reducer import PlanUpdate
@@ -52,6 +52,7 @@ __all__ = [
     "STEP_APPROVAL_TYPE",
     "ask_stale",
     "ask_step",
+    "dependents",
     "dispatch_gates",
     "needs_own_answer",
     "parse_step_resume",
@@ -83,13 +84,14 @@ def needs_own_answer(
     return held or (settings.step_approval == "writes" and bool(writes))
 
 
-def ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: str) -> dict[str, Any]:
+def ask_stale(state: PlanModeState, plan: Plan, stale: dict[str, Any], name: str) -> PlanModeUpdate:
     current = stale.get("fingerprint") if isinstance(stale.get("fingerprint"), dict) else {}
     assert isinstance(current, dict)
     changed = [str(p) for p in stale.get("changed") or []]
     digest = str(current.get("digest") or "")
     payload = stale_payload(current, changed, error=stale.get("error"))
     payload["plan_revision"] = plan.revision
+    payload["plan"] = json.loads(plan.model_dump_json(exclude={"rejections", "history"}))  # the CLI shows it
     answer = interrupt(payload)
     decision = parse_stale_resume(answer, digest)
     if isinstance(decision, str):
@@ -149,10 +151,15 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
     if dependencies:
         lines += ["", "Results of its dependencies:"]
         lines += [f"- `{d}` ({v['status']}): {md(v['result'] or '(no result)')}" for d, v in dependencies.items()]
+    after = dependents(plan, step.id)
+    if after:
+        lines += ["", f"Skipping it skips the steps that depend on it too: {', '.join(f'`{d}`' for d in after)}"]
     lines += ["", plan_to_mermaid(plan, fenced=True)]
     return {
         "type": STEP_APPROVAL_TYPE,
         "step": json.loads(step.model_dump_json()),
+        "plan": json.loads(plan.model_dump_json(exclude={"rejections", "history"})),
+        "dependents": after,
         "tools": list(step.tools),
         "write_tools": writes,
         "dependencies": dependencies,
@@ -162,6 +169,18 @@ def step_payload(plan: Plan, step: Step, writes: list[str], error: str | None) -
         "actions": list(STEP_ACTIONS),
         "error": clean_text(error) if error else None,
     }
+
+
+def dependents(plan: Plan, step_id: str) -> list[str]:
+    """The steps that depend on ``step_id``, directly or through others, that have not run (pending), in plan
+    order: skipping ``step_id`` leaves them waiting for a dependency that is never done."""
+    out: set[str] = set()
+    frontier = {step_id}
+    while frontier:
+        found = {s.id for s in plan.steps if s.id not in out and frontier & set(s.dependencies)}
+        out |= found
+        frontier = found
+    return [s.id for s in plan.steps if s.id in out and s.status is StepStatus.PENDING]
 
 
 def parse_step_resume(value: Any, step_id: str, definition: str) -> tuple[str, str] | str:
@@ -187,7 +206,7 @@ def parse_step_resume(value: Any, step_id: str, definition: str) -> tuple[str, s
 
 def ask_step(
     state: PlanModeState, settings: PlanModeContext, plan: Plan, gate: dict[str, Any], name: str
-) -> dict[str, Any]:
+) -> PlanModeUpdate:
     step = plan.get(str(gate.get("step")))
     if step is None or step.status is not StepStatus.PENDING:  # the plan changed meanwhile: dispatch looks again
         return {"step_gate": None, "needs_approval": False, "status": "running"}
@@ -222,10 +241,13 @@ def ask_step(
             "fingerprint_checked": None,  # the run paused for the human: the next dispatch checks the workspace
         }
     done = record(log, "step", action, name, "human", plan, step=step.id, feedback=feedback)
-    if action == "skip":
+    if action == "skip":  # its pending dependents are skipped with it: they could never start (their dependency is
+        # never done), and the run would end with steps not done
+        after = dependents(plan, step.id)
+        also = f" (with the steps that depend on it: {', '.join(after)})" if after else ""
         patch = PlanPatch(
-            reason=f"skipped at its approval{': ' + feedback if feedback else ''}",
-            update_steps=[StepUpdate(id=step.id, status="skipped")],
+            reason=f"skipped at its approval{also}{': ' + feedback if feedback else ''}",
+            update_steps=[StepUpdate(id=sid, status="skipped") for sid in [step.id, *after]],
         )
         return {
             "step_gate": None,

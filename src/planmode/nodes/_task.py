@@ -6,6 +6,7 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from planmode.context import PlanModeContext
 from planmode.state.models import Step
 
 __all__ = ["StepTask"]
@@ -20,7 +21,8 @@ class StepTask(TypedDict):
     plan_version: int
     dependencies: dict[str, dict[str, str | None]]
     """Each dependency's ``result`` summary and ``output_ref`` (store key of the full output)."""
-    settings: dict[str, Any]
+    settings: PlanModeContext | dict[str, Any]
+    """The run's settings: data in the ``Send``; the graph's own (typed) once `trusted_task` replaced them."""
     durable: NotRequired[bool]
     """True when some step is done: the task waits until the checkpoint it runs from is saved before it starts."""
     usage: NotRequired[dict[str, Any] | None]

@@ -89,9 +89,9 @@ async def _arun(c: Call[T]) -> T:
 # The calls the nodes make, each with its async twin (the same arguments, checks and results).
 
 
-def model_for(deps: Deps, settings: PlanModeContext) -> Body[BaseChatModel]:
-    """The run's chat model (`ModelProvider.get` / `aget`)."""
-    return call(lambda: deps.models.get(settings), lambda: deps.models.aget(settings))
+def model_for(deps: Deps, settings: PlanModeContext, negotiated: str | None = None) -> Body[BaseChatModel]:
+    """The run's chat model (`ModelProvider.get` / `aget`); ``negotiated``: the run's ``negotiated_output``."""
+    return call(lambda: deps.models.get(settings, negotiated), lambda: deps.models.aget(settings, negotiated))
 
 
 def structured(

@@ -11,6 +11,7 @@ from langgraph.types import Send
 from planmode._compat import RunnableCallable
 from planmode.approval.policy import from_settings, policy_name, read_only_tools_of
 from planmode.approval.staleness import fingerprint
+from planmode.context import settings_dict
 from planmode.nodes._batch import find_trouble, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._gates import dispatch_gates
@@ -74,7 +75,7 @@ def dispatch_sends(state: PlanModeState, limit: int | None = None) -> list[Send]
     running = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
     if limit is not None:
         running = running[: max(1, limit)]
-    settings = state.get("settings") or {}
+    settings = settings_dict(state.get("settings"))  # a Send is saved: data (trusted_task reads the channel's anyway)
     # Every step done so far is durable before the next ones start (LangGraph's default "async" durability
     # saves checkpoints behind execution): each task waits for the checkpoint it runs from when one is done.
     durable = any(s.status is S.DONE for s in plan.steps)

@@ -33,25 +33,27 @@ from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from planmode._compat import RunnableCallable
+from planmode._compat import GraphNode, RunnableCallable
 from planmode._drive import per_path
 from planmode.approval.policy import read_only_tools_of
-from planmode.context import PlanModeContext, resolve_settings
+from planmode.context import PlanModeContext, settings_of
 from planmode.errors import ModelUnavailableError
 from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, store_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
 from planmode.nodes._task import StepTask
 from planmode.observability.events import emit
 from planmode.persistence import await_until_durable, wait_until_durable
 from planmode.persistence.alease import aassert_lease_held
+from planmode.persistence.changes import astep_journal, step_journal
 from planmode.persistence.lease import assert_lease_held
 from planmode.state.approvals import covering_grant, current_run, held_steps, seal
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
 from planmode.state.reducer import PlanUpdate
 from planmode.tools import bind_step_tools
+from planmode.tools._writes import journaling
 
 __all__ = [
     "GUARDED_KEYS",
@@ -65,8 +67,18 @@ __all__ = [
 
 S = StepStatus
 
-#: The channels the guard reads (as the super-step started), never the ``Send`` payload.
-GUARDED_KEYS = ["plan", "approvals", "settings", "budget", "usage", "step_outcomes", "needs_approval", "status"]
+#: The channels the guard (and the step's model) read (as the super-step started), never the ``Send`` payload.
+GUARDED_KEYS = [
+    "plan",
+    "approvals",
+    "settings",
+    "negotiated_output",
+    "budget",
+    "usage",
+    "step_outcomes",
+    "needs_approval",
+    "status",
+]
 
 
 class Refused:
@@ -195,11 +207,9 @@ def refusal_update(refused: Refused, state: Mapping[str, Any]) -> StateUpdate:
         back = StepTransition(id=step.id, status=S.PENDING, attempts=max(0, step.attempts - 1))
         out["plan"] = PlanUpdate(transitions=[back], source=PlanSource.DISPATCH)
     if refused.approve_again:
-        out.update(
-            needs_approval=True,
-            status="awaiting_approval",
-            approval_error=f"not run: {clean_text(refused.reason)}; review the plan again",
-        )
+        out["needs_approval"] = True
+        out["status"] = "awaiting_approval"
+        out["approval_error"] = f"not run: {clean_text(refused.reason)}; review the plan again"
     return out
 
 
@@ -212,7 +222,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     def guard(task: Any, runtime: NodeRuntime) -> tuple[Cleared | Refused, dict[str, Any]]:
         state = read_channels()
         step_id = _step_id(task)
-        settings = resolve_settings(getattr(runtime, "context", None), state.get("settings"))
+        settings = settings_of(task, runtime)  # the channels' settings (trusted_task), resolved once
         return check_step(step_id, state, settings, read_only), state
 
     def start(cleared: Cleared, runtime: NodeRuntime) -> BaseStore | None:
@@ -252,8 +262,11 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         step, settings = decision.step, decision.settings
         try:
             inputs = {d: dependency_output(info, store) for d, info in dependency_info(decision).items()}
-            model = deps.models.get(settings) if deps.executor is None else None  # only the default executor
-            outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
+            negotiated = negotiated_of(channels)
+            model = deps.models.get(settings, negotiated) if deps.executor is None else None  # the default executor
+            journal = step_journal(current_run(channels.get("approvals")), step.id, step.attempts)
+            with journaling(journal):  # each file the step's workspace tools change (planmode.persistence.changes)
+                outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:  # a pause, not a verdict on the step (verify routes to it)
@@ -272,8 +285,13 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         step, settings = decision.step, decision.settings
         try:
             inputs = {d: await adependency_output(info, store) for d, info in dependency_info(decision).items()}
-            model = await deps.models.aget(settings) if deps.executor is None else None
-            outcome = await arun_executor(deps.executor or adefault_executor, step, context(decision, inputs, model))
+            negotiated = negotiated_of(channels)
+            model = await deps.models.aget(settings, negotiated) if deps.executor is None else None
+            journal = await astep_journal(current_run(channels.get("approvals")), step.id, step.attempts)
+            with journaling(journal):
+                outcome = await arun_executor(
+                    deps.executor or adefault_executor, step, context(decision, inputs, model)
+                )
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:
@@ -283,7 +301,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
 
 
-def trusted_task(node: Any) -> Any:
+def trusted_task(node: GraphNode) -> GraphNode:
     """``node`` (execute_step) given its task with what the budget check and the usage count read — ``usage``,
     ``budget`` and ``settings`` — taken from the graph's channels, not from the ``Send`` (which anyone can send),
     and its ``step`` as a `Step` (a ``Send`` carries it as data). Wraps the metering too, so every model call of

@@ -14,11 +14,34 @@ from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._twin import Body, chat, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, StepStatus
+from planmode.state.models import Plan, PlanSource, StepStatus
 
 __all__ = ["build_report", "make_finalize"]
 
 S = StepStatus
+
+
+#: The sources of the run's own changes to a plan (`PlanSource`): a repair counts as a patch in the report.
+_MACHINE_SOURCES = {
+    PlanSource.PLANNER.value,
+    PlanSource.PATCH.value,
+    PlanSource.DIFF.value,
+    PlanSource.DISPATCH.value,
+    PlanSource.VERIFY.value,
+    PlanSource.REFLECT.value,
+    PlanSource.UNKNOWN.value,
+}
+
+
+def _kind(source: str) -> str:
+    """How the report counts a history record of ``source``: approval, replan, patch or edit (a human's, or a
+    custom source: `planmode.edit_plan` takes a user name)."""
+    value = str(getattr(source, "value", source))
+    if value == PlanSource.APPROVAL.value:
+        return "approval"
+    if value == PlanSource.HUMAN_FEEDBACK.value:
+        return "replan"
+    return "patch" if value in _MACHINE_SOURCES else "edit"
 
 
 def build_report(plan: Plan | None, status: str, error: str | None, reflections: int) -> dict[str, Any]:
@@ -32,6 +55,8 @@ def build_report(plan: Plan | None, status: str, error: str | None, reflections:
             "skipped": [],
             "pending": [],
             "patches": [],
+            "edits": [],
+            "replans": [],
             "approvals": [],
             "reflections": reflections,
             "plan_version": 0,
@@ -45,7 +70,12 @@ def build_report(plan: Plan | None, status: str, error: str | None, reflections:
         "failed": [s.id for s in plan.by_status(S.FAILED)],
         "skipped": [s.id for s in plan.by_status(S.SKIPPED)],
         "pending": [s.id for s in plan.by_status(S.PENDING, S.RUNNING, S.BLOCKED)],
-        "patches": [r.model_dump(mode="json") for r in plan.history[1:] if r.source != "approval"],
+        # what changed the plan after its first version, by who changed it: the run's own repairs (patches), a
+        # human's edits (at the approval, `planmode.edit_plan`, Studio, or a custom source naming a person), and
+        # the planner's revisions from a human's feedback on a rejected plan (replans); an approval is none of them
+        "patches": [r.model_dump(mode="json") for r in plan.history[1:] if _kind(r.source) == "patch"],
+        "edits": [r.model_dump(mode="json") for r in plan.history[1:] if _kind(r.source) == "edit"],
+        "replans": [r.model_dump(mode="json") for r in plan.history[1:] if _kind(r.source) == "replan"],
         "approvals": [
             {"version": r.version, "by": r.approved_by, "edited": r.source != "approval"}
             for r in plan.history
@@ -88,7 +118,7 @@ def make_finalize(deps: Deps) -> RunnableCallable:
     return twin_node("finalize", finalize)
 
 
-def _cancelled(state: PlanModeState, plan: Plan | None) -> dict[str, Any]:
+def _cancelled(state: PlanModeState, plan: Plan | None) -> StateUpdate:
     feedback = state.get("feedback")
     report = {**build_report(plan, "cancelled", None, state.get("reflections") or 0), "feedback": feedback}
     answer = "The plan was cancelled at the approval" + (f": {feedback}" if feedback else ".")

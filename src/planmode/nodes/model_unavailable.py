@@ -7,6 +7,10 @@ reflect through their routers, execute_step through verify's, verify through its
 ``model_unavailable``; done steps stay done; a step whose executor lost the model stays ``running`` without an
 outcome, and dispatch runs it again (without counting another attempt).
 
+A server that refuses the credentials (HTTP 401/403: a bad API key, `ModelUnauthorizedError`) pauses the run the
+same way, never counted as an invalid plan or a failed step; its pause says ``"reason": "unauthorized"`` (else
+``"unavailable"``). Fix the key, then retry.
+
 This node interrupts with ``{"type": "planmode.model_unavailable", ...}``. Resume it with:
 
 - ``Command(resume={"base_url": ..., "model": ...})`` (any run setting may be named): the run continues
@@ -29,7 +33,7 @@ from typing import Any, Literal, TypeVar, get_args
 from langgraph.types import Command, interrupt
 
 from planmode._compat import RunnableCallable
-from planmode.context import PlanModeContext, resolve_settings, settings_dict
+from planmode.context import PlanModeContext, settings_dict, settings_of
 from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate
 from planmode.nodes._paused import unavailable_update
@@ -133,7 +137,7 @@ def make_model_unavailable(deps: Deps) -> RunnableCallable:
 def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
     """Wait for a reachable model (see the module docstring), then go back to the node that lost it."""
     info = dict(state.get("unavailable") or {})
-    settings = resolve_settings(runtime.context, state.get("settings"))
+    settings = settings_of(state, runtime)
     moved = (settings.base_url, settings.model) != (info.get("base_url"), info.get("model"))
     if not info or not moved:
         problem: str | None = None
@@ -142,6 +146,8 @@ def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[Res
                 {
                     "type": INTERRUPT_TYPE,
                     "error": info.get("error") or "the model could not be reached",
+                    # "unauthorized": the server refused the credentials (fix the API key, then retry)
+                    "reason": info.get("reason") or "unavailable",
                     "node": info.get("failed_node"),
                     "step_id": info.get("step_id"),
                     "base_url": settings.base_url,

@@ -21,7 +21,7 @@ from planmode._compat import RunnableCallable
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext
 from planmode.nodes._batch import unapproved_steps
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
@@ -46,7 +46,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
         plan = state.get("plan")
         if plan is None:
             return {"status": "failed", "error": "no plan to patch"}
-        model = yield from model_for(deps, settings)
+        model = yield from model_for(deps, settings, negotiated_of(state))
         reflection = state.get("reflection") or {}
         trouble = state.get("trouble") or ""
         guidance = reflection.get("guidance") or reflection.get("reasoning") or "(none)"
@@ -100,7 +100,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
         )
         off_track = reflection.get("assessment") == "off_track"
         reapprove = off_track or settings.reapprove_patches
-        written: dict[str, Any] = {
+        written: StateUpdate = {
             "plan": update.model_copy(update={"rejections": rejections}),
             "patches_applied": (state.get("patches_applied") or 0) + 1,
         }

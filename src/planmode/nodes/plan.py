@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
 from planmode.approval.staleness import explored_paths
-from planmode.context import PlanModeContext, settings_dict
+from planmode.context import PlanModeContext
 from planmode.llm import negotiation_record
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
 from planmode.observability.events import emit
 from planmode.state.draft import PlanDraft, draft_to_plan
@@ -65,7 +63,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
 
     def plan(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
-        model = yield from model_for(deps, settings)
+        model = yield from model_for(deps, settings, negotiated_of(state))
         goal = state.get("goal", "")
         current = state.get("plan")
         feedback = state.get("feedback")
@@ -105,8 +103,8 @@ def make_plan(deps: Deps) -> RunnableCallable:
         if new is None:
             msg = f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): " + " | ".join(errors)
             return {"status": "failed", "error": msg}
-        record = negotiation_record(model, settings)  # a run resumed elsewhere starts from the mode auto chose
-        kept = {"settings": settings_dict(replace(settings, negotiated_output=record))} if record else {}
+        record = negotiation_record(model, settings, negotiated_of(state))  # a resume elsewhere starts from it
+        kept: StateUpdate = {"negotiated_output": record} if record else {}
         source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
         version = current.version + 1 if revising and current is not None else 1
         emit(

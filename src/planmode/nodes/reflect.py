@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._repair import Reflection, repair_view
 from planmode.nodes._twin import Body, ask, model_for, twin_node
 from planmode.observability.events import emit
@@ -36,7 +34,7 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         if count > settings.max_reflections:
             msg = f"gave up after {settings.max_reflections} reflection(s); last trouble: {trouble}"
             return {"status": "failed", "error": msg, "reflections": count - 1}
-        model = yield from model_for(deps, settings)
+        model = yield from model_for(deps, settings, negotiated_of(state))
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.REFLECT_SYSTEM),
             HumanMessage(content=prompts.REFLECT_USER.format(trouble=trouble, plan=repair_view(plan))),
@@ -58,7 +56,7 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         if result.assessment == "on_track" and trouble.startswith("deadlock"):
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
         emit("reflection", result.reasoning, plan_version=plan.version, assessment=result.assessment, trouble=trouble)
-        update: dict[str, Any] = {"reflections": count, "reflection": result.model_dump()}
+        update: StateUpdate = {"reflections": count, "reflection": result.model_dump()}
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
             return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}

@@ -21,7 +21,7 @@ from planmode._compat import RunnableCallable
 from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict, allm_verifier, arun_verifier, llm_verifier, run_verifier
 from planmode.nodes._batch import gates_may_stop, next_batch
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
 from planmode.nodes._outputs import astored_output, stored_output
 from planmode.observability.events import emit
 from planmode.observability.usage import step_scope
@@ -56,7 +56,7 @@ def make_verify(deps: Deps) -> RunnableCallable:
             return _idle(state, settings)
         if (unapproved := _unapproved(state, plan, work)) is not None:
             return unapproved
-        model = deps.models.get(settings) if _needs_model(deps, work) else None
+        model = deps.models.get(settings, negotiated_of(state)) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         full = {step.id: stored_output(outcome, store) for step, outcome in work}  # here: the pool has no config
 
@@ -81,7 +81,7 @@ def make_verify(deps: Deps) -> RunnableCallable:
             return _idle(state, settings)
         if (unapproved := _unapproved(state, plan, work)) is not None:
             return unapproved
-        model = await deps.models.aget(settings) if _needs_model(deps, work) else None
+        model = await deps.models.aget(settings, negotiated_of(state)) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         texts = await asyncio.gather(*(astored_output(outcome, store) for _, outcome in work))
         full = {step.id: text for (step, _), text in zip(work, texts, strict=True)}
@@ -222,7 +222,14 @@ def _update(
                     id=step.id, status=S.DONE, result=summary, error=None, output_ref=outcome.output_ref, clear=True
                 )
             )
-            emit("step_completed", summary, step_id=step.id, plan_version=plan.version, attempt=step.attempts)
+            emit(
+                "step_completed",
+                summary,
+                step_id=step.id,
+                plan_version=plan.version,
+                attempt=step.attempts,
+                files=sorted(outcome.writes),  # what the attempt wrote (real paths): the CLI's live line names them
+            )
             continue
         reason = verdict.reason or "verification failed"
         if outcome.blocked:  # retrying cannot help: reflect decides (patch, skip, or give up)
@@ -254,11 +261,12 @@ def _update(
             plan_version=plan.version,
             attempt=step.attempts,
             final=exhausted,
+            files=sorted(outcome.writes),
         )
     outcomes: dict[str, Any] = state.get("step_outcomes") or {}
     cleared = dict.fromkeys(outcomes, None)
     # the files the attempts wrote, kept for the staleness check (the run's own writes are no outside change)
-    written = {"run_writes": run_writes_of(outcomes.values())}
+    written: StateUpdate = {"run_writes": run_writes_of(outcomes.values())}
     judged = apply_transitions(plan, transitions)
     if not judged.applied or gates_may_stop(state, settings):
         # refused transitions (cannot happen for running steps: the reducer records it), or a gate around

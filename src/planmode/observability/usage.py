@@ -28,7 +28,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -40,6 +40,9 @@ from langgraph.types import Command
 from planmode._drive import per_path
 from planmode.llm.trim import CHARS_PER_TOKEN
 from planmode.state.usage import COUNTERS, _count, add_counters, merge_usage, total_tokens
+
+if TYPE_CHECKING:
+    from planmode._compat import GraphNode
 
 __all__ = [
     "COUNTERS",
@@ -193,11 +196,11 @@ def _step_of(state: Any) -> str | None:
 
 def metered(
     name: str,
-    node: Any,
+    node: GraphNode,
     *,
     reset: bool = False,
     after: Callable[[Any, Any, dict[str, Any]], Any] | None = None,
-) -> Any:
+) -> GraphNode:
     """``node`` with its model calls counted into the ``usage`` state key (``reset``: the node starts a new
     run's count). ``after(state, result, delta)`` may add to the result (finalize writes usage into its report).
     """

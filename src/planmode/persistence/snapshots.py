@@ -34,6 +34,7 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.pregel import Pregel
 from langgraph.types import StateSnapshot
 
+from planmode.context import settings_dict
 from planmode.errors import ConfigurationError, PlanModeError, SnapshotNotFoundError, ThreadNotFoundError
 from planmode.state.models import Plan, PlanSource, StepStatus
 from planmode.state.reducer import restore_plan
@@ -319,7 +320,7 @@ class _Labeler:
 
 def _asks_approval(s: StateSnapshot) -> bool:
     """The approval node runs next and the thread's settings ask a human (not the headless "auto" policy)."""
-    settings = s.values.get("settings") or {}
+    settings = settings_dict(s.values.get("settings"))
     return "approve" in s.next and settings.get("approval", "ask") != "auto"
 
 

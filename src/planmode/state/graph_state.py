@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self
 
 from langchain_core.messages import AnyMessage
@@ -11,9 +11,11 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, Field, model_validator
 from typing_extensions import TypedDict
 
+from planmode.context import PlanModeContext, settings_dict, settings_from
 from planmode.state.approvals import add_approval_records
 from planmode.state.channel import PlanChannel
-from planmode.state.models import Plan, clean_text
+from planmode.state.models import Plan, PlanPatch, ResetPlan, StepTransition, clean_text
+from planmode.state.reducer import PlanUpdate
 from planmode.state.usage import merge_usage
 
 __all__ = [
@@ -21,7 +23,10 @@ __all__ = [
     "InputState",
     "OutputState",
     "PlanModeState",
+    "PlanModeUpdate",
+    "PlanWrite",
     "RunStatus",
+    "SettingsChannel",
     "StepOutcome",
     "StepOutcomesChannel",
     "latest",
@@ -185,6 +190,34 @@ class StepOutcomesChannel(BinaryOperatorAggregate[Any]):
         return channel
 
 
+class SettingsChannel(BinaryOperatorAggregate[Any]):
+    """The ``settings`` channel: the run's settings as a `PlanModeContext`, checkpointed as its data.
+
+    Nodes write the settings as data (`planmode.context.settings_dict`); the last write wins (the parallel steps
+    of a resume may all write the same settings). The channel holds them typed, so every node reads the same
+    object (`planmode.context.settings_of`) and nothing checks them again per node; a checkpoint holds their
+    data, read back typed. A value that is not valid settings is kept as it is (`settings_from` never raises)."""
+
+    def __init__(self, typ: Any, operator: Callable[[Any, Any], Any] = latest) -> None:
+        super().__init__(typ, operator)
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        self.value = settings_from(values[-1])
+        return True
+
+    def checkpoint(self) -> Any:
+        """The settings as JSON data."""
+        return settings_dict(self.value) if isinstance(self.value, PlanModeContext) else self.value
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        """A channel holding the checkpointed settings as a `PlanModeContext`."""
+        channel = super().from_checkpoint(checkpoint)
+        channel.value = settings_from(channel.value)
+        return channel
+
+
 class InputState(TypedDict, total=False):
     """What a caller passes in."""
 
@@ -221,8 +254,12 @@ class PlanModeState(InputState, total=False):
     """Where the run is."""
     report: dict[str, Any] | None
     """The run report (finalize)."""
-    settings: dict[str, Any]
-    """The run settings the run started with (runtime context is not kept across an interrupt)."""
+    settings: Annotated[PlanModeContext | None, SettingsChannel]
+    """The run's settings: the ones it started with, and the new values a resume's context brought (runtime context
+    is not kept across an interrupt). Written as data, held typed (`SettingsChannel`)."""
+    negotiated_output: str | None
+    """Written by planmode: the structured-output mode ``auto`` settled on, as ``"mode base_url model"``
+    (`planmode.llm.structured.negotiation_record`), so that a run resumed in another process starts from it."""
     route: Literal["plan", "direct"] | None
     """detect's decision."""
     feedback: str | None
@@ -281,16 +318,54 @@ class PlanModeState(InputState, total=False):
     step only when a grant here covers its exact definition."""
 
 
+#: What a node may write to the plan: a whole plan, a patch, step transitions, their envelope, or a reset (read by
+#: `planmode.state.reducer.plan_reducer`, which never raises).
+PlanWrite = Plan | PlanPatch | StepTransition | list[StepTransition] | PlanUpdate | ResetPlan
+
+
+class PlanModeUpdate(TypedDict, total=False):
+    """What a node returns: the `PlanModeState` keys it changes, each as it is written (a reducer's input)."""
+
+    messages: list[AnyMessage]
+    task: str | None
+    goal: str
+    plan: PlanWrite
+    status: RunStatus
+    report: dict[str, Any] | None
+    settings: dict[str, Any] | None
+    negotiated_output: str | None
+    route: Literal["plan", "direct"] | None
+    feedback: str | None
+    approval_error: str | None
+    approval_base: dict[str, Any] | None
+    needs_approval: bool
+    step_outcomes: Mapping[str, StepOutcome | None]
+    trouble: str | None
+    reflection: dict[str, Any] | None
+    reflections: int
+    patches_applied: int
+    error: str | None
+    usage: dict[str, Any]
+    budget: dict[str, Any] | None
+    unavailable: dict[str, Any] | None
+    explored_paths: list[str] | None
+    workspace_fingerprint: dict[str, Any] | None
+    fingerprint_checked: dict[str, Any] | None
+    run_writes: dict[str, str] | None
+    stale: dict[str, Any] | None
+    step_gate: dict[str, Any] | None
+    approvals: list[dict[str, Any]]
+
+
 #: The keys a new run on a thread keeps: the conversation. Every other key is reset by `new_run`.
 KEPT_ACROSS_RUNS = frozenset({"messages"})
 
 
-def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> dict[str, Any]:
+def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> PlanModeUpdate:
     """The state update that starts a new run on a thread (detect writes it): every key of `PlanModeState` but
     `KEPT_ACROSS_RUNS`, so nothing of an earlier run — an approval, a question left open, a budget raised, a
     fingerprint — carries over to the next. ``step_outcomes``: the outcomes in state now (each is removed)."""
     from planmode.state.approvals import new_run_record
-    from planmode.state.models import ResetPlan
 
     return {
         "task": None,
@@ -299,6 +374,7 @@ def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> dict[s
         "status": "new",
         "report": None,
         "settings": settings,
+        "negotiated_output": None,
         "route": None,
         "feedback": None,
         "approval_error": None,

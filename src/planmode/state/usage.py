@@ -16,6 +16,8 @@ _SECTIONS = ("nodes", "steps", "models")
 
 def _count(value: Any) -> int:
     """A counter value as a non-negative int (anything else counts 0): the reducer never raises."""
+    if type(value) is int:  # the common case, first (the reducer reads every counter of every update)
+        return value if value > 0 else 0
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
     if value != value or value in (float("inf"), float("-inf")):  # NaN, infinities

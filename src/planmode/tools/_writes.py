@@ -9,6 +9,10 @@ still what the run last wrote there (`planmode.approval.staleness.outside_change
 The recorder is a context variable holding a dict: a tool run in a worker thread or an asyncio task copies the
 context, so it adds to the same dict; parallel steps each run in their own context, so each step records only
 its own writes.
+
+The step's change journal (`journaling`, opened by execute_step: `planmode.persistence.changes.StepJournal`) is
+another context variable: a workspace tool records each change there, its content before and after, *before* it
+writes (`record_change`); a change that cannot be recorded is not made.
 """
 
 from __future__ import annotations
@@ -19,12 +23,59 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import Protocol
 
 from planmode.state.models import clean_text
 
-__all__ = ["path_key", "record_write", "recording"]
+__all__ = ["ChangeJournal", "discard_change", "journaling", "path_key", "record_change", "record_write", "recording"]
 
 _RECORDER: ContextVar[dict[str, str] | None] = ContextVar("planmode_step_writes", default=None)
+
+
+class ChangeJournal(Protocol):
+    """Where the changes of the step running now are recorded (`planmode.persistence.changes.StepJournal`)."""
+
+    def record(self, root: str, path: str, before: bytes | None, after: bytes | None, before_sha: str | None) -> int:
+        """Record one change; returns a ticket for `discard`."""
+
+    def discard(self, ticket: int) -> None:
+        """Forget a recorded change that was not made after all."""
+
+
+_JOURNAL: ContextVar[ChangeJournal | None] = ContextVar("planmode_step_journal", default=None)
+
+
+def journal_open() -> bool:
+    """Whether the changes made now are recorded (a step is running with a journal)."""
+    return _JOURNAL.get() is not None
+
+
+def record_change(
+    root: str | Path, path: str | Path, before: bytes | None, after: bytes | None, before_sha: str | None = None
+) -> tuple[ChangeJournal, int] | None:
+    """Record a change about to be made (``before`` None: the file does not exist, or with ``before_sha`` its
+    content is too large to keep; ``after`` None: it is deleted). Returns what `discard_change` takes, or None
+    when no journal is open. An error of the journal propagates: the caller does not make the change."""
+    journal = _JOURNAL.get()
+    if journal is None:
+        return None
+    return journal, journal.record(path_key(root), path_key(path), before, after, before_sha)
+
+
+def discard_change(ticket: tuple[ChangeJournal, int] | None) -> None:
+    """Forget a change `record_change` recorded whose write then failed."""
+    if ticket is not None:
+        ticket[0].discard(ticket[1])
+
+
+@contextmanager
+def journaling(journal: ChangeJournal | None) -> Iterator[None]:
+    """Record the changes of the workspace tools inside the block in ``journal`` (None: record none)."""
+    token = _JOURNAL.set(journal)
+    try:
+        yield
+    finally:
+        _JOURNAL.reset(token)
 
 
 def path_key(path: str | Path) -> str:

@@ -17,6 +17,10 @@ or written (a FIFO, a socket or a device is refused, checked on the opened descr
 Text the tools return never contains a lone surrogate (a file name that is not valid UTF-8 is shown with
 ``\\udcXX`` escapes), so a checkpoint that stores a tool's result can always be written.
 
+**Changes are recorded.** While a step runs with a change journal (execute_step opens one on a SQLite
+checkpointer), each write is recorded with the file's content before and after *before* it is made, and a write
+that cannot be recorded is refused (`planmode.persistence.changes`: ``planmode diff``, ``rollback --files``).
+
 **Protected paths.** planmode's own folder ``<root>/.planmode/`` and every path given as ``protected`` (the
 CLI passes its database; each file is protected with its SQLite ``-wal``, ``-shm`` and ``-journal``
 companions and planmode's ``.edit-lock``) are refused by every tool, reads included, and are not listed or
@@ -30,8 +34,10 @@ indistinguishable from an ordinary file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
+import hashlib
 import os
 import stat
 import time
@@ -44,7 +50,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field, ValidationError
 
 from planmode.errors import PlanModeError
-from planmode.tools._writes import record_write
+from planmode.tools._writes import discard_change, journal_open, record_change, record_write
 
 __all__ = [
     "OWN_FILES_METADATA_KEY",
@@ -406,7 +412,44 @@ class _Workspace:
                 f"refused to write {path!r}: {size} bytes is over the limit of {self.limits.max_write_bytes}"
             )
 
+    def _before(self, resolved: Path) -> tuple[bytes | None, str | None]:
+        """The content of a file about to be written, for the step's change journal: (None, None) when there is
+        no regular file there, (None, sha256) when it is too large to keep (`WorkspaceLimits.max_file_bytes`)."""
+        try:
+            fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            return None, None
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None, None  # the write refuses it
+            data = handle.read(self.limits.max_file_bytes + 1)
+            if len(data) <= self.limits.max_file_bytes:
+                return data, None
+            digest = hashlib.sha256(data)
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        return None, digest.hexdigest()
+
     def _write(self, path: str, resolved: Path, data: bytes) -> None:
+        # Recorded first (planmode.persistence.changes): a change the step's journal cannot record is not made.
+        ticket = None
+        if journal_open():
+            before, before_sha = self._before(resolved)
+            try:
+                ticket = record_change(self.root, resolved, before, data, before_sha)
+            except Exception as exc:  # the journal's database failed: refuse the write, change nothing
+                raise WorkspaceError(
+                    f"refused to write {path!r}: the change could not be recorded for undo ({type(exc).__name__}: "
+                    f"{exc}); nothing was written"
+                ) from exc
+        try:
+            self._write_bytes(path, resolved, data)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the record of a change not made; the write's error is what counts
+                discard_change(ticket)
+            raise
+
+    def _write_bytes(self, path: str, resolved: Path, data: bytes) -> None:
         # No O_TRUNC and non-blocking until the descriptor is known to be a regular file: a FIFO, socket or
         # device swapped in since the checks above is neither truncated nor waited on. No symlink is followed.
         flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
