@@ -92,11 +92,10 @@ def test_the_settings_run_missed_reach_the_run(tmp_path: Path) -> None:
             PLANMODE_MAX_RETRIES="1",
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    settings = (
-        build_graph(checkpointer=sqlite_checkpointer(db))
-        .get_state({"configurable": {"thread_id": "t1"}})
-        .values["settings"]
-    )
+    from planmode.context import settings_dict
+
+    graph = build_graph(checkpointer=sqlite_checkpointer(db))
+    settings = settings_dict(graph.get_state({"configurable": {"thread_id": "t1"}}).values["settings"])
     assert settings["max_reflections"] == 5 and settings["max_plan_attempts"] == 4
     assert settings["max_explore_calls"] == 2 and settings["max_executor_iterations"] == 7
     assert settings["result_chars"] == 300 and settings["check_staleness"] is False
