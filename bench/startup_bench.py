@@ -6,7 +6,8 @@ Each command runs in a fresh interpreter, as a user's shell starts it (the conso
 ``from planmode.cli import main; main()``), ``--repeat`` times; the median and the minimum are kept, and each
 median is given as a ratio to the median of ``python -c pass`` (the interpreter's own start). The floor planmode
 aims at is the import of click, typer and rich (``import typer, rich.console``): ``--help`` should cost about
-that; ``ls`` also reads the checkpoint format (langgraph's checkpoint serializer), on an empty planmode database.
+that; ``ls`` reads a SQLite database with sqlite3 and ormsgpack, without LangGraph, on an empty planmode database
+and on one holding the demo's finished run (``planmode ls (a run)``).
 No timing is asserted anywhere: the machine is shared and timings move; the ratios are what to compare.
 """
 
@@ -32,7 +33,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 _CLI = "from planmode.cli import main; main()"
 
 
-def _commands(db: Path) -> dict[str, list[str]]:
+def _commands(db: Path, with_run: Path) -> dict[str, list[str]]:
     py = sys.executable
     return {
         "python -c pass": [py, "-c", "pass"],
@@ -40,6 +41,7 @@ def _commands(db: Path) -> dict[str, list[str]]:
         "planmode --help": [py, "-c", _CLI, "--help"],
         "planmode --version": [py, "-c", _CLI, "--version"],
         "planmode ls": [py, "-c", _CLI, "ls", "--db", str(db)],
+        "planmode ls (a run)": [py, "-c", _CLI, "ls", "--db", str(with_run)],
     }
 
 
@@ -58,7 +60,15 @@ def measure(repeat: int = 7) -> dict[str, Any]:
         from planmode.persistence import sqlite_checkpointer
 
         sqlite_checkpointer(db).conn.close()  # an empty planmode database: its tables, no run
-        cmds = _commands(db)
+        with_run = Path(tmp) / "demo.sqlite"  # the offline demo's finished run (no API key)
+        subprocess.run(
+            [sys.executable, "-c", _CLI, "demo", "--db", str(with_run)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        cmds = _commands(db, with_run)
         times: dict[str, list[float]] = {name: [] for name in cmds}
         for _ in range(repeat):  # interleaved: a burst of load on the shared machine hits every command alike
             for name, cmd in cmds.items():

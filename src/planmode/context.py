@@ -141,7 +141,10 @@ class PlanModeContext:
     )
     base_url: str | None = field(
         default_factory=lambda: os.environ.get("OPENAI_BASE_URL") or None,
-        metadata={"description": "OpenAI-compatible base URL (env OPENAI_BASE_URL): Ollama, vLLM, llama.cpp."},
+        metadata={
+            "description": "OpenAI-compatible base URL (env OPENAI_BASE_URL): Ollama, vLLM, llama.cpp.",
+            "env": "OPENAI_BASE_URL",
+        },
     )
     workspace: str | None = field(
         default=None,
@@ -159,15 +162,16 @@ class PlanModeContext:
         default=False,
         metadata={"description": "Patches made during execution need approval again (off_track ones always do)."},
     )
-    max_steps: int = field(default=20, metadata={"description": "Step cap of a plan."})
-    max_attempts: int = field(default=2, metadata={"description": "Attempts per step before it fails."})
+    max_steps: int = field(default=20, metadata={"description": "Step cap of a plan.", "min": 1})
+    max_attempts: int = field(default=2, metadata={"description": "Attempts per step before it fails.", "min": 1})
     max_reflections: int = field(default=3, metadata={"description": "Reflections per run before it fails."})
     max_patch_attempts: int = field(default=3, metadata={"description": "Patch requests per reflection."})
     max_plan_attempts: int = field(default=3, metadata={"description": "Planner retries for an invalid plan."})
     max_reflect_attempts: int = field(
-        default=3, metadata={"description": "Reflection retries for an unreadable assessment (per reflection)."}
+        default=3,
+        metadata={"description": "Reflection retries for an unreadable assessment (per reflection).", "min": 1},
     )
-    max_parallel: int = field(default=4, metadata={"description": "Steps executed at once."})
+    max_parallel: int = field(default=4, metadata={"description": "Steps executed at once.", "min": 1})
     max_explore_calls: int = field(default=6, metadata={"description": "Read-only tool calls while planning."})
     max_executor_iterations: int = field(
         default=6, metadata={"description": "Model turns of the default executor per step."}

@@ -205,10 +205,16 @@ def test_resume_uses_the_runs_workspace_from_anywhere_and_a_new_base_url(tmp_pat
     assert f"workspace {ws}" in proc.stdout
     assert "tool: write_file notes.md" in proc.stdout  # 11.12: tool calls as they run ...
     assert "Files changed by step draft: notes.md (created)" in proc.stdout  # ... and at the end, a line per step
-    # the endpoint chosen at resume is remembered for the next resume (from yet another folder)
+    # the endpoint chosen at resume is remembered in the run's settings; the run is finished now, so a next resume
+    # (from yet another folder) says so (issue 23 item 4) instead of running again
+    from planmode.context import settings_dict
+    from planmode.graph import build_graph
+    from planmode.persistence import sqlite_checkpointer
+
+    head = build_graph(checkpointer=sqlite_checkpointer(db)).get_state({"configurable": {"thread_id": "t1"}})
+    assert settings_dict(head.values["settings"])["base_url"] == url2
     again = cli("resume", "t1", "--db", str(db), cwd=tmp_path, OPENAI_API_KEY="test")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert f"workspace {ws} · model gpt-4o-mini at {url2}" in again.stdout
+    assert again.returncode == 2 and "is finished (completed)" in again.stderr, again.stdout + again.stderr
 
 
 def test_run_settings_come_from_flags_and_planmode_env_vars(tmp_path: Path) -> None:
@@ -608,4 +614,5 @@ def test_a_second_ctrl_c_stops_at_once_and_the_run_stays_resumable(tmp_path: Pat
     assert waited < 10 and "Traceback" not in out
     assert f"planmode resume t9 --db {db}" in out.replace("\n", "")
     shown = cli("show", "t9", "--db", str(db))
-    assert shown.returncode == 0 and "status: running" in shown.stdout  # readable, resumable
+    # readable, resumable, and said so (issue 23 item 6: it is not "running" any more)
+    assert shown.returncode == 0 and "state: interrupted" in shown.stdout and "planmode resume t9" in shown.stdout

@@ -46,6 +46,23 @@ def test_help_and_version_import_no_langgraph() -> None:
         assert _heavy_after(code) == [], argv
 
 
+def test_ls_imports_no_langgraph_and_lists_the_run(tmp_path: Path) -> None:
+    """`planmode ls` on a database with a run reads it without the LangGraph stack (issue 23 item 2)."""
+    db = tmp_path / "runs.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LANGSMITH_TRACING": "false", "COLUMNS": "200"}
+    demo = [sys.executable, "-m", "planmode.cli", "demo", "--db", str(db)]
+    subprocess.run(demo, env=env, capture_output=True, text=True, check=True, timeout=600)
+    for argv in (["ls"], ["ls", "--json"], ["ls", "--status", "completed"]):
+        code = (
+            f"import sys\nsys.argv = ['planmode', *{[*argv, '--db', str(db)]!r}]\nfrom planmode.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"print('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules))"
+        )
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        assert "HEAVY []" in out, (argv, out)
+        assert "demo-" in out and "completed" in out, (argv, out)  # the run was read, not skipped
+
+
 def test_version_and_short_help() -> None:
     runner = CliRunner()
     version = runner.invoke(app, ["--version"])
@@ -74,6 +91,8 @@ def test_startup_bench_writes_its_ratios(tmp_path: Path) -> None:
     assert startup_bench(["--repeat", "1", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     commands = {row["command"]: row for row in data["rows"]}
-    assert {"python -c pass", "planmode --help", "planmode --version", "planmode ls"} <= set(commands)
+    assert {"python -c pass", "planmode --help", "planmode --version", "planmode ls", "planmode ls (a run)"} <= set(
+        commands
+    )
     assert commands["python -c pass"]["ratio_to_python"] == 1.0
     assert all(row["median_ms"] > 0 for row in data["rows"])

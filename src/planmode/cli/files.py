@@ -53,7 +53,9 @@ def diff(
     ] = None,
 ) -> None:
     """Show what the run (or one step) changed in the workspace, as a unified diff."""
-    from planmode.cli.app import _cfg, _database, _graph
+    from planmode.cli.common import cfg_of as _cfg
+    from planmode.cli.common import database as _database
+    from planmode.cli.common import graph_on as _graph
     from planmode.cli.drive import require_thread
     from planmode.persistence.changes import file_diffs
 

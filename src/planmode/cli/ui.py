@@ -333,7 +333,9 @@ def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None 
     """A thread's snapshots (newest first) as a table; checkpoint ids are shown as unique prefixes that are
     never cut (``rollback`` accepts them)."""
     shown = prefixes or unique_prefixes([s.checkpoint_id for s in snapshots])
-    table = Table(title="Snapshots (newest first)", title_justify="left")
+    from planmode.cli.runlist import when
+
+    table = Table(title="Snapshots (newest first; times in UTC)", title_justify="left")
     table.add_column("back", justify="right", style="dim", no_wrap=True)
     table.add_column("checkpoint", style="cyan", no_wrap=True, min_width=8)
     table.add_column("time", style="dim", no_wrap=True)
@@ -343,7 +345,7 @@ def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None 
     for n, snap in enumerate(snapshots):
         counts = snap.counts or {}
         steps = " ".join(f"{k}:{v}" for k, v in counts.items() if v)
-        created = str(snap.created_at or "")[11:19]
+        created = when(snap.created_at)
         table.add_row(
             Text(str(n)),
             Text(shown.get(snap.checkpoint_id, snap.checkpoint_id)),

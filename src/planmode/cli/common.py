@@ -1,0 +1,213 @@
+"""What every ``planmode`` command shares: the exit codes, the error handling (`friendly`), finding and checking
+the database (`database`), the graph on it, and the complete resume command of a thread.
+
+Start-up: this module imports click, typer and rich only; a command imports the LangGraph stack when it needs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.text import Text
+
+from planmode.cli.ui import console, err_console, error_text
+from planmode.errors import PlanModeError
+
+__all__ = [
+    "DEFAULT_DB",
+    "EXIT_CODES",
+    "EXIT_USAGE",
+    "DbOpt",
+    "ThreadArg",
+    "cfg_of",
+    "database",
+    "exit_code",
+    "find_default_db",
+    "friendly",
+    "graph_on",
+    "resume_command",
+    "session",
+]
+
+DEFAULT_DB = ".planmode/planmode.sqlite"
+
+#: The process exit code of each final run status (see the module docstring).
+EXIT_CODES = {
+    "completed": 0,
+    "answered": 0,
+    "failed": 1,
+    "awaiting_approval": 3,
+    "cancelled": 4,
+    "model_unavailable": 5,
+    "over_budget": 6,
+}
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="PLANMODE_DB",
+        show_default=False,
+        help="SQLite file of the runs, or a postgresql:// URL (default: .planmode/planmode.sqlite in this folder "
+        "or the nearest parent folder with a .planmode/ folder, as git finds .git).",
+    ),
+]
+ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
+
+#: The command that continues the run being driven (for the Ctrl-C message), and the database in use.
+session: dict[str, str] = {}
+
+
+def exit_code(status: str) -> int:
+    return EXIT_CODES.get(status, 1)
+
+
+def friendly(fn: Callable[..., None]) -> Callable[..., None]:
+    """User errors print one line and exit 2 (not a traceback); Ctrl-C leaves the run resumable (exit 130)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        session.clear()
+        try:
+            fn(*args, **kwargs)
+        except PlanModeError as exc:
+            err_console.print(error_text(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+        except sqlite3.DatabaseError as exc:
+            where = session.get("db", "the database")
+            err_console.print(error_text(f"cannot read {where}: {exc} (a damaged file, or not a planmode database)"))
+            raise typer.Exit(EXIT_USAGE) from None
+        except KeyboardInterrupt as exc:
+            hint = session.get("resume")
+            msg = "Interrupted. The run is checkpointed" + (f"; continue it with: {hint}" if hint else ".")
+            console.print(Text("\n" + msg, style="yellow"), soft_wrap=True)  # a command stays on one line
+            if getattr(exc, "hard", False):  # planmode.cli.drive.Interrupted
+                # A model call is still in flight in a worker thread: do not wait for it (the run is resumable
+                # from its last checkpoint), and do not let the interpreter join the thread pool either.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(EXIT_INTERRUPTED)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (typer.Exit, click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # the last line of defence: one line, not a 40-line traceback
+            if os.environ.get("PLANMODE_DEBUG"):
+                raise
+            err_console.print(error_text(f"{type(exc).__name__}: {exc}"))
+            err_console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def cfg_of(thread: str) -> Any:
+    return {"configurable": {"thread_id": thread}}
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def find_default_db(start: Path | None = None) -> Path | None:
+    """The default database as git finds ``.git``: ``.planmode/planmode.sqlite`` in the nearest folder, from
+    ``start`` (the current folder) up to the root, that has a ``.planmode/`` folder; None when none has."""
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / ".planmode").is_dir():
+            return folder / DEFAULT_DB
+    return None
+
+
+def _planmode_folder(path: Path) -> None:
+    """Create the ``.planmode/`` folder of a new database, with a ``.gitignore`` of ``*`` (as a venv has): the
+    runs' database is never committed by accident."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ignore = path.parent / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# created by planmode: its runs' database is not for version control\n*\n")
+
+
+#: The tables of a planmode SQLite database (LangGraph's SQLite checkpointer).
+_PLANMODE_TABLES = frozenset({"checkpoints", "writes"})
+
+
+def _is_planmode_db(path: Path) -> bool:
+    """Whether ``path`` is a SQLite file with planmode's tables, read without changing it (opened read-only; a
+    file that is not SQLite at all is not opened by SQLite)."""
+    with path.open("rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            return False
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise
+        return False
+    except sqlite3.DatabaseError:
+        return False
+    return _PLANMODE_TABLES.issubset(tables)
+
+
+def database(db: str | None, *, create: bool) -> str:
+    """The database to open: a postgresql:// URL as given, or an absolute SQLite path; without ``--db`` (and
+    PLANMODE_DB), the nearest ``.planmode/`` upward (`find_default_db`), else ``./.planmode/`` for a new run.
+    Read-only commands (``create=False``) refuse a file that does not exist instead of creating an empty one."""
+    if db is None:
+        found = find_default_db()
+        if found is None and not create:
+            raise PlanModeError(
+                f"no planmode database in this folder or any parent folder ({DEFAULT_DB}): "
+                "pass --db FILE, or set PLANMODE_DB"
+            )
+        db = str(found or Path.cwd().absolute() / DEFAULT_DB)
+    if db.startswith(("postgres://", "postgresql://")):
+        session["db"] = "the PostgreSQL database"
+        return db
+    if _URL.match(db):
+        raise PlanModeError(f"unsupported database URL {db!r}: use a SQLite file path or a postgresql:// URL")
+    path = Path(db).expanduser().absolute()
+    session["db"] = str(path)
+    if path.is_dir():
+        raise PlanModeError(f"{db}: is a directory, not a database file")
+    if not create and not path.is_file():
+        raise PlanModeError(f"{db}: no database at this path (pass --db FILE, or set PLANMODE_DB)")
+    if (not create or (path.is_file() and path.stat().st_size)) and not _is_planmode_db(path):
+        # Opening it as a checkpointer would add planmode's tables to someone else's file (and switch it to WAL).
+        raise PlanModeError(f"{db}: not a planmode database (it was left unchanged; pass the --db of your runs)")
+    if create and path.parent.name == ".planmode" and not path.exists():
+        _planmode_folder(path)
+    return str(path)
+
+
+def graph_on(db: str, workspace: Path | None = None) -> Any:
+    from planmode.graph import build_graph
+    from planmode.persistence import open_checkpointer
+    from planmode.tools import workspace_tools
+
+    db_file = [] if db.startswith(("postgres://", "postgresql://")) else [db]  # the agent cannot touch its history
+    tools = workspace_tools(workspace, protected=db_file) if workspace is not None else []
+    return build_graph(tools=tools, checkpointer=open_checkpointer(db))
+
+
+def resume_command(thread: str, db: str, verb: str = "resume") -> str:
+    """The complete command that continues ``thread`` from any folder: with ``--db`` and the database's absolute
+    path, unless PLANMODE_DB names that same database absolutely (then it works from anywhere as it is)."""
+    cmd = f"planmode {verb} {shlex.quote(thread)}"
+    env = os.environ.get("PLANMODE_DB") or ""
+    same = env == db or (not _URL.match(env) and Path(env).is_absolute() and Path(env).expanduser() == Path(db))
+    return cmd if same else f"{cmd} --db {shlex.quote(db)}"

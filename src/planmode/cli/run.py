@@ -1,0 +1,480 @@
+"""``planmode run`` and ``planmode resume``: start a run or continue one, driving it in the terminal (registered in
+`planmode.cli.app`). The settings options of ``run`` are generated from `PlanModeContext`'s fields
+(`settings_options`): each field is an option with its type, its environment variable and its description.
+
+Start-up: this module imports click, typer and rich (and the settings' dataclass) only; each command imports the
+LangGraph stack when it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.text import Text
+
+from planmode.cli.common import (
+    DbOpt,
+    ThreadArg,
+    cfg_of,
+    database,
+    exit_code,
+    friendly,
+    graph_on,
+    resume_command,
+    session,
+)
+from planmode.cli.ui import console
+from planmode.errors import PlanModeError
+
+if TYPE_CHECKING:
+    from planmode.cli.drive import Watcher
+
+__all__ = ["resume", "run"]
+
+
+def _approver(auto: bool, resume_hint: str, budget: dict[str, Any] | None = None) -> Any:
+    flags = dict(budget or {"max_tokens": None, "max_cost": None, "stop": False})
+    answered = [False]
+
+    def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
+        from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
+        from planmode.cli.budget import budget_answer
+        from planmode.cli.gates import GATE_TYPES, answer_gate
+        from planmode.cli.ui import approval_screen, ask_approval, interactive
+
+        if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
+            # The command line's --max-tokens / --max-cost answer one pause: a pause that comes back (the value
+            # was refused, or the raise ran out) is left paused with its reason (exit 6), never answered again.
+            answer = budget_answer(payload, **flags, repeated=answered[0])
+            answered[0] = answered[0] or any(flags.values())
+            return answer
+        if payload.get("type") in GATE_TYPES:  # planmode.stale, planmode.step_approval (cli/gates.py)
+            return answer_gate(payload, auto)
+        if auto:
+            console.print(approval_screen(payload))
+            console.print(
+                Text(f"Approved automatically (--auto-approve), revision {payload['revision']}.", style="green")
+            )
+            return {"action": "approve", "revision": payload["revision"]}
+        if not interactive():
+            console.print(approval_screen(payload))
+            console.print(
+                Text(
+                    "The plan needs approval and this is not a terminal: approve it from a terminal "
+                    "with the command below, or pass --auto-approve.",
+                    style="yellow",
+                )
+            )
+            return None
+        return ask_approval(payload)
+
+    return approve
+
+
+# -- run's settings options, generated from PlanModeContext's fields ------------------------------------------------
+
+#: Fields of `PlanModeContext` that ``run`` does not offer as settings options: written by planmode, or given by
+#: ``run``'s own options (``--workspace`` is a folder checked before the run; ``--approval`` has ``--auto-approve``).
+_OWN_OPTIONS = frozenset({"workspace"})
+#: The smallest value of a number setting on the command line (the settings accept 0 where 0 means "none").
+_CLI_MIN = {"request_timeout": 0.001}
+
+
+def _setting_fields() -> list[Any]:
+    """The fields of `PlanModeContext` offered as ``run`` options, in declaration order (``metadata["cli"]`` False
+    hides one)."""
+    from dataclasses import fields
+
+    from planmode.context import PlanModeContext
+
+    return [f for f in fields(PlanModeContext) if f.metadata.get("cli", True) and f.name not in _OWN_OPTIONS]
+
+
+def setting_env(f: Any) -> str:
+    """The environment variable of a setting's option: ``metadata["env"]``, else ``PLANMODE_<NAME>``."""
+    return str(f.metadata.get("env") or f"PLANMODE_{f.name.upper()}")
+
+
+def _setting_default(f: Any) -> str | None:
+    """The default shown in ``--help`` (a default that reads the environment is shown by its env var only)."""
+    from dataclasses import MISSING
+
+    if f.default is MISSING:
+        return None
+    return str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
+
+
+def _setting_parameter(f: Any, hints: dict[str, Any]) -> Any:
+    """One ``run`` parameter for the settings field ``f``: its type (``dict`` settings are JSON text), its env var
+    and its description; its default is None (not given: the settings' own default applies)."""
+    import inspect
+    import typing
+
+    hint = hints[f.name]
+    if hint is bool or hint is int or hint is float or hint is str or typing.get_origin(hint) is typing.Literal:
+        kind: Any = hint
+    else:  # str | None, dict[str, Any] (prices: JSON text)
+        kind = str
+    extra: dict[str, Any] = {}
+    if kind is int or kind is float:
+        extra["min"] = _CLI_MIN.get(f.name, f.metadata.get("min", 0))
+    default = _setting_default(f)
+    help_text = str(f.metadata.get("description", "")) + (f" Default: {default}." if default else "")
+    if f.name == "prices":
+        help_text += " As JSON text."
+    option = typer.Option(
+        f"--{f.name.replace('_', '-')}"
+        if kind is not bool
+        else f"--{f.name.replace('_', '-')}/--no-{f.name.replace('_', '-')}",
+        envvar=setting_env(f),
+        help=help_text,
+        show_default=False,
+        **extra,
+    )
+    return inspect.Parameter(
+        f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option]
+    )
+
+
+def settings_options(fn: Any) -> Any:
+    """``fn`` with one option per `PlanModeContext` field it does not declare itself, generated from the field
+    (`_setting_parameter`); ``fn`` receives the options given (on the command line or by env var) as its
+    ``settings`` dict, by field name."""
+    import functools
+    import inspect
+    import typing
+
+    from planmode.context import PlanModeContext
+
+    hints = typing.get_type_hints(PlanModeContext)
+    signature = inspect.signature(fn, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "settings"]
+    names = {p.name for p in own}
+    generated = [_setting_parameter(f, hints) for f in _setting_fields() if f.name not in names]
+
+    @functools.wraps(fn)
+    def with_settings(*args: Any, **kwargs: Any) -> Any:
+        given = {p.name: kwargs.pop(p.name, None) for p in generated}
+        return fn(*args, settings={k: v for k, v in given.items() if v is not None}, **kwargs)
+
+    full = signature.replace(parameters=[*own, *generated])
+    with_settings.__signature__ = full  # type: ignore[attr-defined]  # read by typer through inspect.signature
+    with_settings.__annotations__ = {p.name: p.annotation for p in full.parameters.values()}
+    return with_settings
+
+
+@friendly
+@settings_options
+def run(
+    command: typer.Context,
+    task: Annotated[str, typer.Argument(help="What to do; - reads it from stdin.")],
+    workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE", help="Folder the file tools work in.")] = Path(
+        "."
+    ),
+    db: DbOpt = None,
+    thread: Annotated[
+        str | None, typer.Option(help="Thread id of the new run (default: a new one); an existing one is refused.")
+    ] = None,
+    follow_up: Annotated[
+        str | None,
+        typer.Option(
+            "--follow-up",
+            help="Run TASK as a follow-up of the finished run on this thread: a new thread that starts from its "
+            "conversation and results; the earlier run stays as it is (in ls, show, history).",
+        ),
+    ] = None,
+    auto_approve: Annotated[
+        bool,
+        typer.Option(
+            "--auto-approve", help="Approve plans without asking (same as --approval auto); the plan is still shown."
+        ),
+    ] = False,
+    gguf: Annotated[
+        Path | None,
+        typer.Option(
+            help="Run this GGUF model offline: a llama.cpp server on 127.0.0.1 "
+            "for the run (pip install 'planmode[local]')."
+        ),
+    ] = None,
+    *,
+    settings: dict[str, Any],
+) -> None:
+    """Plan TASK, ask for approval, execute it with live progress. Each setting of the run is an option (its
+    environment variable in brackets)."""
+    from planmode.cli.drive import Watcher, drive
+    from planmode.context import PlanModeContext
+
+    # Checked before anything is stored: a bad endpoint or an empty task is one line and exit 2, not a run.
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise PlanModeError("the task is empty: say what to do (or pass - to read it from stdin)")
+    if settings.get("base_url") is not None:
+        _check_base_url(settings["base_url"])
+    if not settings.get("base_url"):
+        settings.pop("base_url", None)
+    if not settings.get("model"):
+        settings.pop("model", None)
+    auto = auto_approve or settings.get("approval") == "auto"
+    settings["approval"] = "auto" if auto else "ask"
+    if "prices" in settings:
+        settings["prices"] = _prices(settings["prices"])
+    ws = workspace.expanduser().resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
+    ctx = PlanModeContext(**settings, workspace=str(ws))
+    if ctx.max_cost and not ctx.prices:
+        raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
+    if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
+        from planmode.local_server import check_gguf, llama_server, settings_for
+
+        check_gguf(gguf)  # a missing or non-GGUF file: one line and exit 2, before "starting" or the extra's check
+        console.print(Text(f"starting a llama.cpp server for {gguf} ..."))
+        ctx = settings_for(command.with_resource(llama_server(gguf)), ctx)
+    if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
+        raise PlanModeError(
+            "OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
+            "OpenAI-compatible server (try `planmode demo` to see planmode without a key)"
+        )
+    path = database(db, create=True)
+    graph = graph_on(path, ws)
+    if thread is not None:
+        _refuse_an_existing_thread(graph, thread, path)
+    tid = thread or uuid.uuid4().hex[:12]
+    if follow_up is not None:
+        _start_follow_up(graph, follow_up, tid, path)
+    hint = session["resume"] = resume_command(tid, path)
+    follows = f" · follows {follow_up}" if follow_up is not None else ""
+    console.print(Text(f"thread {tid}{follows} · database {path} · workspace {ws}"), soft_wrap=True)
+    watcher = Watcher(queue.Queue())
+    status = drive(
+        graph,
+        {"messages": [("user", task)]},
+        cfg_of(tid),
+        context=ctx,
+        approver=_approver(auto, hint),
+        resume_hint=hint,
+        watcher=watcher,
+    )
+    _finish(graph, tid, status, watcher, path)
+
+
+_FINISHED = ("completed", "failed", "answered", "cancelled")
+
+
+def _finished(state: Any) -> bool:
+    """Whether a thread's head is a finished run: a final status, nothing to run next, no question pending."""
+    return state.values.get("status") in _FINISHED and not state.next and not state.interrupts
+
+
+def _refuse_an_existing_thread(graph: Any, thread: str, db: str) -> None:
+    """``run --thread T`` on a thread that has a run: refused (a new run there would replace it in ls and show),
+    with the exact command that does what was meant: a follow-up of a finished run, a resume of another."""
+    state = graph.get_state(cfg_of(thread))
+    if state.created_at is None:
+        return
+    status = str(state.values.get("status"))
+    if _finished(state):
+        raise PlanModeError(
+            f"thread {thread!r} already has a run ({status}); a new task there would replace it. Run the task as a "
+            f"follow-up of that run (a new thread that starts from its conversation; {thread!r} stays as it is): "
+            + _follow_up_argv(thread, db)
+        )
+    raise PlanModeError(
+        f"thread {thread!r} has a run that is not finished ({status.replace('_', ' ')}); a new task there would "
+        f"replace it. Continue it with: {resume_command(thread, db)} (or leave out --thread for a new run)"
+    )
+
+
+def _follow_up_argv(thread: str, db: str) -> str:
+    """This ``planmode run`` command line with ``--thread T`` changed to ``--follow-up T`` (and ``--db`` added
+    when the database was found rather than named)."""
+    import shlex
+
+    args = sys.argv[1:]
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--thread" and i + 1 < len(args):
+            out += ["--follow-up", args[i + 1]]
+            i += 2
+            continue
+        out.append("--follow-up=" + arg.removeprefix("--thread=") if arg.startswith("--thread=") else arg)
+        i += 1
+    if not out or out[0] != "run" or ("--follow-up" not in out and not any(a.startswith("--follow-up=") for a in out)):
+        return resume_command(thread, db, "run TASK --follow-up")  # not called as `planmode run ...`
+    command = shlex.join(["planmode", *out])
+    if not any(a == "--db" or a.startswith("--db=") for a in out):  # found upward: named, so it works anywhere
+        command += resume_command("x", db).removeprefix("planmode resume x")
+    return command
+
+
+def _start_follow_up(graph: Any, source: str, new_thread: str, db: str) -> None:
+    """Copy the finished run on thread ``source`` into ``new_thread`` (a fork of its head: its conversation and
+    results), where the new task starts as a new run; ``source`` is not changed."""
+    from planmode.cli.drive import require_thread
+    from planmode.persistence.snapshots import fork
+
+    state = require_thread(graph, cfg_of(source))
+    if not _finished(state):
+        status = str(state.values.get("status")).replace("_", " ")
+        raise PlanModeError(
+            f"--follow-up {source}: that run is not finished ({status}); continue it first with: "
+            f"{resume_command(source, db)}"
+        )
+    fork(graph, source, 0, new_thread)
+
+
+def _check_base_url(url: str) -> None:
+    """An OpenAI-compatible endpoint is an http(s) URL with a host; anything else is refused before a run starts."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:  # an unclosed [IPv6 bracket, a bad port
+        ok = False
+    if not ok:
+        raise PlanModeError(
+            f"--base-url {url!r} is not an http(s) URL (e.g. http://127.0.0.1:11434/v1); "
+            "it comes from --base-url or OPENAI_BASE_URL"
+        )
+
+
+def _prices(raw: str | None) -> dict[str, Any]:
+    from planmode.cli.budget import parse_prices
+
+    try:
+        return parse_prices(raw)
+    except ValueError as exc:
+        raise PlanModeError(str(exc)) from None
+
+
+def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
+    from planmode.cli.drive import show_result
+
+    values = graph.get_state(cfg_of(tid)).values
+    if status not in ("awaiting_approval", "over_budget"):
+        show_result(graph, cfg_of(tid), changed=watcher.changed)
+    from planmode.context import settings_dict
+
+    settings = settings_dict(values.get("settings"))
+    if values.get("route") == "direct" and settings.get("mode") == "auto" and status == "answered":
+        console.print(
+            Text(
+                "Answered directly: the task looked simple enough to need no plan. To plan it "
+                "instead, run it again with --mode plan.",
+                style="yellow",
+            )
+        )
+    if status == "failed":
+        console.print(
+            Text(f"The run failed. Inspect it with: {resume_command(tid, db, 'show')}", style="red"), soft_wrap=True
+        )
+    raise typer.Exit(exit_code(status))
+
+
+@friendly
+def resume(
+    command: typer.Context,
+    thread: ThreadArg,
+    db: DbOpt = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="Folder the file tools work in (default: the run's own workspace).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Another model for this resume (default: the run's).")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="Another OpenAI-compatible base URL for this resume, e.g. a local server on a new port."),
+    ] = None,
+    auto_approve: Annotated[bool, typer.Option("--auto-approve", help="Approve plans without asking.")] = False,
+    gguf: Annotated[
+        Path | None, typer.Option(help="Serve this GGUF model for the resume, as `run --gguf` does.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="At a budget pause: raise the token budget to N.")
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(min=0.000001, help="At a budget pause: raise the cost budget to X dollars.")
+    ] = None,
+    prices: Annotated[
+        str | None,
+        typer.Option(
+            help='Prices for a run without any (--max-cost needs them): {"model": {"input": $/1M, "output": $/1M}}.'
+        ),
+    ] = None,
+    stop: Annotated[bool, typer.Option("--stop", help="At a budget pause: stop the run (status cancelled).")] = False,
+) -> None:
+    """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
+    workspace and with its own model unless told otherwise."""
+    from planmode.cli.drive import Watcher, drive, require_thread
+
+    if base_url is not None:
+        _check_base_url(base_url)
+    path = database(db, create=False)
+    graph = graph_on(path, None)
+    state = require_thread(graph, cfg_of(thread))
+    if _finished(state):
+        status = state.values.get("status")
+        raise PlanModeError(
+            f"the run on thread {thread!r} is finished ({status}): there is nothing to resume. See it with: "
+            f"{resume_command(thread, path, 'show')}; give it a follow-up task with: "
+            f"{resume_command(thread, path, 'run TASK --follow-up')}"
+        )
+    # The endpoint a run uses: its settings (an earlier `resume --model/--base-url/--workspace` wrote its choice
+    # there), then this resume's options.
+    from planmode.context import settings_dict
+
+    settings = settings_dict(state.values.get("settings"))
+    overrides: dict[str, Any] = {}
+    if gguf is not None:  # a local llama.cpp server for this resume, stopped when the command ends
+        from planmode.local_server import llama_server
+
+        server = command.with_resource(llama_server(gguf))
+        base_url, model = server.base_url, server.model
+    if model:
+        overrides["model"] = model
+    if base_url:
+        overrides["base_url"] = base_url
+    if workspace is not None:
+        overrides["workspace"] = str(workspace.expanduser().resolve())
+    if prices:
+        if settings.get("prices"):  # the run's prices stay (a resume may not loosen the budget)
+            raise PlanModeError("--prices: this run has prices already; they cannot change on a resume")
+        overrides["prices"] = _prices(prices)
+    stored_ws = overrides.get("workspace") or settings.get("workspace")
+    ws = Path(stored_ws) if stored_ws else Path(".").resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder (pass --workspace)")
+    graph = graph_on(path, ws)
+    hint = session["resume"] = resume_command(thread, path)
+    shown_model = overrides.get("model") or settings.get("model")
+    shown_url = overrides.get("base_url") or settings.get("base_url")
+    console.print(
+        Text(
+            f"thread {thread} · database {path} · workspace {ws}"
+            + (f" · model {shown_model}" if shown_model else "")
+            + (f" at {shown_url}" if shown_url else "")
+        ),
+        soft_wrap=True,
+    )
+    watcher = Watcher(queue.Queue())
+    auto = auto_approve or settings.get("approval") == "auto"
+    status = drive(
+        graph,
+        None,
+        cfg_of(thread),
+        context=overrides or None,
+        approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}),
+        resume_hint=hint,
+        watcher=watcher,
+    )
+    _finish(graph, thread, status, watcher, path)
