@@ -105,11 +105,11 @@ def test_diff_piped_is_the_exact_patch(ran: tuple[Path, Path, str]) -> None:
     whole = cli("diff", "t1", "--db", str(db))
     assert whole.returncode == 0, whole.stderr
     assert whole.stdout == (
-        "--- /dev/null\n+++ b/notes.md\n@@ -0,0 +1,2 @@\n"
+        "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n"
+        + "--- /dev/null\n+++ b/notes.md\n@@ -0,0 +1,2 @@\n"
         + "".join("+" + line for line in CONTENT.replace("# Notes", "# Better").splitlines(keepends=True))
-        + "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n"
         + "--- a/keep.txt\n+++ b/keep.txt\n@@ -1 +1 @@\n-kept\n+overwritten\n"
-    )  # raw: the escape sequence and the markup are the file's bytes, untouched
+    )  # raw: the escape sequence and the markup are the file's bytes, untouched; by step, then by path
     step = cli("diff", "t1", "fix", "--db", str(db))
     assert "-# Notes [bold]loud[/bold]\n+# Better [bold]loud[/bold]\n" in step.stdout
     assert "new.txt" not in step.stdout

@@ -129,7 +129,9 @@ def test_diffs_are_net_per_file_and_safe_for_hostile_names_and_binary(done: tupl
     diffs = {d.rel: d for d in file_diffs(store, store.changes("t"))}
     notes = diffs["notes.md"].unified()
     assert notes == "--- /dev/null\n+++ b/notes.md\n@@ -0,0 +1 @@\n+two\n"  # net over the run: created as "two"
-    assert file_diffs(store, store.changes("t", step_id="b"))[0].unified().endswith("@@ -1 +1 @@\n-one\n+two\n")
+    of_b = file_diffs(store, store.changes("t", step_id="b"))
+    assert [d.rel for d in of_b] == ["data.bin", "notes.md"]  # by path within a step, whatever order they ran in
+    assert of_b[1].unified().endswith("@@ -1 +1 @@\n-one\n+two\n")
     hostile = diffs[HOSTILE].unified()
     assert hostile.splitlines()[1] == '+++ "b/[bold]evil[/bold] \\033[31mred\\nline.txt"'  # one header line
     assert "+" + MARKUP in hostile  # the content itself, as data

@@ -438,7 +438,9 @@ def _quoted(path: str) -> str:
 
 
 def file_diffs(store: ChangeStore, changes: Sequence[Change]) -> list[FileDiff]:
-    """The net change of each file over ``changes`` (in the order the files were first changed)."""
+    """The net change of each file over ``changes``: by the step that first changed it (in the order the steps
+    made changes), then by path. Not by the order of the writes themselves: a step's tool calls of one turn run
+    in parallel, so that order is not the same from one run to the next."""
     first: dict[str, Change] = {}
     last: dict[str, Change] = {}
     steps: dict[str, list[str]] = {}
@@ -447,8 +449,11 @@ def file_diffs(store: ChangeStore, changes: Sequence[Change]) -> list[FileDiff]:
         last[change.path] = change
         if change.step_id not in steps.setdefault(change.path, []):
             steps[change.path].append(change.step_id)
+    step_rank: dict[str, int] = {}
+    for change in changes:
+        step_rank.setdefault(change.step_id, len(step_rank))
     out: list[FileDiff] = []
-    for path, start in first.items():
+    for path, start in sorted(first.items(), key=lambda item: (step_rank[item[1].step_id], item[1].rel)):
         end = last[path]
         out.append(
             FileDiff(
