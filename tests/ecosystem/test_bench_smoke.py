@@ -208,3 +208,28 @@ def test_a_figure_measured_on_committed_code_is_not_flagged_as_changed() -> None
         "bench/new.py",
     ]
     assert changed_code("M  bench/report.py\n") == ["bench/report.py"]
+
+
+def test_the_frames_bench_counts_the_stack_at_each_nodes_model_call(tmp_path: Path) -> None:
+    """bench/frames.py (issue 22: planmode frames and drivers at a model call): the shape of its JSON, not a target."""
+    from bench.frames import PURPOSES, TARGET
+    from bench.frames import main as frames_main
+
+    out = tmp_path / "frames.json"
+    assert frames_main(["--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["target"] == TARGET == {"planmode_frames": 6, "drivers": 1}
+    assert data["reproduced"]["commit"] and data["reproduced"]["date"].endswith("UTC")
+    assert set(data["runs"]) == {"sync", "async"}
+    node = {"plan": "planmode.nodes.", "execute": "planmode.nodes.execute_step:", "verify": "planmode.nodes.verify:"}
+    for path, run in data["runs"].items():
+        assert run["status"] == "completed", (path, run["status"])
+        for purpose in PURPOSES:  # every node's model call was seen, with the node that made it on the stack
+            c = run[purpose]
+            assert set(c) == {"planmode_frames", "drivers", "all_frames", "stacks", "planmode"}, (path, purpose)
+            assert c["planmode_frames"] == len(c["planmode"]) >= 1 and c["all_frames"] >= c["planmode_frames"]
+            assert 0 <= c["drivers"] == sum(n.split(":")[0] == "planmode._drive" for n in c["planmode"])
+            assert c["stacks"] >= 1 and all(n.startswith("planmode.") for n in c["planmode"])
+            assert not any(n.startswith("planmode.testing") for n in c["planmode"])  # the model's stand-in
+            assert any(n.startswith(node[purpose]) for n in c["planmode"]), (path, purpose, c["planmode"])
+            assert any(n.startswith("planmode.graph.pipeline:") for n in c["planmode"]), (path, purpose)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from planmode.state import (
+    PatchRecord,
     Plan,
     PlanPatch,
     PlanUpdate,
@@ -28,7 +29,7 @@ from planmode.state import (
     validate_plan,
 )
 from planmode.state.patch import _done_steps_intact, validate_steps
-from planmode.state.reducer import new_plan, reject
+from planmode.state.reducer import Preview, new_plan, preview, reject
 
 S = StepStatus
 
@@ -404,3 +405,132 @@ def test_an_expected_revision_with_no_plan_is_refused_as_stale() -> None:
             ],
         )
     ]
+
+
+# -- an approval in the plan's history (PlanUpdate.approved_by, from planmode.approval.approver) ----------------
+
+
+def test_an_approval_alone_is_a_record_of_its_own_that_changes_nothing_else() -> None:
+    p = first(step("a"), step("b"))
+    out = plan_reducer(p, PlanUpdate(approved_by="alice", source="human"))
+    assert out is not None
+    assert out.steps == p.steps and out.version == p.version and out.revision == p.revision
+    record = PatchRecord(version=1, reason=f"approved revision {p.revision}", source="approval", approved_by="alice")
+    assert out.history == [*p.history, record]
+    assert not out.rejections
+
+
+def test_an_edit_given_as_the_approval_carries_the_approver_on_its_own_record() -> None:
+    p = first(step("a"), step("b"))
+    edit = PlanPatch(remove_steps=["b"], reason="drop b")
+    plain = plan_reducer(p, PlanUpdate(patch=edit, source="human"))
+    out = plan_reducer(p, PlanUpdate(patch=edit, approved_by="bob", source="human"))
+    assert plain is not None and out is not None
+    assert out.ids() == ["a"] and out.version == 2 and out.steps == plain.steps
+    assert out.history[:-1] == plain.history[:-1] == p.history  # no record of its own, the earlier ones untouched
+    assert out.history[-1] == plain.history[-1].model_copy(update={"approved_by": "bob"})
+    assert plain.history[-1].approved_by is None and out.history[-1].removed == ["b"]
+
+
+def test_an_approval_with_transitions_only_is_a_record_of_its_own() -> None:
+    p = first(step("a"), step("b"))
+    out = plan_reducer(
+        p, PlanUpdate(transitions=[StepTransition(id="a", status=S.RUNNING)], approved_by="carol", source="human")
+    )
+    assert out is not None and out.get("a").status == S.RUNNING  # type: ignore[union-attr]
+    assert out.history[:-1] == p.history
+    assert out.history[-1] == PatchRecord(
+        version=1, reason=f"approved revision {out.revision}", source="approval", approved_by="carol"
+    )
+
+
+def test_the_approver_is_recorded_cleaned_and_cut_at_200_characters() -> None:
+    p = first(step("a"))
+    long = plan_reducer(p, PlanUpdate(approved_by="x" * 199 + "yz"))
+    assert long is not None and long.history[-1].approved_by == "x" * 199 + "y"
+    lone = plan_reducer(p, PlanUpdate(approved_by="eve\ud800"))
+    assert lone is not None and lone.history[-1].approved_by == "eve\ufffd"
+
+
+# -- preview: what a node reads before it writes (outcome, reasons, warnings, the history record) -------------
+
+
+def _seen(pv: Preview) -> tuple[str, list[str], list[str], PatchRecord | None]:
+    return pv.outcome, pv.reasons, pv.warnings, pv.record
+
+
+def test_preview_says_what_each_kind_of_update_would_do() -> None:
+    p = first(step("a"), step("b"))
+    assert _seen(preview(p, None)) == ("unchanged", [], [], None) and preview(p, None).plan is p
+    assert _seen(preview(p, PlanUpdate(reset=True))) == ("reset", [], [], None)
+    made = preview(None, PlanUpdate(plan=Plan(goal="g", steps=[step("a")])))
+    assert made.plan is not None and _seen(made) == ("applied", [], [], made.plan.history[-1])
+    assert _seen(preview(p, PlanUpdate(plan=plan(step("a"), step("b"))))) == ("unchanged", [], [], None)
+    whole = preview(p, PlanUpdate(plan=plan(step("a"))))
+    assert whole.plan is not None and len(whole.plan.history) == 2
+    assert _seen(whole) == ("applied", [], [], whole.plan.history[-1])
+    moved = preview(p, PlanUpdate(transitions=[StepTransition(id="a", status=S.RUNNING)]))
+    assert moved.plan is not None and moved.plan.get("a").status == S.RUNNING  # type: ignore[union-attr]
+    assert _seen(moved) == ("applied", [], [], None)  # transitions add no history record
+    approved = preview(p, PlanUpdate(approved_by="alice"))
+    assert approved.plan is not None and _seen(approved) == ("applied", [], [], approved.plan.history[-1])
+    assert approved.plan.history[-1].approved_by == "alice" and len(approved.plan.history) == 2
+    refused = preview(p, PlanUpdate(patch=PlanPatch(remove_steps=["zz"])))
+    assert _seen(refused) == ("refused", ["cannot remove unknown step 'zz'"], [], None)
+
+
+def test_preview_of_a_patch_keeps_its_warnings_and_its_record() -> None:
+    p = first(step("a"), step("b")).model_copy(update={"max_steps": 3})
+    adds = [{"id": "x", "description": "x"}, {"id": "y", "description": "y"}]
+    pv = preview(p, PlanUpdate(patch=PlanPatch(add_steps=adds)))  # type: ignore[arg-type]
+    assert pv.plan is not None and pv.plan.ids() == ["a", "b", "x"]
+    assert _seen(pv) == ("applied", [], ["step cap 3 reached: 1 added step(s) truncated (y)"], pv.plan.history[-1])
+    assert pv.plan.history[-1].added == ["x"] and len(pv.plan.history) == 2
+    whole = preview(p, PlanUpdate(plan=plan(step("a"), step("b"), step("x"), step("y"))))
+    assert whole.plan is not None and whole.plan.ids() == ["a", "b", "x"]
+    assert _seen(whole) == (
+        "applied",
+        [],
+        ["step cap 3 reached: 1 added step(s) truncated (y)"],
+        whole.plan.history[-1],
+    )
+
+
+def test_preview_of_an_update_that_breaks_the_reducer_is_refused_with_the_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import planmode.state.reducer as reducer_module
+
+    def explode(current: Any, update: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(reducer_module, "_reduce", explode)
+    pv = preview(first(step("a")), PlanUpdate(approved_by="x"))
+    why = ["internal error while applying the update: RuntimeError('boom')"]
+    assert _seen(pv) == ("refused", why, [], None)
+    assert pv.plan is not None and pv.plan.rejections[-1].reasons == why
+
+
+def test_an_update_that_asks_for_nothing_leaves_the_plan_unchanged() -> None:
+    p = first(step("a"))
+    nothing = preview(p, PlanUpdate(source="human"))
+    assert _seen(nothing) == ("unchanged", [], [], None) and nothing.plan == p
+
+
+def test_a_refusal_on_an_empty_channel_names_no_goal_but_the_placeholder() -> None:
+    out = plan_reducer(None, PlanUpdate(patch=PlanPatch(remove_steps=["a"])))
+    assert out is not None and out.goal == "(no plan yet)" and out.version == 0
+
+
+def test_approvals_and_records_touch_the_last_record_of_a_longer_history() -> None:
+    p = plan_reducer(first(step("a"), step("b"), step("c")), PlanPatch(remove_steps=["c"], reason="one"))
+    assert p is not None and len(p.history) == 2
+    edited = preview(p, PlanUpdate(patch=PlanPatch(remove_steps=["b"], reason="two"), approved_by="bob"))
+    assert edited.plan is not None and [r.reason for r in edited.plan.history] == ["initial plan", "one", "two"]
+    assert [r.approved_by for r in edited.plan.history] == [None, None, "bob"]
+    assert edited.record == edited.plan.history[-1]
+    whole = preview(p, PlanUpdate(plan=plan(step("a"))))
+    assert whole.plan is not None and len(whole.plan.history) == 3 and whole.record == whole.plan.history[-1]
+    approved = preview(p, PlanUpdate(approved_by="alice"))
+    assert approved.plan is not None and len(approved.plan.history) == 3
+    assert approved.record == approved.plan.history[-1] and approved.record.approved_by == "alice"  # type: ignore[union-attr]
