@@ -320,9 +320,19 @@ def test_server_stops_on_error_and_when_its_parent_is_killed(tmp_path: Path) -> 
 
 @needs_local
 def test_a_file_that_is_not_a_model_fails_with_the_servers_reason(tmp_path: Path) -> None:
+    """A file that is no GGUF at all is refused before a server starts (`check_gguf`); one that begins like a GGUF
+    file but is no model gets past that check, and the server's own reason is reported in one line."""
     bad = tmp_path / "bad.gguf"
     bad.write_text(json.dumps({"not": "a model"}))
-    with pytest.raises(ConfigurationError, match="exited with code") as err, llama_server(bad, startup_timeout=60):
+    with pytest.raises(ConfigurationError, match="not a GGUF model file") as err, llama_server(bad, startup_timeout=60):
+        pass
+    assert len(str(err.value).splitlines()) == 1
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(b"GGUF" + b"\x00" * 60)
+    with (
+        pytest.raises(ConfigurationError, match="exited with code") as err,
+        llama_server(truncated, startup_timeout=60),
+    ):
         pass
     assert len(str(err.value).splitlines()) == 1
 
