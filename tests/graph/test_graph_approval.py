@@ -160,7 +160,10 @@ def test_the_planner_may_explore_with_read_only_tools_but_write_tools_are_refuse
 
     graph.invoke({"messages": [("user", TASK)]}, thread())
 
-    assert invoked == ["read old.cfg", "stat old.cfg"]  # the write tool was never invoked
+    assert sorted(invoked) == [
+        "read old.cfg",
+        "stat old.cfg",
+    ]  # the write tool was never invoked (calls of one turn run in parallel)
     second_explore = [r for r in model.requests if r.purpose == "explore"][1]
     results = {m.name: m for m in second_explore.tool_results()}
     assert isinstance(results["delete_file"], ToolMessage)
