@@ -96,8 +96,8 @@ def test_the_run_names_the_files_each_step_changed(ran: tuple[Path, Path, str]) 
     _, _, out = ran
     assert "draft changed: new.txt, notes.md" in out  # as the step finishes
     assert "fix changed: keep.txt, notes.md" in out
-    assert "Files changed by step draft: notes.md (created), new.txt (created)\n" in out  # one line per step
-    assert "Files changed by step fix: notes.md, keep.txt\n" in out
+    assert "Files changed by step draft: new.txt (created), notes.md (created)\n" in out  # one line per step
+    assert "Files changed by step fix: keep.txt, notes.md\n" in out  # by path: the calls of a turn run in parallel
 
 
 def test_diff_piped_is_the_exact_patch(ran: tuple[Path, Path, str]) -> None:

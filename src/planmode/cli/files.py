@@ -97,8 +97,9 @@ def _styled(line: str) -> Text:
 
 
 def changed_by_step(graph: Any, cfg: Any) -> dict[str, list[str]]:
-    """The files each step of the thread's current run changed (recorded, not undone), in the order the steps
-    changed them; empty without a SQLite database."""
+    """The files each step of the thread's current run changed (recorded, not undone): the steps in the order
+    they made changes, each step's files by path (its tool calls of one turn run in parallel, so the order of
+    its writes varies); empty without a SQLite database."""
     from planmode.persistence.changes import ChangeStore, changes_database
 
     db = changes_database(graph.checkpointer)
@@ -113,7 +114,7 @@ def changed_by_step(graph: Any, cfg: Any) -> dict[str, list[str]]:
         if change.rel not in files:  # the step's first change of the file says whether the step created it
             name = one_line(change.rel)
             files[change.rel] = f"{name} (created)" if change.before_sha is None else name
-    return {step: list(files.values()) for step, files in out.items()}
+    return {step: [files[rel] for rel in sorted(files)] for step, files in out.items()}
 
 
 def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[str]:
