@@ -276,8 +276,12 @@ def test_reading_changes_never_creates_tables_or_files(tmp_path: Path) -> None:
 
 
 def test_an_in_memory_checkpointer_runs_and_says_changes_are_not_recorded(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import planmode.persistence.changes as changes_module
+
+    # the warning is said once per checkpointer type and process: an earlier test of the session may have said it
+    monkeypatch.setattr(changes_module, "_WARNED", set())
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "data.bin").write_bytes(b"\x00")
