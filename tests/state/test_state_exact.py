@@ -534,3 +534,14 @@ def test_approvals_and_records_touch_the_last_record_of_a_longer_history() -> No
     approved = preview(p, PlanUpdate(approved_by="alice"))
     assert approved.plan is not None and len(approved.plan.history) == 3
     assert approved.record == approved.plan.history[-1] and approved.record.approved_by == "alice"  # type: ignore[union-attr]
+
+
+def test_the_same_whole_plan_with_only_steps_past_the_cap_added_is_no_change_not_a_refusal() -> None:
+    # diff_to_patch makes a non-empty patch (add "c"), apply_patch truncates "c" at the plan's cap and finds
+    # that the patch changes nothing: the reducer reads that as the same plan sent again
+    p = first(step("a"), step("b")).model_copy(update={"max_steps": 2})
+    proposed = plan(step("a"), step("b"), step("c"))
+    assert not diff_to_patch(p, proposed).is_empty()
+    pv = preview(p, PlanUpdate(plan=proposed, source="planner"))
+    assert _seen(pv) == ("unchanged", [], [], None) and pv.plan is p
+    assert plan_reducer(p, proposed) is p

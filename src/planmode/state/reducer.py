@@ -79,7 +79,7 @@ class PlanUpdate(BaseModel):
 
 def reject(plan: Plan | None, kind: str, reasons: list[str], *, source: str = "unknown", goal: str = "") -> Plan:
     """``plan`` unchanged but for one more recorded rejection (an empty version-0 plan if there is none)."""
-    base = plan if plan is not None else Plan(goal=goal or "(no plan yet)", steps=[], version=0)
+    base = plan if plan is not None else Plan(goal=goal or "(no plan yet)", version=0)
     rej = Rejection(version=base.version, kind=kind, source=source, reasons=reasons or ["rejected"])
     kept = [*base.rejections, rej][-MAX_REJECTIONS_KEPT:]
     return base.model_copy(update={"rejections": kept})
@@ -200,8 +200,8 @@ def _refused(current: Plan | None, kind: str, reasons: list[str], *, source: str
 def _reduce(current: Plan | None, update: Any) -> Preview:
     if update is None:
         return Preview(current, "unchanged")
-    if current is not None and not isinstance(current, Plan):
-        current = _restore(current)
+    if not isinstance(current, Plan):
+        current = _restore(current)  # None stays None
     upd = _coerce(update)
     if isinstance(upd, str):
         return _refused(current, "unknown", [upd], source=PlanSource.UNKNOWN)
@@ -235,32 +235,34 @@ def _reduce(current: Plan | None, update: Any) -> Preview:
         patch = diff_to_patch(current, upd.plan, reason=upd.patch.reason if upd.patch else "")
         if patch.is_empty():
             return Preview(current, "unchanged")
-        res = apply_patch(current, patch, max_steps=current.max_steps, source=src)
+        res = apply_patch(current, patch, source=src)  # held to the plan's own max_steps
         if res.reasons == ["the patch changes nothing"]:
-            return Preview(current, "unchanged")  # the same plan sent again is no change, not a refusal
+            # e.g. the same plan with only steps past the cap added: the same plan sent again is no change
+            return Preview(current, "unchanged")
         if not res.applied:
             return _refused(current, "plan", res.reasons, source=src)
         return Preview(res.plan, "applied", warnings=res.warnings, record=res.plan.history[-1])
     if current is None or current.version == 0:
         kind = "patch" if upd.patch else "transition"
         return _refused(current, kind, ["there is no plan to change yet"], source=src)
+    if upd.patch is None and not upd.transitions and upd.approved_by is None:
+        return Preview(current, "unchanged")  # an update that asks for nothing
     warnings: list[str] = []
     record: PatchRecord | None = None
-    changed = False
     if upd.patch is not None:
-        res = apply_patch(current, upd.patch, max_steps=current.max_steps, source=src)
+        res = apply_patch(current, upd.patch, source=src)  # held to the plan's own max_steps
         if not res.applied:
             return _refused(current, "patch", res.reasons, source=src)
-        current, warnings, record, changed = res.plan, res.warnings, res.plan.history[-1], True
+        current, warnings, record = res.plan, res.warnings, res.plan.history[-1]
     if upd.transitions:
         tres = apply_transitions(current, upd.transitions)
         if not tres.applied:
             return _refused(original, "transition", tres.reasons, source=src)
-        current, changed = tres.plan, True
+        current = tres.plan
     if upd.approved_by is not None:
         current = _record_approval(current, clean_text(upd.approved_by)[:200], edited=upd.patch is not None)
-        record, changed = current.history[-1], True
-    return Preview(current, "applied" if changed else "unchanged", warnings=warnings, record=record)
+        record = current.history[-1]
+    return Preview(current, "applied", warnings=warnings, record=record)
 
 
 def _record_approval(plan: Plan, who: str, *, edited: bool) -> Plan:
