@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from bench.startup_bench import main as startup_bench
 from typer.testing import CliRunner
 
@@ -96,3 +97,18 @@ def test_startup_bench_writes_its_ratios(tmp_path: Path) -> None:
     )
     assert commands["python -c pass"]["ratio_to_python"] == 1.0
     assert all(row["median_ms"] > 0 for row in data["rows"])
+
+
+def test_importing_persistence_imports_no_langgraph_until_a_name_is_used() -> None:
+    """`planmode.persistence` re-exports its checkpointers lazily, so `planmode.persistence.rows` (which `planmode ls`
+    reads a SQLite database with) is reachable without the LangGraph stack (issue 22)."""
+    assert _heavy_after("import planmode.persistence") == []
+    assert _heavy_after("import planmode.persistence.rows") == []
+    used = _heavy_after("import planmode.persistence as p\nassert callable(p.sqlite_checkpointer)")
+    assert "langgraph" in used  # the first use of a re-exported name imports its module
+    from planmode import persistence
+    from planmode.persistence.checkpointers import sqlite_checkpointer
+
+    assert persistence.sqlite_checkpointer is sqlite_checkpointer
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        persistence.nothing_here  # noqa: B018

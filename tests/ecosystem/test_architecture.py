@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "planmode.context": 1,  # the settings: checked with planmode.errors; the state holds them
     "planmode.persistence._savers": 0,
     "planmode.persistence._saves": 0,
+    "planmode.persistence.rows": 0,  # read by `planmode ls` without LangGraph
     "planmode.llm.trim": 0,
     "planmode.observability.usage": 2,
     "planmode.observability.events": 2,

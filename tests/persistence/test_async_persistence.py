@@ -302,7 +302,7 @@ def test_the_durability_check_asks_the_async_savers_one_query(
 ) -> None:
     """`await_until_durable`'s check on AsyncSqliteSaver and AsyncPostgresSaver: saved or not, by one query on the
     saver's own connection (no worker thread, no checkpoint loaded)."""
-    from planmode.persistence import _acheckpoint_saved
+    from planmode.persistence.checkpointers import _acheckpoint_saved
 
     target = str(tmp_path / "runs.sqlite") if backend == "sqlite" else request.getfixturevalue("pg_url")
     thread = uuid.uuid4().hex
@@ -361,7 +361,7 @@ def test_a_durability_wait_wakes_on_the_announcement_and_asks_the_database_once(
     execute_step ends on the saver's announcement, with at most one database check per wait (polling took one
     every few ms); through a forwarding wrapper, the check is still the indexed query, never a checkpoint load;
     and every step still runs once."""
-    import planmode.persistence as persistence
+    import planmode.persistence.checkpointers as persistence
     from planmode.persistence._saves import SAVES
 
     checks: list[tuple[str, str, str]] = []

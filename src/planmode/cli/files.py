@@ -9,13 +9,18 @@ console shows control characters as escapes); piped or redirected it is written 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+    from planmode.persistence.changes import ChangeStore
 
 __all__ = ["changed_by_step", "diff", "one_line", "restore_files", "restored_note"]
 
@@ -28,11 +33,11 @@ def one_line(name: str) -> str:
     return name.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 
 
-def _store(db: str) -> Any:
+def _store(db: str) -> ChangeStore:
     from planmode.persistence.changes import ChangeStore
 
     if db.startswith(("postgres://", "postgresql://")):
-        from planmode.persistence import _redact
+        from planmode.persistence.checkpointers import _redact
 
         raise PlanModeError(_NOT_RECORDED.format(db=_redact(db)))
     return ChangeStore(db)
@@ -147,7 +152,7 @@ def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[s
     ]
 
 
-def _thread_cfg(thread: str) -> Any:
+def _thread_cfg(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 

@@ -61,7 +61,7 @@ _FINISHED = ("completed", "failed", "answered", "cancelled")
 
 def _holders(saver: Any, db: str) -> dict[str, str]:
     """The threads a live process runs now (its lease), with the holder; empty when that cannot be read."""
-    from planmode.cli.runlist import lease_holders_of_rows, sqlite_lease_holders
+    from planmode.persistence.rows import HELD_LEASES_SQL, lease_holders, sqlite_lease_holders
 
     if not db.startswith(("postgres://", "postgresql://")):
         from planmode.cli.runlist import connect_read_only
@@ -77,8 +77,8 @@ def _holders(saver: Any, db: str) -> dict[str, str]:
         from planmode.persistence._savers import pg_connection
 
         with pg_connection(saver) as conn, conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute("SELECT thread_id, holder, host, pid, expires FROM planmode_leases WHERE token <> ''")
-            return lease_holders_of_rows(cur.fetchall())
+            cur.execute(HELD_LEASES_SQL)
+            return lease_holders(cur.fetchall())
     except Exception:  # no lease table yet, or no access: nobody is known to hold one
         return {}
 
@@ -173,6 +173,7 @@ def show(
     from planmode.cli.drive import require_thread, show_result
     from planmode.cli.gates import print_approvals, show_picture
     from planmode.cli.runlist import STATE_LABELS, interrupt_type, iso, run_state, when
+    from planmode.persistence.rows import parse_ts
 
     path = database(db, create=False)
     graph = graph_on(path)
@@ -190,7 +191,7 @@ def show(
     settings = settings_dict(values.get("settings"))
     plan = values.get("plan")
     steps = list(getattr(plan, "steps", []) or []) if getattr(plan, "version", 0) else []
-    updated = _parse_time(state.created_at)
+    updated = parse_ts(state.created_at)
     follows = _follows(graph, thread)
     if as_json:
         messages = values.get("messages") or []
@@ -250,17 +251,6 @@ def show(
                 line.append(s.result)
             console.print(line, soft_wrap=True)
     print_approvals(values.get("approvals"))
-
-
-def _parse_time(raw: Any) -> Any:
-    from datetime import datetime
-
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        return datetime.fromisoformat(raw)
-    except ValueError:
-        return None
 
 
 def _follows(graph: Any, thread: str) -> dict[str, str] | None:

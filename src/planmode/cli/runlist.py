@@ -4,7 +4,7 @@ LangGraph (`planmode ls` starts in the time of click + rich: tests/cli/test_cli_
 A run's stored ``status`` says what the graph last wrote; it reads ``running`` after a Ctrl-C, a crash or a
 rollback to the middle of a run. `run_state` tells those apart with two more facts: the interrupt pending at the
 run's head checkpoint (an approval, a budget pause, the model lost) and whether a process holds the thread's lease
-now (`planmode.persistence.lease`). Its answer is one of `RUN_STATES`:
+now (`planmode.persistence.rows`). Its answer is one of `RUN_STATES`:
 
 ==================  ====================================================================================
 running             a process is running it now
@@ -23,16 +23,14 @@ Times are UTC, written with their zone (`when`).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from planmode.persistence.rows import HEAD_SQL, heads_sql, parse_ts, sqlite_lease_holders
 
 __all__ = [
     "FINISHED",
@@ -44,10 +42,8 @@ __all__ = [
     "connect_read_only",
     "interrupt_type",
     "iso",
-    "lease_holders_of_rows",
     "matches",
     "run_state",
-    "sqlite_lease_holders",
     "sqlite_runs",
     "wanted_states",
     "when",
@@ -158,7 +154,7 @@ class _Ext:
         self.payload = payload
 
 
-def _loads(blob: bytes) -> Any:
+def _loads(blob: bytes) -> object:
     import ormsgpack
 
     def hook(code: int, data: bytes) -> _Ext:
@@ -208,67 +204,14 @@ def _plan_facts(plan: Any) -> tuple[int | None, dict[str, int], str, str]:
     return version, counts, str(plan.get("title") or ""), str(plan.get("goal") or "")
 
 
-def _ts(raw: Any) -> datetime | None:
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        return datetime.fromisoformat(raw)
-    except ValueError:
-        return None
-
-
-def _alive(host: str, pid: int) -> bool:
-    """Whether a lease holder may still run: another host's cannot be checked (its heartbeat decides)."""
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # someone else's process: it exists
-        return True
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-        return f.read().rsplit(")", 1)[-1].split()[0] != "Z"  # a zombie is gone
-    return True
-
-
-def sqlite_lease_holders(conn: sqlite3.Connection) -> dict[str, str]:
-    """The threads a live process holds the lease of now, with the holder (``host:pid``)."""
-    try:
-        rows = conn.execute(
-            "SELECT thread_id, holder, host, pid, expires FROM planmode_leases WHERE token != ''"
-        ).fetchall()
-    except sqlite3.OperationalError:  # no lease was ever taken in this database
-        return {}
-    return lease_holders_of_rows(rows)
-
-
-def lease_holders_of_rows(rows: Iterable[Any]) -> dict[str, str]:
-    """The held leases among rows of (thread_id, holder, host, pid, expires): unexpired, holder alive."""
-    now = time.time()
-    return {
-        str(thread): str(holder)
-        for thread, holder, host, pid, expires in rows
-        if float(expires) >= now and _alive(str(host), int(pid))
-    }
-
-
 def connect_read_only(path: str) -> sqlite3.Connection:
     """A read-only connection to the SQLite file at ``path`` (it changes no file)."""
     return sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=30)
 
 
 def _heads(conn: sqlite3.Connection, nested: bool) -> Iterator[tuple[str, str, str, str | None, bytes | None]]:
-    where = "" if nested else "WHERE checkpoint_ns = ''"
-    keys = conn.execute(
-        f"SELECT thread_id, checkpoint_ns, MAX(checkpoint_id) AS head FROM checkpoints {where} "
-        "GROUP BY thread_id, checkpoint_ns ORDER BY head DESC, thread_id, checkpoint_ns"
-    ).fetchall()
-    for key in keys:
-        row = conn.execute(
-            "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            key,
-        ).fetchone()
+    for key in conn.execute(heads_sql(nested)).fetchall():
+        row = conn.execute(HEAD_SQL, key).fetchone()
         if row is not None:
             yield str(key[0]), str(key[1]), str(key[2]), row[0], row[1]
 
@@ -311,7 +254,9 @@ def sqlite_runs(path: str, *, wanted: frozenset[str] | None, limit: int | None, 
                 if type_ != "msgpack":
                     raise _Unreadable(f"a checkpoint of type {type_!r}")
                 checkpoint = _loads(blob)
-                values = checkpoint.get("channel_values") if isinstance(checkpoint, Mapping) else None
+                if not isinstance(checkpoint, Mapping):
+                    continue  # not a planmode run
+                values = checkpoint.get("channel_values")
                 if not isinstance(values, Mapping) or "settings" not in values or "status" not in values:
                     continue  # not a planmode run
                 version, counts, title, plan_goal = _plan_facts(values.get("plan"))
@@ -328,7 +273,7 @@ def sqlite_runs(path: str, *, wanted: frozenset[str] | None, limit: int | None, 
                 state=run_state(status, interrupt, thread in holders),
                 plan_version=version,
                 steps=counts,
-                updated_at=_ts(checkpoint.get("ts")),
+                updated_at=parse_ts(checkpoint.get("ts")),
                 title=title,
                 error=values.get("error") if isinstance(values.get("error"), str) else None,
             )

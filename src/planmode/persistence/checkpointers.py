@@ -1,4 +1,7 @@
-"""Checkpointers: SQLite by default (one file), PostgreSQL behind the same interface.
+"""Checkpointers: SQLite by default (one file), PostgreSQL behind the same interface; and the durability waits.
+
+Re-exported by `planmode.persistence`, which imports this module (and so LangGraph) only when one of its names
+is first used.
 
 planmode's checkpoints hold JSON data only (`planmode.graph.pipeline`), so any stock saver reads them
 without a warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or off. The savers made here also register
@@ -17,7 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -25,11 +28,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+    from planmode.persistence._pg_fence import FencedPostgresSaver
+
 from planmode.errors import ConfigurationError, LeaseLostError
 from planmode.persistence._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
 from planmode.persistence._saves import SAVES, Announcing
 from planmode.persistence._sqlite_saver import SqliteCheckpointSaver, fenced_async
-from planmode.persistence.lease import _lease_of, thread_lease
+from planmode.persistence.lease import _lease_of
 
 __all__ = [
     "SERDE_ALLOWLIST",
@@ -44,10 +49,11 @@ __all__ = [
     "postgres_checkpointer",
     "server_checkpointer",
     "sqlite_checkpointer",
-    "thread_lease",
     "wait_until_durable",
     "with_planmode_types",
 ]
+
+_T = TypeVar("_T")
 
 #: Environment variable naming the SQLite file of `server_checkpointer` (default below).
 SERVER_DB_ENV = "PLANMODE_SERVER_DB"
@@ -104,12 +110,12 @@ def sqlite_checkpointer(path: str | Path) -> SqliteSaver:
     return saver
 
 
-def with_planmode_types(checkpointer: Any) -> Any:
+def with_planmode_types(checkpointer: _T) -> _T:
     """``checkpointer`` with planmode's types added to its serializer's allowlist (when it has one), for
     checkpoints written before they were JSON data; new checkpoints need nothing of it."""
     if checkpointer is None or isinstance(checkpointer, bool) or not hasattr(checkpointer, "with_allowlist"):
         return checkpointer
-    return checkpointer.with_allowlist(SERDE_ALLOWLIST)
+    return cast("_T", checkpointer.with_allowlist(SERDE_ALLOWLIST))  # the same kind of saver
 
 
 @asynccontextmanager
@@ -230,7 +236,7 @@ def _use_wal(conn: sqlite3.Connection, *, wait: float = 30.0) -> None:
             time.sleep(0.05)
 
 
-def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
+def postgres_checkpointer(url: str, *, max_connections: int = 10) -> FencedPostgresSaver:
     """A ``PostgresSaver`` on a connection pool (the ``postgres`` extra: ``pip install 'planmode[postgres]'``).
 
     The same interface as the SQLite checkpointer; for runs shared by several processes or machines (a LangGraph
@@ -271,7 +277,7 @@ def postgres_checkpointer(url: str, *, max_connections: int = 10) -> Any:
     return saver
 
 
-def open_checkpointer(target: str | Path) -> Any:
+def open_checkpointer(target: str | Path) -> SqliteSaver | FencedPostgresSaver:
     """A checkpointer for ``target``: a ``postgresql://`` URL, or a SQLite file path (the default)."""
     text = str(target)
     if text.startswith(("postgres://", "postgresql://")):
@@ -423,13 +429,13 @@ _ANNOUNCED_RECHECK = 0.25
 _ANNOUNCING: dict[type, type] = {}
 
 
-def announcing(saver_class: type) -> Any:
+def announcing(saver_class: type[_T]) -> type[_T]:
     """The subclass of an async saver class that announces each checkpoint it saves (`planmode.persistence._saves`)."""
     made = _ANNOUNCING.get(saver_class)
     if made is None:
         made = type(f"Announcing{saver_class.__name__}", (Announcing, saver_class), {"__module__": __name__})
         _ANNOUNCING[saver_class] = made
-    return made
+    return cast("type[_T]", made)  # a subclass of saver_class
 
 
 async def _acheckpoint_saved(saver: Any, key: tuple[str, str, str]) -> bool:

@@ -39,30 +39,31 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import socket
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from planmode.errors import ConfigurationError, LeaseLostError, ThreadBusyError
 from planmode.persistence._savers import is_postgres, pg_connection
+from planmode.persistence.rows import HOST as _HOST
+from planmode.persistence.rows import LEASE_TABLE
+from planmode.persistence.rows import holder_dead as _dead
+from planmode.persistence.rows import proc_start as _proc_start
 
 __all__ = ["LEASE_TABLE", "LEASE_TTL", "ThreadLease", "assert_lease_held", "run", "stream", "thread_lease"]
 
 log = logging.getLogger(__name__)
 
-#: The table that holds the leases, in the checkpoint database.
-LEASE_TABLE = "planmode_leases"
 #: Seconds after the last heartbeat at which another process may take a lease over.
 LEASE_TTL = 30.0
 
@@ -298,41 +299,8 @@ def _heartbeat(store: _Store, lease: ThreadLease) -> None:
 
 
 # -- who holds it ----------------------------------------------------------------------------------------
-
-_HOST = socket.gethostname()
-
-
-def _proc_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot, from /proc), to tell a reused pid."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return fields[19] if len(fields) > 19 else None
-
-
-def _dead(host: str, pid: int, proc_start: str | None) -> bool:
-    """Whether a holder on this host is certainly gone: no such process, a zombie, or a reused pid."""
-    if host != _HOST:
-        return False  # another machine: only its heartbeat can tell
-    if pid == os.getpid():
-        return False  # another lease of this very process
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, owned by another user
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            state = f.read().rpartition(")")[2].split()[:1]
-    except OSError:
-        return False
-    if state == ["Z"]:  # killed, not reaped yet
-        return True
-    now = _proc_start(pid)
-    return bool(proc_start and now and now != proc_start)
+# _HOST, _proc_start and _dead (whether a holder on this host is certainly gone) live in planmode.persistence.rows,
+# which ``planmode ls`` reads without LangGraph.
 
 
 # -- where it is kept ------------------------------------------------------------------------------------
@@ -387,7 +355,7 @@ def sqlite_db_key(rows: Any, conn: Any) -> str:
 FENCE_FUNCTION = "planmode_fence"
 
 
-def sqlite_fence_function(db: str) -> Any:
+def sqlite_fence_function(db: str) -> Callable[[object], str | None]:
     """`FENCE_FUNCTION` for a connection on database ``db``."""
 
     def fence(thread_id: Any) -> str | None:
@@ -453,6 +421,17 @@ TAKEOVER_SQL = (
 RENEW_SQL = f"UPDATE {LEASE_TABLE} SET heartbeat = ?, expires = ? WHERE thread_id = ? AND token = ?"
 #: A released lease keeps its row, with no holder (an empty token), so that the next epoch is higher still.
 RELEASE_SQL = f"UPDATE {LEASE_TABLE} SET token = '', expires = 0 WHERE thread_id = ? AND token = ?"
+
+
+class Rows(Protocol):
+    """A cursor after one statement, of sqlite3 or psycopg (the lease stores' ``execute`` returns it)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
 
 
 class _Store:
@@ -522,15 +501,16 @@ class _SqlStore(_Store):
             self.db = pg_db_key(execute(PG_DB_SQL).fetchone())
 
     @contextmanager
-    def _transaction(self) -> Iterator[Any]:
+    def _transaction(self) -> Iterator[Callable[..., Rows]]:
         """``execute(sql, params) -> cursor`` inside one write transaction."""
         if self.postgres:
             conn_cm = pg_connection(self.saver)
-            with conn_cm as conn, conn.transaction(), conn.cursor() as cur:
+            with conn_cm as conn, conn.transaction(), conn.cursor() as pg_cur:
+                rows: Rows = pg_cur
 
-                def execute_pg(sql: str, params: tuple[Any, ...] = ()) -> Any:
-                    cur.execute(sql.replace("?", "%s"), params)
-                    return cur
+                def execute_pg(sql: str, params: tuple[Any, ...] = ()) -> Rows:
+                    pg_cur.execute(sql.replace("?", "%s"), params)
+                    return rows
 
                 yield execute_pg
             return
@@ -543,7 +523,7 @@ class _SqlStore(_Store):
             cur.execute("BEGIN IMMEDIATE")  # the write lock now: two processes decide one after the other
             try:
 
-                def execute_sqlite(sql: str, params: tuple[Any, ...] = ()) -> Any:
+                def execute_sqlite(sql: str, params: tuple[Any, ...] = ()) -> Rows:
                     cur.execute(sql, params)
                     return cur
 

@@ -22,6 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from planmode.errors import ConfigurationError
 from planmode.persistence import with_planmode_types
 from planmode.persistence._savers import is_postgres, pg_connection
+from planmode.persistence.rows import HEAD_SQL, heads_sql, parse_ts
 from planmode.state.graph_state import RunStatus
 from planmode.state.reducer import restore_plan
 
@@ -125,7 +126,7 @@ def _saver_of(source: Any) -> BaseCheckpointSaver[Any]:
             )
     else:
         raise ConfigurationError(f"list_runs needs a checkpointer or a compiled graph, got {type(source).__name__}")
-    return with_planmode_types(saver)  # type: ignore[no-any-return]  # same saver type, serializer allowlisted
+    return with_planmode_types(saver)  # the same saver type, serializer allowlisted
 
 
 def _statuses(status: str | Iterable[str] | None) -> frozenset[str] | None:
@@ -151,23 +152,15 @@ def _sqlite_heads(saver: SqliteSaver, nested: bool, wanted: frozenset[str] | Non
     contain the bytes may still be another status — it is deserialised and checked.)
     """
     needles = tuple(w.encode() for w in wanted) if wanted is not None else None
-    where = "" if nested else "WHERE checkpoint_ns = ''"
     with saver.cursor(transaction=False) as cur:
-        cur.execute(
-            f"SELECT thread_id, checkpoint_ns, MAX(checkpoint_id) AS head FROM checkpoints {where} "
-            "GROUP BY thread_id, checkpoint_ns ORDER BY head DESC, thread_id, checkpoint_ns"
-        )
+        cur.execute(heads_sql(nested))
         keys: list[tuple[str, str, str]] = cur.fetchall()
     for start in range(0, len(keys), _BATCH):
         batch = keys[start : start + _BATCH]
         rows: list[tuple[str, str, str, str | None, bytes | None]] = []
         with saver.cursor(transaction=False) as cur:  # the saver's lock is held per batch, not for the whole list
             for key in batch:
-                cur.execute(
-                    "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-                    "AND checkpoint_id = ?",
-                    key,
-                )
+                cur.execute(HEAD_SQL, key)
                 row = cur.fetchone()
                 if row is not None:  # gone since step 1 (a deleted thread)
                     rows.append((*key, row[0], row[1]))
@@ -255,18 +248,7 @@ def _run_info(thread_id: str, ns: str, checkpoint_id: str, checkpoint: dict[str,
         status=str(values.get("status")),
         plan_version=plan.version if plan is not None else None,
         steps=plan.counts() if plan is not None else {},
-        updated_at=_parse_ts(checkpoint.get("ts")),
+        updated_at=parse_ts(checkpoint.get("ts")),
         title=plan.title if plan is not None else "",
         error=values.get("error"),
     )
-
-
-def _parse_ts(ts: Any) -> datetime | None:
-    if isinstance(ts, datetime):
-        return ts
-    if not isinstance(ts, str) or not ts:
-        return None
-    try:
-        return datetime.fromisoformat(ts)
-    except ValueError:
-        return None
