@@ -95,7 +95,7 @@ def _public() -> dict[str, Any]:
     return {k: v for k, v in locals().items() if k in __all__}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in __all__:
         globals().update(_public())
         return globals()[name]

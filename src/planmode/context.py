@@ -56,6 +56,7 @@ MAX_DOLLARS = 10**9
 MAX_COUNT = 10**9
 
 _C = TypeVar("_C")
+_Choice = TypeVar("_Choice", bound=str)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -105,13 +106,14 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"{name}={raw!r}: expected true or false")
 
 
-def _env_choice(name: str, choices: tuple[str, ...], default: str) -> Any:
+def _env_choice(name: str, choices: tuple[_Choice, ...], default: _Choice) -> _Choice:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if raw not in choices:
-        raise ValueError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
-    return raw
+    for choice in choices:
+        if raw == choice:
+            return choice
+    raise ValueError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
 
 
 def _remember_given(cls: type[_C]) -> type[_C]:

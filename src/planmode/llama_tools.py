@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from planmode.tools.text_calls import read_text_calls
@@ -34,16 +35,23 @@ __all__ = ["TOOL_CALL_FORMAT", "accept_null_content", "null_content_to_empty", "
 
 TOOL_CALL_FORMAT = "planmode-tool-calls"
 
+#: An ASGI message, and an ASGI application: ``await app(scope, receive, send)``.
+Message = dict[str, Any]
+ASGIApp = Callable[
+    [dict[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
+]
+
 # Imported by name: llama_cpp is an optional dependency without type information.
 llama_chat_format: Any = importlib.import_module("llama_cpp.llama_chat_format")
 
 
-def _base_handler(llama: Any) -> Any:
+def _base_handler(llama: Any) -> Callable[..., Any]:
     """The handler of the GGUF's own chat template, else llama-cpp-python's own fallback (``llama-2``): the
     prompt is what the server would build without this format."""
     handlers = getattr(llama, "_chat_handlers", {}) or {}
     handler = handlers.get("chat_template.default")
-    return handler or llama_chat_format.get_chat_completion_handler("llama-2")
+    chosen: Callable[..., Any] = handler or llama_chat_format.get_chat_completion_handler("llama-2")
+    return chosen
 
 
 def tool_call_handler(llama: Any, **kwargs: Any) -> Any:
@@ -59,7 +67,7 @@ def tool_call_handler(llama: Any, **kwargs: Any) -> Any:
     return to_tool_calls(response, names)
 
 
-def _arguments_as_objects(message: Any) -> Any:
+def _arguments_as_objects(message: Any) -> object:
     """``message`` with its tool calls' ``arguments`` (a JSON string in OpenAI's format) as objects: the form
     Hugging Face chat templates render (Qwen 2.5's ``tojson`` of a string shows the model an escaped string,
     and the model then writes its next call that way)."""
@@ -130,11 +138,15 @@ def null_content_to_empty(body: bytes) -> bytes:
         return body
 
 
-def _null_content_middleware(app: Any) -> Any:
+def _null_content_middleware(app: ASGIApp) -> ASGIApp:
     """An ASGI wrapper of ``app`` that passes ``POST .../chat/completions`` bodies through
     `null_content_to_empty`."""
 
-    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+    async def wrapped(
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[Message]],
+        send: Callable[[Message], Awaitable[None]],
+    ) -> None:
         if (
             scope.get("type") != "http"
             or scope.get("method") != "POST"
@@ -156,7 +168,7 @@ def _null_content_middleware(app: Any) -> Any:
         headers.append((b"content-length", str(len(body)).encode()))
         sent = False
 
-        async def replay() -> Any:
+        async def replay() -> Message:
             nonlocal sent
             if not sent:
                 sent = True
@@ -176,7 +188,7 @@ def accept_null_content() -> None:
     if getattr(original, "_planmode_wrapped", False):
         return
 
-    def create_app(*args: Any, **kwargs: Any) -> Any:
+    def create_app(*args: Any, **kwargs: Any) -> ASGIApp:
         return _null_content_middleware(original(*args, **kwargs))
 
     create_app._planmode_wrapped = True  # type: ignore[attr-defined]  # a marker on the function: not wrapped twice

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from planmode.errors import ConfigurationError
 from planmode.state.mermaid import layers
@@ -29,7 +29,7 @@ _FILL = {
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN, FONT_SIZE, WRAP, LINES = 260, 86, 70, 24, 24, 13, 34, 4
 
 
-def _pillow() -> Any:
+def _pillow() -> tuple[ModuleType, ModuleType, ModuleType]:
     try:
         from PIL import Image, ImageDraw, ImageFont
     except ImportError:

@@ -14,7 +14,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
@@ -22,6 +22,13 @@ from rich.text import Text
 
 from planmode.cli.ui import console, err_console, error_text
 from planmode.errors import PlanModeError
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph.state import CompiledStateGraph
+
+    from planmode.context import PlanModeContext
+    from planmode.state.graph_state import InputState, OutputState, PlanModeState
 
 __all__ = [
     "DEFAULT_DB",
@@ -112,7 +119,7 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def cfg_of(thread: str) -> Any:
+def cfg_of(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread}}
 
 
@@ -194,7 +201,9 @@ def database(db: str | None, *, create: bool) -> str:
     return str(path)
 
 
-def graph_on(db: str, workspace: Path | None = None) -> Any:
+def graph_on(
+    db: str, workspace: Path | None = None
+) -> CompiledStateGraph[PlanModeState, PlanModeContext, InputState, OutputState]:
     from planmode.graph import build_graph
     from planmode.persistence import open_checkpointer
     from planmode.tools import workspace_tools

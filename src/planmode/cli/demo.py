@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,7 @@ _ACTIONS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def _execute(req: ScriptRequest) -> Any:
+def _execute(req: ScriptRequest) -> str | dict[str, Any]:
     step = req.step_id or ""
     results = req.tool_results()
     if not results and step in _ACTIONS:
@@ -134,7 +135,7 @@ def _execute(req: ScriptRequest) -> Any:
     return f"Step {step} done. Tool said: {last}"
 
 
-def _explore(req: ScriptRequest) -> Any:
+def _explore(req: ScriptRequest) -> str | dict[str, Any]:
     if not req.tool_results():
         # the planner also tries a write tool: refused before approval, where tools are dispatched
         return {
@@ -163,7 +164,7 @@ def build_demo_model() -> ScriptedChatModel:
     return ScriptedChatModel(responder=script)
 
 
-def make_verifier(workspace: Path) -> Any:
+def make_verifier(workspace: Path) -> Callable[[Step, str, StepContext], Verdict]:
     """A real verifier: files must exist; the test step's tests must pass when run."""
 
     def verify(step: Step, output: str, ctx: StepContext) -> Verdict:

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -30,6 +30,10 @@ from planmode.cli.ui import console, error_text, plan_table, render_event, unico
 from planmode.errors import ThreadNotFoundError
 from planmode.persistence.lease import thread_lease
 from planmode.state.models import Plan
+
+if TYPE_CHECKING:
+    from langgraph.pregel import Pregel
+    from langgraph.types import StateSnapshot
 
 __all__ = ["Interrupted", "Watcher", "drive", "require_thread", "show_result"]
 
@@ -49,7 +53,7 @@ class Interrupted(KeyboardInterrupt):
         self.hard = hard
 
 
-def require_thread(graph: Any, cfg: RunnableConfig) -> Any:
+def require_thread(graph: Pregel[Any, Any, Any, Any], cfg: RunnableConfig) -> StateSnapshot:
     """The thread's current state; `ThreadNotFoundError` when it has no checkpoint."""
     state = graph.get_state(cfg)
     if state.created_at is None:

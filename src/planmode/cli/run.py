@@ -12,8 +12,9 @@ import os
 import queue
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.text import Text
@@ -33,12 +34,18 @@ from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
 if TYPE_CHECKING:
+    import inspect
+
     from planmode.cli.drive import Watcher
+
+_R = TypeVar("_R")
 
 __all__ = ["resume", "run"]
 
 
-def _approver(auto: bool, resume_hint: str, budget: dict[str, Any] | None = None) -> Any:
+def _approver(
+    auto: bool, resume_hint: str, budget: dict[str, Any] | None = None
+) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
     flags = dict(budget or {"max_tokens": None, "max_cost": None, "stop": False})
     answered = [False]
 
@@ -110,7 +117,7 @@ def _setting_default(f: Any) -> str | None:
     return str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
 
 
-def _setting_parameter(f: Any, hints: dict[str, Any]) -> Any:
+def _setting_parameter(f: Any, hints: dict[str, Any]) -> inspect.Parameter:
     """One ``run`` parameter for the settings field ``f``: its type (``dict`` settings are JSON text), its env var
     and its description; its default is None (not given: the settings' own default applies)."""
     import inspect
@@ -142,7 +149,7 @@ def _setting_parameter(f: Any, hints: dict[str, Any]) -> Any:
     )
 
 
-def settings_options(fn: Any) -> Any:
+def settings_options(fn: Callable[..., _R]) -> Callable[..., _R]:
     """``fn`` with one option per `PlanModeContext` field it does not declare itself, generated from the field
     (`_setting_parameter`); ``fn`` receives the options given (on the command line or by env var) as its
     ``settings`` dict, by field name."""
@@ -159,7 +166,7 @@ def settings_options(fn: Any) -> Any:
     generated = [_setting_parameter(f, hints) for f in _setting_fields() if f.name not in names]
 
     @functools.wraps(fn)
-    def with_settings(*args: Any, **kwargs: Any) -> Any:
+    def with_settings(*args: Any, **kwargs: Any) -> _R:
         given = {p.name: kwargs.pop(p.name, None) for p in generated}
         return fn(*args, settings={k: v for k, v in given.items() if v is not None}, **kwargs)
 

@@ -105,7 +105,7 @@ def discover_context_tokens(base_url: str, *, timeout: float = 2.0) -> int | Non
     return None
 
 
-def _get_json(url: str, timeout: float) -> Any:
+def _get_json(url: str, timeout: float) -> object:
     if not url.startswith(("http://", "https://")):
         return None
     try:

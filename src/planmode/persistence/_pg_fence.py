@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver, _ainternal, _internal
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
@@ -63,7 +64,7 @@ class FencedPostgresSaver(PostgresSaver):
         finally:
             _WRITING.reset(token)
 
-    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
         with self._fenced(config):
             return super().put(config, checkpoint, metadata, new_versions)
 
@@ -111,7 +112,7 @@ class FencedAsyncPostgresSaver(AsyncPostgresSaver):
         finally:
             _WRITING.reset(token)
 
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
         async with self._afenced(config):
             return await super().aput(config, checkpoint, metadata, new_versions)
 

@@ -19,7 +19,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = ["SAVES", "Announcing", "Key", "Saves", "saved_key"]
 
@@ -96,11 +99,11 @@ class Announcing:
 
     announces_saves = True
 
-    def announcing_saver(self) -> Any:
+    def announcing_saver(self) -> Self:
         """This saver (through a wrapper that forwards attributes: the saver it wraps)."""
         return self
 
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        saved = await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]  # a mixin: the saver's own aput
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
+        saved: RunnableConfig = await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]  # a mixin: the saver's own aput
         SAVES.announce(saved_key(config, checkpoint["id"]))
         return saved

@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import ormsgpack
 from langchain_core.runnables import RunnableConfig
@@ -152,24 +152,25 @@ class SqliteCheckpointSaver(SqliteSaver):
 
 
 _FENCED: dict[type, type] = {}
+_Saver = TypeVar("_Saver")
 
 
-def fenced_async(saver_class: type) -> Any:
+def fenced_async(saver_class: type[_Saver]) -> type[_Saver]:
     """A subclass of an ``AsyncSqliteSaver`` class whose writes refused by the lease's fence (the trigger that
     `planmode.persistence.alease` installs on the connection of a leased saver) raise `LeaseLostError`."""
     made = _FENCED.get(saver_class)
     if made is None:
         made = type(f"Fenced{saver_class.__name__}", (_AsyncFenceErrors, saver_class), {"__module__": __name__})
         _FENCED[saver_class] = made
-    return made
+    return cast("type[_Saver]", made)  # a subclass of saver_class
 
 
 class _AsyncFenceErrors:
     """Mixin (first in the bases) for an async SQLite saver: a write the fence refused is a `LeaseLostError`."""
 
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
         try:
-            return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]  # a mixin
+            return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc,no-any-return]  # a mixin
         except sqlite3.IntegrityError as exc:
             lost = _lost(exc, config)
             if lost is None:

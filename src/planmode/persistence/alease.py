@@ -26,9 +26,9 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -72,7 +72,20 @@ __all__ = ["aassert_lease_held", "arun", "astream", "athread_lease"]
 
 log = logging.getLogger(__name__)
 
-Execute = Callable[..., Awaitable[Any]]
+
+class ARows(Protocol):
+    """A cursor after one statement, of aiosqlite or psycopg's async connection."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    async def fetchone(self) -> Any: ...
+
+    async def fetchall(self) -> Iterable[Any]: ...
+
+
+#: ``await execute(sql, params)`` in one write transaction (`_AsyncSqlStore._transaction`).
+Execute = Callable[..., Awaitable[ARows]]
 
 
 @asynccontextmanager
@@ -244,10 +257,11 @@ class _AsyncSqlStore:
         """``await execute(sql, params) -> cursor`` inside one write transaction."""
         if self.postgres:
             async with apg_connection(self.saver) as conn, conn.transaction(), conn.cursor() as pg_cur:
+                pg_rows: ARows = pg_cur
 
-                async def execute_pg(sql: str, params: tuple[Any, ...] = ()) -> Any:
+                async def execute_pg(sql: str, params: tuple[Any, ...] = ()) -> ARows:
                     await pg_cur.execute(sql.replace("?", "%s"), params)
-                    return pg_cur
+                    return pg_rows
 
                 yield execute_pg
             return
@@ -257,12 +271,13 @@ class _AsyncSqlStore:
             if conn.in_transaction:
                 await conn.commit()
             cur = await conn.cursor()
+            rows: ARows = cur
             await cur.execute("BEGIN IMMEDIATE")  # the write lock now: two processes decide one after the other
             try:
 
-                async def execute_sqlite(sql: str, params: tuple[Any, ...] = ()) -> Any:
+                async def execute_sqlite(sql: str, params: tuple[Any, ...] = ()) -> ARows:
                     await cur.execute(sql, params)
-                    return cur
+                    return rows
 
                 yield execute_sqlite
             except BaseException:

@@ -205,7 +205,7 @@ def _postgres_lock(saver: BaseCheckpointSaver[Any], thread_id: str, timeout: flo
             c.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def _first(row: Any) -> Any:
+def _first(row: Any) -> object:
     """The first column of a row, whatever the connection's row factory (tuples or dicts)."""
     if isinstance(row, Mapping):
         return next(iter(row.values()), None)

@@ -33,7 +33,7 @@ __all__ = ["PlanChannel"]
 _OVERWRITE_KEY = "__overwrite__"
 
 
-def _unwrap(value: Any) -> Any:
+def _unwrap(value: Any) -> object:
     """The value inside an ``Overwrite`` (typed or JSON form); the value itself otherwise."""
     if isinstance(value, Overwrite):
         return value.value
@@ -117,7 +117,7 @@ def _step_data(step: Step) -> dict[str, Any]:
     return data
 
 
-def _restore_plan(value: Any) -> Any:
+def _restore_plan(value: Any) -> object:
     """A checkpointed plan value as a `Plan`: from its JSON data (this channel's checkpoints, and old ones read
     by a strict serializer) or as it is (an old checkpoint's `Plan`, ``None``). Data that is not a plan is
     left as it is, for `plan_reducer` to read or record on the next write."""

@@ -60,7 +60,7 @@ class ToolRun(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _clean_text_fields(cls, data: Any) -> Any:
+    def _clean_text_fields(cls, data: Any) -> object:
         if isinstance(data, dict):
             return {k: clean_text(v) if isinstance(v, str) else v for k, v in data.items()}
         return data
@@ -97,7 +97,7 @@ class StepOutcome(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _clean_text_fields(cls, data: Any) -> Any:
+    def _clean_text_fields(cls, data: Any) -> object:
         """A tool's or a model's text with a lone surrogate is made encodable (`clean_text`) on the way in."""
         if isinstance(data, dict):
             return {k: clean_text(v) if isinstance(v, str) else v for k, v in data.items()}

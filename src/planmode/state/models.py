@@ -123,7 +123,7 @@ def _needs_cleaning(value: Any) -> bool:
     return False
 
 
-def _clean_value(value: Any) -> Any:
+def _clean_value(value: Any) -> object:
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, list) and any(isinstance(v, str) for v in value):
@@ -136,7 +136,7 @@ class _Model(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _clean_text_fields(cls, data: Any) -> Any:
+    def _clean_text_fields(cls, data: Any) -> object:
         """Text fields (and lists of text) are cleaned with `clean_text`; nested models clean their own."""
         if isinstance(data, dict) and any(_needs_cleaning(v) for v in data.values()):
             return {k: _clean_value(v) for k, v in data.items()}
@@ -348,7 +348,7 @@ class ResetPlan(_Model):
     reason: str = ""
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(value: Any) -> object:
     """A step definition field as JSON data (an enum by its value)."""
     return value.value if isinstance(value, Enum) else value
 
