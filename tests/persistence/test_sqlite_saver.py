@@ -25,8 +25,9 @@ PLAN = {
 }
 
 
-def test_needs_sync_only_skips_outcomes_and_trigger_channels() -> None:
+def test_needs_sync_only_skips_outcomes_their_usage_and_trigger_channels() -> None:
     assert not needs_sync({"step_outcomes": 3, "branch:to:verify": 2, "__pregel_tasks": 4})
+    assert not needs_sync({"step_outcomes": 3, "usage": 2, "branch:to:verify": 2})  # execute_step's super-step
     assert needs_sync({"step_outcomes": 3, "plan": 5})
     assert needs_sync({"status": 1})
     assert needs_sync({"messages": 1, "__start__": 1})

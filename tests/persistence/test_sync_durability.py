@@ -70,3 +70,35 @@ def test_without_the_wait_the_dependent_starts_before_the_save(tmp_path: Path, m
     seen = _run(tmp_path)
     assert seen["a"] is True  # no dependency
     assert not (seen["b"] and seen["c"])
+
+
+def test_the_wait_wakes_on_the_savers_announcement_and_asks_the_database_at_most_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same slow saves: each wait of execute_step ends on the SQLite saver's announcement of the save, with at
+    most one database check per wait (polling checked every few ms, each check taking the saver's lock), and every
+    step still starts after its dependency's done is saved."""
+    import planmode.persistence as persistence
+
+    checks: list[tuple[str, str, str]] = []
+    waited: list[float] = []
+    check = persistence._checkpoint_saved
+    wait = persistence.wait_until_durable
+
+    def counted_check(saver: Any, key: tuple[str, str, str]) -> bool:
+        checks.append(key)
+        return check(saver, key)
+
+    def counted_wait(**kwargs: Any) -> None:
+        start = time.monotonic()
+        wait(**kwargs)
+        waited.append(time.monotonic() - start)
+
+    monkeypatch.setattr(persistence, "_checkpoint_saved", counted_check)
+    monkeypatch.setattr(execute_step_module, "wait_until_durable", counted_wait)
+    assert _run(tmp_path) == {"a": True, "b": True, "c": True}
+    assert len(waited) == 2  # b and c waited for the checkpoint that recorded their dependency done
+    assert min(waited) >= 0.04  # each waited for a slow save (several are queued: LangGraph saves them in order)
+    # one check when the wait starts, then one per quarter second (a save by another process is never announced)
+    rechecks = sum(int(w / persistence._ANNOUNCED_RECHECK) for w in waited)
+    assert len(checks) <= len(waited) + rechecks

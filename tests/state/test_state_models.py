@@ -307,3 +307,38 @@ def test_the_shape_follows_what_the_plan_asks_to_do_not_how_far_it_got() -> None
     assert plan.model_copy(update={"goal": "Ship another report"}).shape != shape
     lone = plan.model_copy(update={"goal": "bad \ud800 goal"})
     assert lone.shape != shape  # a lone surrogate hashes too
+
+
+def test_transitions_hand_the_shape_on_and_the_lookups_follow_the_new_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Execution (`apply_transitions`) changes no step definition: the plan it makes has the shape of the plan it
+    started from without hashing every step again (verify asks for it before every batch: O(plan) per step on a
+    long chain). Its lookups (`get`, `by_status`, `ready_steps`, `is_complete`, `counts`) answer for the new
+    plan, not for the one its index was first built from; a plan given other steps is hashed again."""
+    import planmode.state.models as models
+    from planmode.state import StepTransition, apply_transitions
+
+    plan = _plan()
+    shape = plan.shape
+    assert [s.id for s in plan.ready_steps()] == ["clean", "notes"]  # the old plan's index is built
+    hashed: list[object] = []
+    digest = models._digest
+
+    def counted(content: object) -> str:
+        hashed.append(content)
+        return digest(content)
+
+    monkeypatch.setattr(models, "_digest", counted)
+    ran = apply_transitions(plan, [StepTransition(id="clean", status=StepStatus.RUNNING, attempts=1)]).plan
+    done = apply_transitions(ran, [StepTransition(id="clean", status=StepStatus.DONE, result="ok")]).plan
+    assert done.shape == shape and ran.shape == shape
+    assert hashed == []  # handed on, not hashed again
+    assert [s.id for s in ran.ready_steps()] == ["notes"] and [s.id for s in ran.by_status(StepStatus.RUNNING)] == [
+        "clean"
+    ]
+    assert [s.id for s in done.ready_steps()] == ["chart", "notes"]
+    assert done.get("clean") is not None and done.get("clean").status is StepStatus.DONE  # type: ignore[union-attr]
+    assert plan.get("clean").status is StepStatus.PENDING  # type: ignore[union-attr]  # the old plan is unchanged
+    assert done.counts()["done"] == 2 and not done.is_complete
+    edited = done.model_copy(update={"steps": [*done.steps[:2], done.steps[2].model_copy(update={"tools": ["x"]})]})
+    assert edited.shape != shape and hashed  # other steps: hashed
+    assert [s.id for s in edited.ready_steps()] == ["chart"] and edited.get("notes") is None

@@ -79,9 +79,11 @@ def make_verify(deps: Deps) -> RunnableCallable:
                 ctx = _context(plan, step, settings, model, evidence.to_prompt(full[step.id]))
                 return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
 
-        # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
-        with ContextThreadPoolExecutor(max_workers=_width(work, settings)) as pool:
-            verdicts = list(pool.map(judge, work))
+        if len(work) == 1:  # one step (a chain): judged here, without a thread to start and wait for
+            verdicts = [judge(work[0])]
+        else:  # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
+            with ContextThreadPoolExecutor(max_workers=_width(work, settings)) as pool:
+                verdicts = list(pool.map(judge, work))
         return _update(state, plan, work, verdicts, full, settings)
 
     async def averify(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:

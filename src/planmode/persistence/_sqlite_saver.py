@@ -45,12 +45,15 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from planmode._compat import INTERNAL_CHANNEL_PREFIXES
 from planmode.errors import LeaseLostError
+from planmode.persistence._saves import SAVES, saved_key
 from planmode.persistence.lease import install_sqlite_fence, may_hold, refused_write
 
 __all__ = ["SqliteCheckpointSaver", "fenced_async", "needs_sync"]
 
-#: Channels whose change alone does not need the file synced at once (the next synced checkpoint syncs it).
-UNSYNCED_CHANNELS = frozenset({"step_outcomes"})
+#: Channels whose change alone does not need the file synced at once (the next synced checkpoint syncs it): the
+#: executed, unverified outcomes and the usage their attempts reported (execute_step's super-step writes both; after
+#: a power loss those attempts run again, and their usage is counted then).
+UNSYNCED_CHANNELS = frozenset({"step_outcomes", "usage"})
 
 
 def needs_sync(new_versions: ChannelVersions) -> bool:
@@ -62,7 +65,14 @@ def needs_sync(new_versions: ChannelVersions) -> bool:
 
 
 class SqliteCheckpointSaver(SqliteSaver):
-    """A `SqliteSaver` that syncs a checkpoint to disk only when `needs_sync` says so (module docstring)."""
+    """A `SqliteSaver` that syncs a checkpoint to disk only when `needs_sync` says so (module docstring), and
+    announces each checkpoint it saved (`planmode.persistence._saves`), so a step waiting for it wakes at once."""
+
+    announces_saves = True
+
+    def announcing_saver(self) -> Any:
+        """This saver (the announcing protocol of `planmode.persistence._saves.Announcing`)."""
+        return self
 
     def __init__(self, conn: Any, *, serde: Any = None) -> None:
         super().__init__(conn, serde=serde)
@@ -104,12 +114,14 @@ class SqliteCheckpointSaver(SqliteSaver):
         `LeaseLostError` when this process held the thread's lease and lost it."""
         thread_id = self._fence(config)
         try:
-            return self._put(config, checkpoint, metadata, new_versions)
+            saved = self._put(config, checkpoint, metadata, new_versions)
         except sqlite3.IntegrityError as exc:
             lost = refused_write(exc, thread_id)
             if lost is None:
                 raise
             raise lost from exc
+        SAVES.announce(saved_key(config, checkpoint["id"]))  # committed: wake a step waiting for it
+        return saved
 
     def _put(
         self,

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from enum import Enum
 from typing import Annotated, Any, Literal
 
@@ -223,12 +226,11 @@ class Plan(_Model):
         return data
 
     # -- lookups --------------------------------------------------------------------------------------
+    # (each lookup reads the plan's index, `_index_of`: built once per plan object, so the few lookups execution
+    # makes per step do not each walk the whole plan)
     def get(self, step_id: str) -> Step | None:
         """The step with this id, or None."""
-        for step in self.steps:
-            if step.id == step_id:
-                return step
-        return None
+        return _index_of(self).by_id.get(step_id)
 
     def ids(self) -> list[str]:
         """Step ids in plan order."""
@@ -236,24 +238,27 @@ class Plan(_Model):
 
     def by_status(self, *statuses: StepStatus) -> list[Step]:
         """Steps whose status is one of ``statuses``, in plan order."""
+        if len(statuses) == 1:
+            return list(_index_of(self).by_status.get(statuses[0], ()))
         return [s for s in self.steps if s.status in statuses]
 
     def ready_steps(self) -> list[Step]:
         """Pending steps whose dependencies are all done (derived, never stored)."""
-        done = {s.id for s in self.steps if s.status is StepStatus.DONE}
-        return [s for s in self.steps if s.status is StepStatus.PENDING and set(s.dependencies) <= done]
+        return list(_index_of(self).ready())
 
     def counts(self) -> dict[str, int]:
         """How many steps have each status (every status present, zeros included)."""
         out = {st.value: 0 for st in StepStatus}
-        for s in self.steps:
-            out[s.status.value] += 1
+        for status, steps in _index_of(self).by_status.items():
+            out[StepStatus(status).value] += len(steps)
         return out
 
     @property
     def is_complete(self) -> bool:
         """True when every step is done or skipped (and there is at least one step)."""
-        return bool(self.steps) and all(s.status in (StepStatus.DONE, StepStatus.SKIPPED) for s in self.steps)
+        found = _index_of(self).by_status
+        ended = len(found.get(StepStatus.DONE, ())) + len(found.get(StepStatus.SKIPPED, ()))
+        return bool(self.steps) and ended == len(self.steps)
 
     # -- identity -------------------------------------------------------------------------------------
     @property
@@ -267,10 +272,15 @@ class Plan(_Model):
         dependencies, tools, complexity, acceptance), not statuses, results, version or logs. Execution is bound
         to the shape approved (`planmode.nodes._batch.next_batch`): running steps change the revision, never
         the shape."""
+        known = _known_shape(self)
+        if known is not None:
+            return known
         # by hand, not model_dump: this runs before every batch, and is 3x faster (0.55 ms at 400 steps)
-        return _digest(
+        shape = _digest(
             [self.goal, [[s.id, *(_json_value(getattr(s, f)) for f in DEFINITION_FIELDS)] for s in self.steps]]
         )
+        _remember_shape(self, shape)
+        return shape
 
     # -- rendering ------------------------------------------------------------------------------------
     def to_markdown(self) -> str:
@@ -351,6 +361,95 @@ class ResetPlan(_Model):
 def _json_value(value: Any) -> object:
     """A step definition field as JSON data (an enum by its value)."""
     return value.value if isinstance(value, Enum) else value
+
+
+class _PlanIndex:
+    """A plan's steps by id (the first of an id) and by status (in plan order), and its ready steps once asked."""
+
+    __slots__ = ("_ready", "by_id", "by_status", "position", "size", "steps")
+
+    def __init__(self, steps: list[Step]) -> None:
+        self.steps = steps
+        self.size = len(steps)
+        self.by_id: dict[str, Step] = {}
+        self.position: dict[str, int] = {}
+        self.by_status: dict[StepStatus, list[Step]] = {}
+        for i, step in enumerate(steps):
+            if step.id not in self.by_id:
+                self.by_id[step.id] = step
+            self.position[step.id] = i  # the last of an id, as `planmode.state.patch.apply_transitions` reads it
+            self.by_status.setdefault(step.status, []).append(step)
+        self._ready: list[Step] | None = None
+
+    def ready(self) -> list[Step]:
+        if self._ready is None:
+            done = {s.id for s in self.by_status.get(StepStatus.DONE, ())}
+            self._ready = [s for s in self.by_status.get(StepStatus.PENDING, ()) if done.issuperset(s.dependencies)]
+        return self._ready
+
+
+#: The indexes of the last plans looked up, by identity (with the list of steps they were made from). A plan and
+#: its steps are never edited in place — every change makes a new plan, `apply_patch` and `apply_transitions` a
+#: new list of steps — as the checkpoint encoding's caches assume too (`planmode.state.channel`).
+_INDEXES: OrderedDict[int, tuple[Plan, _PlanIndex]] = OrderedDict()
+_INDEXES_SIZE = 64
+
+
+def _index_of(plan: Plan) -> _PlanIndex:
+    """The index of ``plan`` (made once per plan object and list of steps)."""
+    steps = plan.steps
+    with _SHAPES_LOCK:
+        hit = _INDEXES.get(id(plan))
+    if hit is not None and hit[0] is plan and hit[1].steps is steps and hit[1].size == len(steps):
+        return hit[1]
+    index = _PlanIndex(steps)
+    with _SHAPES_LOCK:
+        _INDEXES[id(plan)] = (plan, index)
+        _INDEXES.move_to_end(id(plan))
+        while len(_INDEXES) > _INDEXES_SIZE:
+            _INDEXES.popitem(last=False)
+    return index
+
+
+#: The shapes of the last plans asked, by identity (with the goal and the list of steps they were hashed from, so
+#: a plan given other steps is hashed again): a plan is never edited in place (every change makes a new one), and
+#: execution (`planmode.state.patch.apply_transitions`) hands the shape on to the plan it makes, whose definitions
+#: are the same. So the shape of a running plan is hashed once, not before every batch (it was O(plan) per step).
+_SHAPES: OrderedDict[int, tuple[Plan, str, list[Step], int, str]] = OrderedDict()
+_SHAPES_SIZE = 64
+_SHAPES_LOCK = threading.Lock()
+
+
+def _known_shape(plan: Plan) -> str | None:
+    """The remembered shape of ``plan`` (this very object, with the same goal and list of steps), or None."""
+    with _SHAPES_LOCK:
+        hit = _SHAPES.get(id(plan))
+    if hit is None or hit[0] is not plan or hit[1] != plan.goal:
+        return None
+    if hit[2] is not plan.steps or hit[3] != len(plan.steps):
+        return None
+    return hit[4]
+
+
+def _remember_shape(plan: Plan, shape: str) -> None:
+    """Remember ``shape`` as the shape of ``plan`` (see `_SHAPES`)."""
+    entry = (plan, plan.goal, plan.steps, len(plan.steps), shape)
+    with _SHAPES_LOCK:
+        _SHAPES[id(plan)] = entry
+        _SHAPES.move_to_end(id(plan))
+        while len(_SHAPES) > _SHAPES_SIZE:
+            _SHAPES.popitem(last=False)
+
+
+def plan_positions(plan: Plan) -> Mapping[str, int]:
+    """Where each step id is in ``plan.steps`` (the last step of an id). Read only: it is the plan's index."""
+    return _index_of(plan).position
+
+
+def same_definitions(old: Plan, new: Plan) -> None:
+    """Tell the shape cache that ``new`` has the goal and step definitions of ``old`` (its steps changed only their
+    execution record: `planmode.state.patch.apply_transitions`), so its shape is ``old``'s."""
+    _remember_shape(new, old.shape)
 
 
 def _digest(content: Any) -> str:

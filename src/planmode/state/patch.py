@@ -27,6 +27,8 @@ from planmode.state.models import (
     StepStatus,
     StepTransition,
     StepUpdate,
+    plan_positions,
+    same_definitions,
 )
 
 __all__ = [
@@ -372,7 +374,7 @@ def apply_transitions(plan: Plan, transitions: Sequence[StepTransition]) -> Tran
         raise TypeError(f"apply_transitions expects a Plan, got {type(plan).__name__}")
     reasons: list[str] = []
     steps = list(plan.steps)
-    index = {s.id: i for i, s in enumerate(steps)}
+    index = plan_positions(plan)
     for t in transitions:
         if not isinstance(t, StepTransition):
             raise TypeError(f"apply_transitions expects StepTransition items, got {type(t).__name__}")
@@ -397,7 +399,9 @@ def apply_transitions(plan: Plan, transitions: Sequence[StepTransition]) -> Tran
         steps[i] = cur.model_copy(update=upd)
     if reasons:
         return TransitionResult(plan=plan, applied=False, reasons=reasons)
-    return TransitionResult(plan=plan.model_copy(update={"steps": steps}), applied=True)
+    moved = plan.model_copy(update={"steps": steps})
+    same_definitions(plan, moved)  # transitions change no definition: the shape is handed on, not hashed again
+    return TransitionResult(plan=moved, applied=True)
 
 
 # -- the full-plan fallback ---------------------------------------------------------------------------
