@@ -78,7 +78,7 @@ def test_the_wait_wakes_on_the_savers_announcement_and_asks_the_database_at_most
     """The same slow saves: each wait of execute_step ends on the SQLite saver's announcement of the save, with at
     most one database check per wait (polling checked every few ms, each check taking the saver's lock), and every
     step still starts after its dependency's done is saved."""
-    import planmode.persistence as persistence
+    import planmode.persistence.checkpointers as persistence
 
     checks: list[tuple[str, str, str]] = []
     waited: list[float] = []
