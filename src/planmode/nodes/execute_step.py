@@ -62,6 +62,7 @@ __all__ = [
     "Refused",
     "check_step",
     "make_execute_step",
+    "trusted",
     "trusted_task",
 ]
 
@@ -301,25 +302,27 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
 
 
-def trusted_task(node: GraphNode) -> GraphNode:
-    """``node`` (execute_step) given its task with what the budget check and the usage count read — ``usage``,
-    ``budget`` and ``settings`` — taken from the graph's channels, not from the ``Send`` (which anyone can send),
-    and its ``step`` as a `Step` (a ``Send`` carries it as data). Wraps the metering too, so every model call of
-    the step is checked against the run's real spending."""
+def trusted(task: Any) -> Any:
+    """execute_step's task with what the budget check and the usage count read — ``usage``, ``budget`` and
+    ``settings`` — taken from the graph's channels, not from the ``Send`` (which anyone can send), and its ``step``
+    as a `Step` (a ``Send`` carries it as data). Its pipeline calls this before the metering, so every model call
+    of the step is checked against the run's real spending."""
+    if not isinstance(task, Mapping):
+        return task
+    out = dict(task)
+    if isinstance(out.get("step"), Mapping):
+        try:
+            out["step"] = Step.model_validate(out["step"])
+        except ValueError:
+            out["step"] = None
+    channels = read_channels()
+    for key in ("usage", "budget", "settings"):
+        out[key] = channels.get(key)
+    return out
 
-    def trusted(task: Any) -> Any:
-        if not isinstance(task, Mapping):
-            return task
-        out = dict(task)
-        if isinstance(out.get("step"), Mapping):
-            try:
-                out["step"] = Step.model_validate(out["step"])
-            except ValueError:
-                out["step"] = None
-        channels = read_channels()
-        for key in ("usage", "budget", "settings"):
-            out[key] = channels.get(key)
-        return out
+
+def trusted_task(node: GraphNode) -> GraphNode:
+    """``node`` given its task as `trusted` makes it (the graph's execute_step gets this in its pipeline)."""
 
     def wrap(fn: Any) -> Any:
         if inspect.iscoroutinefunction(fn):
