@@ -20,8 +20,9 @@ chain are no frames on the stack while the call runs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from langgraph.errors import GraphBubbleUp
@@ -29,7 +30,7 @@ from langgraph.errors import GraphBubbleUp
 if TYPE_CHECKING:
     from planmode._compat import GraphNode
 
-__all__ = ["Call", "Calls", "adrive", "drive", "per_path"]
+__all__ = ["Call", "Calls", "adrive", "drive", "per_path", "together"]
 
 Y = TypeVar("Y")
 S = TypeVar("S")
@@ -72,6 +73,9 @@ def drive(gen: Generator[Y, S, R], call: Callable[[Y], S] | None = None) -> R:
                     answer = request[0].invoke(request[1])
             except Exception as exc:  # the loop decides what a failed call means
                 request = gen.throw(exc)
+            except BaseException:  # a cancellation, an exit: the loop's clean-up runs here, then on it goes
+                gen.close()
+                raise
             else:
                 request = gen.send(answer)
     except StopIteration as stop:
@@ -96,11 +100,62 @@ async def adrive(gen: Generator[Y, S, R], call: Callable[[Y], Awaitable[S]] | No
                     answer = await request[0].ainvoke(request[1])
             except Exception as exc:  # the loop decides what a failed call means
                 request = gen.throw(exc)
+            except BaseException:  # a cancellation, an exit: the loop's clean-up runs here, then on it goes
+                gen.close()
+                raise
             else:
                 request = gen.send(answer)
     except StopIteration as stop:
         result: R = stop.value
         return result
+
+
+def together(
+    loops: Sequence[Generator[Any, Any, Any]], limit: int, wrap: Callable[[int, Call[Any]], Call[Any]] | None = None
+) -> Generator[Calls, list[Any], list[Any]]:
+    """Loops run side by side, as one loop: each round yields the calls the loops still running wait for as one
+    `Calls` (at most ``limit`` at a time), sends each loop its answer (or throws its exception in); returns their
+    results in order. ``wrap(i, call)``: the call of loop ``i`` as it is made (verify counts a judge's calls for
+    its step). The first loop that raises (in order) ends them all: the others are closed, its exception raised."""
+    results: list[Any] = [None] * len(loops)
+    waiting: dict[int, Any] = {}
+    try:
+        for i, loop in enumerate(loops):
+            try:
+                waiting[i] = next(loop)
+            except StopIteration as stop:
+                results[i] = stop.value
+        while waiting:
+            order = list(waiting)
+            calls = tuple(_as_call(waiting[i]) if wrap is None else wrap(i, _as_call(waiting[i])) for i in order)
+            answers = yield Calls(calls, limit)
+            failure: Exception | None = None
+            for i, answer in zip(order, answers, strict=True):
+                loop = loops[i]
+                try:
+                    waiting[i] = loop.throw(answer) if isinstance(answer, Exception) else loop.send(answer)
+                except StopIteration as stop:
+                    del waiting[i]
+                    results[i] = stop.value
+                except Exception as exc:
+                    del waiting[i]
+                    failure = failure or exc
+            if failure is not None:
+                raise failure
+    finally:
+        for i in waiting:
+            loops[i].close()
+    return results
+
+
+def _as_call(request: Any) -> Call[Any]:
+    """A request as a `Call` (what `Calls` holds)."""
+    if type(request) is Call:
+        return request
+    if isinstance(request, tuple) and len(request) == 2:
+        runnable, given = request
+        return Call(partial(runnable.invoke, given), partial(runnable.ainvoke, given))
+    raise TypeError(f"a loop run with others yields a Call or a (runnable, input) pair, not {type(request).__name__}")
 
 
 def _together(batch: Calls) -> list[Any]:

@@ -303,6 +303,9 @@ def _sync(name: str, parts: tuple[Wrapper, ...], func: Callable[..., Any]) -> Ca
             result = func(state, runtime=runtime)
         except Exception as exc:
             return _finish(steps, exc, raised=True)
+        except BaseException:  # a cancellation, an exit: the parts' clean-up only, then on it goes
+            steps.close()
+            raise
         return _finish(steps, result)
 
     run.__name__ = run.__qualname__ = name
@@ -320,6 +323,9 @@ def _async(name: str, parts: tuple[Wrapper, ...], afunc: Callable[..., Awaitable
             result = await afunc(state, runtime=runtime)
         except Exception as exc:
             return _finish(steps, exc, raised=True)
+        except BaseException:  # a cancellation, an exit: the parts' clean-up only, then on it goes
+            steps.close()
+            raise
         return _finish(steps, result)
 
     arun.__name__ = arun.__qualname__ = f"a{name}"

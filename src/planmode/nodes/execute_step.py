@@ -34,11 +34,11 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from planmode._compat import GraphNode, RunnableCallable
-from planmode._drive import per_path
+from planmode._drive import adrive, drive, per_path
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, settings_of
 from planmode.errors import ModelUnavailableError
-from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
+from planmode.executors import StepContext, arun_executor, default_execution, run_executor
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
@@ -267,7 +267,11 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             model = deps.models.get(settings, negotiated) if deps.executor is None else None  # the default executor
             journal = step_journal(current_run(channels.get("approvals")), step.id, step.attempts)
             with journaling(journal):  # each file the step's workspace tools change (planmode.persistence.changes)
-                outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
+                ctx = context(decision, inputs, model)
+                if deps.executor is None:  # the default executor's model calls made by this one driver
+                    outcome = drive(default_execution(step, ctx))
+                else:
+                    outcome = run_executor(deps.executor, step, ctx)
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:  # a pause, not a verdict on the step (verify routes to it)
@@ -290,9 +294,11 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             model = await deps.models.aget(settings, negotiated) if deps.executor is None else None
             journal = await astep_journal(current_run(channels.get("approvals")), step.id, step.attempts)
             with journaling(journal):
-                outcome = await arun_executor(
-                    deps.executor or adefault_executor, step, context(decision, inputs, model)
-                )
+                ctx = context(decision, inputs, model)
+                if deps.executor is None:
+                    outcome = await adrive(default_execution(step, ctx))
+                else:
+                    outcome = await arun_executor(deps.executor, step, ctx)
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:
