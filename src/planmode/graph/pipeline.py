@@ -289,7 +289,8 @@ def around(name: str, parts: tuple[Wrapper, ...], state: Any, runtime: Any) -> _
             accounts_close(acc)
     if acc is not None:
         result = accounts_result(acc, state, result)
-    return _update_data(settings_written(result, written))
+    result = settings_written(result, written)
+    return _update_data(result) if "data_writes" in parts else result
 
 
 def _sync(name: str, parts: tuple[Wrapper, ...], func: Callable[..., Any]) -> Callable[..., Any]:
