@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -26,15 +27,16 @@ from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, Field
 
 from planmode import prompts
+from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
-from planmode.llm import acall_structured, call_structured
+from planmode.llm.structured import structured_steps
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip
 from planmode.tools import StepTools
 from planmode.tools._writes import recording
-from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
+from planmode.tools.loop import LoopResult, tool_loop_steps
 
 __all__ = [
     "Executor",
@@ -45,11 +47,13 @@ __all__ = [
     "allm_verifier",
     "arun_executor",
     "arun_verifier",
+    "default_execution",
     "default_executor",
     "is_async",
     "llm_verifier",
     "run_executor",
     "run_verifier",
+    "verification",
 ]
 
 
@@ -158,34 +162,42 @@ def default_executor(step: Step, ctx: StepContext) -> StepOutcome:
     """A bounded tool-calling agent over the step's bound tools (`StepContext.tools`: the read-only ones and the
     write tools the step declares; writes allowed, the plan is approved). A call to any other tool of the graph
     is refused to the model and fails the attempt (`StepOutcome.refused_tools` names them)."""
-    model = _model_of(ctx, "default_executor")
-    limit = ctx.settings.max_executor_iterations
-    res = run_tool_loop(
-        model,
-        ctx.tools,
-        _execute_messages(step, ctx),
-        ctx.settings,
-        allow_writes=True,
-        max_iterations=limit,
-        binding=ctx.binding,
-    )
-    return _loop_outcome(step, res)
+    return drive(_default_steps(step, ctx))
 
 
 async def adefault_executor(step: Step, ctx: StepContext) -> StepOutcome:
     """`default_executor` on the event loop (`arun_tool_loop`)."""
+    return await adrive(_default_steps(step, ctx))
+
+
+def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutcome]:
+    """`default_executor` as a loop for a driver (`planmode._drive`): the tool loop's, composed."""
     model = _model_of(ctx, "default_executor")
-    limit = ctx.settings.max_executor_iterations
-    res = await arun_tool_loop(
+    res = yield from tool_loop_steps(
         model,
         ctx.tools,
         _execute_messages(step, ctx),
         ctx.settings,
         allow_writes=True,
-        max_iterations=limit,
+        max_iterations=ctx.settings.max_executor_iterations,
         binding=ctx.binding,
     )
     return _loop_outcome(step, res)
+
+
+def default_execution(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutcome]:
+    """``run_executor(default_executor, step, ctx)`` as a loop for a driver (`planmode._drive`): execute_step's
+    body composes it, so its driver makes the executor's model calls. The same outcome, writes and errors."""
+    with recording() as writes:  # the files the step's workspace tools write (planmode.tools._writes)
+        try:
+            out = yield from _default_steps(step, ctx)
+        except GraphBubbleUp:
+            raise  # an interrupt() in a tool pauses the run: the node runs again on resume
+        except ModelUnavailableError:
+            raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
+        except Exception as exc:  # as in run_executor: a failed attempt, recorded with its error
+            return _with_writes(StepOutcome(step_id=step.id, ok=False, error=f"{type(exc).__name__}: {exc}"), writes)
+        return _with_writes(_outcome(step, out), writes)
 
 
 def is_async(fn: Any) -> bool:
@@ -294,26 +306,44 @@ def _no_judge_needed(step: Step, output: str) -> Verdict | None:
 
 def llm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
     """The default LLM judge; a judge that cannot answer fails the attempt with that reason."""
-    plain = _no_judge_needed(step, output)
-    if plain is not None:
-        return plain
-    model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output, ctx)
-    verdict, error, _ = call_structured(model, Verdict, messages, ctx.settings)
-    if verdict is None:
-        verdict, error, _ = call_structured(model, Verdict, messages, ctx.settings)
-    return verdict if verdict is not None else Verdict(passed=False, reason=f"verifier gave no verdict: {error}")
+    return drive(_judge_steps(step, output, ctx))
 
 
 async def allm_verifier(step: Step, output: str, ctx: StepContext) -> Verdict:
     """`llm_verifier` with ``ainvoke``."""
+    return await adrive(_judge_steps(step, output, ctx))
+
+
+def _judge_steps(step: Step, output: str, ctx: StepContext) -> Generator[Any, Any, Verdict]:
+    """`llm_verifier` as a loop for a driver (`planmode._drive`): its structured calls, composed."""
     plain = _no_judge_needed(step, output)
     if plain is not None:
         return plain
     model, messages = _model_of(ctx, "llm_verifier"), _verify_messages(step, output, ctx)
-    verdict, error, _ = await acall_structured(model, Verdict, messages, ctx.settings)
+    verdict, error, _ = yield from structured_steps(model, Verdict, messages, ctx.settings)
     if verdict is None:
-        verdict, error, _ = await acall_structured(model, Verdict, messages, ctx.settings)
+        verdict, error, _ = yield from structured_steps(model, Verdict, messages, ctx.settings)
     return verdict if verdict is not None else Verdict(passed=False, reason=f"verifier gave no verdict: {error}")
+
+
+def verification(verifier: Verifier | None, step: Step, output: str, ctx: StepContext) -> Generator[Any, Any, Verdict]:
+    """``run_verifier(verifier or llm_verifier, ...)`` as a loop for a driver (`planmode._drive`): the default
+    judge's structured calls composed (verify's body yields from it, so its driver makes them); a verifier of
+    one's own is one call (`run_verifier` / `arun_verifier`). The same verdicts and errors."""
+    if verifier is not None:
+        given: Verdict = yield Call(
+            partial(run_verifier, verifier, step, output, ctx), partial(arun_verifier, verifier, step, output, ctx)
+        )
+        return given
+    try:
+        out = yield from _judge_steps(step, output, ctx)
+    except GraphBubbleUp:
+        raise  # a verifier may ask a human too
+    except ModelUnavailableError:
+        raise  # not a verdict on the step: the run pauses (planmode.nodes.model_unavailable)
+    except Exception as exc:  # as in run_verifier: a raising judge fails the attempt
+        return Verdict(passed=False, reason=f"verifier raised {type(exc).__name__}: {exc}")
+    return _verdict(out)
 
 
 def run_verifier(verifier: Verifier, step: Step, output: str, ctx: StepContext) -> Verdict:

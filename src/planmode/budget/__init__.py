@@ -31,8 +31,8 @@ import inspect
 import math
 import threading
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -47,17 +47,30 @@ from planmode.context import MAX_DOLLARS, MAX_TOKENS, PlanModeContext, resolve_s
 from planmode.errors import ConfigurationError, PlanModeError
 from planmode.llm.trim import approx_tokens
 from planmode.observability.events import emit
-from planmode.observability.usage import metered, spent_usage, total_tokens
+from planmode.observability.usage import (
+    UsageRecorder,
+    count_start,
+    count_stop,
+    counted,
+    metered,
+    spent_usage,
+    total_tokens,
+)
 from planmode.state.models import Plan, StepStatus
 
 __all__ = [
     "CALL_OUTPUT",
     "INTERRUPT_TYPE",
+    "Accounts",
     "BudgetSkipped",
     "BudgetStopped",
     "CallGuard",
     "Limits",
     "accounted",
+    "accounts_close",
+    "accounts_failed",
+    "accounts_open",
+    "accounts_result",
     "approval_budget",
     "approval_markdown",
     "cost_of",
@@ -261,60 +274,86 @@ def _stop_update(name: str, limits: Limits, spent: int, reason: str) -> dict[str
     return update
 
 
+def guard_start(
+    name: str, state: Any, runtime: Any, *, precheck: bool = True, skip: bool = False
+) -> tuple[_Checked, CallGuard | None]:
+    """Before node ``name``: the check of its estimate (``precheck``: pauses until it fits, or the human stops the
+    run), then the `CallGuard` of its model calls (None when the run was stopped: ``checked.stop`` is the node's
+    result, the node does not run)."""
+    checked = _check(name, state, runtime) if precheck else _Checked()
+    if checked.stop is not None:
+        return checked, None
+    return checked, CallGuard(name, state, runtime, checked.raised, skip=skip)
+
+
+def guard_enter(guard: CallGuard) -> Token[CallGuard | None]:
+    """Every model call started in this context until `guard_exit` goes through ``guard``."""
+    return _guard.set(guard)
+
+
+def guard_exit(token: Token[CallGuard | None]) -> None:
+    _guard.reset(token)
+
+
+def guard_stopped(guard: CallGuard | None) -> bool:
+    """Whether the node raised because a human stopped the run at one of its calls' budget pauses (its result is
+    then the stop)."""
+    return guard is not None and guard.stop is not None
+
+
+def guard_result(checked: _Checked, guard: CallGuard | None, result: Any) -> Any:
+    """After the node: its result, the stop when the run was stopped, with a raised budget kept in state."""
+    if guard is None:
+        return checked.stop
+    if guard.stop is not None:
+        return guard.stop
+    if guard.raised is not None:
+        checked = _Checked(raised=guard.raised, prices=guard.settings.prices or None)
+    return checked.apply(result)
+
+
 def guarded(name: str, node: GraphNode, *, precheck: bool = True, skip: bool = False) -> GraphNode:
     """``node`` behind the budget check (see the module docstring): the check before the node (``precheck``),
     then the check before every model call the node makes (`CallGuard`; ``skip``: a call that does not fit
-    raises `BudgetSkipped` instead of pausing)."""
-
-    def start(state: Any, runtime: Any) -> tuple[_Checked, CallGuard | None]:
-        checked = _check(name, state, runtime) if precheck else _Checked()
-        if checked.stop is not None:
-            return checked, None
-        return checked, CallGuard(name, state, runtime, checked.raised, skip=skip)
-
-    def finish(checked: _Checked, guard: CallGuard, result: Any) -> Any:
-        if guard.stop is not None:
-            return guard.stop
-        if guard.raised is not None:
-            checked = _Checked(raised=guard.raised, prices=guard.settings.prices or None)
-        return checked.apply(result)
+    raises `BudgetSkipped` instead of pausing). The graph's nodes get the same through their pipeline
+    (`accounts_open` and the rest, called in its one frame)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def awrapped(state: Any, runtime: Any) -> Any:
-                checked, guard = start(state, runtime)
+                checked, guard = guard_start(name, state, runtime, precheck=precheck, skip=skip)
                 if guard is None:
                     return checked.stop
-                token = _guard.set(guard)
+                token = guard_enter(guard)
                 try:
                     result = await fn(state, runtime=runtime)
                 except Exception:
-                    if guard.stop is None:
+                    if not guard_stopped(guard):
                         raise
                     result = None  # stopped at a call's budget pause: the stop is the node's result
                 finally:
-                    _guard.reset(token)
-                return finish(checked, guard, result)
+                    guard_exit(token)
+                return guard_result(checked, guard, result)
 
             return awrapped
 
         @functools.wraps(fn)
         def wrapped(state: Any, runtime: Any) -> Any:
-            checked, guard = start(state, runtime)
+            checked, guard = guard_start(name, state, runtime, precheck=precheck, skip=skip)
             if guard is None:
                 return checked.stop
-            token = _guard.set(guard)
+            token = guard_enter(guard)
             try:
                 result = fn(state, runtime=runtime)
             except Exception:
-                if guard.stop is None:
+                if not guard_stopped(guard):
                     raise
                 result = None
             finally:
-                _guard.reset(token)
-            return finish(checked, guard, result)
+                guard_exit(token)
+            return guard_result(checked, guard, result)
 
         return wrapped
 
@@ -592,13 +631,64 @@ _SKIPPING = frozenset({"detect", "finalize"})
 def accounted(name: str, node: GraphNode) -> GraphNode:
     """``node`` with its model calls counted (`planmode.observability.usage.metered`), each of them behind the budget
     check (`CallGuard`), and, for the nodes that start model calls, the check of the node's estimate first
-    (`guarded`). detect starts a new run's count and budget."""
+    (`guarded`). detect starts a new run's count and budget. The graph's nodes get the same through their
+    pipeline (`accounts_open`, `accounts_close`, `accounts_result`, called in its one frame)."""
     inner = guarded(name, node, precheck=name in _GUARDED, skip=name in _SKIPPING)
-    if name == "detect":
-        return metered(name, inner, reset=True, after=lambda s, r, d: _detect_after(r))
-    if name == "finalize":
-        return metered(name, inner, after=_report_after)
-    return metered(name, inner)
+    return metered(name, inner, reset=name == "detect", after=_AFTER.get(name))
+
+
+@dataclass
+class Accounts:
+    """A node's accounting while it runs: its usage count and its budget guard (`accounts_open`)."""
+
+    name: str
+    recorder: UsageRecorder
+    counting: Token[UsageRecorder | None]
+    checked: _Checked = field(default_factory=lambda: _Checked())
+    guard: CallGuard | None = None
+    guarding: Token[CallGuard | None] | None = None
+
+    @property
+    def runs(self) -> bool:
+        """Whether the node runs (not when the run was stopped at the budget check before it)."""
+        return self.guard is not None
+
+
+def accounts_open(name: str, state: Any, runtime: Any) -> Accounts:
+    """Before node ``name`` (what `accounted` does, as plain calls): its model calls counted from now on, the
+    budget check of its estimate for the nodes that start model calls, then each call's check. Call
+    `accounts_close` when the node ends, whatever happens; the check may pause the run (an interrupt)."""
+    recorder, counting = count_start(name, state, reset=name == "detect")
+    try:
+        checked, guard = guard_start(name, state, runtime, precheck=name in _GUARDED, skip=name in _SKIPPING)
+    except BaseException:
+        count_stop(counting)
+        raise
+    acc = Accounts(name, recorder, counting, checked, guard)
+    if guard is not None:
+        acc.guarding = guard_enter(guard)
+    return acc
+
+
+def accounts_close(acc: Accounts) -> None:
+    """The node ended: its calls are no longer checked or counted."""
+    try:
+        if acc.guarding is not None:
+            guard_exit(acc.guarding)
+    finally:
+        count_stop(acc.counting)
+
+
+def accounts_failed(acc: Accounts) -> bool:
+    """Whether a node that raised did so because a human stopped the run at a call's budget pause (its result is
+    then the stop, `accounts_result`), rather than for a reason to raise on."""
+    return guard_stopped(acc.guard)
+
+
+def accounts_result(acc: Accounts, state: Any, result: Any) -> Any:
+    """After the node: its result with the raised budget (or the stop), then its usage delta."""
+    result = guard_result(acc.checked, acc.guard, result)
+    return counted(state, result, acc.recorder, reset=acc.name == "detect", after=_AFTER.get(acc.name))
 
 
 def _detect_after(result: Any) -> Any:
@@ -609,3 +699,10 @@ def _detect_after(result: Any) -> Any:
     if isinstance(result, Command) and isinstance(result.update, dict):
         return dataclasses.replace(result, update={**result.update, "budget": None})
     return result
+
+
+#: What a node's accounting adds to its result after its usage is known.
+_AFTER: dict[str, Callable[[Any, Any, dict[str, Any]], Any]] = {
+    "detect": lambda s, r, d: _detect_after(r),
+    "finalize": _report_after,
+}

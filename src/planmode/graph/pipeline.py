@@ -32,17 +32,29 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from enum import Enum
 from typing import Any, Literal
 
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 
-from planmode._compat import GraphNode
+from planmode._compat import GraphNode, RunnableCallable
 from planmode._drive import per_path
 
-__all__ = ["PIPELINES", "Wrapper", "data_sends", "data_writes", "pipeline", "to_data"]
+__all__ = [
+    "ORDER",
+    "PIPELINES",
+    "Wrapper",
+    "around",
+    "data_sends",
+    "data_writes",
+    "pipeline",
+    "resolved_once",
+    "settings_resolved",
+    "settings_written",
+    "to_data",
+]
 
 
 #: Types whose values are data as they are (exact types: a planmode ``str`` enum is not one of them).
@@ -128,6 +140,32 @@ def data_writes(node: GraphNode) -> GraphNode:
     return per_path(node, wrap)
 
 
+def settings_resolved(state: Any, runtime: Any) -> tuple[Any, Any, dict[str, Any] | None]:
+    """Before a node (`resolved_once`): the state with the run's settings resolved against a runtime context that
+    brings new values, the runtime without that context, and the settings to write (None: nothing new)."""
+    import planmode.context as run_settings
+
+    if runtime is None or not isinstance(state, Mapping) or not state.get("settings"):
+        return state, runtime, None
+    if not run_settings.brings_news(state, runtime):
+        return state, runtime, None
+    stored = state["settings"]
+    resolved = run_settings.resolve_settings(runtime.context, stored, on_ignored=_said)
+    written = None if resolved is stored else run_settings.settings_dict(resolved)  # only ignored values: as is
+    return {**state, "settings": resolved}, runtime.override(context=None), written
+
+
+def settings_written(out: Any, written: dict[str, Any] | None) -> Any:
+    """After the node: its update with the resolved settings (`settings_resolved`) written first."""
+    if written is None or written == {}:
+        return out
+    if isinstance(out, Command) and (out.update is None or isinstance(out.update, Mapping)):
+        return dataclasses.replace(out, update={"settings": written, **(out.update or {})})
+    if isinstance(out, Mapping):
+        return {"settings": written, **out}
+    return out
+
+
 def resolved_once(node: GraphNode) -> GraphNode:
     """``node`` given the run's settings resolved against a runtime context that brings new values (a resume with
     another ``base_url``, `planmode.context.brings_news`), and writing them to state, so that the nodes after it
@@ -135,41 +173,21 @@ def resolved_once(node: GraphNode) -> GraphNode:
 
     The node (and its inner wrappers) then see the resolved settings in ``state["settings"]`` and no context to
     resolve again. A run's first settings are detect's (a new run), which is not wrapped."""
-    import planmode.context as run_settings
-
-    def resolved(state: Any, runtime: Any) -> tuple[Any, Any, dict[str, Any] | None]:
-        if runtime is None or not isinstance(state, Mapping) or not state.get("settings"):
-            return state, runtime, None
-        if not run_settings.brings_news(state, runtime):
-            return state, runtime, None
-        stored = state["settings"]
-        resolved = run_settings.resolve_settings(runtime.context, stored, on_ignored=_said)
-        written = None if resolved is stored else run_settings.settings_dict(resolved)  # only ignored values: as is
-        return {**state, "settings": resolved}, runtime.override(context=None), written
-
-    def writing(out: Any, written: dict[str, Any] | None) -> Any:
-        if written is None or written == {}:
-            return out
-        if isinstance(out, Command) and (out.update is None or isinstance(out.update, Mapping)):
-            return dataclasses.replace(out, update={"settings": written, **(out.update or {})})
-        if isinstance(out, Mapping):
-            return {"settings": written, **out}
-        return out
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def awrapped(state: Any, *args: Any, runtime: Any = None, **kwargs: Any) -> Any:
-                state, runtime, written = resolved(state, runtime)
-                return writing(await fn(state, *args, runtime=runtime, **kwargs), written)
+                state, runtime, written = settings_resolved(state, runtime)
+                return settings_written(await fn(state, *args, runtime=runtime, **kwargs), written)
 
             return awrapped
 
         @functools.wraps(fn)
         def wrapped(state: Any, *args: Any, runtime: Any = None, **kwargs: Any) -> Any:
-            state, runtime, written = resolved(state, runtime)
-            return writing(fn(state, *args, runtime=runtime, **kwargs), written)
+            state, runtime, written = settings_resolved(state, runtime)
+            return settings_written(fn(state, *args, runtime=runtime, **kwargs), written)
 
         return wrapped
 
@@ -206,19 +224,122 @@ PIPELINES: dict[str, tuple[Wrapper, ...]] = {
 }
 
 
-def pipeline(name: str, node: GraphNode) -> GraphNode:
-    """``node`` inside its pipeline (`PIPELINES`): each wrapper wraps the node's sync and async path alike."""
-    from planmode.budget import accounted
-    from planmode.nodes.execute_step import trusted_task
-    from planmode.nodes.model_unavailable import pausable
+#: The order the pipeline's parts run in, outermost first: every row of `PIPELINES` keeps it.
+ORDER: tuple[Wrapper, ...] = ("data_writes", "trusted_task", "resolved_once", "accounted", "pausable")
 
-    wrappers: dict[str, Callable[[GraphNode], GraphNode]] = {
-        "data_writes": data_writes,
-        "resolved_once": resolved_once,
-        "trusted_task": trusted_task,
-        "accounted": lambda inner: accounted(name, inner),
-        "pausable": lambda inner: pausable(name, inner),
-    }
-    for wrapper in reversed(PIPELINES[name]):
-        node = wrappers[wrapper](node)
-    return node
+
+def pipeline(name: str, node: GraphNode) -> GraphNode:
+    """``node`` inside its pipeline (`PIPELINES`), for its sync and its async path alike: one function per path,
+    one frame, which runs the row's parts around the node (`around`) — not a wrapper per part."""
+    parts = PIPELINES[name]
+    if [p for p in ORDER if p in parts] != list(parts):
+        raise ValueError(f"the pipeline of {name} is out of the order {ORDER}: {parts}")
+    if isinstance(node, RunnableCallable):
+        func, afunc, node_name, trace = node.func, node.afunc, node.name, node.trace
+    elif inspect.iscoroutinefunction(node):
+        func, afunc, node_name, trace = None, node, name, False
+    else:
+        func, afunc, node_name, trace = node, None, name, False
+    sync = _sync(name, parts, func) if func is not None else None
+    asynchronous = _async(name, parts, afunc) if afunc is not None else None
+    return RunnableCallable(sync, asynchronous, name=node_name, trace=trace)
+
+
+_Around = Generator[tuple[Any, Any], Any, Any]
+
+
+def around(name: str, parts: tuple[Wrapper, ...], state: Any, runtime: Any) -> _Around:
+    """A node's pipeline, written once for both paths: yields the ``(state, runtime)`` the node runs with and
+    receives its result (or its exception, thrown in), returns what the node writes. Each part is plain calls to
+    its own module, before and after the node:
+
+    - ``trusted_task`` (`planmode.nodes.execute_step.trusted`): the task's usage, budget and settings from the
+      graph's channels;
+    - ``resolved_once`` (`settings_resolved`, `settings_written`): a context that brings new settings resolved
+      once, and written;
+    - ``accounted`` (`planmode.budget.accounts_open` ... `accounts_result`): the usage count, the budget check
+      before the node and before each of its model calls; a run stopped at the check does not run the node;
+    - ``pausable`` (`planmode.nodes.model_unavailable.paused`): a lost model becomes the pause's record;
+    - ``data_writes`` (`to_data`): the writes made JSON data.
+    """
+    from planmode.budget import accounts_close, accounts_failed, accounts_open, accounts_result
+    from planmode.nodes.execute_step import trusted
+    from planmode.nodes.model_unavailable import paused
+
+    if "trusted_task" in parts:
+        state = trusted(state)
+    written = None
+    if "resolved_once" in parts:
+        state, runtime, written = settings_resolved(state, runtime)
+    acc = accounts_open(name, state, runtime) if "accounted" in parts else None
+    result: Any = None
+    try:
+        if acc is None or acc.runs:
+            try:
+                result = yield state, runtime
+            except Exception as exc:
+                update = paused(name, state, exc) if "pausable" in parts else None
+                if update is not None:
+                    result = update
+                elif acc is None or not accounts_failed(acc):
+                    raise
+                # else: stopped at a call's budget pause: the stop is the node's result (accounts_result)
+    finally:
+        if acc is not None:
+            accounts_close(acc)
+    if acc is not None:
+        result = accounts_result(acc, state, result)
+    result = settings_written(result, written)
+    return _update_data(result) if "data_writes" in parts else result
+
+
+def _sync(name: str, parts: tuple[Wrapper, ...], func: Callable[..., Any]) -> Callable[..., Any]:
+    def run(state: Any, runtime: Any) -> Any:
+        steps = around(name, parts, state, runtime)
+        try:
+            state, runtime = next(steps)
+        except StopIteration as stop:  # the node does not run (the run was stopped at the budget check)
+            return stop.value
+        try:
+            result = func(state, runtime=runtime)
+        except Exception as exc:
+            return _finish(steps, exc, raised=True)
+        except BaseException:  # a cancellation, an exit: the parts' clean-up only, then on it goes
+            steps.close()
+            raise
+        return _finish(steps, result)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def _async(name: str, parts: tuple[Wrapper, ...], afunc: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    async def arun(state: Any, runtime: Any) -> Any:
+        steps = around(name, parts, state, runtime)
+        try:
+            state, runtime = next(steps)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            result = await afunc(state, runtime=runtime)
+        except Exception as exc:
+            return _finish(steps, exc, raised=True)
+        except BaseException:  # a cancellation, an exit: the parts' clean-up only, then on it goes
+            steps.close()
+            raise
+        return _finish(steps, result)
+
+    arun.__name__ = arun.__qualname__ = f"a{name}"
+    return arun
+
+
+def _finish(steps: _Around, result: Any, *, raised: bool = False) -> Any:
+    """The pipeline's end: ``result`` (or the exception, when ``raised``) sent in, its return value out."""
+    try:
+        if raised:
+            steps.throw(result)
+        else:
+            steps.send(result)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("a pipeline yields once")  # pragma: no cover - `around` yields once

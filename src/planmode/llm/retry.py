@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -18,10 +18,10 @@ from pydantic import BaseModel
 
 from planmode._drive import adrive, drive
 from planmode.context import PlanModeContext
-from planmode.llm.structured import Structured, acall_structured, call_structured
+from planmode.llm.structured import Structured, structured_steps
 from planmode.text import clip
 
-__all__ = ["Asked", "aask_until_valid", "ask_until_valid", "show_json"]
+__all__ = ["Asked", "aask_until_valid", "ask_until_valid", "asking", "show_json"]
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -45,22 +45,30 @@ def show_json(value: BaseModel) -> str:
     return json.dumps(value.model_dump(mode="json"))
 
 
-def _asking(
+def asking(
+    model: BaseChatModel,
+    schema: type[T],
     messages: Sequence[BaseMessage],
+    settings: PlanModeContext,
     *,
     attempts: int,
     accept: Accept[T, R],
     retry_prompt: Callable[[list[str]], str],
-    show: Callable[[T], str],
-    show_chars: int,
-    first: Structured[T] | None,
-    on_reject: Callable[[list[str]], None] | None,
-) -> Generator[list[BaseMessage], Structured[T], Asked[R]]:
-    """The loop: yields the messages of each structured call to make and receives its answer."""
+    show: Callable[[T], str] = show_json,
+    show_chars: int = 4000,
+    first: Structured[T] | None = None,
+    on_reject: Callable[[list[str]], None] | None = None,
+) -> Generator[Any, Any, Asked[R]]:
+    """`ask_until_valid` as a loop for a driver (`planmode._drive`): each attempt is a structured call's loop
+    (`structured_steps`, composed with ``yield from``); returns what was accepted. A node body composes it with
+    ``yield from``, so the node's driver makes the calls."""
     errors: list[str] = []
     msgs = list(messages)
     for attempt in range(max(1, attempts)):
-        value, err, raw = first if attempt == 0 and first is not None else (yield msgs)
+        if attempt == 0 and first is not None:
+            value, err, raw = first
+        else:
+            value, err, raw = yield from structured_steps(model, schema, msgs, settings)
         reasons: list[str] = [err] if err else []
         if value is not None:
             result, reasons = accept(value)
@@ -97,8 +105,11 @@ def ask_until_valid(
     ``on_reject(reasons)`` runs, and the model sees its answer (``show(value)``, or the raw text when it could
     not be read, cut to ``show_chars``) and ``retry_prompt(reasons)``. Raises what `call_structured` raises
     (`ModelUnavailableError`, `ConfigurationError`)."""
-    loop = _asking(
+    loop = asking(
+        model,
+        schema,
         messages,
+        settings,
         attempts=attempts,
         accept=accept,
         retry_prompt=retry_prompt,
@@ -107,7 +118,7 @@ def ask_until_valid(
         first=first,
         on_reject=on_reject,
     )
-    return drive(loop, lambda msgs: call_structured(model, schema, msgs, settings))
+    return drive(loop)
 
 
 async def aask_until_valid(
@@ -125,8 +136,11 @@ async def aask_until_valid(
     on_reject: Callable[[list[str]], None] | None = None,
 ) -> Asked[R]:
     """`ask_until_valid` with ``ainvoke``: the same attempts, checks and messages."""
-    loop = _asking(
+    loop = asking(
+        model,
+        schema,
         messages,
+        settings,
         attempts=attempts,
         accept=accept,
         retry_prompt=retry_prompt,
@@ -135,4 +149,4 @@ async def aask_until_valid(
         first=first,
         on_reject=on_reject,
     )
-    return await adrive(loop, lambda msgs: acall_structured(model, schema, msgs, settings))
+    return await adrive(loop)

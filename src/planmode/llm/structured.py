@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -19,7 +20,7 @@ from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
 from planmode._cache import IdentityCache
-from planmode._drive import adrive, drive
+from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, PlanParseError
 from planmode.llm._learnt import endpoint, is_openai, learn, learnt, relearn
@@ -45,6 +46,7 @@ __all__ = [
     "openai_response_format",
     "start_from_record",
     "structured_runnable",
+    "structured_steps",
 ]
 
 T = TypeVar("T", bound=BaseModel)
@@ -87,7 +89,7 @@ def call_structured(
     kept for that model object (`negotiated_mode`): every later call of the run uses it. The runnable of each
     (model, schema, mode) is built once (`structured_runnable`).
     """
-    return drive(_structured(model, schema, messages, settings, context_budget(model, settings)), _invoke)
+    return drive(structured_steps(model, schema, messages, settings))
 
 
 async def acall_structured(
@@ -97,19 +99,20 @@ async def acall_structured(
     settings: PlanModeContext,
 ) -> Structured[T]:
     """`call_structured` with ``ainvoke``: the same modes, validation and errors, nothing blocking the loop."""
-    budget = await acontext_budget(model, settings)
-    return await adrive(_structured(model, schema, messages, settings, budget), _ainvoke)
+    return await adrive(structured_steps(model, schema, messages, settings))
 
 
 _Call = tuple[Runnable[Any, Any], list[BaseMessage]]
 
 
-def _invoke(call: _Call) -> Any:
-    return call[0].invoke(call[1])
-
-
-async def _ainvoke(call: _Call) -> Any:
-    return await call[0].ainvoke(call[1])
+def structured_steps(
+    model: BaseChatModel, schema: type[T], messages: Sequence[BaseMessage], settings: PlanModeContext
+) -> Generator[Any, Any, Structured[T]]:
+    """`call_structured` as a loop for a driver (`planmode._drive`): yields the context-window look-up (a `Call`)
+    and each model call to make (a ``(runnable, messages)`` pair), returns the answer. A node body composes it
+    with ``yield from``, so the node's driver makes the calls."""
+    budget = yield Call(partial(context_budget, model, settings), partial(acontext_budget, model, settings))
+    return (yield from _structured(model, schema, messages, settings, budget))
 
 
 def _structured(

@@ -4,14 +4,16 @@ The node's body is a generator: where it needs the model (or any IO), it yields 
 its async twin — and receives the result (``x = yield from call(f, af)``; an exception of the call is raised
 at the ``yield``). `twin_node` turns the body into a LangGraph node with both paths: ``invoke`` answers each
 call with ``f()``, ``ainvoke`` with ``await af()`` (`planmode._drive`), so the async path never blocks the event
-loop with a model call and the sync path is what it always was. The helpers below are the calls the nodes make.
+loop with a model call and the sync path is what it always was. The helpers below are the calls the nodes make;
+the model layer's are its own loops (a structured call, asking until valid, the tool loop), composed with
+``yield from``: the node's one driver makes every model call, with no driver or wrapper of their own between.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from functools import partial
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -19,13 +21,13 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from planmode._compat import RunnableCallable
-from planmode._drive import adrive, drive
+from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
-from planmode.llm import Asked, aask_until_valid, acall_structured, ask_until_valid, call_structured
-from planmode.llm.retry import Accept, show_json
-from planmode.llm.structured import Structured
+from planmode.llm import Asked
+from planmode.llm.retry import Accept, asking, show_json
+from planmode.llm.structured import Structured, structured_steps
 from planmode.nodes._deps import Deps, NodeRuntime
-from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
+from planmode.tools.loop import LoopResult, tool_loop_steps
 
 __all__ = ["Body", "Call", "ask", "call", "chat", "inline_node", "model_for", "structured", "tool_loop", "twin_node"]
 
@@ -36,16 +38,9 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 
 
-@dataclass(frozen=True)
-class Call(Generic[T]):
-    """One call a node body needs: ``run()`` on the sync path, ``await arun()`` on the async path."""
-
-    run: Callable[[], T]
-    arun: Callable[[], Awaitable[T]]
-
-
-#: A node body: yields calls, receives their results, returns the node's update.
-Body = Generator[Call[Any], Any, T]
+#: A node body: yields calls (what `planmode._drive.drive` answers), receives their results, returns the node's
+#: update.
+Body = Generator[Any, Any, T]
 
 
 def call(run: Callable[[], T], arun: Callable[[], Awaitable[T]]) -> Body[T]:
@@ -55,13 +50,14 @@ def call(run: Callable[[], T], arun: Callable[[], Awaitable[T]]) -> Body[T]:
 
 
 def twin_node(name: str, body: Callable[[In, NodeRuntime], Body[Out]]) -> RunnableCallable:
-    """The node running ``body``: a sync function for ``invoke`` and an async one for ``ainvoke``."""
+    """The node running ``body``: a sync function for ``invoke`` and an async one for ``ainvoke``, each one
+    driver (`drive` / `adrive`) that answers every call the body and the loops it composes yield."""
 
     def func(state: In, runtime: NodeRuntime) -> Out:
-        return drive(body(state, runtime), _run)
+        return drive(body(state, runtime))
 
     async def afunc(state: In, runtime: NodeRuntime) -> Out:
-        return await adrive(body(state, runtime), _arun)
+        return await adrive(body(state, runtime))
 
     func.__name__, afunc.__name__ = name, f"a{name}"
     return RunnableCallable(func, afunc, name=name, trace=False)
@@ -78,30 +74,19 @@ def inline_node(name: str, func: Callable[[In, NodeRuntime], Out]) -> RunnableCa
     return RunnableCallable(func, afunc, name=name, trace=False)
 
 
-def _run(c: Call[T]) -> T:
-    return c.run()
-
-
-async def _arun(c: Call[T]) -> T:
-    return await c.arun()
-
-
 # The calls the nodes make, each with its async twin (the same arguments, checks and results).
 
 
 def model_for(deps: Deps, settings: PlanModeContext, negotiated: str | None = None) -> Body[BaseChatModel]:
     """The run's chat model (`ModelProvider.get` / `aget`); ``negotiated``: the run's ``negotiated_output``."""
-    return call(lambda: deps.models.get(settings, negotiated), lambda: deps.models.aget(settings, negotiated))
+    return call(partial(deps.models.get, settings, negotiated), partial(deps.models.aget, settings, negotiated))
 
 
 def structured(
     model: BaseChatModel, schema: type[M], messages: Sequence[BaseMessage], settings: PlanModeContext
 ) -> Body[Structured[M]]:
-    """One structured call (`call_structured` / `acall_structured`)."""
-    return call(
-        lambda: call_structured(model, schema, messages, settings),
-        lambda: acall_structured(model, schema, messages, settings),
-    )
+    """One structured call (what `call_structured` / `acall_structured` do: their loop, composed)."""
+    return structured_steps(model, schema, messages, settings)
 
 
 def ask(
@@ -118,18 +103,21 @@ def ask(
     first: Structured[M] | None = None,
     on_reject: Callable[[list[str]], None] | None = None,
 ) -> Body[Asked[R]]:
-    """Ask until valid (`ask_until_valid` / `aask_until_valid`: the same arguments)."""
-    args = (model, schema, messages, settings)
-    kwargs: dict[str, Any] = {
-        "attempts": attempts,
-        "accept": accept,
-        "retry_prompt": retry_prompt,
-        "show": show,
-        "show_chars": show_chars,
-        "first": first,
-        "on_reject": on_reject,
-    }
-    return call(lambda: ask_until_valid(*args, **kwargs), lambda: aask_until_valid(*args, **kwargs))
+    """Ask until valid (what `ask_until_valid` / `aask_until_valid` do, with the same arguments: their loop,
+    composed)."""
+    return asking(
+        model,
+        schema,
+        messages,
+        settings,
+        attempts=attempts,
+        accept=accept,
+        retry_prompt=retry_prompt,
+        show=show,
+        show_chars=show_chars,
+        first=first,
+        on_reject=on_reject,
+    )
 
 
 def tool_loop(
@@ -142,16 +130,19 @@ def tool_loop(
     max_iterations: int,
     max_tool_calls: int | None = None,
 ) -> Body[LoopResult]:
-    """The tool-calling loop (`run_tool_loop` / `arun_tool_loop`: the same arguments)."""
-    args = (model, tools, messages, settings)
-    kwargs: dict[str, Any] = {
-        "allow_writes": allow_writes,
-        "max_iterations": max_iterations,
-        "max_tool_calls": max_tool_calls,
-    }
-    return call(lambda: run_tool_loop(*args, **kwargs), lambda: arun_tool_loop(*args, **kwargs))
+    """The tool-calling loop (what `run_tool_loop` / `arun_tool_loop` do, with the same arguments: their loop,
+    composed)."""
+    return tool_loop_steps(
+        model,
+        tools,
+        messages,
+        settings,
+        allow_writes=allow_writes,
+        max_iterations=max_iterations,
+        max_tool_calls=max_tool_calls,
+    )
 
 
 def chat(model: BaseChatModel, messages: list[BaseMessage]) -> Body[BaseMessage]:
     """A plain model call (``invoke`` / ``ainvoke``)."""
-    return call(lambda: model.invoke(messages), lambda: model.ainvoke(messages))
+    return call(partial(model.invoke, messages), partial(model.ainvoke, messages))

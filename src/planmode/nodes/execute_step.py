@@ -34,11 +34,11 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from planmode._compat import GraphNode, RunnableCallable
-from planmode._drive import per_path
+from planmode._drive import adrive, drive, per_path
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, settings_of
 from planmode.errors import ModelUnavailableError
-from planmode.executors import StepContext, adefault_executor, arun_executor, default_executor, run_executor
+from planmode.executors import StepContext, arun_executor, default_execution, run_executor
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, store_of
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
@@ -62,6 +62,7 @@ __all__ = [
     "Refused",
     "check_step",
     "make_execute_step",
+    "trusted",
     "trusted_task",
 ]
 
@@ -266,7 +267,11 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             model = deps.models.get(settings, negotiated) if deps.executor is None else None  # the default executor
             journal = step_journal(current_run(channels.get("approvals")), step.id, step.attempts)
             with journaling(journal):  # each file the step's workspace tools change (planmode.persistence.changes)
-                outcome = run_executor(deps.executor or default_executor, step, context(decision, inputs, model))
+                ctx = context(decision, inputs, model)
+                if deps.executor is None:  # the default executor's model calls made by this one driver
+                    outcome = drive(default_execution(step, ctx))
+                else:
+                    outcome = run_executor(deps.executor, step, ctx)
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:  # a pause, not a verdict on the step (verify routes to it)
@@ -289,9 +294,11 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             model = await deps.models.aget(settings, negotiated) if deps.executor is None else None
             journal = await astep_journal(current_run(channels.get("approvals")), step.id, step.attempts)
             with journaling(journal):
-                outcome = await arun_executor(
-                    deps.executor or adefault_executor, step, context(decision, inputs, model)
-                )
+                ctx = context(decision, inputs, model)
+                if deps.executor is None:
+                    outcome = await adrive(default_execution(step, ctx))
+                else:
+                    outcome = await arun_executor(deps.executor, step, ctx)
             if store is not None and outcome.ok and outcome.output:
                 outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
         except ModelUnavailableError as exc:
@@ -301,25 +308,27 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
 
 
-def trusted_task(node: GraphNode) -> GraphNode:
-    """``node`` (execute_step) given its task with what the budget check and the usage count read — ``usage``,
-    ``budget`` and ``settings`` — taken from the graph's channels, not from the ``Send`` (which anyone can send),
-    and its ``step`` as a `Step` (a ``Send`` carries it as data). Wraps the metering too, so every model call of
-    the step is checked against the run's real spending."""
+def trusted(task: Any) -> Any:
+    """execute_step's task with what the budget check and the usage count read — ``usage``, ``budget`` and
+    ``settings`` — taken from the graph's channels, not from the ``Send`` (which anyone can send), and its ``step``
+    as a `Step` (a ``Send`` carries it as data). Its pipeline calls this before the metering, so every model call
+    of the step is checked against the run's real spending."""
+    if not isinstance(task, Mapping):
+        return task
+    out = dict(task)
+    if isinstance(out.get("step"), Mapping):
+        try:
+            out["step"] = Step.model_validate(out["step"])
+        except ValueError:
+            out["step"] = None
+    channels = read_channels()
+    for key in ("usage", "budget", "settings"):
+        out[key] = channels.get(key)
+    return out
 
-    def trusted(task: Any) -> Any:
-        if not isinstance(task, Mapping):
-            return task
-        out = dict(task)
-        if isinstance(out.get("step"), Mapping):
-            try:
-                out["step"] = Step.model_validate(out["step"])
-            except ValueError:
-                out["step"] = None
-        channels = read_channels()
-        for key in ("usage", "budget", "settings"):
-            out[key] = channels.get(key)
-        return out
+
+def trusted_task(node: GraphNode) -> GraphNode:
+    """``node`` given its task as `trusted` makes it (the graph's execute_step gets this in its pipeline)."""
 
     def wrap(fn: Any) -> Any:
         if inspect.iscoroutinefunction(fn):

@@ -46,6 +46,7 @@ __all__ = [
     "make_model_unavailable",
     "model_unavailable",
     "pausable",
+    "paused",
     "unavailable_update",
 ]
 
@@ -72,6 +73,14 @@ def pausable(name: str, node: Node[_In, _Out] | RunnableCallable) -> Node[_In, _
     if inspect.iscoroutinefunction(node):
         return _apausable(name, node)  # type: ignore[return-value]  # an async node is awaited by LangGraph
     return _pausable(name, node)
+
+
+def paused(name: str, state: Any, exc: Exception) -> StateUpdate | None:
+    """What node ``name`` writes when it raised ``exc``: the pause's record when its model could not be reached
+    (the node's router, or verify's, pauses the run), else None (the exception is raised on)."""
+    if isinstance(exc, ModelUnavailableError):
+        return unavailable_update(name, state, exc)
+    return None
 
 
 def _pausable(name: str, node: Node[_In, _Out]) -> Node[_In, _Out | StateUpdate]:

@@ -11,25 +11,28 @@ verify then makes dispatch's decision (`planmode.nodes._batch.next_batch`) on th
 same update: the next batch marked running, or the trouble, the finished run, the pause. Its router is
 dispatch's, so a layer of steps takes two checkpointed super-steps (execute_step, verify), not three.
 
-Two paths, one logic: ``invoke`` judges the steps in a thread pool, ``ainvoke`` (the LangGraph server) awaits
-the judges together on the event loop, both bounded by ``max_parallel``."""
+Two paths, one body: the judges run side by side (`planmode._drive.together`); ``invoke`` makes their calls in a
+thread pool, ``ainvoke`` (the LangGraph server) awaits them together on the event loop, both bounded by
+``max_parallel``."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from planmode._compat import RunnableCallable
+from planmode._drive import Call, together
 from planmode.context import PlanModeContext
-from planmode.executors import StepContext, Verdict, allm_verifier, arun_verifier, llm_verifier, run_verifier
+from planmode.executors import StepContext, Verdict, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
 from planmode.nodes._evidence import gather
 from planmode.nodes._outputs import astored_output, stored_output
+from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.observability.usage import step_scope
 from planmode.state.approvals import covering_grant, record
@@ -53,67 +56,68 @@ def summarize(text: str, limit: int) -> str:
 
 
 def make_verify(deps: Deps) -> RunnableCallable:
-    """Build the verify node: a sync function for ``invoke`` (judges in a thread pool) and an async one for
-    ``ainvoke`` (judges awaited together with `arun_verifier`, outputs read with the store's ``aget``)."""
+    """Build the verify node: its body written once (`planmode.nodes._twin`); the judges run side by side
+    (`planmode._drive.together`): ``invoke`` makes their calls in a thread pool, ``ainvoke`` awaits them together
+    on the event loop, both bounded by ``max_parallel``."""
 
-    def verify(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
+    def verify(state: PlanModeState, runtime: NodeRuntime) -> Body[StateUpdate]:
         settings = settings_of(state, runtime)
         plan, work = _work(state)
         if plan is None:
             return _idle(state, settings)
         if (unapproved := _unapproved(state, plan, work)) is not None:
             return unapproved
-        model = deps.models.get(settings, negotiated_of(state)) if _needs_model(deps, work) else None
+        model = (yield from model_for(deps, settings, negotiated_of(state))) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
-        full = {step.id: stored_output(outcome, store) for step, outcome in work}  # here: the pool has no config
-
-        def judge(item: tuple[Step, StepOutcome]) -> Verdict:
-            step, outcome = item
-            failed = _failed(outcome)
-            if failed is not None:
-                return failed
-            evidence = gather(step, outcome, deps.tools)  # checks without a model first: the facts
-            if evidence.failed:
-                return Verdict(passed=False, reason=evidence.reason())
-            with step_scope(step.id):  # the judge's tokens count for its step
-                ctx = _context(plan, step, settings, model, evidence.to_prompt(full[step.id]))
-                return run_verifier(deps.verifier or llm_verifier, step, full[step.id], ctx)
-
-        if len(work) == 1:  # one step (a chain): judged here, without a thread to start and wait for
-            verdicts = [judge(work[0])]
-        else:  # ContextThreadPoolExecutor keeps the run context, so the judge's model calls stay in the run's trace
-            with ContextThreadPoolExecutor(max_workers=_width(work, settings)) as pool:
-                verdicts = list(pool.map(judge, work))
-        return _update(state, plan, work, verdicts, full, settings)
-
-    async def averify(state: PlanModeState, runtime: NodeRuntime) -> StateUpdate:
-        settings = settings_of(state, runtime)
-        plan, work = _work(state)
-        if plan is None:
-            return _idle(state, settings)
-        if (unapproved := _unapproved(state, plan, work)) is not None:
-            return unapproved
-        model = await deps.models.aget(settings, negotiated_of(state)) if _needs_model(deps, work) else None
-        store = store_of(deps, runtime)
-        texts = await asyncio.gather(*(astored_output(outcome, store) for _, outcome in work))
+        texts = yield from call(partial(_outputs, work, store), partial(_aoutputs, work, store))
         full = {step.id: text for (step, _), text in zip(work, texts, strict=True)}
 
-        async def ajudge(item: tuple[Step, StepOutcome]) -> Verdict:
-            step, outcome = item
+        def judge(step: Step, outcome: StepOutcome) -> Body[Verdict]:
             failed = _failed(outcome)
             if failed is not None:
                 return failed
-            evidence = await asyncio.to_thread(gather, step, outcome, deps.tools)  # may run a command: a thread
+            # the checks without a model first: the facts (a command may run: a thread on the async path)
+            evidence = yield from call(
+                partial(gather, step, outcome, deps.tools),
+                partial(asyncio.to_thread, gather, step, outcome, deps.tools),
+            )
             if evidence.failed:
                 return Verdict(passed=False, reason=evidence.reason())
-            with step_scope(step.id):  # each judge is its own task: the scope stays with its calls
-                ctx = _context(plan, step, settings, model, evidence.to_prompt(full[step.id]))
-                return await arun_verifier(deps.verifier or allm_verifier, step, full[step.id], ctx)
+            ctx = _context(plan, step, settings, model, evidence.to_prompt(full[step.id]))
+            return (yield from verification(deps.verifier, step, full[step.id], ctx))
 
-        verdicts = await bounded_gather(ajudge, work, _width(work, settings))
+        def scoped(i: int, c: Call[Any]) -> Call[Any]:  # the judge's tokens count for its step
+            return _scoped(work[i][0].id, c)
+
+        judges = [judge(step, outcome) for step, outcome in work]
+        verdicts = yield from together(judges, _width(work, settings), scoped)
         return _update(state, plan, work, verdicts, full, settings)
 
-    return RunnableCallable(verify, averify, name="verify", trace=False)
+    return twin_node("verify", verify)
+
+
+def _outputs(work: Work, store: Any) -> list[str]:
+    """Each outcome's full output (the store holds what the outcome does not)."""
+    return [stored_output(outcome, store) for _, outcome in work]
+
+
+async def _aoutputs(work: Work, store: Any) -> list[str]:
+    return list(await asyncio.gather(*(astored_output(outcome, store) for _, outcome in work)))
+
+
+def _scoped(step_id: str, c: Call[_R]) -> Call[_R]:
+    """``c`` with the model calls it makes counted for ``step_id`` (wherever it runs: a worker thread, a task)."""
+    return Call(partial(_in_scope, step_id, c.run), partial(_ain_scope, step_id, c.arun))
+
+
+def _in_scope(step_id: str, run: Callable[[], _R]) -> _R:
+    with step_scope(step_id):
+        return run()
+
+
+async def _ain_scope(step_id: str, arun: Callable[[], Awaitable[_R]]) -> _R:
+    with step_scope(step_id):
+        return await arun()
 
 
 async def bounded_gather(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T], limit: int) -> list[_R]:

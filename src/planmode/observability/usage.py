@@ -27,7 +27,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -48,6 +48,9 @@ __all__ = [
     "COUNTERS",
     "UsageRecorder",
     "add_counters",
+    "count_start",
+    "count_stop",
+    "counted",
     "event_usage",
     "format_usage",
     "merge_usage",
@@ -194,6 +197,37 @@ def _step_of(state: Any) -> str | None:
     return getattr(step, "id", None)
 
 
+def count_start(name: str, state: Any, *, reset: bool = False) -> tuple[UsageRecorder, Token[UsageRecorder | None]]:
+    """Before node ``name``: its `UsageRecorder`, attached to every model call started in this context until
+    `count_stop` (``reset``: the node starts a new run's count)."""
+    recorder = UsageRecorder(name, _step_of(state))
+    recorder.base = None if reset or not isinstance(state, Mapping) else state.get("usage")
+    return recorder, _recorder.set(recorder)
+
+
+def count_stop(token: Token[UsageRecorder | None]) -> None:
+    """When node ``name`` ends (returns or raises): its calls are no longer counted."""
+    _recorder.reset(token)
+
+
+def counted(
+    state: Any,
+    result: Any,
+    recorder: UsageRecorder,
+    *,
+    reset: bool = False,
+    after: Callable[[Any, Any, dict[str, Any]], Any] | None = None,
+) -> Any:
+    """After the node: its result with its calls as a ``usage`` delta (``after(state, result, delta)`` may add to
+    the result first: finalize writes usage into its report)."""
+    delta = recorder.delta
+    if after is not None:
+        result = after(state, result, delta)
+    if not recorder.calls and not reset:
+        return result
+    return _with_update(result, {"usage": {**delta, "reset": True} if reset else delta})
+
+
 def metered(
     name: str,
     node: GraphNode,
@@ -203,43 +237,31 @@ def metered(
 ) -> GraphNode:
     """``node`` with its model calls counted into the ``usage`` state key (``reset``: the node starts a new
     run's count). ``after(state, result, delta)`` may add to the result (finalize writes usage into its report).
-    """
-
-    def start(state: Any) -> tuple[UsageRecorder, Any]:
-        recorder = UsageRecorder(name, _step_of(state))
-        recorder.base = None if reset or not isinstance(state, Mapping) else state.get("usage")
-        return recorder, _recorder.set(recorder)
-
-    def finish(state: Any, result: Any, recorder: UsageRecorder) -> Any:
-        delta = recorder.delta
-        if after is not None:
-            result = after(state, result, delta)
-        if not recorder.calls and not reset:
-            return result
-        return _with_update(result, {"usage": {**delta, "reset": True} if reset else delta})
+    The graph's nodes get the same through their pipeline (`planmode.graph.pipeline`: `count_start`, `count_stop`,
+    `counted` in its one frame); this wrapper serves a node of one's own."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):  # an async path: the context variable follows its awaits
 
             @functools.wraps(fn)
             async def awrapped(state: Any, runtime: Any) -> Any:
-                recorder, token = start(state)
+                recorder, token = count_start(name, state, reset=reset)
                 try:
                     result = await fn(state, runtime=runtime)
                 finally:
-                    _recorder.reset(token)
-                return finish(state, result, recorder)
+                    count_stop(token)
+                return counted(state, result, recorder, reset=reset, after=after)
 
             return awrapped
 
         @functools.wraps(fn)
         def wrapped(state: Any, runtime: Any) -> Any:
-            recorder, token = start(state)
+            recorder, token = count_start(name, state, reset=reset)
             try:
                 result = fn(state, runtime=runtime)
             finally:
-                _recorder.reset(token)
-            return finish(state, result, recorder)
+                count_stop(token)
+            return counted(state, result, recorder, reset=reset, after=after)
 
         return wrapped
 

@@ -38,6 +38,7 @@ import operator
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -58,13 +59,21 @@ from planmode._cache import IdentityCache
 # The key under which a running graph hands its checkpointer to subgraphs (what Pregel itself reads).
 # A node with a sync and an async function, as LangGraph's own prebuilt nodes (ToolNode) are built.
 from planmode._compat import CONFIG_KEY_CHECKPOINTER, RunnableCallable
-from planmode._drive import adrive, drive
+from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import StepTools, is_read_only
 from planmode.tools.text_calls import TextCalls, read_text_calls
 
-__all__ = ["LoopResult", "ToolGate", "ToolRaised", "arun_tool_loop", "is_read_only", "run_tool_loop"]
+__all__ = [
+    "LoopResult",
+    "ToolGate",
+    "ToolRaised",
+    "arun_tool_loop",
+    "is_read_only",
+    "run_tool_loop",
+    "tool_loop_steps",
+]
 
 ToolResult = ToolMessage | Command[Any]
 
@@ -203,28 +212,18 @@ def run_tool_loop(
     With a ``binding`` (a step's `StepTools`), only the tools it binds are given to the model and run; a call to
     a tool it withholds is refused (the model gets the refusal) and recorded in the result's ``refused``.
     """
-    turns = max(1, max_iterations)
-    result = LoopResult(messages=list(messages))
-    tools = _bound(tools, binding)
-    if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
-        call_model, _ = _model_turn(model, (), settings, max_tool_calls, _known((), binding))
-        return _finish(result, drive(_without_tools(messages, turns, binding), call_model))
-    loop = _loop_for(
-        model,
-        tools,
-        settings,
-        allow_writes=allow_writes,
-        max_iterations=turns,
-        max_tool_calls=max_tool_calls,
-        binding=binding,
+    return drive(
+        tool_loop_steps(
+            model,
+            tools,
+            messages,
+            settings,
+            allow_writes=allow_writes,
+            max_iterations=max_iterations,
+            max_tool_calls=max_tool_calls,
+            binding=binding,
+        )
     )
-    try:
-        config, durability = _run_args(turns)
-        out = loop.invoke({"messages": list(messages)}, config, durability=durability)
-    except ToolRaised as exc:
-        result.error = str(exc)
-        return result
-    return _finish(result, out)
 
 
 async def arun_tool_loop(
@@ -241,12 +240,40 @@ async def arun_tool_loop(
     """`run_tool_loop` on the event loop: the model is called with ``ainvoke`` and `ToolNode` runs the tools
     asynchronously (a tool's coroutine is awaited; a sync-only tool runs in a worker thread, as in every
     `ToolNode`). The same loop, bounds, gate and results."""
+    return await adrive(
+        tool_loop_steps(
+            model,
+            tools,
+            messages,
+            settings,
+            allow_writes=allow_writes,
+            max_iterations=max_iterations,
+            max_tool_calls=max_tool_calls,
+            binding=binding,
+        )
+    )
+
+
+def tool_loop_steps(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    messages: Sequence[BaseMessage],
+    settings: PlanModeContext,
+    *,
+    allow_writes: bool,
+    max_iterations: int,
+    max_tool_calls: int | None = None,
+    binding: StepTools | None = None,
+) -> Generator[Call[Any], Any, LoopResult]:
+    """`run_tool_loop` as a loop for a driver (`planmode._drive`): yields each call to make (a `Call`: a model
+    turn, or the whole loop graph when there are tools), returns the result. A node body composes it with
+    ``yield from``, so the node's driver makes the calls."""
     turns = max(1, max_iterations)
     result = LoopResult(messages=list(messages))
     tools = _bound(tools, binding)
-    if not tools:
-        _, acall_model = _model_turn(model, (), settings, max_tool_calls, _known((), binding))
-        return _finish(result, await adrive(_without_tools(messages, turns, binding), acall_model))
+    if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
+        call_model, acall_model = _model_turn(model, (), settings, max_tool_calls, _known((), binding))
+        return _finish(result, (yield from _without_tools(messages, turns, call_model, acall_model, binding)))
     loop = _loop_for(
         model,
         tools,
@@ -256,9 +283,13 @@ async def arun_tool_loop(
         max_tool_calls=max_tool_calls,
         binding=binding,
     )
+    config, durability = _run_args(turns)
+    given = {"messages": list(messages)}
     try:
-        config, durability = _run_args(turns)
-        out = await loop.ainvoke({"messages": list(messages)}, config, durability=durability)
+        out = yield Call(
+            partial(loop.invoke, given, config, durability=durability),
+            partial(loop.ainvoke, given, config, durability=durability),
+        )
     except ToolRaised as exc:
         result.error = str(exc)
         return result
@@ -511,9 +542,13 @@ def _after_reply(
 
 
 def _without_tools(
-    messages: Sequence[BaseMessage], max_iterations: int, binding: StepTools | None = None
-) -> Generator[Any, _Update, _Update]:
-    """The loop when there are no tools, run directly (yields the state for a model turn, receives its update):
+    messages: Sequence[BaseMessage],
+    max_iterations: int,
+    call_model: Callable[[Any], _Update],
+    acall_model: Callable[[Any], Awaitable[_Update]],
+    binding: StepTools | None = None,
+) -> Generator[Call[_Update], _Update, _Update]:
+    """The loop when there are no tools, run directly (yields each model turn, a `Call`, receives its update):
     the same turns, and a call the model makes anyway gets the `ToolNode`'s unknown-tool error, as in the graph
     (or, for a tool of the graph the step is not bound to, the same refusal, recorded)."""
     state: dict[str, Any] = {
@@ -526,7 +561,7 @@ def _without_tools(
         "text_call": None,
     }
     while True:
-        update = yield state
+        update = yield Call(partial(call_model, state), partial(acall_model, state))
         state["messages"] += update.pop("messages", [])
         state["tool_names"] += update.pop("tool_names", [])
         state.update(update)
