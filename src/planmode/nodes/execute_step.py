@@ -26,6 +26,7 @@ import functools
 import inspect
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -34,7 +35,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from planmode._compat import GraphNode, RunnableCallable
-from planmode._drive import adrive, drive, per_path
+from planmode._drive import per_path
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, settings_of
 from planmode.errors import ModelUnavailableError
@@ -43,6 +44,7 @@ from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, 
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
 from planmode.nodes._task import StepTask
+from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.persistence import await_until_durable, wait_until_durable
 from planmode.persistence.alease import aassert_lease_held
@@ -215,8 +217,9 @@ def refusal_update(refused: Refused, state: Mapping[str, Any]) -> StateUpdate:
 
 
 def make_execute_step(deps: Deps) -> RunnableCallable:
-    """Build the execute_step node: a sync function for ``invoke`` and an async one for ``ainvoke`` (the executor
-    awaited, the model called with ``ainvoke``, the store read and written with ``aget``/``aput``). Add it with
+    """Build the execute_step node: one body (`planmode.nodes._twin`) run by ``invoke`` and ``ainvoke`` alike (on the
+    async path the executor awaited, the model called with ``ainvoke``, the store read and written with
+    ``aget``/``aput``, the durability wait on the saver's announcements). Add it with
     ``input_schema=StepTask``: a node given as a runnable has no type hints to infer it from."""
     read_only = read_only_tools_of(deps.tools)
 
@@ -251,61 +254,46 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         steps = {s.id: s for s in cleared.plan.steps}
         return {d: {"result": steps[d].result, "output_ref": steps[d].output_ref} for d in cleared.step.dependencies}
 
-    def execute_step(state: StepTask, runtime: NodeRuntime) -> Command[Literal["verify"]] | StateUpdate:
+    def execute_step(state: StepTask, runtime: NodeRuntime) -> Body[Command[Literal["verify"]] | StateUpdate]:
         task = state  # the Send payload: only the step's id is read from it
-        assert_lease_held()  # a holder that lost the thread's lease starts no step (planmode.persistence.lease)
-        if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.py)
-            wait_until_durable()
+        # a holder that lost the thread's lease starts no step (planmode.persistence.lease)
+        yield from call(assert_lease_held, aassert_lease_held)
+        if task.get("durable"):  # the steps done so far are saved before this one starts (persistence.checkpointers)
+            yield from call(wait_until_durable, await_until_durable)
         decision, channels = guard(task, runtime)
         if isinstance(decision, Refused):
             return _to_verify(refusal_update(decision, channels), decision.started)
         store = start(decision, runtime)
         step, settings = decision.step, decision.settings
         try:
-            inputs = {d: dependency_output(info, store) for d, info in dependency_info(decision).items()}
-            negotiated = negotiated_of(channels)
-            model = deps.models.get(settings, negotiated) if deps.executor is None else None  # the default executor
-            journal = step_journal(current_run(channels.get("approvals")), step.id, step.attempts)
+            inputs: dict[str, str] = {}
+            for dep, info in dependency_info(decision).items():
+                inputs[dep] = yield from call(
+                    partial(dependency_output, info, store), partial(adependency_output, info, store)
+                )
+            model = None
+            if deps.executor is None:  # the default executor's model
+                model = yield from model_for(deps, settings, negotiated_of(channels))
+            at = (current_run(channels.get("approvals")), step.id, step.attempts)
+            journal = yield from call(partial(step_journal, *at), partial(astep_journal, *at))
             with journaling(journal):  # each file the step's workspace tools change (planmode.persistence.changes)
                 ctx = context(decision, inputs, model)
-                if deps.executor is None:  # the default executor's model calls made by this one driver
-                    outcome = drive(default_execution(step, ctx))
-                else:
-                    outcome = run_executor(deps.executor, step, ctx)
+                if deps.executor is None:  # the default executor's model calls made by this node's one driver
+                    outcome = yield from default_execution(step, ctx)
+                else:  # a user's executor: called (sync path) or awaited (async path) as it is
+                    executor = deps.executor
+                    outcome = yield from call(
+                        partial(run_executor, executor, step, ctx), partial(arun_executor, executor, step, ctx)
+                    )
             if store is not None and outcome.ok and outcome.output:
-                outcome = _kept(outcome, put_output(store, step.id, step.attempts, outcome.output), settings)
+                put = (store, step.id, step.attempts, outcome.output)
+                ref = yield from call(partial(put_output, *put), partial(aput_output, *put))
+                outcome = _kept(outcome, ref, settings)
         except ModelUnavailableError as exc:  # a pause, not a verdict on the step (verify routes to it)
             return _to_verify(unavailable_update("execute_step", task, exc), True)
         return _to_verify({"step_outcomes": {step.id: outcome}}, True)
 
-    async def aexecute_step(state: StepTask, runtime: NodeRuntime) -> Command[Literal["verify"]] | StateUpdate:
-        task = state
-        await aassert_lease_held()  # as execute_step
-        if task.get("durable"):  # the same wait, on the saver's announcements
-            await await_until_durable()
-        decision, channels = guard(task, runtime)
-        if isinstance(decision, Refused):
-            return _to_verify(refusal_update(decision, channels), decision.started)
-        store = start(decision, runtime)
-        step, settings = decision.step, decision.settings
-        try:
-            inputs = {d: await adependency_output(info, store) for d, info in dependency_info(decision).items()}
-            negotiated = negotiated_of(channels)
-            model = await deps.models.aget(settings, negotiated) if deps.executor is None else None
-            journal = await astep_journal(current_run(channels.get("approvals")), step.id, step.attempts)
-            with journaling(journal):
-                ctx = context(decision, inputs, model)
-                if deps.executor is None:
-                    outcome = await adrive(default_execution(step, ctx))
-                else:
-                    outcome = await arun_executor(deps.executor, step, ctx)
-            if store is not None and outcome.ok and outcome.output:
-                outcome = _kept(outcome, await aput_output(store, step.id, step.attempts, outcome.output), settings)
-        except ModelUnavailableError as exc:
-            return _to_verify(unavailable_update("execute_step", task, exc), True)
-        return _to_verify({"step_outcomes": {step.id: outcome}}, True)
-
-    return RunnableCallable(execute_step, aexecute_step, name="execute_step", trace=False)
+    return twin_node("execute_step", execute_step)
 
 
 def trusted(task: Any) -> Any:

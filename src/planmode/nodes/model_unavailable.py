@@ -37,6 +37,7 @@ from planmode.context import PlanModeContext, settings_dict, settings_of
 from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate
 from planmode.nodes._paused import unavailable_update
+from planmode.nodes._twin import inline_node
 from planmode.state.graph_state import PlanModeState
 
 __all__ = [
@@ -136,11 +137,7 @@ def make_model_unavailable(deps: Deps) -> RunnableCallable:
     nothing to await). Add it with ``destinations=`` the `ResumeNode` names (a runnable has no return type
     hint for LangGraph to draw its edges from)."""
     del deps  # no model here: this node only waits for one
-
-    async def amodel_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
-        return model_unavailable(state, runtime)
-
-    return RunnableCallable(model_unavailable, amodel_unavailable, name="model_unavailable", trace=False)
+    return inline_node("model_unavailable", model_unavailable)
 
 
 def model_unavailable(state: PlanModeState, runtime: NodeRuntime) -> Command[ResumeNode]:
