@@ -196,6 +196,33 @@ def test_a_run_pauses_before_the_call_that_would_overspend_and_a_raise_continues
     assert values["budget"]["max_tokens"] == 200_000 and values["report"]["budget"]["max_tokens"] == 200_000
 
 
+def test_a_budget_stop_raised_in_its_callback_is_not_logged_as_an_error(
+    checkpointer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The budget's callback raises on purpose (a pause, or a skipped call: here the final summary that does not
+    fit): LangChain's "Error in CallGuard... callback" warning, printed to a CLI user's terminal, is not logged for
+    it; another callback's error still is."""
+    import logging
+
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.language_models import FakeListChatModel
+
+    graph = build_graph(_model(), checkpointer=checkpointer)
+    with caplog.at_level(logging.WARNING, logger="langchain_core.callbacks.manager"):
+        graph.invoke({"messages": [("user", TASK)]}, cfg(), context=settings(max_tokens=2_500))
+    values = graph.get_state(cfg()).values
+    assert values["status"] == "completed" and total_tokens(values["usage"]) <= 2_500  # the summary was skipped
+    assert not [r for r in caplog.records if "callback" in r.getMessage()], [r.getMessage() for r in caplog.records]
+
+    class Broken(BaseCallbackHandler):
+        def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("a broken handler")
+
+    with caplog.at_level(logging.WARNING, logger="langchain_core.callbacks.manager"):
+        FakeListChatModel(responses=["ok"]).invoke("hi", config={"callbacks": [Broken()]})
+    assert any("Error in Broken.on_chat_model_start callback" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize(
     ("answer", "error"),
     [

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -368,6 +369,25 @@ class BudgetSkipped(PlanModeError):
 class BudgetStopped(PlanModeError):
     """A human stopped the run at a model call's budget pause: the call is not made, the node ends the run."""
 
+
+#: What `CallGuard` raises on purpose: a pause (LangGraph's interrupt), a skipped or a stopped call.
+_INTENDED = ("GraphInterrupt(", "BudgetSkipped(", "BudgetStopped(")
+
+
+class _IntendedStops(logging.Filter):
+    """LangChain logs every exception a callback raises as "Error in <handler>.<event> callback: ..." before
+    raising it on (``raise_error``). The budget's pause and skip are raised that way on purpose, so they are not
+    logged: without this, a budget pause printed the whole interrupt payload to a CLI user's terminal as an
+    error. Other handlers' errors, and CallGuard's unexpected ones (an unknown price), are logged as before."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.msg != "Error in %s.%s callback: %s" or not isinstance(args, tuple) or len(args) != 3:
+            return True
+        return not (args[0] == "CallGuard" and str(args[2]).startswith(_INTENDED))
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_IntendedStops())
 
 #: The answer a call is expected to produce, in tokens, at most (``max_output_tokens`` when lower).
 CALL_OUTPUT = 300
