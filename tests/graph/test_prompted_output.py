@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 
 from planmode.context import PlanModeContext
@@ -23,9 +24,9 @@ from planmode.testing.openai_server import ScriptedOpenAIServer
 from planmode.testing.scripted import ScriptedChatModel, ScriptRequest
 
 
-
 def prompted() -> PlanModeContext:
     return PlanModeContext(structured_output="prompted", context_tokens=8192)
+
 
 MESSAGES = [SystemMessage(content="planmode:plan Write a plan."), HumanMessage(content="Task: write hello.py")]
 PLAN = {
@@ -48,7 +49,7 @@ def test_a_fenced_answer_with_prose_is_read_and_the_request_has_no_response_form
     still answers), the system message shows the shape, and the JSON in a fenced block among prose is the value."""
     answer = "Sure! Here is the plan:\n```json\n" + json.dumps(PLAN) + "\n```\nLet me know if it should change."
     with ScriptedOpenAIServer(lambda body: answer, refuse=REFUSE_ALL) as srv:
-        model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="scripted", max_retries=0)  # type: ignore[arg-type]
+        model = ChatOpenAI(base_url=srv.base_url, api_key="test", model="scripted", max_retries=0)
         value, error, raw = call_structured(model, PlanDraft, MESSAGES, prompted())
         (body,) = srv.requests
     assert error is None and value is not None and raw is not None
@@ -142,17 +143,13 @@ def test_a_run_completes_on_a_server_that_refuses_response_format_and_tools(tmp_
 
     with ScriptedOpenAIServer(respond, refuse=REFUSE_ALL) as srv:
         graph = build_graph(checkpointer=sqlite_checkpointer(tmp_path / "runs.sqlite"), executor=lambda s, c: "ok")
-        config = {"configurable": {"thread_id": "t"}}
-        graph.invoke(
+        config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+        graph.invoke(  # type: ignore[call-overload]  # the input as a tuple message, as users write it
             {"messages": [("user", "Write hello.py that prints Hello, then check it")]},
             config,
-            context={
-                "mode": "plan",
-                "approval": "auto",
-                "base_url": srv.base_url,
-                "model": "scripted",
-                "structured_output": "prompted",
-            },
+            context=PlanModeContext(
+                mode="plan", approval="auto", base_url=srv.base_url, model="scripted", structured_output="prompted"
+            ),
         )
         values = graph.get_state(config).values
         bodies = list(srv.requests)
