@@ -79,9 +79,8 @@ class LocalServer:
 def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeContext:
     """``settings`` pointed at ``server``, with what a llama.cpp server needs: messages normalised for strict
     chat templates, prompted structured output unless a mode was chosen (the JSON shape in the prompt and no
-    grammar: llama-cpp-python refuses ``json_schema``, and under ``json_object``'s grammar a Qwen model wrote
-    tokens many times slower than free text, bench/NOTES.md), and the server's context size as the context budget
-    unless one was set."""
+    grammar to fail or slow decoding, and a shorter prompt than ``json_object``'s schema: bench/NOTES.md), and the
+    server's context size as the context budget unless one was set."""
     mode = "prompted" if settings.structured_output == "auto" else settings.structured_output
     budget = settings.context_tokens or server.n_ctx  # llama-cpp-python does not report its context size
     return replace(
