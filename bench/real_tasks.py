@@ -62,7 +62,7 @@ PLANMODE_RUN: dict[str, Any] = {
     "mode": "plan",
     "approval": "auto",
     "normalize_messages": True,
-    "structured_output": "json_object",  # what --gguf sets (llama-cpp-python refuses json_schema)
+    "structured_output": "prompted",  # what --gguf sets: no grammar (under one the server wrote 0.2-0.3 tokens/s)
     "context_tokens": N_CTX,
     "max_output_tokens": MAX_OUTPUT_TOKENS,
     "max_steps": 5,
@@ -301,17 +301,26 @@ def _run_planmode(
     messages = values.get("messages") or []
     answer = str(getattr(messages[-1], "content", "")) if messages else ""
     plan = values.get("plan")
-    steps = []
+    steps: list[dict[str, Any]] = []
+    repairs: dict[str, Any] = {}
     if plan is not None:
         try:
             steps = [{"id": s.id, "status": str(getattr(s, "status", ""))} for s in plan.steps]
+            # The repairs: patches applied during execution, and refused patch / full-plan answers with why.
+            refused = [r for r in plan.rejections if str(r.source) in ("patch", "diff", "PlanSource.PATCH")]
+            repairs = {
+                "patches_applied": int(values.get("patches_applied") or 0),
+                "patches_refused": len(refused),
+                "refusals": ["; ".join(r.reasons)[:300] for r in refused][-4:],
+            }
         except Exception:
-            steps = []
+            steps = steps or []
     return {
         "status": values.get("status") or ("exception" if error else "unknown"),
         "error": error or values.get("error"),
         "answer": answer[:600],
         "steps": steps,
+        "repairs": repairs,
     }
 
 
@@ -361,10 +370,27 @@ class CountingProxy(RecordingProxy):
     def __init__(self, upstream: str) -> None:
         super().__init__(upstream)
         self.in_flight = 0
+        self.purposes: list[str] = []
+        """Each chat call's purpose: its system message's ``planmode:<purpose>`` line (planmode), else "other"."""
         self._count_lock = threading.Lock()
 
-    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    def take_purposes(self) -> dict[str, int]:
         with self._count_lock:
+            purposes, self.purposes = self.purposes, []
+        return {p: purposes.count(p) for p in sorted(set(purposes))}
+
+    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        purpose = "other"
+        try:
+            first = (json.loads(body).get("messages") or [{}])[0]
+            text = str(first.get("content") or "") if first.get("role") == "system" else ""
+            if text.startswith("planmode:"):
+                purpose = text[len("planmode:") :].split(None, 1)[0]
+        except (ValueError, AttributeError, IndexError):
+            pass
+        with self._count_lock:
+            if handler.path.rstrip("/").endswith("/chat/completions"):
+                self.purposes.append(purpose)
             self.in_flight += 1
         try:
             super()._forward(handler, body)
@@ -441,6 +467,10 @@ class Record:
     answer: str
     checks: list[dict[str, Any]]
     files: list[str]
+    purposes: dict[str, int] = field(default_factory=dict)
+    """planmode's calls by purpose (plan, execute, verify, reflect, patch, ...)."""
+    repairs: dict[str, Any] = field(default_factory=dict)
+    """planmode's repairs: patches applied and refused (with the reasons of the last few refusals)."""
 
 
 def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -468,6 +498,9 @@ def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "total_s": round(sum(r["seconds"] for r in rs), 1),
                 "prompt_tokens": sum(r["prompt_tokens"] for r in rs),
                 "completion_tokens": sum(r["completion_tokens"] for r in rs),
+                "patch_calls": sum((r.get("purposes") or {}).get("patch", 0) for r in rs),
+                "patches_applied": sum((r.get("repairs") or {}).get("patches_applied", 0) for r in rs),
+                "patches_refused": sum((r.get("repairs") or {}).get("patches_refused", 0) for r in rs),
             }
         )
     return rows
@@ -476,17 +509,18 @@ def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def table(data: dict[str, Any]) -> str:
     head = (
         "| model | server | system | runs | tasks done | claimed completed | false claims | done (3+ steps) "
-        "| timeouts | median s | total s | prompt tokens | output tokens |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| timeouts | median s | total s | prompt tokens | output tokens | patches applied / refused |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for row in summarise(data.get("runs", [])):
         claimed = row["claimed"] if row["system"] == "planmode" else "n/a"
         false = row["false_claims"] if row["system"] == "planmode" else "n/a"
+        repairs = f"{row['patches_applied']} / {row['patches_refused']}" if row["system"] == "planmode" else "n/a"
         lines.append(
             f"| {row['model']} | {row['server']} | {row['system']} | {row['runs']} | {row['done']} | {claimed} "
             f"| {false} | {row['done_3plus']} / {row['runs_3plus']} | {row['timeouts']} | {row['median_s']} "
-            f"| {row['total_s']} | {row['prompt_tokens']} | {row['completion_tokens']} |"
+            f"| {row['total_s']} | {row['prompt_tokens']} | {row['completion_tokens']} | {repairs} |"
         )
     return "\n".join(lines)
 
@@ -523,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.real_tasks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", nargs="*", default=["qwen2.5-coder-0.5b"], choices=sorted(MODELS))
     parser.add_argument("--systems", nargs="*", default=["planmode", "loop"], choices=["planmode", "loop"])
-    parser.add_argument("--tasks", nargs="*", help="task ids (default: all)")
+    parser.add_argument("--tasks", nargs="*", help="task ids, run in the order given (default: all)")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds a run may take before it is killed")
     parser.add_argument("--threads", type=int, default=2, help="the server's --n_threads")
     parser.add_argument("--chat-format", default=None, help="the server's chat format (default: --gguf's default)")
@@ -542,7 +576,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     chat_format = args.chat_format or DEFAULT_CHAT_FORMAT
     server_name = f"llama-cpp-python ({chat_format})"
-    tasks = [t for t in TASKS if not args.tasks or t.id in args.tasks]
+    by_id = {t.id: t for t in TASKS}
+    unknown = [i for i in args.tasks or () if i not in by_id]
+    if unknown:
+        parser.error(f"unknown task id(s): {', '.join(unknown)} (known: {', '.join(by_id)})")
+    tasks = [by_id[i] for i in args.tasks] if args.tasks else list(TASKS)  # in the order given
     data: dict[str, Any] = {"runs": []}
     if args.out.is_file() and not args.fresh:
         data = json.loads(args.out.read_text())
@@ -584,11 +622,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                             (workdir / "ws" / rel).parent.mkdir(parents=True, exist_ok=True)
                             (workdir / "ws" / rel).write_text(text)
                         proxy.take()
+                        proxy.take_purposes()
                         started = time.perf_counter()
                         result = _child(system, task, proxy.base_url, name, workdir, args.time_limit)
                         seconds = time.perf_counter() - started
                         proxy.wait_idle(REQUEST_TIMEOUT)  # a killed run's last call: counted with its run
                         calls = proxy.take()
+                        purposes = proxy.take_purposes()
                         checks = check_task(task, workdir / "ws")
                         done = all(c["passed"] for c in checks)
                         claimed = system == "planmode" and result["status"] == "completed"
@@ -615,6 +655,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             answer=result.get("answer", ""),
                             checks=checks,
                             files=files,
+                            purposes=purposes if system == "planmode" else {},
+                            repairs=result.get("repairs") or {},
                         )
                         data["runs"] = [
                             r

@@ -178,17 +178,20 @@ class PlanModeContext:
     max_executor_iterations: int = field(
         default=6, metadata={"description": "Model turns of the default executor per step."}
     )
-    structured_output: Literal["auto", "json_schema", "json_object", "tool_calling"] = field(
+    structured_output: Literal["auto", "json_schema", "json_object", "tool_calling", "prompted"] = field(
         default_factory=lambda: _env_choice(
-            "PLANMODE_STRUCTURED_OUTPUT", ("auto", "json_schema", "json_object", "tool_calling"), "auto"
+            "PLANMODE_STRUCTURED_OUTPUT", ("auto", "json_schema", "json_object", "tool_calling", "prompted"), "auto"
         ),
         metadata={
             "description": (
                 "How structured output is requested (env PLANMODE_STRUCTURED_OUTPUT). json_schema: response_format "
                 "json_schema (OpenAI, vLLM); json_object: response_format json_object with the schema attached "
                 "(llama.cpp's server and llama-cpp-python constrain decoding to it); tool_calling: a forced tool "
-                "call. auto: for an OpenAI-compatible model, try them in that order and keep the first one the "
-                "server accepts for the rest of the run; tool calling for other chat models."
+                "call; prompted: no response_format and no tools, the system message shows the JSON shape and the "
+                "answer's JSON is read from its text and validated (for small local models on CPU: no grammar, a "
+                "shorter prompt; the default of --gguf). auto: for an OpenAI-compatible model, try json_schema, "
+                "json_object and tool_calling in that order and keep the first one the server accepts for the rest "
+                "of the run; tool calling for other chat models."
             )
         },
     )

@@ -1,7 +1,7 @@
 """A llama.cpp server for the length of a run: ``planmode run --gguf FILE`` runs fully offline.
 
     with llama_server("model.gguf") as server:
-        ctx = PlanModeContext(base_url=server.base_url, model=server.model, structured_output="json_object",
+        ctx = PlanModeContext(base_url=server.base_url, model=server.model, structured_output="prompted",
                               normalize_messages=True)
 
 The server is llama-cpp-python's OpenAI-compatible one (``python -m llama_cpp.server``, from the ``local``
@@ -78,9 +78,10 @@ class LocalServer:
 
 def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeContext:
     """``settings`` pointed at ``server``, with what a llama.cpp server needs: messages normalised for strict
-    chat templates, JSON-object structured output unless a mode was chosen (it refuses ``json_schema``), and
-    the server's context size as the context budget unless one was set."""
-    mode = "json_object" if settings.structured_output == "auto" else settings.structured_output
+    chat templates, prompted structured output unless a mode was chosen (the JSON shape in the prompt and no
+    grammar to fail or slow decoding, and a shorter prompt than ``json_object``'s schema: bench/NOTES.md), and the
+    server's context size as the context budget unless one was set."""
+    mode = "prompted" if settings.structured_output == "auto" else settings.structured_output
     budget = settings.context_tokens or server.n_ctx  # llama-cpp-python does not report its context size
     return replace(
         settings,

@@ -111,7 +111,7 @@ def test_settings_for_a_llama_cpp_server() -> None:
     server = LocalServer(base_url="http://127.0.0.1:1/v1", model="m", n_ctx=4096, pid=0)
     ctx = settings_for(server, PlanModeContext(max_steps=3))
     assert (ctx.base_url, ctx.model, ctx.normalize_messages) == ("http://127.0.0.1:1/v1", "m", True)
-    assert ctx.structured_output == "json_object" and ctx.context_tokens == 4096 and ctx.max_steps == 3
+    assert ctx.structured_output == "prompted" and ctx.context_tokens == 4096 and ctx.max_steps == 3
     chosen = settings_for(server, PlanModeContext(structured_output="tool_calling", context_tokens=2048))
     assert chosen.structured_output == "tool_calling" and chosen.context_tokens == 2048  # what was set stays
 

@@ -119,3 +119,36 @@ def test_a_new_title_alone_is_a_patch() -> None:
         parse_plan('{"title": "Quarterly report"}', goal="g")
     # a plan keeps its title and stays a plan
     assert isinstance(parse_plan_or_patch(json.dumps(PLAN)), Plan)
+
+
+#: Qwen2.5-Coder-0.5B's plan on the real-task bench (hello): the object's last "}" never came.
+UNCLOSED_PLAN = (
+    '{"title": "Hello.py", "steps": [\n {"id": "write_hello", "description": "Write hello.py that prints exactly: '
+    'Hello, world!", "tools": ["write_file"], "acceptance": "hello.py exists and `python hello.py` runs"},\n '
+    '{"id": "test_hello", "description": "Test hello.py, a \\"quoted\\" } and ] inside", "dependencies": []}]'
+)
+
+
+@pytest.mark.parametrize("text", [UNCLOSED_PLAN, "Here is the plan:\n```json\n" + UNCLOSED_PLAN + "\n```\n"])
+def test_an_object_left_open_at_the_end_is_closed_not_read_as_its_parts(text: str) -> None:
+    data = extract_json(text)  # before: the largest inner object, a step ("steps: Field required")
+    assert [s["id"] for s in data["steps"]] == ["write_hello", "test_hello"]
+    assert data["steps"][1]["description"] == 'Test hello.py, a "quoted" } and ] inside'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"steps": [{"id": "a"},',  # cut after a comma
+        '{"steps": [{"id": "a", "description": "cut inside a str',  # cut inside a string
+        '{"steps": [{"id": "a", "more": [{"b": [1',  # more closers missing than a model forgets
+        '{"steps": [{"id": "a"}} ]',  # mismatched
+    ],
+)
+def test_an_object_cut_elsewhere_is_not_closed(text: str) -> None:
+    """Only an object merely left open is closed: the rest reads as before (an inner object, or an error)."""
+    try:
+        data = extract_json(text)
+    except PlanParseError:
+        return
+    assert "steps" not in data

@@ -44,6 +44,7 @@ __all__ = [
     "negotiated_mode",
     "negotiation_record",
     "openai_response_format",
+    "shape_hint",
     "start_from_record",
     "structured_runnable",
     "structured_steps",
@@ -156,7 +157,10 @@ def _structured(
     return None, msg, None
 
 
-Mode = Literal["json_schema", "json_object", "tool_calling"]
+Mode = Literal["json_schema", "json_object", "tool_calling", "prompted"]
+"""How a structured value is asked for. ``prompted``: no response_format and no tools; the system message shows
+the JSON shape (`shape_hint`), the answer's JSON is read leniently from its text and Pydantic checks it. For
+small local models, where a grammar made from the schema slows decoding many times over (never in ``auto``)."""
 #: The order "auto" tries structured-output modes in, for an OpenAI-compatible model.
 AUTO_ORDER: tuple[Mode, ...] = ("json_schema", "json_object", "tool_calling")
 
@@ -202,7 +206,7 @@ def _remember_mode(model: BaseChatModel, mode: Mode) -> None:
 def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode], bool]:
     """The modes to try, in order, and whether the setting forces them."""
     chosen = settings.structured_output
-    if chosen != "auto":
+    if chosen != "auto":  # "prompted" is only ever chosen: it is never part of auto
         return [chosen], True
     if not is_openai(model):
         return ["tool_calling"], False
@@ -217,7 +221,7 @@ class Prepared:
 
     runnable: Runnable[Any, Any]
     hint: str | None = None
-    """The JSON schema, stated in the system message (json_object mode)."""
+    """What the system message adds: the JSON schema (json_object mode), or the JSON shape (prompted mode)."""
     raw_only: bool = False
     """The runnable answers with the raw message, not ``{"raw": ..., "parsed": ...}``."""
 
@@ -241,6 +245,10 @@ def structured_runnable(model: BaseChatModel, schema: type[BaseModel], mode: Mod
 
 
 def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepared:
+    if mode == "prompted":
+        # The model itself: no response_format (a server makes a grammar of it) and no tools; the answer's JSON is
+        # read from its text (`_from_raw`: a fenced block, prose around it) and Pydantic checks it.
+        return Prepared(model, hint=shape_hint(schema), raw_only=True)
     if mode == "json_object":
         spec = grammar_safe_schema(schema.model_json_schema())
         response_format = {"type": "json_object", "schema": spec}
@@ -276,6 +284,101 @@ def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepare
     except TypeError:  # models whose with_structured_output has no `method`
         runnable = model.with_structured_output(schema, include_raw=True)
     return Prepared(runnable)
+
+
+def shape_hint(schema: type[BaseModel]) -> str:
+    """The system message's statement of ``schema`` for the prompted mode: one example object and a line per field
+    (type, required, choices, description). Small models follow an example better than a JSON schema, and it is
+    a fraction of its length."""
+    spec = schema.model_json_schema()
+    defs = spec.get("$defs") or {}
+    lines: list[str] = []
+    example = _example(spec, defs, "", lines)
+    return (
+        "Answer with one JSON object and nothing else: no text before or after it. Its shape, with example "
+        "values (write your own):\n" + json.dumps(example) + "\nFields:\n" + "\n".join(lines)
+    )
+
+
+def _resolve(spec: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with a ``$ref`` (to ``$defs``) and an optional-value ``anyOf`` (``X | None``) replaced by ``X``."""
+    ref = spec.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        spec = {**(defs.get(ref.rsplit("/", 1)[1]) or {}), **{k: v for k, v in spec.items() if k != "$ref"}}
+    options = spec.get("anyOf")
+    if isinstance(options, list):
+        real = [o for o in options if isinstance(o, dict) and o.get("type") != "null"]
+        if len(real) == 1:
+            rest = {k: v for k, v in spec.items() if k != "anyOf"}
+            spec = {**_resolve(real[0], defs), **rest, "nullable": True}
+    return spec
+
+
+_EXAMPLE_ID = "step_1"
+
+
+def _example(spec: dict[str, Any], defs: dict[str, Any], path: str, lines: list[str]) -> Any:
+    """An example value for ``spec``; for an object, a line per field appended to ``lines`` (nested ones too)."""
+    spec = _resolve(spec, defs)
+    kind = spec.get("type")
+    if kind == "object" or "properties" in spec:
+        props: dict[str, Any] = spec.get("properties") or {}
+        required = set(spec.get("required") or ())
+        out: dict[str, Any] = {}
+        for name, sub in props.items():
+            sub = _resolve(sub, defs)
+            where = f"{path}.{name}" if path else name
+            lines.append(_field_line(where, sub, name in required))
+            value = _example(sub, defs, where, lines)  # also the lines of the fields of its items
+            if name not in required:
+                # An optional field shows its default ("" as "..."), an optional list an empty one: an example item
+                # invites a model to fill it (a dependency, a patch), a "" to leave it out (acceptance criteria).
+                if sub.get("nullable") and sub.get("default") is None:
+                    value = None
+                elif sub.get("type") == "array":
+                    value = []
+                elif "default" in sub:
+                    value = "..." if sub["default"] == "" else sub["default"]
+            out[name] = value
+        return out
+    if kind == "array":
+        item = spec.get("items")
+        return [_example(item, defs, path + "[]", lines)] if isinstance(item, dict) and item else []
+    if spec.get("enum"):
+        return spec["enum"][0]
+    if kind == "boolean":
+        return False
+    if kind in ("integer", "number"):
+        return 0
+    pattern = spec.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            if re.fullmatch(pattern, _EXAMPLE_ID):
+                return _EXAMPLE_ID
+        except re.error:
+            pass
+    return "..."
+
+
+def _field_line(where: str, spec: dict[str, Any], required: bool) -> str:
+    kind = spec.get("type")
+    if "enum" in spec:
+        what = "one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+    elif kind == "array":
+        item = spec.get("items") or {}
+        what = f"a list of {item.get('type') or 'object'}s" if isinstance(item, dict) else "a list"
+    elif kind == "boolean":
+        what = "true or false"
+    else:
+        what = str(kind or "value")
+    if isinstance(spec.get("pattern"), str):
+        what += f" matching {spec['pattern']}"
+    if spec.get("minLength"):
+        what = "non-empty " + what
+    if spec.get("nullable"):
+        what += " or null"
+    note = spec.get("description")
+    return f"- {where}{' (required)' if required else ''}: {what}" + (f". {note}" if note else "")
 
 
 def _with_extra_body(model: BaseChatModel, response_format: dict[str, Any], **kwargs: Any) -> Any:

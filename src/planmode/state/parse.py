@@ -42,8 +42,51 @@ def _objects_in(text: str) -> list[Any]:
         i = end
 
 
+_CLOSERS = {"{": "}", "[": "]"}
+#: At most this many closing brackets are added to an object a model left open (`_closed_object`).
+_MAX_MISSING_CLOSERS = 3
+
+
+def _closed_object(text: str) -> dict[str, Any] | None:
+    """The object that starts at the first ``{`` of ``text`` and runs to its end with only its last closing
+    brackets missing (a small model's ``{"steps": [{...}]``, where the ``}`` after the ``]`` never came), closed;
+    None when it is anything else: complete, mismatched, cut inside a string or after a comma or colon, or
+    missing more than `_MAX_MISSING_CLOSERS` brackets."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in text[start:]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in _CLOSERS:
+            stack.append(_CLOSERS[ch])
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return None
+            if not stack:
+                return None  # a complete object: not this function's case
+    body = text[start:].rstrip()
+    if in_string or not stack or len(stack) > _MAX_MISSING_CLOSERS or body.endswith((",", ":")):
+        return None
+    try:
+        value = json.loads(body + "".join(reversed(stack)))
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def extract_json(text: str) -> dict[str, Any]:
-    """The JSON object in ``text``: the whole text, a fenced block, or the largest object in prose."""
+    """The JSON object in ``text``: the whole text, a fenced block, or the largest object in prose; an object
+    whose last closing brackets are missing is closed (`_closed_object`) rather than read as its inner parts."""
     if not isinstance(text, str):
         raise TypeError(f"extract_json expects str, got {type(text).__name__}")
     stripped = text.strip()
@@ -57,6 +100,10 @@ def extract_json(text: str) -> dict[str, Any]:
         raise PlanParseError("the JSON in the model output is nested too deeply") from exc
     if isinstance(whole, dict):
         return whole
+    for source in [*(b.strip() for b in _FENCE.findall(text)), stripped]:
+        closed = _closed_object(source)
+        if closed is not None:
+            return closed
     candidates: list[Any] = []
     for block in _FENCE.findall(text):
         candidates.extend(_objects_in(block))
