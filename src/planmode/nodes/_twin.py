@@ -17,23 +17,20 @@ from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from planmode._compat import RunnableCallable
 from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
-from planmode.llm import Asked
-from planmode.llm.retry import Accept, asking, show_json
+from planmode.llm.retry import asking
 from planmode.llm.structured import Structured, structured_steps
 from planmode.nodes._deps import Deps, NodeRuntime
-from planmode.tools.loop import LoopResult, tool_loop_steps
+from planmode.tools.loop import tool_loop_steps
 
 __all__ = ["Body", "Call", "ask", "call", "chat", "inline_node", "model_for", "structured", "tool_loop", "twin_node"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-R = TypeVar("R")
 In = TypeVar("In")
 Out = TypeVar("Out")
 
@@ -89,58 +86,12 @@ def structured(
     return structured_steps(model, schema, messages, settings)
 
 
-def ask(
-    model: BaseChatModel,
-    schema: type[M],
-    messages: Sequence[BaseMessage],
-    settings: PlanModeContext,
-    *,
-    attempts: int,
-    accept: Accept[M, R],
-    retry_prompt: Callable[[list[str]], str],
-    show: Callable[[M], str] = show_json,
-    show_chars: int = 4000,
-    first: Structured[M] | None = None,
-    on_reject: Callable[[list[str]], None] | None = None,
-) -> Body[Asked[R]]:
-    """Ask until valid (what `ask_until_valid` / `aask_until_valid` do, with the same arguments: their loop,
-    composed)."""
-    return asking(
-        model,
-        schema,
-        messages,
-        settings,
-        attempts=attempts,
-        accept=accept,
-        retry_prompt=retry_prompt,
-        show=show,
-        show_chars=show_chars,
-        first=first,
-        on_reject=on_reject,
-    )
+#: Ask until valid: `ask_until_valid`'s own loop (`planmode.llm.retry.asking`, the same arguments), composed.
+ask = asking
 
-
-def tool_loop(
-    model: BaseChatModel,
-    tools: Sequence[BaseTool],
-    messages: Sequence[BaseMessage],
-    settings: PlanModeContext,
-    *,
-    allow_writes: bool,
-    max_iterations: int,
-    max_tool_calls: int | None = None,
-) -> Body[LoopResult]:
-    """The tool-calling loop (what `run_tool_loop` / `arun_tool_loop` do, with the same arguments: their loop,
-    composed)."""
-    return tool_loop_steps(
-        model,
-        tools,
-        messages,
-        settings,
-        allow_writes=allow_writes,
-        max_iterations=max_iterations,
-        max_tool_calls=max_tool_calls,
-    )
+#: The tool-calling loop: `run_tool_loop`'s own loop (`planmode.tools.loop.tool_loop_steps`, the same arguments),
+#: composed.
+tool_loop = tool_loop_steps
 
 
 def chat(model: BaseChatModel, messages: list[BaseMessage]) -> Body[BaseMessage]:
