@@ -112,3 +112,17 @@ def test_importing_persistence_imports_no_langgraph_until_a_name_is_used() -> No
     assert persistence.sqlite_checkpointer is sqlite_checkpointer
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         persistence.nothing_here  # noqa: B018
+
+
+def test_the_lazy_persistence_names_are_the_checkpointers_names_and_each_resolves() -> None:
+    """`planmode.persistence` restates its re-exported names (it may not import `checkpointers` to read them): the
+    list cannot drift from `checkpointers.__all__`, and every name resolves to the object of its home module."""
+    import importlib
+
+    from planmode import persistence
+    from planmode.persistence import checkpointers
+
+    assert set(persistence.__all__) == {*checkpointers.__all__, *persistence._HOMES}
+    for name in persistence.__all__:
+        home = importlib.import_module(persistence._HOMES.get(name, "planmode.persistence.checkpointers"))
+        assert getattr(persistence, name) is getattr(home, name), name
