@@ -22,7 +22,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -37,6 +37,7 @@ __all__ = [
     "check_gguf",
     "llama_server",
     "missing_server_modules",
+    "server_environment",
     "settings_for",
 ]
 
@@ -203,7 +204,7 @@ def llama_server(
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # Ctrl-C reaches planmode, which stops the server after saving
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    env=server_environment(os.environ),
                 )
             stack.callback(_stop, proc)
             base_url = f"http://{host}:{chosen}/v1"
@@ -219,6 +220,15 @@ def llama_server(
 
 class _PortTaken(Exception):
     pass
+
+
+def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The server process's environment: ``environ`` with unbuffered output and, unless ``environ`` sets it,
+    ``OMP_WAIT_POLICY=PASSIVE``. llama.cpp's OpenMP threads otherwise spin while they wait for each other; on a
+    machine whose cores are busy with other work (a test run, a second server) the spinning threads take the cores
+    from the ones with work to do: one other busy process on 2 cores made the 0.5B model 1.5-1.6x slower to answer
+    than with passive waiting (docs/local-models.md)."""
+    return {"OMP_WAIT_POLICY": "PASSIVE", **environ, "PYTHONUNBUFFERED": "1"}
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], base_url: str, timeout: float, log_path: Path) -> None:

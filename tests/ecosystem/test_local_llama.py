@@ -125,6 +125,15 @@ def test_server_flags_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     assert local_server._without_flag(["--n_ctx", "1", "--a", "b", "--n_ctx=3"], "--n_ctx") == ["--a", "b"]
 
 
+def test_the_server_waits_passively_unless_the_environment_says_otherwise() -> None:
+    """llama.cpp's OpenMP threads spin while waiting unless told otherwise, which starves them on busy cores."""
+    from planmode.local_server import server_environment
+
+    env = server_environment({"PATH": "/bin", "PYTHONUNBUFFERED": "0"})
+    assert env == {"PATH": "/bin", "OMP_WAIT_POLICY": "PASSIVE", "PYTHONUNBUFFERED": "1"}
+    assert server_environment({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's wins
+
+
 # -- the real server ---------------------------------------------------------------------------------------------
 
 

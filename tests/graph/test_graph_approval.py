@@ -167,9 +167,11 @@ def test_the_planner_may_explore_with_read_only_tools_but_write_tools_are_refuse
     second_explore = [r for r in model.requests if r.purpose == "explore"][1]
     results = {m.name: m for m in second_explore.tool_results()}
     assert isinstance(results["delete_file"], ToolMessage)
-    assert results["delete_file"].content.startswith("refused")
+    # the explorer is not shown the write tools: a call to one is an unknown tool's error, and runs nothing
+    assert [t["function"]["name"] for t in second_explore.tools] == ["read_file", "stat_file"]
+    assert results["delete_file"].content.startswith("Error: delete_file is not a valid tool")
     assert results["delete_file"].status == "error"
-    assert results["touch_file"].content.startswith("refused")
+    assert results["touch_file"].content.startswith("Error: touch_file is not a valid tool")
     assert results["read_file"].content == "contents of old.cfg: port=8080"
     assert results["stat_file"].content == "old.cfg: 12 bytes"
     plan_request = next(r for r in model.requests if r.purpose == "plan")

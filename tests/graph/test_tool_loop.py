@@ -222,7 +222,12 @@ def test_writes_are_refused_before_approval_whatever_the_tool_call_ids(saver: Sq
     assert world.writes == []
     plan_request = next(r for r in model.requests if r.purpose == "plan")
     assert "a quiet room" in plan_request.text()
-    assert plan_request.text().count("may only run in an approved plan") == 2
+    # the explorer is shown only the read-only tool; the calls to the others come back as errors and run nothing
+    explore_requests = [r for r in model.requests if r.purpose == "explore"]
+    assert explore_requests and all([t["function"]["name"] for t in r.tools] == ["look"] for r in explore_requests), [
+        r.tools for r in explore_requests
+    ]
+    assert plan_request.text().count("is not a valid tool, try one of [look]") == 2
 
 
 def test_an_interrupt_while_exploring_pauses_the_planner(saver: SqliteSaver) -> None:

@@ -23,6 +23,7 @@ from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource
 from planmode.state.patch import validate_plan
 from planmode.state.reducer import PlanUpdate, preview
+from planmode.tools import read_only_names
 from planmode.tools.loop import is_read_only
 
 __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
@@ -87,7 +88,11 @@ def make_plan(deps: Deps) -> RunnableCallable:
         tool_names = ", ".join(f"{t.name}{'' if is_read_only(t) else ' (writes)'}" for t in deps.tools) or "none"
         findings = ""
         explored: list[str] | None = None
-        if deps.tools and settings.max_explore_calls > 0 and not feedback:
+        # Exploring is shown only the read-only tools (a small model offered a write tool while planning spends its
+        # few exploring turns on calls the gate refuses); the gate still refuses any other call where it runs.
+        reading = read_only_names(deps.tools)  # a name a writing tool shares is not read-only
+        readers = [t for t in deps.tools if t.name in reading]
+        if readers and settings.max_explore_calls > 0 and not feedback:
             explore: list[BaseMessage] = [
                 SystemMessage(content=prompts.EXPLORE_SYSTEM.format(max_calls=settings.max_explore_calls)),
                 HumanMessage(content=f"Task: {goal}"),
@@ -95,7 +100,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
             # Before approval only read-only tools run: the gate refuses the others where they are dispatched.
             res = yield from tool_loop(
                 model,
-                deps.tools,
+                readers,
                 explore,
                 settings,
                 allow_writes=False,
