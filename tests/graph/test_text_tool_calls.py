@@ -40,6 +40,9 @@ FORMS = {
     "tagged": "<tool_call>\n" + json.dumps(CALL) + "\n</tool_call>",
     "list": json.dumps([CALL, {"name": "read_file", "parameters": {"path": "hello.py"}}]),
     "openai_string_args": json.dumps({"function": {"name": "write_file", "arguments": json.dumps(CALL["arguments"])}}),
+    # a call that opens the reply, then the model's comment on it (Qwen2.5-Coder-1.5B on llama-cpp-python, issue 24)
+    "fenced_one_line_then_prose": "```json " + json.dumps(CALL) + " ``` This command writes hello.py.",
+    "raw_then_prose": json.dumps(CALL) + "\nThis writes hello.py.",
 }
 
 
@@ -227,6 +230,8 @@ def test_a_step_without_tools_still_never_answers_with_a_text_call(tmp_path: Pat
 ANSWERS = [
     'To call it, send ```json\n{"name": "write_file", "arguments": {"path": "a"}}\n``` through the API.',
     'The config is:\n{"name": "write_file", "arguments": {}}',
+    'The call looks like this:\n```json\n{"name": "write_file", "arguments": {"path": "a"}}\n```',  # after prose
+    '{"rows": 3} is what the file holds.',
     '{"name": "Alice", "age": 3}',
     "[1, 2, 3]",
     "```python\nprint('hi')\n```",

@@ -7,8 +7,9 @@ these, with one rule that never mistakes an answer for a call:
 
 - ``<tool_call>`` tags are tool-call syntax wherever they appear in the reply, when the tag is closed or
   followed by JSON (a reply that merely names the tag is prose);
-- JSON (raw, or in one fence) is a call only when it is the *whole* reply, stripped: an answer that shows a
-  JSON example inside prose is an answer;
+- JSON (raw, or in one fence) is a call when it is the *whole* reply, stripped, or when it *opens* the reply
+  and prose follows (small models comment on their call: "```json {...}``` This writes shapes.py."); an answer
+  that shows a JSON example after prose is an answer;
 - a JSON value is a call when it is an object with a string ``name`` and ``arguments``/``parameters`` (an object,
   or a string holding one), also inside ``{"function": {...}}``; a list is calls when all its items are.
 
@@ -64,7 +65,7 @@ def _read(text: object) -> TextCalls | None:
     stripped = text.strip()
     tagged = _tag_call(stripped)
     if not tagged and not _json_shaped(stripped):
-        return None
+        return _leading(stripped) if len(stripped) <= MAX_TEXT_CALL_CHARS else None
     if len(stripped) > MAX_TEXT_CALL_CHARS:
         if tagged or _mentions_call(stripped[:MAX_TEXT_CALL_CHARS]):
             return TextCalls(problem=f"the text is longer than {MAX_TEXT_CALL_CHARS} characters")
@@ -74,6 +75,9 @@ def _read(text: object) -> TextCalls | None:
     body = _unfenced(stripped)
     value, ok = _loads(body)
     if not ok:
+        lead = _leading(stripped)  # a call, then prose
+        if lead is not None:
+            return lead
         return TextCalls(problem="its JSON does not parse") if _mentions_call(body) else None
     calls = _calls_of(value)
     if calls is not None:
@@ -81,6 +85,34 @@ def _read(text: object) -> TextCalls | None:
     if _looks_like_call(value):
         return TextCalls(problem='it is not an object with a string "name" and an object of "arguments"')
     return None
+
+
+def _leading(s: str) -> TextCalls | None:
+    """The calls a reply opens with, before prose that comments on them (``{"name": ..., "arguments": ...}`` or a
+    fence holding one, then "This writes the file ..."), or None. Only a call that opens the reply counts: one
+    shown after prose is an example in an answer."""
+    if s.startswith(("{", "[")):
+        try:
+            value, _ = json.JSONDecoder().raw_decode(s)
+        except (ValueError, RecursionError):
+            return None
+        calls = _calls_of(value)
+        return TextCalls(calls=calls) if calls is not None else None
+    found: list[TextCall] = []
+    rest = s
+    while rest.startswith("```"):
+        close = rest.find("```", 3)
+        if close < 0:
+            break
+        value, ok = _loads(_unfenced(rest[: close + 3]))
+        calls = _calls_of(value) if ok else None
+        if calls is None:
+            if not found and _mentions_call(rest[: close + 3]):
+                return TextCalls(problem="it opens with a tool call that could not be read")
+            break
+        found.extend(calls)
+        rest = rest[close + 3 :].lstrip()
+    return TextCalls(calls=found) if found else None
 
 
 def _tag_call(s: str) -> bool:
@@ -105,6 +137,10 @@ def _unfenced(s: str) -> str:
     head = inner if newline < 0 else inner[:newline]
     if head.strip().lower() in ("", "json", "tool_call", "tool_code"):
         inner = "" if newline < 0 else inner[newline + 1 :]
+    elif newline < 0:  # one line: ```json {...}```
+        tag, _, after = inner.partition(" ")
+        if tag.lower() in ("json", "tool_call", "tool_code"):
+            inner = after
     return inner.strip()
 
 
