@@ -226,15 +226,57 @@ def test_a_write_step_without_acceptance_is_sent_back(tmp_path: Path) -> None:
     assert out["status"] == "completed", out.get("error")
 
 
-def test_a_missing_deliverable_is_detected_in_the_plan(tmp_path: Path) -> None:
+def test_a_missing_deliverable_is_sent_back_then_added_by_planmode(tmp_path: Path) -> None:
+    """The planner repeats a plan that writes no test file: the reason is fed back, and when the attempts run out
+    planmode adds the step the reason names (its acceptance checked without a model) and says so in the plan's
+    history; the run then writes both files."""
     task = "create mathx.py and a test for it in test_mathx.py"
-    script = PurposeScript(plan=plan_of(write_step()))  # the test file is written by no step, every time
+    test = "from mathx import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+    def execute(req: ScriptRequest) -> Any:
+        target = ("test_mathx.py", test) if req.step_id == "write_test_mathx_py" else ("mathx.py", GOOD)
+        return writer(*target)(req)
+
+    script = PurposeScript(plan=plan_of(write_step()), execute=execute)  # the test file is written by no step
 
     out, model, ws = run(tmp_path, script, task=task, max_plan_attempts=2)
 
+    assert model.calls("plan") == 2
+    assert "no step writes test_mathx.py" in retry_reasons(model)
+    plan = out["plan"]
+    assert plan.ids() == ["write_mathx", "write_test_mathx_py"]
+    added = plan.get("write_test_mathx_py")
+    assert added.tools == ["write_file"] and added.acceptance == "test_mathx.py exists"
+    assert added.dependencies == ["write_mathx"]
+    assert "completed by planmode: no step wrote test_mathx.py: added step 'write_test_mathx_py'" in (
+        plan.history[0].reason
+    )
+    assert out["status"] == "completed", out.get("error")
+    assert sorted(p.name for p in ws.iterdir()) == ["mathx.py", "test_mathx.py"]
+
+
+def test_planmode_mends_only_what_follows_from_the_plan_and_the_task(tmp_path: Path) -> None:
+    """The 1.5B model's plan for 'write hello.py' (two read-only steps, twice): the readers are removed and the
+    file's step added. A write step that names no file cannot be given acceptance: that plan still fails."""
+    readers = plan_of(
+        {"id": "find_dir", "description": "Find the directory", "tools": ["search_files"]},
+        {"id": "read_dir", "description": "Read it", "tools": ["list_files"], "dependencies": ["find_dir"]},
+    )
+    script = PurposeScript(plan=readers, execute=writer("hello.py", "print('hi')\n"))
+    out, model, ws = run(tmp_path, script, task="Write hello.py that prints hi", max_plan_attempts=2)
+    assert model.calls("plan") == 2
+    # read_dir depended only on find_dir: once find_dir is gone it is a reader that depends on nothing too
+    assert out["plan"].ids() == ["write_hello_py"], out.get("error")
+    assert out["plan"].get("write_hello_py").dependencies == []
+    assert "removed the steps that only read (find_dir, read_dir)" in out["plan"].history[0].reason
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "hello.py").read_text() == "print('hi')\n"
+
+    nameless = plan_of({"id": "do_it", "description": "Do the work", "tools": ["write_file"]})
+    (tmp_path / "b").mkdir()
+    out, model, ws = run(tmp_path / "b", PurposeScript(plan=nameless), task="Do the work", max_plan_attempts=2)
     assert model.calls("plan") == 2 and model.calls("execute") == 0
-    assert out["status"] == "failed"
-    assert "no step writes test_mathx.py" in out["report"]["error"]
+    assert out["status"] == "failed" and "has no acceptance" in out["report"]["error"]
     assert not list(ws.iterdir())
 
 

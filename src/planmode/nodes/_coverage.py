@@ -12,7 +12,11 @@ A plan is sent back to the planner, with reasons that name the fix, when:
   wrote it is a step).
 
 The checks about writing apply only when the graph has write tools (without them no step can write). Pure: the
-workspace is only looked at to tell a file the task names as existing (an input) from one to produce."""
+workspace is only looked at to tell a file the task names as existing (an input) from one to produce.
+
+`mend_plan` is the last resort when the planner's attempts run out on these problems alone (a small model often
+repeats them however the reasons are worded): it makes the fixes the reasons name, where a fix follows from the
+plan and the task without judgement, and says what it changed. The plan is then shown for approval as usual."""
 
 from __future__ import annotations
 
@@ -21,10 +25,17 @@ from collections.abc import Sequence
 
 from langchain_core.tools import BaseTool
 
-from planmode.nodes._evidence import declared_writes, deliverables, preferred_write, workspace_root, write_tool_names
-from planmode.state.models import Plan
+from planmode.nodes._evidence import (
+    declared_writes,
+    deliverables,
+    file_names,
+    preferred_write,
+    workspace_root,
+    write_tool_names,
+)
+from planmode.state.models import Plan, Step
 
-__all__ = ["plan_problems", "step_problems"]
+__all__ = ["mend_plan", "plan_problems", "step_problems"]
 
 
 def _bare(text: str) -> str:
@@ -81,3 +92,87 @@ def plan_problems(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
                     "planning: remove it, or make it a step that writes"
                 )
     return problems
+
+
+def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = None) -> tuple[Plan, list[str]] | None:
+    """``plan`` with the problems of `plan_problems` fixed where the fix follows from the plan and the task, and
+    what was changed; None when a problem needs judgement (a step named after a tool that others depend on, a
+    write step that names no file) or the fixed plan would pass ``max_steps``. The fixes:
+
+    - a step that only reads and depends on nothing, in a task that asks for files, is removed (and from the
+      dependencies of the others): looking around was done while planning;
+    - a file the task asks for that no writing step names is given to the step that names it (its tools get the
+      graph's write tool), or else to a new last step that writes it;
+    - a step that writes without acceptance gets ``<the files it names> exists``, which is checked without a model.
+    """
+    writes = write_tool_names(tools)
+    if not writes or not plan.steps:
+        return None
+    names = {t.name.lower() for t in tools}
+    write = preferred_write(writes)
+    wanted = deliverables(plan.goal, workspace_root(tools))
+    notes: list[str] = []
+    steps = list(plan.steps)
+    removed: list[str] = []
+    while wanted:  # a reader that depended only on a removed reader is one that depends on nothing now
+        readers = [
+            s.id
+            for s in steps
+            if s.tools
+            and all(t.lower() in names for t in s.tools)
+            and not declared_writes(s, writes)
+            and not s.dependencies
+        ]
+        if not readers:
+            break
+        removed += readers
+        steps = [
+            s.model_copy(update={"dependencies": [d for d in s.dependencies if d not in readers]})
+            for s in steps
+            if s.id not in readers
+        ]
+    if removed:
+        notes.append(f"removed the steps that only read ({', '.join(removed)}): exploring did that")
+    for name in wanted:
+        if any(name in f"{s.description} {s.acceptance}" for s in steps if declared_writes(s, writes)):
+            continue
+        at = next((i for i, s in enumerate(steps) if name in f"{s.id} {s.description}"), None)
+        if at is not None:
+            step = steps[at]
+            steps[at] = step.model_copy(update={"tools": [*step.tools, write]})
+            notes.append(f"step {step.id!r} writes {name}: gave it {write}")
+            continue
+        ids = {s.id for s in steps}
+        new_id = _free_id(("write_" + re.sub(r"\W+", "_", name).strip("_").lower())[:56], ids)
+        steps.append(
+            Step(
+                id=new_id,
+                description=f"Write {name} as the task asks",
+                tools=[write],
+                acceptance=f"{name} exists",
+                dependencies=[steps[-1].id] if steps else [],
+            )
+        )
+        notes.append(f"no step wrote {name}: added step {new_id!r}")
+    for i, step in enumerate(steps):
+        if declared_writes(step, writes) and not step.acceptance.strip():
+            files = [f for f in file_names(f"{step.description} {step.id}") if f in wanted] or file_names(
+                step.description
+            )
+            if not files:
+                return None
+            steps[i] = step.model_copy(update={"acceptance": " and ".join(f"{f} exists" for f in files)})
+            notes.append(f"step {step.id!r} had no acceptance: {steps[i].acceptance!r}")
+    if not steps or (max_steps is not None and len(steps) > max_steps):
+        return None
+    mended = plan.model_copy(update={"steps": steps})
+    return (mended, notes) if notes and not plan_problems(mended, tools) else None
+
+
+def _free_id(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"

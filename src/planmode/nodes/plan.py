@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -13,7 +14,7 @@ from planmode._compat import RunnableCallable
 from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext
 from planmode.llm import negotiation_record
-from planmode.nodes._coverage import plan_problems
+from planmode.nodes._coverage import mend_plan, plan_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
@@ -37,30 +38,47 @@ def request_plan(
     current: Plan | None,
     attempts: int,
     tools: Sequence[BaseTool] = (),
-) -> Body[tuple[Plan | None, list[str]]]:
+) -> Body[tuple[Plan | None, list[str], list[str]]]:
     """Ask for a plan until one is valid (as a first plan, or as a revision of ``current``) or attempts run
-    out: the plan, or None and the errors of every attempt. A node body's step (``yield from``, see
-    `planmode.nodes._twin`): the call is ``ask_until_valid`` on the sync path, ``aask_until_valid`` on the async
-    one. A plan must also cover the task (`planmode.nodes._coverage.plan_problems`, judged with the graph's
-    ``tools``): the reasons it does not are fed back like any other."""
+    out. Returns the plan (or None), the errors of every attempt, and what `mend_plan` changed: empty unless the
+    attempts ran out on coverage problems alone and the fixes their reasons name made the last such plan whole.
 
-    def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
-        plan = draft_to_plan(draft, goal, settings.max_steps, current)
-        revising = current is not None and current.version > 0
+    A node body's step (``yield from``, see `planmode.nodes._twin`): the call is ``ask_until_valid`` on the sync
+    path, ``aask_until_valid`` on the async one. A plan must also cover the task
+    (`planmode.nodes._coverage.plan_problems`, judged with the graph's ``tools``): the reasons it does not are fed
+    back like any other."""
+
+    revising = current is not None and current.version > 0
+    source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
+    valid_but_short: list[Plan] = []  # valid plans whose only problems are coverage (`plan_problems`)
+
+    def valid(plan: Plan) -> list[str]:
         reasons: list[str] = []
         if revising:  # a revision must be a valid plan by itself too (the diff truncates past the cap)
             reasons = validate_plan(plan, max_steps=settings.max_steps)
         if not reasons:
-            source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
             reasons = preview(current if revising else None, PlanUpdate(plan=plan, source=source)).reasons
+        return reasons
+
+    def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
+        plan = draft_to_plan(draft, goal, settings.max_steps, current)
+        reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
+            if reasons:
+                valid_but_short.append(plan)
         return (None, reasons) if reasons else (plan, [])
 
     asked = yield from ask(
         model, PlanDraft, messages, settings, attempts=attempts, accept=accept, retry_prompt=_plan_retry
     )
-    return asked.value, asked.errors
+    mends: list[str] = []
+    if asked.value is None:  # the last resort: the fixes the reasons name, made without a model (`mend_plan`)
+        for plan in reversed(valid_but_short):
+            mended = mend_plan(plan, tools, settings.max_steps)
+            if mended is not None and not valid(mended[0]):
+                return mended[0], asked.errors, mended[1]
+    return asked.value, asked.errors, mends
 
 
 def _example(tools: Sequence[BaseTool]) -> str:
@@ -122,7 +140,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
             messages.append(
                 HumanMessage(content=prompts.PLAN_FEEDBACK.format(feedback=feedback, plan=current.to_prompt()))
             )
-        new, errors = yield from request_plan(
+        new, errors, mends = yield from request_plan(
             model, messages, settings, goal, current if revising else None, settings.max_plan_attempts, deps.tools
         )
         if new is None:
@@ -132,6 +150,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
         kept: StateUpdate = {"negotiated_output": record} if record else {}
         source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
         version = current.version + 1 if revising and current is not None else 1
+        mended: dict[str, Any] = {"mended": mends} if mends else {}  # fixes made when the planner's attempts ran out
         emit(
             "plan_created",
             new.title or goal,
@@ -139,10 +158,15 @@ def make_plan(deps: Deps) -> RunnableCallable:
             steps=len(new.steps),
             revision=revising,
             plan=new.model_dump(mode="json", include={"goal", "title", "steps"}),
+            **mended,
         )
         # A revision's history record keeps the human's feedback as its reason (the reducer takes the reason of
         # a whole-plan update from an accompanying patch).
         reason = PlanPatch(reason=f"human feedback: {feedback}") if revising else None
+        if mends:  # the planner's attempts ran out; planmode made the fixes its reasons name (shown for approval)
+            said = "; ".join(mends)
+            before = f"{reason.reason}; " if reason is not None else ""
+            reason = PlanPatch(reason=f"{before}completed by planmode: {said}")
         return {
             "plan": PlanUpdate(plan=new, patch=reason, source=source),
             "status": "awaiting_approval",

@@ -85,8 +85,9 @@ def reject(plan: Plan | None, kind: str, reasons: list[str], *, source: str = "u
     return base.model_copy(update={"rejections": kept})
 
 
-def new_plan(plan: Plan, *, source: str = PlanSource.PLANNER) -> tuple[Plan, list[str]]:
-    """``plan`` made into a first version (steps pending, version 1), or the reasons it is invalid."""
+def new_plan(plan: Plan, *, source: str = PlanSource.PLANNER, reason: str = "") -> tuple[Plan, list[str]]:
+    """``plan`` made into a first version (steps pending, version 1), or the reasons it is invalid. Its history
+    record's reason is ``reason``, or "initial plan"."""
     reasons = validate_plan(plan, max_steps=plan.max_steps)
     if reasons:
         return plan, reasons
@@ -94,7 +95,7 @@ def new_plan(plan: Plan, *, source: str = PlanSource.PLANNER) -> tuple[Plan, lis
         Step(**s.model_dump(include={"id", "description", "dependencies", "tools", "complexity", "acceptance"}))
         for s in plan.steps
     ]
-    record = PatchRecord(version=1, reason="initial plan", source=source, added=[s.id for s in steps])
+    record = PatchRecord(version=1, reason=reason or "initial plan", source=source, added=[s.id for s in steps])
     return plan.model_copy(update={"steps": steps, "version": 1, "history": [record], "rejections": []}), []
 
 
@@ -228,7 +229,7 @@ def _reduce(current: Plan | None, update: Any) -> Preview:
     original = current
     if upd.plan is not None:
         if current is None or current.version == 0:
-            plan, reasons = new_plan(upd.plan, source=src)
+            plan, reasons = new_plan(upd.plan, source=src, reason=upd.patch.reason if upd.patch else "")
             if reasons:
                 return _refused(current, "plan", reasons, source=src, goal=upd.plan.goal)
             return Preview(plan, "applied", record=plan.history[-1])
