@@ -437,3 +437,27 @@ def test_update_state_editing_a_done_step_is_rejected_and_recorded(
     assert rejection.kind == kind
     assert any("'a'" in r and "done" in r for r in rejection.reasons)
     assert len(list(graph.get_state_history(thread()))) > 1
+
+
+def test_after_an_unreadable_assessment_the_reflection_is_told_what_to_assess(checkpointer: SqliteSaver) -> None:
+    """Qwen2.5-Coder-1.5B, told only "that answer could not be read ... answer again", judged the run failed because
+    of that message. The retry names what to assess; a readable second answer repairs the plan as usual."""
+    seen: list[str] = []
+
+    def reflect(req: ScriptRequest) -> Any:
+        if len(seen) == 0:
+            seen.append("")
+            return "I think the build is broken."  # no JSON object
+        seen.append(str(req.messages[-1].content))
+        return NEEDS_ADJUSTMENT
+
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=FIX_PATCH))
+    graph = build(model, checkpointer, Counting())
+
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
+
+    values = graph.get_state(thread()).values
+    assert values["status"] == "completed", values.get("error")
+    retry = seen[1]
+    assert retry.startswith("That answer could not be read (")
+    assert "your assessment of the plan and of the trouble described above (not of this message)" in retry

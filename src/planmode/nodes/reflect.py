@@ -19,6 +19,15 @@ __all__ = ["Reflection", "make_reflect"]
 S = StepStatus
 
 
+def _reflect_retry(reasons: list[str]) -> str:
+    """The message after an unreadable assessment. It says what to assess: a small model (Qwen2.5-Coder-1.5B)
+    told only "that answer could not be read ... answer again" judged the run failed *because* of that message."""
+    return (
+        f"That answer could not be read ({'; '.join(reasons)}). Answer again with only the JSON object: your "
+        "assessment of the plan and of the trouble described above (not of this message)."
+    )
+
+
 def make_reflect(deps: Deps) -> RunnableCallable:
     """Build the reflect node: a sync path for ``invoke`` and an async one for ``ainvoke`` (the assessment call
     awaited). It returns only what it changes; `planmode.graph.routing.route_after_reflect` reads the route
@@ -46,7 +55,7 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             settings,
             attempts=settings.max_reflect_attempts,
             accept=lambda r: (r, []),
-            retry_prompt=lambda reasons: f"That answer could not be read: {'; '.join(reasons)}. Answer again.",
+            retry_prompt=_reflect_retry,
             show_chars=2000,
         )
         result, errors = asked.value, asked.errors
