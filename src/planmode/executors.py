@@ -34,7 +34,7 @@ from planmode.llm.structured import structured_steps
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip
-from planmode.tools import StepTools
+from planmode.tools import StepTools, is_read_only
 from planmode.tools._writes import recording
 from planmode.tools.loop import LoopResult, tool_loop_steps
 
@@ -171,18 +171,55 @@ async def adefault_executor(step: Step, ctx: StepContext) -> StepOutcome:
 
 
 def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutcome]:
-    """`default_executor` as a loop for a driver (`planmode._drive`): the tool loop's, composed."""
+    """`default_executor` as a loop for a driver (`planmode._drive`): the tool loop's, composed.
+
+    A step that declares a write tool and whose model answered without one running (small models describe the
+    call, or ask for the tool) is told once, within the same attempt and its turn bound, to call it: one more turn
+    instead of a failed verification and a new attempt."""
     model = _model_of(ctx, "default_executor")
+    turns = ctx.settings.max_executor_iterations
     res = yield from tool_loop_steps(
         model,
         ctx.tools,
         _execute_messages(step, ctx),
         ctx.settings,
         allow_writes=True,
-        max_iterations=ctx.settings.max_executor_iterations,
+        max_iterations=turns,
         binding=ctx.binding,
     )
+    writes = _declared_writes(step, ctx)
+    left = turns - sum(isinstance(m, AIMessage) for m in res.messages)
+    if (
+        writes
+        and left > 0
+        and res.error is None
+        and not any(r.ok and r.name in writes for r in tool_runs(res.messages))
+    ):
+        nudge = HumanMessage(content=prompts.EXECUTE_WRITE_NUDGE.format(tools=", ".join(writes), tool=writes[0]))
+        more = yield from tool_loop_steps(
+            model,
+            ctx.tools,
+            [*res.messages, nudge],
+            ctx.settings,
+            allow_writes=True,
+            max_iterations=left,
+            binding=ctx.binding,
+        )
+        res = LoopResult(
+            messages=more.messages,
+            text=more.text,
+            tool_calls=res.tool_calls + more.tool_calls,
+            error=more.error,
+            tool_names=[*res.tool_names, *more.tool_names],
+            refused=[*res.refused, *more.refused],
+        )
     return _loop_outcome(step, res)
+
+
+def _declared_writes(step: Step, ctx: StepContext) -> list[str]:
+    """The tools that change things which ``step`` declares and may run, in its order."""
+    runnable = {t.name for t in ctx.tools if not is_read_only(t) and (ctx.binding is None or ctx.binding.binds(t))}
+    return [name for name in dict.fromkeys(step.tools) if name in runnable]
 
 
 def default_execution(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutcome]:

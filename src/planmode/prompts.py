@@ -10,6 +10,7 @@ __all__ = [
     "DETECT_SYSTEM",
     "EXECUTE_SYSTEM",
     "EXECUTE_USER",
+    "EXECUTE_WRITE_NUDGE",
     "EXPLORE_SYSTEM",
     "FINAL_SYSTEM",
     "FULL_PLAN_FALLBACK",
@@ -89,6 +90,9 @@ Acceptance criteria: {acceptance}
 Results of the steps it depends on:
 {context}
 {previous_error}"""
+
+EXECUTE_WRITE_NUDGE = """Nothing was written: this step changes files with {tools}. Call {tool} now, with the \
+whole content; do not describe the call or ask for the tool, it is available."""
 
 VERIFY_SYSTEM = """planmode:verify
 Judge whether a step meets its acceptance criteria from the evidence: the tool calls that ran, the files the

@@ -334,3 +334,46 @@ def test_file_names_and_deliverables_are_read_from_the_task(tmp_path: Path) -> N
     (tmp_path / "utils.py").write_text("")
     assert deliverables("fix utils.py and add test_utils.py", tmp_path) == ["test_utils.py"]
     assert deliverables("delete old.py") == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_step_answered_in_words_is_told_once_to_call_the_tool(tmp_path: Path, mode: str) -> None:
+    """Qwen2.5-Coder-1.5B answered a write step with 'use the write_file tool with the content and path'. Within
+    the same attempt the model is told to call the tool, and the write it then makes completes the step."""
+    told: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        last = str(req.messages[-1].content)
+        if last.startswith("Nothing was written"):
+            told.append(last)
+            return {"tool_calls": [tool_call("write_file", path="mathx.py", content=GOOD)]}
+        if req.tool_results():
+            return "wrote mathx.py"
+        return "To write mathx.py, use the `write_file` tool with the content and path arguments."
+
+    out, model, ws = run(tmp_path, PurposeScript(plan=plan_of(write_step()), execute=execute), mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert out["plan"].get("write_mathx").attempts == 1
+    assert told == [
+        "Nothing was written: this step changes files with write_file. Call write_file now, with the whole "
+        "content; do not describe the call or ask for the tool, it is available."
+    ]
+    assert model.calls("execute") == 3
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
+def test_the_nudge_stays_within_the_turn_bound_and_only_for_write_steps(tmp_path: Path) -> None:
+    words = "I would write mathx.py."
+    script = PurposeScript(plan=plan_of(write_step()), execute=lambda req: words)
+    out, model, ws = run(tmp_path, script, max_executor_iterations=1)
+    assert model.calls("execute") == 1  # one turn allowed: no nudge
+    assert out["plan"].get("write_mathx").status.value == "failed"
+    assert not list(ws.iterdir())
+
+    reader = {"id": "look", "description": "Say what add(a, b) returns", "tools": ["read_file"]}
+    (tmp_path / "b").mkdir()
+    script = PurposeScript(plan=plan_of(reader), execute=lambda req: "add(a, b) returns a + b")
+    out, model, _ = run(tmp_path / "b", script, task="say what add(a, b) returns")
+    assert model.calls("execute") == 1  # not a write step: its answer in words is its result
+    assert out["plan"].get("look").result == "add(a, b) returns a + b"
