@@ -120,7 +120,7 @@ def test_an_executor_that_only_claims_a_write_does_not_complete(tmp_path: Path, 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_path: Path, mode: str) -> None:
-    step = write_step("mathx.py exists and `python mathx.py` runs")
+    step = write_step("mathx.py exists, `python mathx.py` runs and add(2, 3) returns 5")  # the last: the judge's
     script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD), final="Wrote mathx.py.")
 
     out, model, ws = run(tmp_path, script, mode=mode)
@@ -377,3 +377,33 @@ def test_the_nudge_stays_within_the_turn_bound_and_only_for_write_steps(tmp_path
     out, model, _ = run(tmp_path / "b", script, task="say what add(a, b) returns")
     assert model.calls("execute") == 1  # not a write step: its answer in words is its result
     assert out["plan"].get("look").result == "add(a, b) returns a + b"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_acceptance_the_checks_decide_is_not_sent_to_the_judge(tmp_path: Path, mode: str) -> None:
+    """Every clause is a file that exists or a command that runs: the checks decide, no model judges. Qwen2.5-
+    Coder-1.5B's judge failed a step whose file existed and ran because 'the executor's report is empty'."""
+    step = write_step("mathx.py exists and `python mathx.py` runs")
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD, then=""), verify={"passed": False})
+
+    out, model, ws = run(tmp_path, script, mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("verify") == 0
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
+def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
+    from planmode.nodes._evidence import Check, Evidence
+
+    ran = Evidence(runs=[], checks=[Check("mathx.py exists", True), Check("`python mathx.py` runs", True)])
+    assert ran.settles("mathx.py exists and `python mathx.py` runs.")
+    assert ran.settles("mathx.py runs successfully; mathx.py exists")
+    assert not ran.settles("mathx.py exists and prints 5")  # a clause for the judge
+    assert not ran.settles("test_mathx.py exists")  # no such check passed
+    assert not ran.settles("`pytest test_mathx.py` passes")
+    assert not ran.settles("")
+    failed = Evidence(runs=[], checks=[Check("mathx.py exists", True), Check("mathx.py compiles", False)])
+    assert not failed.settles("mathx.py exists")
+    unknown = Evidence(runs=[], checks=[Check("mathx.py exists", None, "no workspace to look in")])
+    assert not unknown.settles("mathx.py exists")

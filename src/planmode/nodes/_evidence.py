@@ -138,6 +138,16 @@ class Evidence:
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.passed is False]
 
+    def settles(self, acceptance: str) -> bool:
+        """Whether the checks already decide ``acceptance``: every one of its clauses (split at commas,
+        semicolons and "and") is a file that exists or a command that runs, and its check passed. Then no
+        judge is asked; a clause no check covers ("prints 16", "has a docstring") leaves it to the judge."""
+        passed = {c.what for c in self.checks if c.passed is True}
+        if self.failed or not acceptance.strip():
+            return False
+        clauses = [c for c in _CLAUSES.split(acceptance.strip().rstrip(".")) if c]
+        return bool(clauses) and all(_settled(clause, passed) for clause in clauses)
+
     def reason(self) -> str:
         """Why the attempt fails on the evidence (the failed checks, each naming the fix)."""
         return "; ".join(f"{c.what}: {c.detail}" if c.detail else c.what for c in self.failed)
@@ -159,6 +169,34 @@ class Evidence:
             lines += [c.line() for c in self.checks]
         lines += ["The executor's own report (a claim, not evidence):", clip(report, 1500, fold=False) or "(empty)"]
         return clip("\n".join(lines), limit, marker="\n…[truncated]", fold=False)
+
+
+_CLAUSES = re.compile(r"\s*(?:[,;]|\band\b)\s*", re.IGNORECASE)
+_EXISTS_CLAUSE = re.compile(
+    r"(?:the file\s+)?`?(?P<f>[\w/.\-]+)`?\s+(?:exists|is created|was created|is written|was written|has been created)",
+    re.IGNORECASE,
+)
+_RUNS_CLAUSE = re.compile(
+    r"(?:running\s+)?`(?P<c>[^`]+)`\s+(?:runs|passes|succeeds|works|exits 0|executes)"
+    r"(?:\s+(?:without errors?|successfully|with exit code 0))?",
+    re.IGNORECASE,
+)
+_FILE_RUNS_CLAUSE = re.compile(
+    r"`?(?P<f>[\w/.\-]+\.py)`?\s+(?:runs|executes|can be run)(?:\s+(?:without errors?|successfully))?",
+    re.IGNORECASE,
+)
+
+
+def _settled(clause: str, passed: set[str]) -> bool:
+    """Whether a passed check decides this one clause of an acceptance (`Evidence.settles`)."""
+    clause = clause.strip()
+    if (m := _EXISTS_CLAUSE.fullmatch(clause)) is not None:
+        return f"{m.group('f')} exists" in passed
+    if (m := _RUNS_CLAUSE.fullmatch(clause)) is not None:
+        return f"`{m.group('c').strip()}` runs" in passed
+    if (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
+        return f"`python {m.group('f')}` runs" in passed
+    return False
 
 
 def _shown(path: str, root: Path | None) -> str:
