@@ -156,11 +156,34 @@ def test_a_reflection_that_carries_a_patch_repairs_without_a_patch_call(checkpoi
     assert {"assessment", "add_steps", "update_steps", "remove_steps"} <= set(schema)
 
 
+def test_step_ids_a_small_model_quotes_or_spells_with_spaces_are_read_as_ids(checkpointer: SqliteSaver) -> None:
+    """Qwen2.5-Coder-1.5B's patch was refused at the schema ("update_steps.0.id: String should match pattern"):
+    ids in backticks or quotes, or with spaces, name the steps they spell."""
+    reflect = {
+        "assessment": "needs_adjustment",
+        "reasoning": "b needs its toolchain installed first",
+        "add_steps": [{"id": "fix b", "description": "install the toolchain", "dependencies": ["`a`"], "after": "a"}],
+        "update_steps": [{"id": "`b`", "dependencies": ["a", "fix b"]}],
+    }
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=FIX_PATCH))
+    counting = Counting()
+    graph = build(model, checkpointer, counting)
+
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
+
+    values = graph.get_state(thread()).values
+    plan = values["plan"]
+    assert values["status"] == "completed", values.get("error")
+    assert (model.calls("reflect"), model.calls("patch")) == (1, 0)
+    assert plan.ids() == ["a", "fix_b", "c", "b", "d"] and plan.get("b").dependencies == ["a", "fix_b"]
+    assert not plan.rejections
+
+
 @pytest.mark.parametrize(
     ("proposal", "reason"),
     [
         ({"update_steps": [{"id": "a", "description": "rewrite the config"}]}, "'a' is done"),
-        ({"add_steps": [{"id": "not an id!", "description": "x"}]}, "proposed patch is invalid"),
+        ({"add_steps": [{"id": "an id far too long " * 5, "description": "x"}]}, "proposed patch is invalid"),
         ({"remove_steps": ["zzz"]}, "zzz"),
     ],
 )
@@ -182,7 +205,7 @@ def test_an_invalid_proposed_patch_is_recorded_and_the_patch_node_asks_again(
     assert rejection.kind == "patch" and any(reason in r for r in rejection.reasons), rejection.reasons
     [patch_req] = [r for r in model.requests if r.purpose == "patch"]
     assert reason in patch_req.text()  # the reasons were fed back with the proposal
-    marker = {"'a' is done": "rewrite the config", "proposed patch is invalid": "not an id!", "zzz": '"zzz"'}[reason]
+    marker = {"'a' is done": "rewrite the config", "proposed patch is invalid": "an id far too long", "zzz": '"zzz"'}[reason]
     assert marker in patch_req.text()  # ... with the proposal itself, as the model wrote it
     assert plan.get("a").description == "write the config"
     assert counting.runs["a"] == 1
