@@ -205,7 +205,8 @@ def test_an_invalid_proposed_patch_is_recorded_and_the_patch_node_asks_again(
     assert rejection.kind == "patch" and any(reason in r for r in rejection.reasons), rejection.reasons
     [patch_req] = [r for r in model.requests if r.purpose == "patch"]
     assert reason in patch_req.text()  # the reasons were fed back with the proposal
-    marker = {"'a' is done": "rewrite the config", "proposed patch is invalid": "an id far too long", "zzz": '"zzz"'}[reason]
+    markers = {"'a' is done": "rewrite the config", "proposed patch is invalid": "an id far too long", "zzz": '"zzz"'}
+    marker = markers[reason]
     assert marker in patch_req.text()  # ... with the proposal itself, as the model wrote it
     assert plan.get("a").description == "write the config"
     assert counting.runs["a"] == 1
