@@ -72,6 +72,7 @@ PLANMODE_RUN: dict[str, Any] = {
     "max_plan_attempts": 2,
     "max_explore_calls": 2,
     "max_executor_iterations": 6,
+    "max_parallel": 1,  # what --gguf sets (planmode.local_server.settings_for): the server answers one at a time
     "max_retries": 0,
     "request_timeout": REQUEST_TIMEOUT,
 }

@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from planmode.context import PlanModeContext
@@ -81,11 +81,16 @@ def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeCont
     """``settings`` pointed at ``server``, with what a llama.cpp server needs: messages normalised for strict
     chat templates, prompted structured output unless a mode was chosen (the JSON shape in the prompt and no
     grammar to fail or slow decoding, and a shorter prompt than ``json_object``'s schema: bench/NOTES.md), and the
-    server's context size as the context budget unless one was set."""
+    server's context size as the context budget unless one was set. Steps run one at a time unless
+    ``max_parallel`` was changed from its default: llama-cpp-python's server answers one request at a time, so
+    parallel steps only queue there, and a step that runs another step's file (``pytest test_mathx.py`` before
+    mathx.py exists) fails when the two run in the other order."""
     mode = "prompted" if settings.structured_output == "auto" else settings.structured_output
     budget = settings.context_tokens or server.n_ctx  # llama-cpp-python does not report its context size
+    default_parallel = next(f.default for f in fields(PlanModeContext) if f.name == "max_parallel")
     return replace(
         settings,
+        max_parallel=1 if settings.max_parallel == default_parallel else settings.max_parallel,
         base_url=server.base_url,
         model=server.model,
         normalize_messages=True,

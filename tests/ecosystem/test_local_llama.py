@@ -112,8 +112,12 @@ def test_settings_for_a_llama_cpp_server() -> None:
     ctx = settings_for(server, PlanModeContext(max_steps=3))
     assert (ctx.base_url, ctx.model, ctx.normalize_messages) == ("http://127.0.0.1:1/v1", "m", True)
     assert ctx.structured_output == "prompted" and ctx.context_tokens == 4096 and ctx.max_steps == 3
-    chosen = settings_for(server, PlanModeContext(structured_output="tool_calling", context_tokens=2048))
+    assert ctx.max_parallel == 1  # the server answers one request at a time: steps run in plan order
+    chosen = settings_for(
+        server, PlanModeContext(structured_output="tool_calling", context_tokens=2048, max_parallel=2)
+    )
     assert chosen.structured_output == "tool_calling" and chosen.context_tokens == 2048  # what was set stays
+    assert chosen.max_parallel == 2
 
 
 def test_server_flags_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
