@@ -407,3 +407,18 @@ def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None
     assert not failed.settles("mathx.py exists")
     unknown = Evidence(runs=[], checks=[Check("mathx.py exists", None, "no workspace to look in")])
     assert not unknown.settles("mathx.py exists")
+
+
+def test_an_empty_report_is_shown_to_the_judge_as_no_report_not_as_a_failure(tmp_path: Path) -> None:
+    """Qwen2.5-Coder-1.5B's judge failed a step whose file existed and ran because 'the executor's report is
+    empty': the judge is told that no report is not a failure, and to judge the evidence."""
+    step = write_step("mathx.py exists, `python mathx.py` runs and add(2, 3) returns 5")
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD, then=""))
+
+    out, model, _ = run(tmp_path, script)
+
+    assert out["status"] == "completed", out.get("error")
+    (judged,) = [r for r in model.requests if r.purpose == "verify"]
+    shown = judged.text()
+    assert "The executor wrote no report of its own; that is not a failure: judge the evidence above." in shown
+    assert "a claim, not evidence" not in shown and "(empty)" not in shown

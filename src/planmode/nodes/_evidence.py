@@ -167,7 +167,10 @@ class Evidence:
         if self.checks:
             lines.append("Checks run without a model:")
             lines += [c.line() for c in self.checks]
-        lines += ["The executor's own report (a claim, not evidence):", clip(report, 1500, fold=False) or "(empty)"]
+        if report.strip():
+            lines += ["The executor's own report (a claim, not evidence):", clip(report, 1500, fold=False)]
+        else:  # a small model's judge failed a step whose file existed and ran because "the report is empty"
+            lines.append("The executor wrote no report of its own; that is not a failure: judge the evidence above.")
         return clip("\n".join(lines), limit, marker="\n…[truncated]", fold=False)
 
 
