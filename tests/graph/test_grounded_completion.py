@@ -403,6 +403,12 @@ def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None
     assert not ran.settles("test_mathx.py exists")  # no such check passed
     assert not ran.settles("`pytest test_mathx.py` passes")
     assert not ran.settles("")
+    assert not ran.settles("mathx.py exists")  # nothing ran: the judge reads the file against the step
+    checks = [Check("hello.py exists", True), Check("`python hello.py` runs", True, "Hi, you!")]
+    hello = Evidence(runs=[], checks=checks)
+    assert hello.settles('hello.py exists and `python hello.py` prints "Hi, you!"')  # the comma is quoted
+    assert hello.settles("`python hello.py` outputs exactly: `Hi, you!`")
+    assert not hello.settles("`python hello.py` prints 'Hi you'")  # printed otherwise: the judge decides
     failed = Evidence(runs=[], checks=[Check("mathx.py exists", True), Check("mathx.py compiles", False)])
     assert not failed.settles("mathx.py exists")
     unknown = Evidence(runs=[], checks=[Check("mathx.py exists", None, "no workspace to look in")])

@@ -140,13 +140,15 @@ class Evidence:
 
     def settles(self, acceptance: str) -> bool:
         """Whether the checks already decide ``acceptance``: every one of its clauses (split at commas,
-        semicolons and "and") is a file that exists or a command that runs, and its check passed. Then no
-        judge is asked; a clause no check covers ("prints 16", "has a docstring") leaves it to the judge."""
-        passed = {c.what for c in self.checks if c.passed is True}
+        semicolons and "and" outside quotes) is a file that exists, a command that runs, or a command that prints
+        a quoted text, its check passed, and at least one clause ran something (a file that merely exists is
+        left to the judge, who reads it against the step). Then no judge is asked; a clause no check covers
+        ("returns 5", "has a docstring") leaves the step to the judge."""
         if self.failed or not acceptance.strip():
             return False
-        clauses = [c for c in _CLAUSES.split(acceptance.strip().rstrip(".")) if c]
-        return bool(clauses) and all(_settled(clause, passed) for clause in clauses)
+        passed = {c.what: c.detail for c in self.checks if c.passed is True}
+        kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
+        return bool(kinds) and None not in kinds and "runs" in kinds
 
     def reason(self) -> str:
         """Why the attempt fails on the evidence (the failed checks, each naming the fix)."""
@@ -190,16 +192,38 @@ _FILE_RUNS_CLAUSE = re.compile(
 )
 
 
-def _settled(clause: str, passed: set[str]) -> bool:
-    """Whether a passed check decides this one clause of an acceptance (`Evidence.settles`)."""
-    clause = clause.strip()
+_PRINTS_CLAUSE = re.compile(
+    r"(?:running\s+)?`(?P<c>[^`]+)`\s+(?:prints|outputs|shows)\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<out>.*)(?P=q)",
+    re.IGNORECASE | re.DOTALL,
+)
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+
+
+def _clauses(acceptance: str) -> list[str]:
+    """An acceptance split at commas, semicolons and "and" that are not inside quotes or backticks."""
+    text = acceptance.strip().rstrip(".")
+    masked = _QUOTED.sub(lambda m: "\x00" * len(m.group(0)), text)
+    out, start = [], 0
+    for sep in _CLAUSES.finditer(masked):
+        out.append(text[start : sep.start()])
+        start = sep.end()
+    out.append(text[start:])
+    return [c.strip() for c in out if c.strip()]
+
+
+def _settled(clause: str, passed: dict[str, str]) -> str | None:
+    """How a passed check decides this one clause of an acceptance (`Evidence.settles`): "exists" or "runs",
+    or None when no check decides it."""
     if (m := _EXISTS_CLAUSE.fullmatch(clause)) is not None:
-        return f"{m.group('f')} exists" in passed
+        return "exists" if f"{m.group('f')} exists" in passed else None
     if (m := _RUNS_CLAUSE.fullmatch(clause)) is not None:
-        return f"`{m.group('c').strip()}` runs" in passed
+        return "runs" if f"`{m.group('c').strip()}` runs" in passed else None
     if (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
-        return f"`python {m.group('f')}` runs" in passed
-    return False
+        return "runs" if f"`python {m.group('f')}` runs" in passed else None
+    if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
+        printed = passed.get(f"`{m.group('c').strip()}` runs")
+        return "runs" if printed is not None and printed.strip() == m.group("out").strip() else None
+    return None
 
 
 def _shown(path: str, root: Path | None) -> str:
