@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from planmode import PlanParseError
 from planmode.errors import PlanModeError
@@ -152,3 +153,43 @@ def test_an_object_cut_elsewhere_is_not_closed(text: str) -> None:
     except PlanParseError:
         return
     assert "steps" not in data
+
+
+# -- plans as small models write them (issue 24) ----------------------------------------------------------------
+
+
+def test_a_bare_list_of_steps_is_read_as_the_plan_it_stands_for() -> None:
+    steps = [{"id": "a", "description": "write a.py"}, {"id": "b", "description": "run it", "dependencies": ["a"]}]
+    assert extract_json(json.dumps(steps)) == {"steps": steps}
+    assert extract_json("Here is the plan:\n```json\n" + json.dumps(steps) + "\n```") == {"steps": steps}
+    # a list of other objects is not a plan: the largest object wins, as before
+    assert extract_json('[{"x": 1}, {"x": 22}]') == {"x": 22}
+
+
+def test_a_draft_as_small_models_write_it_is_read() -> None:
+    """Qwen2.5-Coder-1.5B's plans for primes_three were refused twice on the ids ("steps.0.id: String should match
+    pattern"), and for temps_three twice on "steps: Field required"."""
+    from planmode.state.draft import PlanDraft
+
+    written = {
+        "title": "primes",
+        "plan": [
+            {"id": "primes.py", "description": "Write primes.py"},
+            {"id": "`test primes`", "description": "Write test_primes.py", "dependencies": ["primes.py"]},
+            {"id": 3, "description": "Write list_primes.py", "dependencies": [1, "'test primes'"]},
+        ],
+    }
+    draft = PlanDraft.model_validate(written)
+    assert draft.title == "primes"
+    assert [(s.id, s.dependencies) for s in draft.steps] == [
+        ("primes_py", []),
+        ("test_primes", ["primes_py"]),
+        ("_3", ["_1", "test_primes"]),
+    ]
+    nested = PlanDraft.model_validate({"title": "t", "plan": {"steps": [{"id": "a", "description": "d"}]}})
+    assert nested.title == "t" and [s.id for s in nested.steps] == ["a"]
+    assert [s.id for s in PlanDraft.model_validate([{"id": "a b", "description": "d"}]).steps] == ["a_b"]
+    with pytest.raises(ValidationError, match="steps"):  # what is still not a plan is refused, as before
+        PlanDraft.model_validate({"title": "t", "notes": "none"})
+    with pytest.raises(ValidationError, match="pattern"):
+        PlanDraft.model_validate({"steps": [{"id": "x" * 80, "description": "d"}]})

@@ -9,12 +9,11 @@ validated by the same function the reducer uses. The patch node's own calls keep
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from planmode.state.models import Plan, PlanPatch
+from planmode.state.models import Plan, PlanPatch, as_step_id
 from planmode.text import clip
 
 __all__ = ["Assessment", "ProposedStep", "Reflection", "StepChange", "proposed_patch", "repair_view"]
@@ -91,23 +90,14 @@ def repair_view(plan: Plan, *, open_details: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _step_id(raw: str) -> str:
-    """A step id as a small model writes it, made an id: without surrounding quotes, backticks or spaces, other
-    characters than letters, digits, ``_`` and ``-`` made ``_`` (``"`write_mathx`"`` and ``write mathx.py`` name
-    ``write_mathx`` and ``write_mathx_py``). An id the reducer does not know is still refused there, by name."""
-    text = raw.strip().strip("`'\"").strip()
-    fixed = re.sub(r"[^A-Za-z0-9_\-]+", "_", text).strip("_") or text
-    return "_" + fixed if fixed[:1].isdigit() or fixed[:1] == "-" else fixed
-
-
 def _ids_fixed(step: dict[str, Any]) -> dict[str, Any]:
-    """A proposed step's ``id``, ``after`` and ``dependencies`` made ids (`_step_id`)."""
+    """A proposed step's ``id``, ``after`` and ``dependencies`` made ids (`planmode.state.models.as_step_id`)."""
     out = dict(step)
     for key in ("id", "after"):
         if isinstance(out.get(key), str) and out[key]:
-            out[key] = _step_id(out[key])
+            out[key] = as_step_id(out[key])
     if isinstance(out.get("dependencies"), list):
-        out["dependencies"] = [_step_id(d) if isinstance(d, str) else d for d in out["dependencies"]]
+        out["dependencies"] = [as_step_id(d) if isinstance(d, str) else d for d in out["dependencies"]]
     return out
 
 
@@ -121,7 +111,7 @@ def proposed_patch(
         "reason": reason,
         "add_steps": [_ids_fixed({k: v for k, v in a.model_dump().items() if k != "after" or v}) for a in add],
         "update_steps": [_ids_fixed({k: v for k, v in c.model_dump().items() if v not in (None, "")}) for c in change],
-        "remove_steps": [_step_id(r) for r in remove],
+        "remove_steps": [as_step_id(r) for r in remove],
     }
     try:
         return PlanPatch.model_validate(data), None

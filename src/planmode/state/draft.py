@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Any
 
-from planmode.state.models import Plan, Step, StepDefinition
+from pydantic import BaseModel, Field, model_validator
+
+from planmode.state.models import Plan, Step, StepDefinition, as_step_id
 
 __all__ = ["PlanDraft", "draft_to_plan"]
 
@@ -14,6 +16,41 @@ class PlanDraft(BaseModel):
 
     title: str = Field(default="", description="A short title for the plan.")
     steps: list[StepDefinition] = Field(description="The steps, in a sensible order.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_small_models_write_it(cls, data: Any) -> Any:
+        """A plan as small models write it (each seen on Qwen2.5-Coder 1.5B or 0.5B): a bare list of steps, or
+        the steps under another key (``plan``, ``tasks``: the one list of objects); step ids in backticks,
+        quotes, with spaces or dots (`planmode.state.models.as_step_id`), in ``id`` and ``dependencies``. What
+        is still invalid is refused by validation, with its reasons, as before."""
+        if isinstance(data, list):
+            data = {"steps": data}
+        if not isinstance(data, dict):
+            return data
+        if "steps" not in data:
+            lists = [k for k, v in data.items() if isinstance(v, list) and v and all(isinstance(i, dict) for i in v)]
+            inner = data.get("plan")
+            if len(lists) == 1:
+                data = {**{k: v for k, v in data.items() if k != lists[0]}, "steps": data[lists[0]]}
+            elif isinstance(inner, dict) and isinstance(inner.get("steps"), list):
+                data = {"title": data.get("title", ""), **inner}
+        steps = data.get("steps")
+        if isinstance(steps, list):
+            data = {**data, "steps": [_ids_read(s) for s in steps]}
+        return data
+
+
+def _ids_read(step: Any) -> Any:
+    if not isinstance(step, dict):
+        return step
+    out = dict(step)
+    if isinstance(out.get("id"), str | int) and not isinstance(out.get("id"), bool):
+        out["id"] = as_step_id(str(out["id"]))
+    deps = out.get("dependencies")
+    if isinstance(deps, list):
+        out["dependencies"] = [as_step_id(str(d)) if isinstance(d, str | int) else d for d in deps]
+    return out
 
 
 def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | None = None) -> Plan:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -38,11 +39,23 @@ __all__ = [
     "StepStatus",
     "StepTransition",
     "StepUpdate",
+    "as_step_id",
     "clean_text",
 ]
 
 #: A step id: a short, safe identifier (letters, digits, ``_`` and ``-``; starts with a letter or ``_``).
 StepId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
+
+
+def as_step_id(raw: str) -> str:
+    """A step id as a small model writes it, made an id: without surrounding quotes, backticks or spaces, other
+    characters than letters, digits, ``_`` and ``-`` made ``_`` (``"`write_mathx`"`` and ``write mathx.py`` name
+    ``write_mathx`` and ``write_mathx_py``; ``1`` becomes ``_1``). What is still not an id (too long, empty) is
+    refused by validation as before."""
+    text = raw.strip().strip("`'\"").strip()
+    fixed = re.sub(r"[^A-Za-z0-9_\-]+", "_", text).strip("_") or text
+    return "_" + fixed if fixed[:1].isdigit() or fixed[:1] == "-" else fixed
+
 
 #: How many rejected updates a plan keeps (oldest dropped first), so state size stays bounded.
 MAX_REJECTIONS_KEPT = 50

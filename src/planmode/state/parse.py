@@ -100,6 +100,9 @@ def extract_json(text: str) -> dict[str, Any]:
         raise PlanParseError("the JSON in the model output is nested too deeply") from exc
     if isinstance(whole, dict):
         return whole
+    listed = _steps_listed(whole, text)
+    if listed is not None:
+        return listed
     for source in [*(b.strip() for b in _FENCE.findall(text)), stripped]:
         closed = _closed_object(source)
         if closed is not None:
@@ -113,6 +116,25 @@ def extract_json(text: str) -> dict[str, Any]:
     if not dicts:
         raise PlanParseError("no JSON object found in the model output; answer with one JSON object")
     return max(dicts, key=lambda d: len(json.dumps(d)))
+
+
+def _steps_listed(whole: Any, text: str) -> dict[str, Any] | None:
+    """A reply that is a bare list of steps (objects with an ``id`` or a ``description``), whole or in a fence,
+    as the plan object it stands for (``{"steps": [...]}``): small models answer a plan that way. None otherwise."""
+    values = [whole]
+    for block in _FENCE.findall(text):
+        try:
+            values.append(json.loads(block.strip()))
+        except (json.JSONDecodeError, RecursionError):
+            continue
+    for value in values:
+        if (
+            isinstance(value, list)
+            and value
+            and all(isinstance(i, dict) and ("id" in i or "description" in i) for i in value)
+        ):
+            return {"steps": value}
+    return None
 
 
 def _kind(data: dict[str, Any]) -> str:
