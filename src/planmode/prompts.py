@@ -111,7 +111,7 @@ Execution of the plan ran into trouble. Assess the run and choose one assessment
 - needs_adjustment: a small change to the plan fixes it;
 - off_track: the plan is wrong; it needs a bigger change that a human approves again;
 - complete: the goal is already met; the remaining steps can be skipped;
-- failed: the goal cannot be reached.
+- failed: no plan can reach the goal (a step that did not do its work is no reason: retry or change it).
 Give a short reasoning. With needs_adjustment or off_track also give the smallest patch that works:
 add_steps (new steps, each placed `after` a step id), update_steps (an id plus only the fields that change;
 status pending re-opens a step, skipped skips it) and remove_steps (ids). Done steps must not be changed or
