@@ -131,17 +131,24 @@ REFLECT_WITH_PATCH = {
 }
 
 
-def test_a_reflection_that_carries_a_patch_repairs_without_a_patch_call(checkpointer: SqliteSaver) -> None:
-    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=REFLECT_WITH_PATCH, patch=FIX_PATCH))
+def repaired(checkpointer: SqliteSaver, reflect: Any) -> tuple[dict[str, Any], ScriptedChatModel, Counting]:
+    """A headless run of PLAN whose b fails until fixed, the reflection answering ``reflect``; it repairs
+    without a patch call."""
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=FIX_PATCH))
     counting = Counting()
     graph = build(model, checkpointer, counting)
 
     graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
 
     values = graph.get_state(thread()).values
-    plan = values["plan"]
     assert values["status"] == "completed", values.get("error")
     assert (model.calls("reflect"), model.calls("patch")) == (1, 0)
+    return values, model, counting
+
+
+def test_a_reflection_that_carries_a_patch_repairs_without_a_patch_call(checkpointer: SqliteSaver) -> None:
+    values, model, counting = repaired(checkpointer, REFLECT_WITH_PATCH)
+    plan = values["plan"]
     assert [s.id for s in plan.steps] == ["a", "fix_b", "c", "b", "d"]
     assert (plan.history[-1].added, plan.history[-1].updated) == (["fix_b"], ["b"])
     assert plan.history[-1].reason == "b needs its toolchain installed first"
@@ -165,16 +172,7 @@ def test_step_ids_a_small_model_quotes_or_spells_with_spaces_are_read_as_ids(che
         "add_steps": [{"id": "fix b", "description": "install the toolchain", "dependencies": ["`a`"], "after": "a"}],
         "update_steps": [{"id": "`b`", "dependencies": ["a", "fix b"]}],
     }
-    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=FIX_PATCH))
-    counting = Counting()
-    graph = build(model, checkpointer, counting)
-
-    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
-
-    values = graph.get_state(thread()).values
-    plan = values["plan"]
-    assert values["status"] == "completed", values.get("error")
-    assert (model.calls("reflect"), model.calls("patch")) == (1, 0)
+    plan = repaired(checkpointer, reflect)[0]["plan"]
     assert plan.ids() == ["a", "fix_b", "c", "b", "d"] and plan.get("b").dependencies == ["a", "fix_b"]
     assert not plan.rejections
 
