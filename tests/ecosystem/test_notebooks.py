@@ -9,6 +9,7 @@ with ``assert`` in its cells, so a wrong result fails a cell and a failing cell 
 from __future__ import annotations
 
 import asyncio
+import copy
 import re
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 import nbclient
 import nbformat
 import pytest
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, DeadKernelError
 
 pytestmark = pytest.mark.integration
 
@@ -56,17 +57,31 @@ class Executed:
     error: BaseException | None
 
 
+KERNEL_STARTS = 3
+"""Kernels started for a notebook whose kernel dies before it runs a cell: five start at once, and
+jupyter_client picks each kernel's free TCP ports before binding them, so two can race ("Address already in
+use", then "Kernel died before replying to kernel_info": seen once in a CI run)."""
+
+
 async def _execute(nb: nbformat.NotebookNode, cwd: Path) -> Executed:
-    """Execute ``nb`` in place on a fresh python3 kernel."""
-    client = nbclient.NotebookClient(
-        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
-    )
+    """Execute a copy of ``nb`` on a fresh python3 kernel (started again when it dies before running a cell)."""
     start = time.perf_counter()
-    try:
-        await client.async_execute()
-    except CellExecutionError as exc:
-        return Executed(nb, time.perf_counter() - start, exc)
-    return Executed(nb, time.perf_counter() - start, None)
+    for started in range(1, KERNEL_STARTS + 1):
+        run = copy.deepcopy(nb)
+        client = nbclient.NotebookClient(
+            run, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+        )
+        try:
+            await client.async_execute()
+        except CellExecutionError as exc:
+            return Executed(run, time.perf_counter() - start, exc)
+        except (DeadKernelError, RuntimeError):
+            ran = any(c.get("execution_count") for c in run.cells if c.cell_type == "code")
+            if ran or started == KERNEL_STARTS:
+                raise
+            continue
+        return Executed(run, time.perf_counter() - start, None)
+    raise AssertionError("unreachable: the last start returns or raises")
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +126,7 @@ def test_the_kernel_runs_this_environments_python(tmp_path: Path, monkeypatch: p
     nb.cells.append(nbformat.v4.new_code_cell("import sys, planmode\nprint(sys.prefix)"))
     result = asyncio.run(_execute(nb, tmp_path))
     assert result.error is None, result.error
-    (output,) = nb.cells[0].outputs
+    (output,) = result.notebook.cells[0].outputs
     assert Path(output["text"].strip()).resolve() == Path(sys.prefix).resolve()
 
 
