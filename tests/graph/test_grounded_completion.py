@@ -444,3 +444,14 @@ def test_an_empty_workspace_is_not_explored(tmp_path: Path) -> None:
     out, model, _ = run(tmp_path / "b", script, max_explore_calls=2)
     assert out["status"] == "completed", out.get("error")
     assert model.calls("explore") == 1
+
+
+def test_a_step_mended_in_for_a_file_with_a_non_ascii_name_gets_a_valid_id(tmp_path: Path) -> None:
+    """The id of a step planmode adds is made from the file's name; a name with letters outside ASCII must not
+    make an invalid id (Step would refuse it and the plan node would crash)."""
+    task = "create mathx.py and données.csv"
+    script = PurposeScript(plan=plan_of(write_step()), execute=writer("mathx.py", GOOD))
+    out, _, _ = run(tmp_path, script, task=task, max_plan_attempts=2)
+    first = out["plan"].history[0]  # the mended plan, as approved (its csv step then fails: the executor writes .py)
+    assert first.added == ["write_mathx", "write_donn_es_csv"], out.get("error")
+    assert "added step 'write_donn_es_csv'" in first.reason

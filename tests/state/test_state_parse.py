@@ -193,3 +193,13 @@ def test_a_draft_as_small_models_write_it_is_read() -> None:
         PlanDraft.model_validate({"title": "t", "notes": "none"})
     with pytest.raises(ValidationError, match="pattern"):
         PlanDraft.model_validate({"steps": [{"id": "x" * 80, "description": "d"}]})
+
+
+def test_a_valid_step_id_is_kept_as_it_is() -> None:
+    """Reading ids as small models write them must not rename a valid id: a revision re-sends done steps by id,
+    and a patch names steps by id."""
+    from planmode.state.models import as_step_id
+
+    for valid in ("step_", "__init", "a-b", "_1", "write_mathx"):
+        assert as_step_id(valid) == valid
+    assert as_step_id("`step_`") == "step"  # quoted: read as a model wrote it

@@ -33,7 +33,7 @@ from planmode.nodes._evidence import (
     workspace_root,
     write_tool_names,
 )
-from planmode.state.models import Plan, Step
+from planmode.state.models import Plan, Step, as_step_id
 
 __all__ = ["mend_plan", "plan_problems", "step_problems"]
 
@@ -143,7 +143,7 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
             notes.append(f"step {step.id!r} writes {name}: gave it {write}")
             continue
         ids = {s.id for s in steps}
-        new_id = _free_id(("write_" + re.sub(r"\W+", "_", name).strip("_").lower())[:56], ids)
+        new_id = _free_id(as_step_id("write_" + name.lower())[:56], ids)
         steps.append(
             Step(
                 id=new_id,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from planmode.state.models import Plan, PlanPatch, as_step_id
+from planmode.state.models import Plan, PlanPatch, as_step_id, step_ids_read
 from planmode.text import clip
 
 __all__ = ["Assessment", "ProposedStep", "Reflection", "StepChange", "proposed_patch", "repair_view"]
@@ -90,17 +90,6 @@ def repair_view(plan: Plan, *, open_details: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _ids_fixed(step: dict[str, Any]) -> dict[str, Any]:
-    """A proposed step's ``id``, ``after`` and ``dependencies`` made ids (`planmode.state.models.as_step_id`)."""
-    out = dict(step)
-    for key in ("id", "after"):
-        if isinstance(out.get(key), str) and out[key]:
-            out[key] = as_step_id(out[key])
-    if isinstance(out.get("dependencies"), list):
-        out["dependencies"] = [as_step_id(d) if isinstance(d, str) else d for d in out["dependencies"]]
-    return out
-
-
 def proposed_patch(
     reason: str, add: list[ProposedStep], change: list[StepChange], remove: list[str]
 ) -> tuple[PlanPatch | None, str | None]:
@@ -109,8 +98,10 @@ def proposed_patch(
         return None, None
     data: dict[str, Any] = {
         "reason": reason,
-        "add_steps": [_ids_fixed({k: v for k, v in a.model_dump().items() if k != "after" or v}) for a in add],
-        "update_steps": [_ids_fixed({k: v for k, v in c.model_dump().items() if v not in (None, "")}) for c in change],
+        "add_steps": [step_ids_read({k: v for k, v in a.model_dump().items() if k != "after" or v}) for a in add],
+        "update_steps": [
+            step_ids_read({k: v for k, v in c.model_dump().items() if v not in (None, "")}) for c in change
+        ],
         "remove_steps": [as_step_id(r) for r in remove],
     }
     try:

@@ -74,13 +74,12 @@ def request_plan(
     asked = yield from ask(
         model, PlanDraft, messages, settings, attempts=attempts, accept=accept, retry_prompt=_plan_retry
     )
-    mends: list[str] = []
     if asked.value is None:  # the last resort: the fixes the reasons name, made without a model (`mend_plan`)
         for plan in reversed(valid_but_short):
             mended = mend_plan(plan, tools, settings.max_steps)
             if mended is not None and not valid(mended[0]):
                 return mended[0], asked.errors, mended[1]
-    return asked.value, asked.errors, mends
+    return asked.value, asked.errors, []
 
 
 def _example(tools: Sequence[BaseTool]) -> str:

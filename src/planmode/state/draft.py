@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from planmode.state.models import Plan, Step, StepDefinition, as_step_id
+from planmode.state.models import Plan, Step, StepDefinition, step_ids_read
 
 __all__ = ["PlanDraft", "draft_to_plan"]
 
@@ -22,7 +22,7 @@ class PlanDraft(BaseModel):
     def _as_small_models_write_it(cls, data: Any) -> Any:
         """A plan as small models write it (each seen on Qwen2.5-Coder 1.5B or 0.5B): a bare list of steps, or
         the steps under another key (``plan``, ``tasks``: the one list of objects); step ids in backticks,
-        quotes, with spaces or dots (`planmode.state.models.as_step_id`), in ``id`` and ``dependencies``. What
+        quotes, with spaces or dots (`planmode.state.models.step_ids_read`), in ``id`` and ``dependencies``. What
         is still invalid is refused by validation, with its reasons, as before."""
         if isinstance(data, list):
             data = {"steps": data}
@@ -37,20 +37,8 @@ class PlanDraft(BaseModel):
                 data = {"title": data.get("title", ""), **inner}
         steps = data.get("steps")
         if isinstance(steps, list):
-            data = {**data, "steps": [_ids_read(s) for s in steps]}
+            data = {**data, "steps": [step_ids_read(s) for s in steps]}
         return data
-
-
-def _ids_read(step: Any) -> Any:
-    if not isinstance(step, dict):
-        return step
-    out = dict(step)
-    if isinstance(out.get("id"), str | int) and not isinstance(out.get("id"), bool):
-        out["id"] = as_step_id(str(out["id"]))
-    deps = out.get("dependencies")
-    if isinstance(deps, list):
-        out["dependencies"] = [as_step_id(str(d)) if isinstance(d, str | int) else d for d in deps]
-    return out
 
 
 def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | None = None) -> Plan:

@@ -41,20 +41,44 @@ __all__ = [
     "StepUpdate",
     "as_step_id",
     "clean_text",
+    "step_ids_read",
 ]
 
 #: A step id: a short, safe identifier (letters, digits, ``_`` and ``-``; starts with a letter or ``_``).
 StepId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
 
 
+_STEP_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
+
+
 def as_step_id(raw: str) -> str:
-    """A step id as a small model writes it, made an id: without surrounding quotes, backticks or spaces, other
-    characters than letters, digits, ``_`` and ``-`` made ``_`` (``"`write_mathx`"`` and ``write mathx.py`` name
-    ``write_mathx`` and ``write_mathx_py``; ``1`` becomes ``_1``). What is still not an id (too long, empty) is
-    refused by validation as before."""
+    """A step id as a small model writes it, made an id: a valid id is kept as it is; otherwise without
+    surrounding quotes, backticks or spaces, other characters than letters, digits, ``_`` and ``-`` made ``_``
+    (``"`write_mathx`"`` and ``write mathx.py`` name ``write_mathx`` and ``write_mathx_py``; ``1`` becomes
+    ``_1``). What is still not an id (too long, empty) is refused by validation as before."""
+    if _STEP_ID.fullmatch(raw):
+        return raw
     text = raw.strip().strip("`'\"").strip()
     fixed = re.sub(r"[^A-Za-z0-9_\-]+", "_", text).strip("_") or text
     return "_" + fixed if fixed[:1].isdigit() or fixed[:1] == "-" else fixed
+
+
+def step_ids_read(step: Any) -> Any:
+    """A step (or step change) as a model wrote it, with its ``id``, ``after`` and ``dependencies`` read as ids
+    (`as_step_id`; a number is read as its text); anything else is left to validation."""
+    if not isinstance(step, dict):
+        return step
+    out = dict(step)
+    for key in ("id", "after"):
+        value = out.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
+            out[key] = as_step_id(str(value))
+    deps = out.get("dependencies")
+    if isinstance(deps, list):
+        out["dependencies"] = [
+            as_step_id(str(d)) if isinstance(d, str | int) and not isinstance(d, bool) else d for d in deps
+        ]
+    return out
 
 
 #: How many rejected updates a plan keeps (oldest dropped first), so state size stays bounded.
