@@ -79,6 +79,8 @@ class Call:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    exchange: dict[str, Any] | None = None
+    """The request's messages and the reply's message, when the proxy keeps them (``keep_exchanges``)."""
 
 
 class RecordingProxy:
@@ -90,6 +92,8 @@ class RecordingProxy:
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
         self.calls: list[Call] = []
+        self.keep_exchanges = False
+        """Keep each call's messages and reply (`Call.exchange`), to read what a model was asked and said."""
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -147,7 +151,7 @@ class RecordingProxy:
         finally:
             conn.close()
         if handler.command == "POST" and handler.path.rstrip("/").endswith("/chat/completions"):
-            call = _call(handler.path, body, status, payload, time.perf_counter() - started)
+            call = _call(handler.path, body, status, payload, time.perf_counter() - started, self.keep_exchanges)
             with self._lock:
                 self.calls.append(call)
         try:
@@ -160,7 +164,7 @@ class RecordingProxy:
             pass  # the client timed out and left
 
 
-def _call(path: str, body: bytes, status: int, payload: bytes, seconds: float) -> Call:
+def _call(path: str, body: bytes, status: int, payload: bytes, seconds: float, keep: bool = False) -> Call:
     try:
         request = json.loads(body)
     except ValueError:
@@ -207,6 +211,8 @@ def _call(path: str, body: bytes, status: int, payload: bytes, seconds: float) -
     call.prompt_tokens, call.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
     choices = data.get("choices") or [{}]
     call.finish_reason = choices[0].get("finish_reason")
+    if keep:
+        call.exchange = {"messages": request.get("messages"), "reply": choices[0].get("message")}
     return call
 
 

@@ -564,6 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chat-format", default=None, help="the server's chat format (default: --gguf's default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--fresh", action="store_true", help="drop earlier results in --out (default: keep)")
+    parser.add_argument(
+        "--transcripts", type=Path, default=None, help="write each run's model calls (asked, answered) to DIR as JSONL"
+    )
     parser.add_argument("--table", action="store_true", help="print the tables from --out and exit")
     args = parser.parse_args(args_list)
     if args.table:
@@ -615,6 +618,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ) as server,
                 CountingProxy(server.base_url) as proxy,
             ):
+                proxy.keep_exchanges = args.transcripts is not None
                 for task in tasks:
                     for system in args.systems:
                         workdir = Path(tmp) / f"{task.id}-{system}"
@@ -630,6 +634,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         proxy.wait_idle(REQUEST_TIMEOUT)  # a killed run's last call: counted with its run
                         calls = proxy.take()
                         purposes = proxy.take_purposes()
+                        if args.transcripts is not None:
+                            args.transcripts.mkdir(parents=True, exist_ok=True)
+                            lines = [json.dumps(c.exchange, ensure_ascii=False) for c in calls if c.exchange]
+                            (args.transcripts / f"{name}-{task.id}-{system}.jsonl").write_text("\n".join(lines) + "\n")
                         checks = check_task(task, workdir / "ws")
                         done = all(c["passed"] for c in checks)
                         claimed = system == "planmode" and result["status"] == "completed"

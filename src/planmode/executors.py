@@ -36,7 +36,8 @@ from planmode.state.models import Step
 from planmode.text import clip
 from planmode.tools import StepTools, is_read_only
 from planmode.tools._writes import recording
-from planmode.tools.loop import LoopResult, tool_loop_steps
+from planmode.tools.files import produced_file
+from planmode.tools.loop import LoopResult, WholeFile, tool_loop_steps
 
 __all__ = [
     "Executor",
@@ -175,7 +176,9 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
 
     A step that declares a write tool and whose model answered without one running (small models describe the
     call, or ask for the tool) is told once, within the same attempt and its turn bound, to call it: one more turn
-    instead of a failed verification and a new attempt."""
+    instead of a failed verification and a new attempt. When the step produces one file (`produced_file`) and its
+    write tool takes a path and a content, the model may instead answer with the file's whole content in one fenced
+    block, which is written with that tool through the same gate (`planmode.tools.loop.WholeFile`)."""
     model = _model_of(ctx, "default_executor")
     turns = ctx.settings.max_executor_iterations
     res = yield from tool_loop_steps(
@@ -195,15 +198,19 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
         and res.error is None
         and not any(r.ok and r.name in writes for r in tool_runs(res.messages))
     ):
-        nudge = HumanMessage(content=prompts.EXECUTE_WRITE_NUDGE.format(tools=", ".join(writes), tool=writes[0]))
+        whole = _whole_file(step, ctx, writes)
+        text = prompts.EXECUTE_WRITE_NUDGE.format(tools=", ".join(writes), tool=writes[0])
+        if whole is not None:
+            text += " " + prompts.EXECUTE_WHOLE_FILE.format(path=whole.path, tool=whole.tool)
         more = yield from tool_loop_steps(
             model,
             ctx.tools,
-            [*res.messages, nudge],
+            [*res.messages, HumanMessage(content=text)],
             ctx.settings,
             allow_writes=True,
             max_iterations=left,
             binding=ctx.binding,
+            whole_file=whole,
         )
         res = LoopResult(
             messages=more.messages,
@@ -214,6 +221,20 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
             refused=[*res.refused, *more.refused],
         )
     return _loop_outcome(step, res)
+
+
+def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFile | None:
+    """The file a write step produces and the declared write tool that writes it whole (one that takes ``path``
+    and ``content``, ``write_file`` first), or None when either is not clear."""
+    path = produced_file(step.description, step.acceptance or "")
+    if path is None:
+        return None
+    by_name = {t.name: t for t in ctx.tools}
+    for name in sorted(writes, key=lambda n: n != "write_file"):
+        tool = by_name.get(name)
+        if tool is not None and {"path", "content"} <= set(tool.args):
+            return WholeFile(tool=name, path=path)
+    return None
 
 
 def _declared_writes(step: Step, ctx: StepContext) -> list[str]:

@@ -10,6 +10,7 @@ __all__ = [
     "DETECT_SYSTEM",
     "EXECUTE_SYSTEM",
     "EXECUTE_USER",
+    "EXECUTE_WHOLE_FILE",
     "EXECUTE_WRITE_NUDGE",
     "EXPLORE_SYSTEM",
     "FINAL_SYSTEM",
@@ -93,6 +94,9 @@ Results of the steps it depends on:
 
 EXECUTE_WRITE_NUDGE = """Nothing was written: this step changes files with {tools}. Call {tool} now, with the \
 whole content; do not describe the call or ask for the tool, it is available."""
+
+EXECUTE_WHOLE_FILE = """Or answer with only the whole content of {path} in one fenced code block, and planmode \
+writes it to {path} with {tool}."""
 
 VERIFY_SYSTEM = """planmode:verify
 Judge whether a step meets its acceptance criteria from the evidence: the tool calls that ran, the files the

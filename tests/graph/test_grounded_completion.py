@@ -321,7 +321,7 @@ def test_the_final_answer_never_names_a_file_that_does_not_exist(tmp_path: Path)
 
 
 def test_file_names_and_deliverables_are_read_from_the_task(tmp_path: Path) -> None:
-    from planmode.nodes._evidence import deliverables, file_names
+    from planmode.tools.files import deliverables, file_names
 
     assert file_names("create mathx.py and test_mathx.py (e.g. planmode.tools), then data/in.csv.") == [
         "mathx.py",
@@ -357,10 +357,73 @@ def test_a_write_step_answered_in_words_is_told_once_to_call_the_tool(tmp_path: 
     assert out["plan"].get("write_mathx").attempts == 1
     assert told == [
         "Nothing was written: this step changes files with write_file. Call write_file now, with the whole "
-        "content; do not describe the call or ask for the tool, it is available."
+        "content; do not describe the call or ask for the tool, it is available. Or answer with only the whole "
+        "content of mathx.py in one fenced code block, and planmode writes it to mathx.py with write_file."
     ]
     assert model.calls("execute") == 3
     assert (ws / "mathx.py").read_text() == GOOD
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_steps_file_answered_in_a_fence_is_written_with_the_steps_tool(tmp_path: Path, mode: str) -> None:
+    """Qwen2.5-Coder-1.5B answered write steps with the code in words and a fence, even after being told to call
+    the tool. After the nudge, a reply that is the step's one file in one fence is a call of the step's write tool
+    (path from the approved step, never from the reply), run through the same gate and recorded as a tool run."""
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        if str(req.messages[-1].content).startswith("Nothing was written"):
+            return f"Here is the file:\n```python\n{GOOD}```\nRun it with:\n```bash\npython mathx.py\n```"
+        return f"To create mathx.py, write:\n```python\n{GOOD}```"  # the first answer is never written
+
+    out, model, ws = run(tmp_path, PurposeScript(plan=plan_of(write_step()), execute=execute), mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    step = out["plan"].get("write_mathx")
+    assert step.attempts == 1
+    assert (ws / "mathx.py").read_text() == GOOD
+    assert sorted(p.name for p in ws.iterdir()) == ["mathx.py"]
+    assert model.calls("execute") == 3  # the answer in words, the fenced file (written), the final answer
+    written = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
+    assert written and all(m.name == "write_file" and m.status != "error" for m in written)
+
+
+def test_a_fenced_answer_is_not_written_when_the_step_does_not_name_one_file(tmp_path: Path) -> None:
+    """Two files in the step (or none): which one a fence is would be a guess, so nothing is offered or written."""
+    fenced = f"```python\n{GOOD}```"
+    told: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        told.append(str(req.messages[-1].content))
+        return fenced
+
+    step = write_step("mathx.py and other.py exist", description="Write mathx.py and other.py")
+    script = PurposeScript(plan=plan_of(step), execute=execute)
+    out, model, ws = run(tmp_path, script, task="create mathx.py and other.py")
+    assert model.calls("execute") == 2  # the nudge was given, without the offer
+    assert told[-1].startswith("Nothing was written") and "fenced" not in told[-1]
+    assert not list(ws.iterdir())
+    assert out["plan"].get("write_mathx").status.value == "failed"
+
+
+def test_a_fenced_answer_is_written_only_by_a_write_tool_the_step_declares(tmp_path: Path) -> None:
+    """A step that declares edit_file (no whole content) gets no offer, and a step that declares no write tool gets
+    no nudge: its fenced answer is its result, and nothing is written."""
+    fenced = f"```python\n{GOOD}```"
+    step = write_step(tools=["edit_file"])
+    out, model, ws = run(tmp_path, PurposeScript(plan=plan_of(step), execute=lambda req: fenced))
+    asked = [r.messages[-1].content for r in model.requests if r.purpose == "execute"]
+    assert len(asked) == 2 and "fenced" not in str(asked[-1])
+    assert not list(ws.iterdir())
+
+    (tmp_path / "b").mkdir()
+    reader = {"id": "show", "description": "Show the code of add(a, b)", "tools": ["read_file"]}
+    script = PurposeScript(plan=plan_of(reader), execute=lambda req: fenced)
+    out, model, ws = run(tmp_path / "b", script, task="show the code of add(a, b)")
+    assert model.calls("execute") == 1
+    assert "return a + b" in (out["plan"].get("show").result or "")
+    assert not list(ws.iterdir())
 
 
 def test_the_nudge_stays_within_the_turn_bound_and_only_for_write_steps(tmp_path: Path) -> None:

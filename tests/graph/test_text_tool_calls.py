@@ -359,3 +359,57 @@ def test_over_http_a_qwen_style_text_call_writes_the_file(tmp_path: Path, monkey
     (assistant,) = [m for m in after["messages"] if m.get("tool_calls")]
     assert assistant["tool_calls"][0]["function"]["name"] == "write_file"
     assert assistant["tool_calls"][0]["id"].startswith("planmode_text_")
+
+
+# -- a whole file written as text (after a write step's model answered without writing) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "content"),
+    [
+        ("```python\nprint(1)\n```", "print(1)\n"),
+        ("Here it is:\n```\n0\n100\n```\nDone.", "0\n100\n"),
+        ("```python\nprint(1)\n```\nRun it:\n```bash\npython x.py\n```", "print(1)\n"),  # the file's language
+        ("```python\nprint(1)\n```\n```python\nprint(2)\n```", None),  # two candidates: a guess
+        ("```python\nprint(1)\n", None),  # never closed
+        ('```json\n{"name": "write_file", "arguments": {"path": "x.py"}}\n```', None),  # a call, not a file
+        ("```python\n\n```", None),  # empty
+        ("print(1)", None),  # no fence
+        ("```python print(1)```", None),  # one line
+    ],
+)
+def test_a_whole_file_is_read_from_one_fence_only(reply: str, content: str | None) -> None:
+    from planmode.tools.text_calls import whole_file_content
+
+    assert whole_file_content(reply, "x.py") == content
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_hostile_text_neither_crashes_nor_hangs_the_whole_file_reader(kind: str) -> None:
+    from planmode.tools.text_calls import whole_file_content
+
+    started = time.monotonic()
+    content = whole_file_content(HOSTILE[kind], "x.py")
+    assert time.monotonic() - started < 2.0
+    assert content is None or content.endswith("\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), st.text(alphabet="`\n ab", max_size=40))
+def test_the_whole_file_reader_never_raises_and_returns_what_a_fence_held(path: str, text: str) -> None:
+    from planmode.tools.text_calls import whole_file_content
+
+    content = whole_file_content(text, path)
+    assert content is None or (content.endswith("\n") and content.strip() and content.rstrip("\n") in text)
+
+
+def test_the_file_a_step_produces_is_the_one_it_names_that_it_does_not_use() -> None:
+    from planmode.tools.files import produced_file
+
+    assert produced_file("Create test_primes.py with tests that import primes.py") == "test_primes.py"
+    assert produced_file("Write report.py that reads temps.txt and prints each number") == "report.py"
+    assert produced_file("Write list.py that imports is_prime from primes.py") == "list.py"
+    assert produced_file("Write the module", "mathx.py exists") == "mathx.py"
+    assert produced_file("Create a.py and b.py") is None
+    assert produced_file("Run main.py") is None
+    assert produced_file("Describe the plan") is None

@@ -5,7 +5,7 @@ A plan is sent back to the planner, with reasons that name the fix, when:
 - a step that writes nothing is named after a tool (``list_files``, ``read_file``): a step is an action, its
   tools go in ``tools``;
 - a step that writes (declares a write tool of the graph) has no acceptance criteria;
-- a file the task asks for (`planmode.nodes._evidence.deliverables`) is written by no step — no step that
+- a file the task asks for (`planmode.tools.files.deliverables`) is written by no step — no step that
   declares a write tool names it in its description or acceptance;
 - the task asks for files and a step that depends on nothing only reads (declares read-only tools only):
   looking around belongs to planning (the explore phase), not to the plan (reading a file back after a step
@@ -25,15 +25,9 @@ from collections.abc import Sequence
 
 from langchain_core.tools import BaseTool
 
-from planmode.nodes._evidence import (
-    declared_writes,
-    deliverables,
-    file_names,
-    preferred_write,
-    workspace_root,
-    write_tool_names,
-)
+from planmode.nodes._evidence import declared_writes, preferred_write, workspace_root, write_tool_names
 from planmode.state.models import Plan, Step, as_step_id
+from planmode.tools.files import deliverables, file_names
 
 __all__ = ["mend_plan", "plan_problems", "step_problems"]
 

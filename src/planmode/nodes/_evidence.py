@@ -34,6 +34,7 @@ from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.text import clip
 from planmode.tools.binding import read_only_names
+from planmode.tools.files import deliverables, file_names
 from planmode.tools.workspace import WORKSPACE_ROOT_METADATA_KEY
 
 __all__ = [
@@ -41,8 +42,6 @@ __all__ = [
     "Check",
     "Evidence",
     "changed_files",
-    "deliverables",
-    "file_names",
     "gather",
     "missing_deliverables",
     "preferred_write",
@@ -56,36 +55,9 @@ COMMAND_TIMEOUT = 30.0
 #: Characters of a written file shown to the judge.
 FILE_CHARS = 1500
 
-_EXTENSIONS = "py|txt|csv|tsv|md|rst|json|jsonl|yaml|yml|toml|ini|cfg|html|css|js|ts|sh|sql|xml|log|dat|ipynb"
-_FILE = re.compile(rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:{_EXTENSIONS}))(?![\w\-]|\.\w)", re.IGNORECASE)
-#: Words before a file name that make it an input or a file to remove, not something to produce.
-_NOT_PRODUCED = frozenset(
-    {"read", "reads", "reading", "from", "open", "opens", "load", "loads", "parse", "parses", "using", "existing"}
-    | {"delete", "deletes", "remove", "removes", "rename", "renames"}
-)
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
 _RUNS = re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:runs|executes|can be run)\b", re.IGNORECASE)
-
-
-def file_names(text: str) -> list[str]:
-    """The file names ``text`` mentions (``mathx.py``, ``data/in.csv``), once each, in order."""
-    return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
-
-
-def deliverables(goal: str, root: Path | None = None) -> list[str]:
-    """The files a task asks to produce: those it names, less the ones named as inputs or to remove (``read
-    data.csv``, ``delete old.py``) and, when the workspace is known, the ones that exist in it already."""
-    out: list[str] = []
-    for m in _FILE.finditer(goal or ""):
-        before = re.findall(r"[A-Za-z]+", goal[: m.start()])[-2:]
-        if any(w.lower() in _NOT_PRODUCED for w in before):
-            continue
-        name = m.group(1)
-        if root is not None and (root / name).exists():
-            continue
-        out.append(name)
-    return list(dict.fromkeys(out))
 
 
 def workspace_root(tools: Iterable[BaseTool]) -> Path | None:

@@ -30,6 +30,11 @@ calls (with fresh ids made here, never ids from the text) and they go through th
 `ToolGate` as any call. Text that looks like a tool call but names an unknown tool or cannot be read is never the
 answer: the model is told to call the tool through the tool-calling interface and gets another turn (within the
 turn bound); a loop that ends on such text ends with ``error`` set, naming it.
+
+A whole file written as text (`WholeFile`): a loop given one turns a reply without tool calls whose text holds the
+file's whole content in one fenced code block (`planmode.tools.text_calls.whole_file_content`) into a call of the
+given write tool with that path and content, which goes through the same `ToolNode` and `ToolGate`. The executor
+gives one only after a write step's model answered without writing, and only for the one file the step produces.
 """
 
 from __future__ import annotations
@@ -63,12 +68,13 @@ from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import StepTools, is_read_only
-from planmode.tools.text_calls import TextCalls, read_text_calls
+from planmode.tools.text_calls import TextCalls, read_text_calls, whole_file_content
 
 __all__ = [
     "LoopResult",
     "ToolGate",
     "ToolRaised",
+    "WholeFile",
     "arun_tool_loop",
     "is_read_only",
     "run_tool_loop",
@@ -158,6 +164,14 @@ def _refused(binding: StepTools, name: str, call_id: str) -> Command[Any]:
 
 def _raised(request: ToolCallRequest, exc: Exception) -> ToolRaised:
     return ToolRaised(f"tool {request.tool_call['name']!r} raised {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class WholeFile:
+    """A reply that holds a file's whole content in one fenced block is a call of ``tool`` (``path``, ``content``)."""
+
+    tool: str
+    path: str
 
 
 @dataclass
@@ -264,6 +278,7 @@ def tool_loop_steps(
     max_iterations: int,
     max_tool_calls: int | None = None,
     binding: StepTools | None = None,
+    whole_file: WholeFile | None = None,
 ) -> Generator[Call[Any], Any, LoopResult]:
     """`run_tool_loop` as a loop for a driver (`planmode._drive`): yields each call to make (a `Call`: a model
     turn, or the whole loop graph when there are tools), returns the result. A node body composes it with
@@ -271,6 +286,8 @@ def tool_loop_steps(
     turns = max(1, max_iterations)
     result = LoopResult(messages=list(messages))
     tools = _bound(tools, binding)
+    if whole_file is not None and whole_file.tool not in {t.name for t in tools}:
+        whole_file = None  # a write tool the loop does not run: no reply is turned into a call of it
     if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
         call_model, acall_model = _model_turn(model, (), settings, max_tool_calls, _known((), binding))
         return _finish(result, (yield from _without_tools(messages, turns, call_model, acall_model, binding)))
@@ -282,6 +299,7 @@ def tool_loop_steps(
         max_iterations=turns,
         max_tool_calls=max_tool_calls,
         binding=binding,
+        whole_file=whole_file,
     )
     config, durability = _run_args(turns)
     given = {"messages": list(messages)}
@@ -339,6 +357,7 @@ def _loop_for(
     max_iterations: int,
     max_tool_calls: int | None,
     binding: StepTools | None,
+    whole_file: WholeFile | None = None,
 ) -> Any:
     """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
     a step's framework overhead)."""
@@ -351,6 +370,7 @@ def _loop_for(
             max_iterations,
             max_tool_calls,
             binding.key if binding else None,
+            whole_file,
         ),
         lambda: _build_loop(
             model,
@@ -360,6 +380,7 @@ def _loop_for(
             max_iterations=max_iterations,
             max_tool_calls=max_tool_calls,
             binding=binding,
+            whole_file=whole_file,
         ),
     )
 
@@ -382,8 +403,9 @@ def _build_loop(
     max_iterations: int,
     max_tool_calls: int | None,
     binding: StepTools | None,
+    whole_file: WholeFile | None = None,
 ) -> Any:
-    call_model, acall_model = _model_turn(model, tools, settings, max_tool_calls, _known(tools, binding))
+    call_model, acall_model = _model_turn(model, tools, settings, max_tool_calls, _known(tools, binding), whole_file)
     gate = ToolGate(allow_writes=allow_writes, binding=binding)
 
     def after_model(state: _LoopState) -> Literal["tools", "model", "bound", "__end__"]:
@@ -459,6 +481,21 @@ def _from_text(reply: AIMessage, read: TextCalls, known: frozenset[str]) -> tupl
     return reply.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []}), None
 
 
+def _as_write(reply: AIMessage, whole_file: WholeFile) -> AIMessage:
+    """``reply`` with a call of the write tool when its text is the file's whole content in one fence (a fresh
+    id), else ``reply`` as it is."""
+    content = whole_file_content(text_of(reply), whole_file.path)
+    if content is None:
+        return reply
+    call = {
+        "name": whole_file.tool,
+        "args": {"path": whole_file.path, "content": content},
+        "id": f"planmode_file_{uuid.uuid4().hex}",
+        "type": "tool_call",
+    }
+    return reply.model_copy(update={"tool_calls": [call], "invalid_tool_calls": []})
+
+
 def _nudge(problem: str, known: frozenset[str]) -> HumanMessage:
     tools = ", ".join(sorted(known)) or "none"
     return HumanMessage(
@@ -479,6 +516,7 @@ def _model_turn(
     settings: PlanModeContext,
     max_tool_calls: int | None,
     known: frozenset[str],
+    whole_file: WholeFile | None = None,
 ) -> tuple[Callable[[Any], _Update], Callable[[Any], Awaitable[_Update]]]:
     """The loop's model turn, sync and async: call the model (with the tools bound); a failure sets ``error``;
     a tool call written as text becomes a real call or a request to call properly (``known``: the tool names it
@@ -497,7 +535,7 @@ def _model_turn(
             raise
         except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls, known)
+        return _after_reply(state, reply, max_tool_calls, known, whole_file)
 
     async def acall_model(state: _LoopState) -> _Update:
         msgs = await afit_transcript(model, history(state), settings, tools)
@@ -507,19 +545,26 @@ def _model_turn(
             raise
         except Exception as exc:  # as in call_model
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls, known)
+        return _after_reply(state, reply, max_tool_calls, known, whole_file)
 
     return call_model, acall_model
 
 
 def _after_reply(
-    state: _LoopState, reply: BaseMessage, max_tool_calls: int | None, known: frozenset[str] = frozenset()
+    state: _LoopState,
+    reply: BaseMessage,
+    max_tool_calls: int | None,
+    known: frozenset[str] = frozenset(),
+    whole_file: WholeFile | None = None,
 ) -> _Update:
     if not isinstance(reply, AIMessage):
         reply = AIMessage(content=text_of(reply))
     update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False, "text_call": None}
     calls = list(reply.tool_calls or [])
     read = None if calls else read_text_calls(text_of(reply))
+    if read is None and not calls and whole_file is not None:
+        reply = _as_write(reply, whole_file)
+        calls = list(reply.tool_calls)
     if read is not None:
         reply, problem = _from_text(reply, read, known)
         if problem is not None:  # never the answer: the model is told to call the tool properly

@@ -15,6 +15,11 @@ these, with one rule that never mistakes an answer for a call:
 
 The parser is pure: it never raises, never evaluates anything (``json.loads`` only), uses no regular expression,
 and reads at most `MAX_TEXT_CALL_CHARS` characters.
+
+`whole_file_content` reads the other answer a small model gives instead of a write: the file's whole content in
+a fenced code block (Aider's "whole" edit format). The executor offers that format only when a write step's model
+answered without writing, for the one file the step produces, and the content then goes to the step's own write
+tool through the same gate (`planmode.tools.loop.WholeFile`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MAX_TEXT_CALL_CHARS", "TextCall", "TextCalls", "read_text_calls"]
+__all__ = ["MAX_TEXT_CALL_CHARS", "TextCall", "TextCalls", "read_text_calls", "whole_file_content"]
 
 MAX_TEXT_CALL_CHARS = 100_000
 """Replies longer than this are not parsed (one that looks like a call is reported as unreadable)."""
@@ -206,3 +211,61 @@ def _looks_like_call(value: Any) -> bool:
 
 def _mentions_call(s: str) -> bool:
     return '"name"' in s and any(f'"{k}"' in s for k in _ARGS)
+
+
+#: The info strings of a fence that holds a file with one of these extensions (any other fence is ambiguous).
+_LANGUAGES = {
+    "py": ("python", "py", "python3"),
+    "sh": ("sh", "bash", "shell"),
+    "js": ("js", "javascript"),
+    "ts": ("ts", "typescript"),
+    "md": ("md", "markdown"),
+    "yml": ("yaml", "yml"),
+}
+
+
+def whole_file_content(text: object, path: str) -> str | None:
+    """The whole content of ``path`` written in ``text`` as one fenced code block, or None.
+
+    The reply must hold exactly one complete fence; or, when it holds several, exactly one whose info string names
+    the file's language (```` ```python ```` for ``x.py``), so that a usage example beside the file (```` ```bash
+    python x.py``` ````) is not taken for it. A fence that holds a tool call is not a file. The content ends with one
+    newline. Never raises."""
+    try:
+        if not isinstance(text, str) or len(text) > MAX_TEXT_CALL_CHARS:
+            return None
+        blocks = _fences(text)
+        if len(blocks) > 1:
+            ext = path.rsplit(".", 1)[-1].lower() if "." in path else ""
+            names = _LANGUAGES.get(ext, (ext,))
+            blocks = [b for b in blocks if b[0].lower() in names]
+        if len(blocks) != 1:
+            return None
+        body = blocks[0][1]
+        if not body.strip() or read_text_calls(body) is not None:
+            return None
+        return body.rstrip("\n") + "\n"
+    except Exception:  # a reader bug must not end a run: no content read
+        return None
+
+
+def _fences(text: str) -> list[tuple[str, str]]:
+    """Each complete fenced block of ``text``, as (info string, body): a line that starts with three backticks
+    opens one, and the next line that is three backticks alone closes it."""
+    blocks: list[tuple[str, str]] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("```") and len(line) > 3 and line.endswith("```"):
+            i += 1  # a one-line fence (```json {...}```): not a file
+            continue
+        if line.startswith("```"):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "```"), None)
+            if end is None:
+                break
+            blocks.append((line[3:].strip(), "\n".join(lines[i + 1 : end])))
+            i = end + 1
+            continue
+        i += 1
+    return blocks

@@ -1,0 +1,53 @@
+"""The files a text names, and the files a task or a step asks to produce.
+
+Read by the plan's coverage checks and by verify (`planmode.nodes._evidence`), and by the executor, which offers a
+small model that answers a write step in words to write the one file the step produces (`produced_file`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["deliverables", "file_names", "produced_file"]
+
+_EXTENSIONS = "py|txt|csv|tsv|md|rst|json|jsonl|yaml|yml|toml|ini|cfg|html|css|js|ts|sh|sql|xml|log|dat|ipynb"
+_FILE = re.compile(rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:{_EXTENSIONS}))(?![\w\-]|\.\w)", re.IGNORECASE)
+#: Words before a file name that make it an input or a file to remove, not something to produce.
+_NOT_PRODUCED = frozenset(
+    {"read", "reads", "reading", "from", "open", "opens", "load", "loads", "parse", "parses", "using", "existing"}
+    | {"delete", "deletes", "remove", "removes", "rename", "renames"}
+)
+#: In a step, a file it imports or runs is one it uses, not the one it writes.
+_USED = _NOT_PRODUCED | {"import", "imports", "importing", "run", "runs", "execute", "executes"}
+
+
+def file_names(text: str) -> list[str]:
+    """The file names ``text`` mentions (``mathx.py``, ``data/in.csv``), once each, in order."""
+    return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
+
+
+def deliverables(goal: str, root: Path | None = None, *, inputs: frozenset[str] = _NOT_PRODUCED) -> list[str]:
+    """The files a task asks to produce: those it names, less the ones named as inputs or to remove (``read
+    data.csv``, ``delete old.py``: one of ``inputs`` among the two words before) and, when the workspace is known,
+    the ones that exist in it already."""
+    out: list[str] = []
+    for m in _FILE.finditer(goal or ""):
+        before = re.findall(r"[A-Za-z]+", goal[: m.start()])[-2:]
+        if any(w.lower() in inputs for w in before):
+            continue
+        name = m.group(1)
+        if root is not None and (root / name).exists():
+            continue
+        out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def produced_file(description: str, acceptance: str = "") -> str | None:
+    """The one file a step produces, when its description names exactly one that is not an input (or, when the
+    description names none, its acceptance does); None when that is not clear."""
+    for text in (description, acceptance):
+        named = deliverables(text, inputs=_USED)
+        if named:
+            return named[0] if len(named) == 1 else None
+    return None
