@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -177,10 +177,13 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
     A step that declares a write tool and whose model answered without one running (small models describe the
     call, or ask for the tool) is told once, within the same attempt and its turn bound, to call it: one more turn
     instead of a failed verification and a new attempt. When the step produces one file (`produced_file`) and its
-    write tool takes a path and a content, the model may instead answer with the file's whole content in one fenced
-    block, which is written with that tool through the same gate (`planmode.tools.loop.WholeFile`)."""
+    write tool takes a path and a content, a call named after the step with a content is a call of that tool, and,
+    once told, the model may instead answer with the file's whole content in one fenced block; either is written
+    with that tool through the same gate (`planmode.tools.loop.WholeFile`)."""
     model = _model_of(ctx, "default_executor")
     turns = ctx.settings.max_executor_iterations
+    writes = _declared_writes(step, ctx)
+    whole = _whole_file(step, ctx, writes)
     res = yield from tool_loop_steps(
         model,
         ctx.tools,
@@ -189,8 +192,8 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
         allow_writes=True,
         max_iterations=turns,
         binding=ctx.binding,
+        whole_file=whole,
     )
-    writes = _declared_writes(step, ctx)
     left = turns - sum(isinstance(m, AIMessage) for m in res.messages)
     if (
         writes
@@ -198,7 +201,6 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
         and res.error is None
         and not any(r.ok and r.name in writes for r in tool_runs(res.messages))
     ):
-        whole = _whole_file(step, ctx, writes)
         text = prompts.EXECUTE_WRITE_NUDGE.format(tools=", ".join(writes), tool=writes[0])
         if whole is not None:
             text += " " + prompts.EXECUTE_WHOLE_FILE.format(path=whole.path, tool=whole.tool)
@@ -210,7 +212,7 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
             allow_writes=True,
             max_iterations=left,
             binding=ctx.binding,
-            whole_file=whole,
+            whole_file=replace(whole, fenced=True) if whole is not None else None,
         )
         res = LoopResult(
             messages=more.messages,
@@ -233,7 +235,7 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
     for name in sorted(writes, key=lambda n: n != "write_file"):
         tool = by_name.get(name)
         if tool is not None and {"path", "content"} <= set(tool.args):
-            return WholeFile(tool=name, path=path)
+            return WholeFile(tool=name, path=path, alias=step.id)
     return None
 
 

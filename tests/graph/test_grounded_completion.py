@@ -12,6 +12,7 @@ Graph runs on a real SQLite file with the workspace tools and the scripted model
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -387,6 +388,21 @@ def test_a_write_steps_file_answered_in_a_fence_is_written_with_the_steps_tool(t
     assert model.calls("execute") == 3  # the answer in words, the fenced file (written), the final answer
     written = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
     assert written and all(m.name == "write_file" and m.status != "error" for m in written)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_called_by_its_own_name_writes_its_file_in_the_first_turn(tmp_path: Path, mode: str) -> None:
+    """Qwen2.5-Coder-1.5B called the step (write_test_primes) with the file's content and no path, four times in a
+    run, and was told each time that no such tool exists. In a step that produces one file, that call is its write
+    tool's call on that file: written in the first turn, no nudge."""
+    call = '```json\n{"name": "write_mathx", "arguments": {"content": ' + json.dumps(GOOD) + "}}\n```"
+    script = PurposeScript(plan=plan_of(write_step()), execute=lambda req: "done" if req.tool_results() else call)
+
+    out, model, ws = run(tmp_path, script, mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "mathx.py").read_text() == GOOD
+    assert model.calls("execute") == 2
 
 
 def test_a_fenced_answer_is_not_written_when_the_step_does_not_name_one_file(tmp_path: Path) -> None:

@@ -18,12 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
 
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
 from planmode.testing.openai_server import ScriptedOpenAIServer
-from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest
+from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import bind_step_tools, workspace_tools
 from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
 from planmode.tools.text_calls import MAX_TEXT_CALL_CHARS, read_text_calls
@@ -413,3 +414,104 @@ def test_the_file_a_step_produces_is_the_one_it_names_that_it_does_not_use() -> 
     assert produced_file("Create a.py and b.py") is None
     assert produced_file("Run main.py") is None
     assert produced_file("Describe the plan") is None
+
+
+# -- a call named after the step; a write repeated after it succeeded --------------------------------------------
+
+STEP_NAMED = {"name": "s", "arguments": {"content": "print('hi')\n"}}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("form", ["text", "real"])
+def test_a_call_named_after_the_step_writes_the_steps_file(tmp_path: Path, mode: str, form: str) -> None:
+    """Qwen2.5-Coder-1.5B wrote ```json {"name": "write_test_primes", "arguments": {"content": ...}}``` for the step
+    write_test_primes: the step's name, not the tool's, and no path. With a content, it is a call of the step's
+    write tool on the step's file, run through the same gate."""
+    from planmode.tools.loop import WholeFile
+
+    ws = workspace(tmp_path)
+    first: Any = (
+        json.dumps(STEP_NAMED) if form == "text" else {"tool_calls": [{**STEP_NAMED, "args": STEP_NAMED["arguments"]}]}
+    )
+    res = loop(mode, texter(first, then="done"), ws, whole_file=WholeFile("write_file", "hello.py", alias="s"))
+    assert res.error is None and res.text == "done"
+    assert (ws / "hello.py").read_text() == "print('hi')\n"
+    assert res.tool_names == ["write_file"]
+
+
+def test_a_call_named_after_the_step_is_not_a_write_without_a_content_or_the_steps_tool(tmp_path: Path) -> None:
+    from planmode.tools.loop import WholeFile
+
+    ws = workspace(tmp_path)
+    no_content = json.dumps({"name": "s", "arguments": {"path": "hello.py"}})
+    res = loop("sync", texter(no_content), ws, whole_file=WholeFile("write_file", "hello.py", alias="s"))
+    assert res.error is not None and "no tool is named 's'" in res.error
+    res = loop("sync", texter(json.dumps(STEP_NAMED)), ws)  # no step file given: an unknown tool
+    assert res.error is not None and "no tool is named 's'" in res.error
+    # a step bound to read_file only: the write tool is not the loop's, so nothing is written
+    binding = bind_step_tools("s", ["read_file"], workspace_tools(ws))
+    res = loop(
+        "sync", texter(json.dumps(STEP_NAMED)), ws, binding=binding, whole_file=WholeFile("write_file", "hello.py", "s")
+    )
+    assert not list(ws.iterdir())
+
+
+def test_a_call_named_after_the_step_cannot_write_outside_the_workspace(tmp_path: Path) -> None:
+    from planmode.tools.loop import WholeFile
+
+    ws = workspace(tmp_path)
+    out = {"name": "s", "arguments": {"path": "../escape.py", "content": "x = 1\n"}}
+    res = loop("sync", texter(json.dumps(out), then="done"), ws, whole_file=WholeFile("write_file", "hello.py", "s"))
+    assert not (tmp_path / "escape.py").exists() and not list(ws.iterdir())
+    assert res.tool_names == ["write_file"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_repeated_after_it_succeeded_is_not_run_again(tmp_path: Path, mode: str) -> None:
+    """The 1.5B called write_file with the same content three and four times in a row, each turn writing the whole
+    file again. A repeat of the last change, which succeeded, changes nothing: it is not run, and the loop ends."""
+    ws = workspace(tmp_path)
+    write = {"tool_calls": [tool_call("write_file", path="hello.py", content="print('hi')\n")]}
+    model = ScriptedChatModel(responder=lambda req: write)
+    kwargs: dict[str, Any] = {"allow_writes": True, "max_iterations": 6}
+    messages = [HumanMessage(content="write hello.py")]
+    if mode == "sync":
+        res = run_tool_loop(model, workspace_tools(ws), messages, PlanModeContext(), **kwargs)
+    else:
+        res = asyncio.run(arun_tool_loop(model, workspace_tools(ws), messages, PlanModeContext(), **kwargs))
+    assert res.error is None
+    assert res.tool_names == ["write_file"] and len(model.requests) == 2
+    assert (ws / "hello.py").read_text() == "print('hi')\n"
+
+
+def test_a_write_after_another_change_or_to_a_tool_not_marked_idempotent_runs_again(tmp_path: Path) -> None:
+    """write, edit, the same write: the second write undoes the edit, so it runs. A tool not marked idempotent
+    (an append) runs each time it is called."""
+    ws = workspace(tmp_path)
+    script = [
+        {"tool_calls": [tool_call("write_file", path="hello.py", content="a\n")]},
+        {"tool_calls": [tool_call("edit_file", path="hello.py", old_string="a", new_string="b")]},
+        {"tool_calls": [tool_call("write_file", path="hello.py", content="a\n")]},
+        "done",
+    ]
+    model = ScriptedChatModel(responder=lambda req: script[len(model.requests) - 1])
+    res = run_tool_loop(
+        model, workspace_tools(ws), [HumanMessage(content="x")], PlanModeContext(), allow_writes=True, max_iterations=6
+    )
+    assert res.tool_names == ["write_file", "edit_file", "write_file"] and res.text == "done"
+    assert (ws / "hello.py").read_text() == "a\n"
+
+    lines: list[str] = []
+
+    @tool
+    def append_line(path: str, content: str) -> str:
+        """Append a line."""
+        lines.append(content)
+        return "appended"
+
+    again = {"tool_calls": [tool_call("append_line", path="log.txt", content="x")]}
+    model = ScriptedChatModel(responder=lambda req: again if len(model.requests) <= 3 else "done")
+    res = run_tool_loop(
+        model, [append_line], [HumanMessage(content="x")], PlanModeContext(), allow_writes=True, max_iterations=6
+    )
+    assert lines == ["x", "x", "x"] and res.text == "done"

@@ -31,14 +31,20 @@ calls (with fresh ids made here, never ids from the text) and they go through th
 answer: the model is told to call the tool through the tool-calling interface and gets another turn (within the
 turn bound); a loop that ends on such text ends with ``error`` set, naming it.
 
-A whole file written as text (`WholeFile`): a loop given one turns a reply without tool calls whose text holds the
-file's whole content in one fenced code block (`planmode.tools.text_calls.whole_file_content`) into a call of the
-given write tool with that path and content, which goes through the same `ToolNode` and `ToolGate`. The executor
-gives one only after a write step's model answered without writing, and only for the one file the step produces.
+A step's one file (`WholeFile`, given by the executor for a write step that produces one file): a call named after
+the step with a ``content`` (small models call the step, not the tool) is a call of the step's write tool, and,
+once the model has been told it may (``fenced``), a reply without tool calls whose text holds the file's whole
+content in one fenced code block (`planmode.tools.text_calls.whole_file_content`) is too. Either goes through the
+same `ToolNode` and `ToolGate`; the path comes from the approved step unless the call names one.
+
+A call repeated with the same arguments after it succeeded, to a tool marked idempotent (the workspace's
+``write_file``: the same content again changes nothing), is not run again: small models repeat a write turn after
+turn. The reply is the loop's answer.
 """
 
 from __future__ import annotations
 
+import json
 import operator
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -47,7 +53,7 @@ from functools import partial
 from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
@@ -68,7 +74,8 @@ from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import StepTools, is_read_only
-from planmode.tools.text_calls import TextCalls, read_text_calls, whole_file_content
+from planmode.tools.text_calls import TextCall, TextCalls, read_text_calls, whole_file_content
+from planmode.tools.workspace import IDEMPOTENT_METADATA_KEY
 
 __all__ = [
     "LoopResult",
@@ -168,10 +175,14 @@ def _raised(request: ToolCallRequest, exc: Exception) -> ToolRaised:
 
 @dataclass(frozen=True)
 class WholeFile:
-    """A reply that holds a file's whole content in one fenced block is a call of ``tool`` (``path``, ``content``)."""
+    """The one file a write step produces (``path``) and the declared tool that writes it whole (``tool``, which
+    takes ``path`` and ``content``): a call named ``alias`` (the step's id) with a string ``content`` is a call of
+    ``tool``; with ``fenced``, so is a reply that is the file's whole content in one fenced block."""
 
     tool: str
     path: str
+    alias: str | None = None
+    fenced: bool = False
 
 
 @dataclass
@@ -214,6 +225,7 @@ def run_tool_loop(
     max_iterations: int,
     max_tool_calls: int | None = None,
     binding: StepTools | None = None,
+    whole_file: WholeFile | None = None,
 ) -> LoopResult:
     """Call the model, run its tool calls through LangGraph's `ToolNode` behind a `ToolGate`, repeat until it
     answers without tool calls or a bound is reached.
@@ -224,7 +236,8 @@ def run_tool_loop(
     ``error`` set; the tool-call budget ends it with the last reply's text.
 
     With a ``binding`` (a step's `StepTools`), only the tools it binds are given to the model and run; a call to
-    a tool it withholds is refused (the model gets the refusal) and recorded in the result's ``refused``.
+    a tool it withholds is refused (the model gets the refusal) and recorded in the result's ``refused``. With a
+    ``whole_file`` (`WholeFile`), a call named after the step, or a fenced file, is a call of the step's write tool.
     """
     return drive(
         tool_loop_steps(
@@ -236,6 +249,7 @@ def run_tool_loop(
             max_iterations=max_iterations,
             max_tool_calls=max_tool_calls,
             binding=binding,
+            whole_file=whole_file,
         )
     )
 
@@ -250,6 +264,7 @@ async def arun_tool_loop(
     max_iterations: int,
     max_tool_calls: int | None = None,
     binding: StepTools | None = None,
+    whole_file: WholeFile | None = None,
 ) -> LoopResult:
     """`run_tool_loop` on the event loop: the model is called with ``ainvoke`` and `ToolNode` runs the tools
     asynchronously (a tool's coroutine is awaited; a sync-only tool runs in a worker thread, as in every
@@ -264,6 +279,7 @@ async def arun_tool_loop(
             max_iterations=max_iterations,
             max_tool_calls=max_tool_calls,
             binding=binding,
+            whole_file=whole_file,
         )
     )
 
@@ -405,7 +421,9 @@ def _build_loop(
     binding: StepTools | None,
     whole_file: WholeFile | None = None,
 ) -> Any:
-    call_model, acall_model = _model_turn(model, tools, settings, max_tool_calls, _known(tools, binding), whole_file)
+    call_model, acall_model = _model_turn(
+        model, tools, settings, max_tool_calls, _known(tools, binding), whole_file, _changers(tools)
+    )
     gate = ToolGate(allow_writes=allow_writes, binding=binding)
 
     def after_model(state: _LoopState) -> Literal["tools", "model", "bound", "__end__"]:
@@ -481,6 +499,62 @@ def _from_text(reply: AIMessage, read: TextCalls, known: frozenset[str]) -> tupl
     return reply.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []}), None
 
 
+@dataclass(frozen=True)
+class _Changers:
+    """The loop's tools that change things, and those of them marked idempotent."""
+
+    changing: frozenset[str] = frozenset()
+    idempotent: frozenset[str] = frozenset()
+
+
+def _changers(tools: Sequence[BaseTool]) -> _Changers:
+    changing = [t for t in tools if not is_read_only(t)]
+    return _Changers(
+        changing=frozenset(t.name for t in changing),
+        idempotent=frozenset(t.name for t in changing if (t.metadata or {}).get(IDEMPOTENT_METADATA_KEY) is True),
+    )
+
+
+def _call_key(name: str, args: Any) -> str:
+    return name + "\0" + json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _all_repeated(state: _LoopState, calls: Sequence[ToolCall], changers: _Changers) -> bool:
+    """Whether every call is to an idempotent tool and the same call, same arguments, as the last call that changed
+    anything (any tool not marked read-only), which succeeded: running it again would change nothing."""
+    if not all(c["name"] in changers.idempotent for c in calls):
+        return False
+    history = state.get("messages") or []
+    made = {c.get("id"): c for m in history if isinstance(m, AIMessage) for c in m.tool_calls}
+    last = None
+    for m in history:
+        if not isinstance(m, ToolMessage):
+            continue
+        call = made.get(m.tool_call_id)
+        if call is not None and call["name"] in changers.changing:
+            last = _call_key(call["name"], call.get("args")) if m.status != "error" else None
+    return last is not None and all(_call_key(c["name"], c.get("args")) == last for c in calls)
+
+
+def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
+    """The write tool's arguments for a call named after the step, or None when it carries no content."""
+    if not isinstance(args, dict) or not isinstance(args.get("content"), str):
+        return None
+    path = args.get("path")
+    return {"path": path if isinstance(path, str) and path.strip() else whole_file.path, "content": args["content"]}
+
+
+def _aliased(call: ToolCall, whole_file: WholeFile) -> ToolCall:
+    """``call``, or, when it is named after the step and carries a content, a call of the step's write tool."""
+    args = _step_write(call.get("args"), whole_file) if call["name"] == whole_file.alias else None
+    return call if args is None else {**call, "name": whole_file.tool, "args": args}
+
+
+def _aliased_text(call: TextCall, whole_file: WholeFile) -> TextCall:
+    args = _step_write(call.args, whole_file) if call.name == whole_file.alias else None
+    return call if args is None else TextCall(name=whole_file.tool, args=args)
+
+
 def _as_write(reply: AIMessage, whole_file: WholeFile) -> AIMessage:
     """``reply`` with a call of the write tool when its text is the file's whole content in one fence (a fresh
     id), else ``reply`` as it is."""
@@ -517,6 +591,7 @@ def _model_turn(
     max_tool_calls: int | None,
     known: frozenset[str],
     whole_file: WholeFile | None = None,
+    changers: _Changers = _Changers(),
 ) -> tuple[Callable[[Any], _Update], Callable[[Any], Awaitable[_Update]]]:
     """The loop's model turn, sync and async: call the model (with the tools bound); a failure sets ``error``;
     a tool call written as text becomes a real call or a request to call properly (``known``: the tool names it
@@ -535,7 +610,7 @@ def _model_turn(
             raise
         except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls, known, whole_file)
+        return _after_reply(state, reply, max_tool_calls, known, whole_file, changers)
 
     async def acall_model(state: _LoopState) -> _Update:
         msgs = await afit_transcript(model, history(state), settings, tools)
@@ -545,7 +620,7 @@ def _model_turn(
             raise
         except Exception as exc:  # as in call_model
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls, known, whole_file)
+        return _after_reply(state, reply, max_tool_calls, known, whole_file, changers)
 
     return call_model, acall_model
 
@@ -556,21 +631,31 @@ def _after_reply(
     max_tool_calls: int | None,
     known: frozenset[str] = frozenset(),
     whole_file: WholeFile | None = None,
+    changers: _Changers = _Changers(),
 ) -> _Update:
     if not isinstance(reply, AIMessage):
         reply = AIMessage(content=text_of(reply))
     update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False, "text_call": None}
     calls = list(reply.tool_calls or [])
     read = None if calls else read_text_calls(text_of(reply))
-    if read is None and not calls and whole_file is not None:
-        reply = _as_write(reply, whole_file)
-        calls = list(reply.tool_calls)
+    if whole_file is not None:
+        if calls:
+            calls = [_aliased(c, whole_file) for c in calls]
+            reply = reply.model_copy(update={"tool_calls": calls})
+        elif read is not None:
+            read = TextCalls(calls=[_aliased_text(c, whole_file) for c in read.calls], problem=read.problem)
+        elif whole_file.fenced:
+            reply = _as_write(reply, whole_file)
+            calls = list(reply.tool_calls)
     if read is not None:
         reply, problem = _from_text(reply, read, known)
         if problem is not None:  # never the answer: the model is told to call the tool properly
             update.update(messages=[reply, _nudge(problem, known)], tool_names=[], text_call=problem)
             return update
         calls = list(reply.tool_calls)
+    if calls and changers.idempotent and _all_repeated(state, calls, changers):
+        reply = reply.model_copy(update={"tool_calls": [], "invalid_tool_calls": []})
+        calls = []
     used = len(state.get("tool_names") or [])
     if max_tool_calls is not None and used + len(calls) >= max_tool_calls and calls:
         # The budget ends the loop after these calls: the calls past it are dropped from the reply (the

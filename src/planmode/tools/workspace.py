@@ -53,6 +53,7 @@ from planmode.errors import PlanModeError
 from planmode.tools._writes import discard_change, journal_open, record_change, record_write
 
 __all__ = [
+    "IDEMPOTENT_METADATA_KEY",
     "OWN_FILES_METADATA_KEY",
     "READ_ONLY_METADATA_KEY",
     "WORKSPACE_ROOT_METADATA_KEY",
@@ -64,6 +65,10 @@ __all__ = [
 
 READ_ONLY_METADATA_KEY = "planmode_read_only"
 """Key in ``BaseTool.metadata`` that marks a tool as read-only (``True``) or not."""
+
+IDEMPOTENT_METADATA_KEY = "planmode_idempotent"
+"""Set on a tool whose call, repeated with the same arguments right after it succeeded, changes nothing
+(``write_file``): the tool loop does not run such a repeat (`planmode.tools.loop`)."""
 
 WORKSPACE_ROOT_METADATA_KEY = "planmode_workspace_root"
 """Key in ``BaseTool.metadata`` of the workspace tools: the workspace root (a real path), where verify and finalize
@@ -571,6 +576,7 @@ def _build(workspace: _Workspace, names: tuple[str, ...]) -> list[BaseTool]:
             handle_validation_error=_validation_message,
             metadata={
                 READ_ONLY_METADATA_KEY: name in _READ_ONLY_NAMES,
+                IDEMPOTENT_METADATA_KEY: name == "write_file",
                 OWN_FILES_METADATA_KEY: workspace.own_files(),
                 WORKSPACE_ROOT_METADATA_KEY: str(workspace.root),
             },
