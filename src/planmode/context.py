@@ -241,6 +241,15 @@ class PlanModeContext:
         },
     )
     result_chars: int = field(default=600, metadata={"description": "Characters of a step result kept in state."})
+    stored_result_chars: int = field(
+        default=120,
+        metadata={
+            "description": (
+                "With a store, characters of a step result kept in state: the store keeps the full output, and "
+                "dependent steps and the final summary read it from there (result_chars of it for the summary)."
+            )
+        },
+    )
     request_timeout: float = field(
         default=120.0, metadata={"description": "Seconds before a model request times out (default OpenAI model)."}
     )

@@ -8,20 +8,24 @@ is replaced by the record itself (`planmode.nodes._evidence.unsupported_files`).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.store.base import BaseStore
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
 from planmode.budget import BudgetSkipped, finalize_fits
 from planmode.llm import text_of
-from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
 from planmode.nodes._evidence import changed_files, missing_deliverables, unsupported_files
-from planmode.nodes._twin import Body, chat, model_for, twin_node
+from planmode.nodes._outputs import adependency_output, dependency_output
+from planmode.nodes._twin import Body, call, chat, model_for, twin_node
+from planmode.nodes.verify import summarize
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, PlanSource, StepStatus
+from planmode.state.models import Plan, PlanSource, Step, StepStatus
 
 __all__ = ["build_report", "make_finalize"]
 
@@ -164,9 +168,35 @@ def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: 
     return f"{text}\n\n{files}" if files and files not in text else text
 
 
+def _results(plan: Plan, store: BaseStore | None, chars: int) -> str:
+    """Each step's result for the final summary: ``chars`` of its full output when the store keeps it (state keeps
+    a shorter summary then: `PlanModeContext.stored_result_chars`), else the summary in state."""
+    return "\n".join(f"- {s.id}: {_result(s, store, chars)}" for s in plan.steps)
+
+
+def _result(step: Step, store: BaseStore | None, chars: int) -> str:
+    if step.output_ref and step.status == S.DONE:
+        return summarize(dependency_output({"result": step.result, "output_ref": step.output_ref}, store), chars)
+    return step.result or step.status.value
+
+
+async def _aresults(plan: Plan, store: BaseStore | None, chars: int) -> str:
+    lines = []
+    for s in plan.steps:
+        if s.output_ref and s.status == S.DONE:
+            full = await adependency_output({"result": s.result, "output_ref": s.output_ref}, store)
+            lines.append(f"- {s.id}: {summarize(full, chars)}")
+        else:
+            lines.append(f"- {s.id}: {s.result or s.status.value}")
+    return "\n".join(lines)
+
+
 def _summary(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan, files: str) -> Body[str]:
-    summary = "\n".join(f"- {s.id}: {s.result or s.status.value}" for s in plan.steps)
     settings = settings_of(state, runtime)
+    store = store_of(deps, runtime)
+    summary = yield from call(
+        partial(_results, plan, store, settings.result_chars), partial(_aresults, plan, store, settings.result_chars)
+    )
     if not finalize_fits(state, settings):  # the summary call would go over the budget: a plain summary
         return f"Done: {plan.goal} (the final summary was skipped: it does not fit the budget)\n{summary}"
     try:

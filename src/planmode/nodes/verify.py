@@ -239,8 +239,10 @@ def _update(
     """The plan's transitions from the verdicts (with their events), and the outcomes cleared."""
     transitions: list[StepTransition] = []
     for (step, outcome), verdict in zip(work, verdicts, strict=True):
+        # with the full output in the store, state keeps a short summary of it (read from the store when needed)
+        kept = settings.stored_result_chars if outcome.output_ref else settings.result_chars
         if verdict.passed:
-            summary = summarize(full[step.id], settings.result_chars)
+            summary = summarize(full[step.id], kept)
             transitions.append(
                 StepTransition(
                     id=step.id, status=S.DONE, result=summary, error=None, output_ref=outcome.output_ref, clear=True
@@ -248,7 +250,7 @@ def _update(
             )
             emit(
                 "step_completed",
-                summary,
+                summary if kept == settings.result_chars else summarize(full[step.id], settings.result_chars),
                 step_id=step.id,
                 plan_version=plan.version,
                 attempt=step.attempts,
@@ -274,7 +276,7 @@ def _update(
                 id=step.id,
                 status=S.FAILED if exhausted else S.PENDING,
                 error=reason,
-                result=summarize(full[step.id], settings.result_chars) if full[step.id] else None,
+                result=summarize(full[step.id], kept) if full[step.id] else None,
                 clear=True,
             )
         )
