@@ -472,6 +472,27 @@ def test_an_acceptance_the_checks_decide_is_not_sent_to_the_judge(tmp_path: Path
     assert (ws / "mathx.py").read_text() == GOOD
 
 
+def test_a_write_step_without_acceptance_is_settled_by_its_write_not_its_report(tmp_path: Path) -> None:
+    """Qwen2.5-Coder-1.5B's repaired plan had a write step without acceptance; the step wrote list_primes.py and
+    answered with nothing, and 'the step produced no output' failed it. Its write is its evidence; a step that
+    declares no write tool is still judged on its answer."""
+    from planmode.nodes._evidence import gather
+    from planmode.state.graph_state import StepOutcome, ToolRun
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "list_primes.py").write_text("print(2)\n")
+    tools = workspace_tools(ws)
+    writer_step = Step(id="w", description="Write list_primes.py", tools=["write_file"])
+    wrote = ToolRun(name="write_file", args='{"path": "list_primes.py"}', ok=True, result="Created list_primes.py")
+    outcome = StepOutcome(step_id="w", ok=True, output="", tool_runs=[wrote], writes={str(ws / "list_primes.py"): "x"})
+    assert gather(writer_step, outcome, tools).settles("")
+    nothing = StepOutcome(step_id="w", ok=True, output="", tool_runs=[])
+    assert not gather(writer_step, nothing, tools).settles("")  # no write: the check fails instead
+    reader = Step(id="r", description="Say what list_primes.py prints", tools=["read_file"])
+    assert not gather(reader, StepOutcome(step_id="r", ok=True, output="", tool_runs=[]), tools).settles("")
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 

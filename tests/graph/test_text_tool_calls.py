@@ -44,6 +44,11 @@ FORMS = {
     # a call that opens the reply, then the model's comment on it (Qwen2.5-Coder-1.5B on llama-cpp-python, issue 24)
     "fenced_one_line_then_prose": "```json " + json.dumps(CALL) + " ``` This command writes hello.py.",
     "raw_then_prose": json.dumps(CALL) + "\nThis writes hello.py.",
+    # JSON as the 1.5B wrote it: a raw newline inside the content string, and a Python triple-quoted string
+    "raw_newline_in_string": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": "print('
+    "'hi')\n\"}}\n```",
+    "triple_quoted": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": """print('
+    "'hi')\n\"\"\"}}\n```",
 }
 
 

@@ -54,6 +54,7 @@ __all__ = [
 COMMAND_TIMEOUT = 30.0
 #: Characters of a written file shown to the judge.
 FILE_CHARS = 1500
+_CHANGED = "the step changed something"
 
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
@@ -115,9 +116,13 @@ class Evidence:
         semicolons and "and" outside quotes) is a file that exists, a command that runs, or a command that prints
         a quoted text, its check passed, and at least one clause ran something (a file that merely exists is
         left to the judge, who reads it against the step). Then no judge is asked; a clause no check covers
-        ("returns 5", "has a docstring") leaves the step to the judge."""
-        if self.failed or not acceptance.strip():
+        ("returns 5", "has a docstring") leaves the step to the judge. A write step without acceptance is settled
+        by its write (the check that it changed something passed): its report, often empty from a small model, is
+        not the evidence."""
+        if self.failed:
             return False
+        if not acceptance.strip():
+            return any(c.what == _CHANGED and c.passed is True for c in self.checks)
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
         kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
         return bool(kinds) and None not in kinds and "runs" in kinds
@@ -294,7 +299,7 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
             else f"no {' or '.join(declared)} call ran, so nothing changed; the reply alone is not evidence: "
             f"call {declared[0]} to make the change"
         )
-        evidence.checks.append(Check("the step changed something", effect, detail))
+        evidence.checks.append(Check(_CHANGED, effect, detail))
     compiled: set[Path] = set()
     for path in wrote:
         p = Path(path)

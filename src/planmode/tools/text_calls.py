@@ -11,7 +11,8 @@ these, with one rule that never mistakes an answer for a call:
   and prose follows (small models comment on their call: "```json {...}``` This writes shapes.py."); an answer
   that shows a JSON example after prose is an answer;
 - a JSON value is a call when it is an object with a string ``name`` and ``arguments``/``parameters`` (an object,
-  or a string holding one), also inside ``{"function": {...}}``; a list is calls when all its items are.
+  or a string holding one), also inside ``{"function": {...}}``; a list is calls when all its items are. JSON is
+  read as small models write it: raw newlines inside strings, and Python's triple-quoted strings.
 
 The parser is pure: it never raises, never evaluates anything (``json.loads`` only), uses no regular expression,
 and reads at most `MAX_TEXT_CALL_CHARS` characters.
@@ -168,10 +169,33 @@ def _tagged(s: str) -> TextCalls:
 
 
 def _loads(s: str) -> tuple[Any, bool]:
-    try:
-        return json.loads(s), True
-    except (ValueError, RecursionError):  # invalid JSON; nesting deeper than the interpreter's stack
-        return None, False
+    """``s`` as JSON, read as small models write it: raw newlines and tabs inside strings (``strict=False``), and
+    Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold."""
+    for text in (s, _triple_quoted(s)):
+        if text is None:
+            continue
+        try:
+            return json.loads(text, strict=False), True
+        except (ValueError, RecursionError):  # invalid JSON; nesting deeper than the interpreter's stack
+            continue
+    return None, False
+
+
+def _triple_quoted(s: str) -> str | None:
+    """``s`` with each triple-quoted string written as a JSON string, or None when it has none (or one is not
+    closed)."""
+    if '"""' not in s:
+        return None
+    out: list[str] = []
+    at = 0
+    while (start := s.find('"""', at)) >= 0:
+        end = s.find('"""', start + 3)
+        if end < 0:
+            return None
+        out += [s[at:start], json.dumps(s[start + 3 : end])]
+        at = end + 3
+    out.append(s[at:])
+    return "".join(out)
 
 
 def _calls_of(value: Any) -> list[TextCall] | None:
