@@ -493,6 +493,38 @@ def test_a_write_step_without_acceptance_is_settled_by_its_write_not_its_report(
     assert not gather(reader, StepOutcome(step_id="r", ok=True, output="", tool_runs=[]), tools).settles("")
 
 
+def test_a_write_step_of_the_full_plan_fallback_gets_acceptance_as_the_planners_would(tmp_path: Path) -> None:
+    """The 1.5B's fallback plan (after its patches failed) had write steps with ``"acceptance": ""``; a patch's
+    write step is sent back without acceptance and the planner's is mended, and so is the fallback's now."""
+    first = write_step("mathx.py exists and `python mathx.py` runs")
+    fallback = {"id": "rewrite_mathx", "description": "Write mathx.py again, correctly", "tools": ["write_file"]}
+    broken = "def add(a, b) return a + b\n"  # does not compile: the first step fails on the evidence
+    script = PurposeScript(
+        plan=[plan_of(first), plan_of(fallback)],
+        execute=lambda req: (
+            "done"
+            if req.tool_results()
+            else {
+                "tool_calls": [
+                    tool_call("write_file", path="mathx.py", content=GOOD if "again" in req.text() else broken)
+                ]
+            }
+        ),
+        reflect={"assessment": "needs_adjustment", "reasoning": "mathx.py does not compile"},
+        patch="{not json",
+    )
+
+    out, model, ws = run(tmp_path, script, max_reflections=1)
+
+    assert model.calls("plan") == 2  # the plan, then the fallback
+    plan = out["plan"]
+    assert plan.history[-1].source == "diff"
+    assert plan.get("rewrite_mathx").acceptance == "mathx.py exists"
+    assert "had no acceptance" in (plan.history[-1].reason or "")
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 

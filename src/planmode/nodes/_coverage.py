@@ -29,7 +29,7 @@ from planmode.nodes._evidence import declared_writes, preferred_write, workspace
 from planmode.state.models import Plan, Step, as_step_id
 from planmode.tools.files import deliverables, file_names
 
-__all__ = ["mend_plan", "plan_problems", "step_problems"]
+__all__ = ["mend_acceptance", "mend_plan", "plan_problems", "step_problems"]
 
 
 def _bare(text: str) -> str:
@@ -150,17 +150,37 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
         notes.append(f"no step wrote {name}: added step {new_id!r}")
     for i, step in enumerate(steps):
         if declared_writes(step, writes) and not step.acceptance.strip():
-            files = [f for f in file_names(f"{step.description} {step.id}") if f in wanted] or file_names(
-                step.description
-            )
-            if not files:
+            acceptance = _exists_acceptance(step, wanted)
+            if acceptance is None:
                 return None
-            steps[i] = step.model_copy(update={"acceptance": " and ".join(f"{f} exists" for f in files)})
-            notes.append(f"step {step.id!r} had no acceptance: {steps[i].acceptance!r}")
+            steps[i] = step.model_copy(update={"acceptance": acceptance})
+            notes.append(f"step {step.id!r} had no acceptance: {acceptance!r}")
     if not steps or (max_steps is not None and len(steps) > max_steps):
         return None
     mended = plan.model_copy(update={"steps": steps})
     return (mended, notes) if notes and not plan_problems(mended, tools) else None
+
+
+def mend_acceptance(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str]) -> tuple[Plan, list[str]]:
+    """``plan`` with each step of ``ids`` that writes without acceptance given ``<the files it names> exists``
+    (as `mend_plan` does), and what was changed; a step that names no file is left as it is."""
+    writes = write_tool_names(tools)
+    wanted = deliverables(plan.goal, workspace_root(tools))
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if step.id in ids and declared_writes(step, writes) and not step.acceptance.strip():
+            acceptance = _exists_acceptance(step, wanted)
+            if acceptance is not None:
+                steps[i] = step.model_copy(update={"acceptance": acceptance})
+                notes.append(f"step {step.id!r} had no acceptance: {acceptance!r}")
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def _exists_acceptance(step: Step, wanted: Sequence[str]) -> str | None:
+    """``<files> exists`` for the files a step names (those the task asks for first), or None if it names none."""
+    files = [f for f in file_names(f"{step.description} {step.id}") if f in wanted] or file_names(step.description)
+    return " and ".join(f"{f} exists" for f in files) if files else None
 
 
 def _free_id(base: str, taken: set[str]) -> str:

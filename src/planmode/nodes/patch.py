@@ -10,10 +10,12 @@ rejections.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from planmode import prompts
@@ -21,7 +23,7 @@ from planmode._compat import RunnableCallable
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext
 from planmode.nodes._batch import unapproved_steps
-from planmode.nodes._coverage import step_problems
+from planmode.nodes._coverage import mend_acceptance, step_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
@@ -30,7 +32,7 @@ from planmode.observability.events import emit
 from planmode.state.approvals import grant
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, PlanPatch, PlanSource, Rejection
+from planmode.state.models import Plan, PlanPatch, PlanSource, Rejection, StepStatus
 from planmode.state.patch import diff_to_patch, validate_plan
 from planmode.state.reducer import PlanUpdate, Preview, preview
 
@@ -84,7 +86,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
         )
         chosen = asked.value
         if chosen is None:
-            chosen = yield from _full_plan_fallback(model, settings, plan, trouble, rejections)
+            chosen = yield from _full_plan_fallback(model, settings, plan, trouble, rejections, deps.tools)
         if chosen is None:
             msg = f"no valid patch after {settings.max_patch_attempts} attempt(s) and a full-plan fallback"
             return {
@@ -149,7 +151,12 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
 
 
 def _full_plan_fallback(
-    model: BaseChatModel, settings: PlanModeContext, plan: Plan, trouble: str, rejections: list[Rejection]
+    model: BaseChatModel,
+    settings: PlanModeContext,
+    plan: Plan,
+    trouble: str,
+    rejections: list[Rejection],
+    tools: Sequence[BaseTool] = (),
 ) -> Body[tuple[PlanUpdate, Preview] | None]:
     """A whole plan asked for, converted into a patch by diff: the update and what it does; None (the
     reasons recorded in ``rejections``) when there is none that applies. A step of the node's body (``yield
@@ -167,9 +174,13 @@ def _full_plan_fallback(
         )
         return None
     proposed = draft_to_plan(draft, plan.goal, plan.max_steps or settings.max_steps, plan)
+    # a write step without acceptance gets "<file> exists", as the planner's plan does (patches are sent back)
+    open_ids = [s.id for s in proposed.steps if (old := plan.get(s.id)) is None or old.status != StepStatus.DONE]
+    proposed, mended = mend_acceptance(proposed, tools, open_ids)
     reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
     if not reasons:
-        candidate = diff_to_patch(plan, proposed, reason="full plan converted into a patch by diff")
+        reason = "full plan converted into a patch by diff" + (f" ({'; '.join(mended)})" if mended else "")
+        candidate = diff_to_patch(plan, proposed, reason=reason)
         update = PlanUpdate(patch=candidate, source=PlanSource.DIFF)
         outcome = preview(plan, update)
         if outcome.applied:
