@@ -525,6 +525,38 @@ def test_a_write_step_of_the_full_plan_fallback_gets_acceptance_as_the_planners_
     assert (ws / "mathx.py").read_text() == GOOD
 
 
+def test_a_patch_that_lists_a_tool_as_a_dependency_is_read_as_the_model_meant_it(tmp_path: Path) -> None:
+    """The 1.5B's reflection proposed ``"dependencies": ["write_file"]`` for the step it fixed, and the patch was
+    refused: "depends on unknown step 'write_file'". A dependency that names a tool and no step is dropped."""
+    broken = "def add(a, b) return a + b\n"
+    fixed = {
+        "id": "write_mathx",
+        "description": "Write mathx.py again, with the colon",
+        "dependencies": ["write_file"],
+    }
+    script = PurposeScript(
+        plan=plan_of(write_step("mathx.py exists and `python mathx.py` runs")),
+        execute=lambda req: (
+            "done"
+            if req.tool_results()
+            else {
+                "tool_calls": [
+                    tool_call("write_file", path="mathx.py", content=GOOD if "colon" in req.text() else broken)
+                ]
+            }
+        ),
+        reflect={"assessment": "needs_adjustment", "reasoning": "a colon is missing", "update_steps": [fixed]},
+    )
+
+    out, model, ws = run(tmp_path, script, max_reflections=1)
+
+    plan = out["plan"]
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("patch") == 0 and not plan.rejections  # the reflection's own patch applied
+    assert plan.get("write_mathx").dependencies == []
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 

@@ -64,6 +64,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
             emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
 
         def accept(candidate: PlanPatch) -> tuple[tuple[PlanUpdate, Preview] | None, list[str]]:
+            candidate = _tools_out_of_dependencies(candidate, plan, deps.tools)
             update = PlanUpdate(patch=candidate, source=PlanSource.PATCH)
             outcome = preview(plan, update)
             if not outcome.applied or outcome.plan is None:
@@ -134,6 +135,27 @@ def make_patch(deps: Deps) -> RunnableCallable:
         return {**written, "needs_approval": False}
 
     return twin_node("patch", patch)
+
+
+def _tools_out_of_dependencies(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
+    """``candidate`` without dependencies that name a tool of the graph and no step: small models write
+    ``"dependencies": ["write_file"]``, which the reducer would refuse as an unknown step. An update left with no
+    dependency changes none (it does not clear the step's own)."""
+    names = {t.name for t in tools} - {s.id for s in plan.steps} - {a.id for a in candidate.add_steps}
+    if not names:
+        return candidate
+    added = [
+        a.model_copy(update={"dependencies": [d for d in a.dependencies if d not in names]})
+        for a in candidate.add_steps
+    ]
+    updated = []
+    for u in candidate.update_steps:
+        if u.dependencies is None or not names.intersection(u.dependencies):
+            updated.append(u)
+            continue
+        kept = [d for d in u.dependencies if d not in names]
+        updated.append(u.model_copy(update={"dependencies": kept or None}))
+    return candidate.model_copy(update={"add_steps": added, "update_steps": updated})
 
 
 def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, AIMessage] | None:
