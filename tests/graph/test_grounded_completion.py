@@ -133,7 +133,7 @@ def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_pat
     assert "write_file" in shown and "-> ok" in shown  # the tool call that ran
     assert "--- mathx.py" in shown and "return a + b" in shown  # the file and its content
     assert "mathx.py compiles: passed" in shown and "`python mathx.py` runs: passed" in shown
-    assert "a claim, not evidence" in shown
+    assert "wrote it" not in shown and "no report of its own" in shown  # a write step: its change, not its words
     assert "Files changed: mathx.py" in final_text(out)
     assert out["report"]["files_changed"] == ["mathx.py"]
 
@@ -557,6 +557,62 @@ def test_a_patch_that_lists_a_tool_as_a_dependency_is_read_as_the_model_meant_it
     assert (ws / "mathx.py").read_text() == GOOD
 
 
+@pytest.mark.parametrize("done", [False, True])
+def test_a_patch_that_adds_an_open_step_again_updates_it_and_a_done_one_stays_refused(
+    tmp_path: Path, done: bool
+) -> None:
+    """The 1.5B's reflection 'added' write_convert_py, the failed step it meant to fix, and the patch was refused
+    as a duplicate id. A step added with the id of an open step is that step's update; a done step's id is still
+    refused (done steps never change)."""
+    broken = "def add(a, b) return a + b\n"
+    steps = [write_step("mathx.py exists and `python mathx.py` runs")]
+    if done:
+        steps.insert(
+            0,
+            {
+                "id": "notes",
+                "description": "Write notes.txt",
+                "tools": ["write_file"],
+                "acceptance": "notes.txt exists",
+            },
+        )
+        steps[1]["dependencies"] = ["notes"]
+    again = {
+        "id": "notes" if done else "write_mathx",
+        "description": "Write mathx.py again, with the colon",
+        "tools": ["write_file"],
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        if "notes.txt" in req.text().split("Step `", 1)[-1][:80]:
+            return {"tool_calls": [tool_call("write_file", path="notes.txt", content="n\n")]}
+        return {
+            "tool_calls": [tool_call("write_file", path="mathx.py", content=GOOD if "colon" in req.text() else broken)]
+        }
+
+    script = PurposeScript(
+        plan=plan_of(*steps),
+        execute=execute,
+        reflect={"assessment": "needs_adjustment", "reasoning": "a colon is missing", "add_steps": [again]},
+        patch="{not json",
+    )
+    out, model, ws = run(tmp_path, script, max_reflections=1, max_patch_attempts=1)
+
+    plan = out["plan"]
+    if done:
+        assert plan.rejections and "notes" in " ".join(plan.rejections[0].reasons)
+        assert plan.get("notes").description == "Write notes.txt"  # the done step did not change
+        assert plan.get("notes").status.value == "done"
+    else:
+        assert out["status"] == "completed", out.get("error")
+        assert not plan.rejections and model.calls("patch") == 0
+        assert [s.id for s in plan.steps] == ["write_mathx"]
+        assert plan.get("write_mathx").description == "Write mathx.py again, with the colon"
+        assert (ws / "mathx.py").read_text() == GOOD
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 
@@ -592,6 +648,26 @@ def test_an_empty_report_is_shown_to_the_judge_as_no_report_not_as_a_failure(tmp
     shown = judged.text()
     assert "The executor wrote no report of its own; that is not a failure: judge the evidence above." in shown
     assert "a claim, not evidence" not in shown and "(empty)" not in shown
+
+
+def test_the_judge_of_a_write_step_that_wrote_reads_the_evidence_not_the_report(tmp_path: Path) -> None:
+    """The 1.5B's judge failed a step that wrote temps.txt, twice, because 'the claim does not specify any direct
+    output'. A write step's deliverable is its change: when it made one, the judge is shown the evidence alone. A
+    step that changes nothing is still judged on its answer."""
+    step = write_step("mathx.py exists and add(2, 3) returns 5")
+    report = "There is no direct output specified for the write_file call."
+    out, model, _ = run(tmp_path, PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD, then=report)))
+    assert out["status"] == "completed", out.get("error")
+    (judged,) = [r for r in model.requests if r.purpose == "verify"]
+    assert report not in judged.text() and "no report of its own" in judged.text()
+    assert "return a + b" in judged.text()  # the file, read
+
+    (tmp_path / "b").mkdir()
+    reader = {"id": "say", "description": "Say what add(2, 3) returns", "tools": ["read_file"], "acceptance": "says 5"}
+    script = PurposeScript(plan=plan_of(reader), execute=lambda req: "add(2, 3) returns 5")
+    out, model, _ = run(tmp_path / "b", script, task="say what add(2, 3) returns")
+    (judged,) = [r for r in model.requests if r.purpose == "verify"]
+    assert "add(2, 3) returns 5" in judged.text().split("a claim, not evidence", 1)[-1]
 
 
 def test_an_empty_workspace_is_not_explored(tmp_path: Path) -> None:

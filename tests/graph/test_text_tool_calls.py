@@ -377,6 +377,7 @@ def test_over_http_a_qwen_style_text_call_writes_the_file(tmp_path: Path, monkey
         ("Here it is:\n```\n0\n100\n```\nDone.", "0\n100\n"),
         ("```python\nprint(1)\n```\nRun it:\n```bash\npython x.py\n```", "print(1)\n"),  # the file's language
         ("```python\nprint(1)\n```\n```python\nprint(2)\n```", None),  # two candidates: a guess
+        ("```python\nprint(1)\n```\nPlanmode writes:\n```python\nprint(1)\n```", "print(1)\n"),  # the same twice
         ("```python\nprint(1)\n", None),  # never closed
         ('```json\n{"name": "write_file", "arguments": {"path": "x.py"}}\n```', None),  # a call, not a file
         ("```python\n\n```", None),  # empty

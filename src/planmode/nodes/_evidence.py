@@ -108,6 +108,11 @@ class Evidence:
     checks: list[Check] = field(default_factory=list)
 
     @property
+    def wrote(self) -> bool:
+        """Whether the step declares a write tool and changed something (its check passed)."""
+        return any(c.what == _CHANGED and c.passed is True for c in self.checks)
+
+    @property
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.passed is False]
 
@@ -122,7 +127,7 @@ class Evidence:
         if self.failed:
             return False
         if not acceptance.strip():
-            return any(c.what == _CHANGED and c.passed is True for c in self.checks)
+            return self.wrote
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
         kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
         return bool(kinds) and None not in kinds and "runs" in kinds

@@ -32,7 +32,15 @@ from planmode.observability.events import emit
 from planmode.state.approvals import grant
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import Plan, PlanPatch, PlanSource, Rejection, StepStatus
+from planmode.state.models import (
+    NewStep,
+    Plan,
+    PlanPatch,
+    PlanSource,
+    Rejection,
+    StepStatus,
+    StepUpdate,
+)
 from planmode.state.patch import diff_to_patch, validate_plan
 from planmode.state.reducer import PlanUpdate, Preview, preview
 
@@ -64,7 +72,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
             emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
 
         def accept(candidate: PlanPatch) -> tuple[tuple[PlanUpdate, Preview] | None, list[str]]:
-            candidate = _tools_out_of_dependencies(candidate, plan, deps.tools)
+            candidate = _as_meant(candidate, plan, deps.tools)
             update = PlanUpdate(patch=candidate, source=PlanSource.PATCH)
             outcome = preview(plan, update)
             if not outcome.applied or outcome.plan is None:
@@ -137,25 +145,35 @@ def make_patch(deps: Deps) -> RunnableCallable:
     return twin_node("patch", patch)
 
 
-def _tools_out_of_dependencies(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
-    """``candidate`` without dependencies that name a tool of the graph and no step: small models write
-    ``"dependencies": ["write_file"]``, which the reducer would refuse as an unknown step. An update left with no
-    dependency changes none (it does not clear the step's own)."""
-    names = {t.name for t in tools} - {s.id for s in plan.steps} - {a.id for a in candidate.add_steps}
-    if not names:
-        return candidate
-    added = [
-        a.model_copy(update={"dependencies": [d for d in a.dependencies if d not in names]})
-        for a in candidate.add_steps
-    ]
-    updated = []
-    for u in candidate.update_steps:
+def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
+    """``candidate`` read as small models write patches, where the meaning is not in doubt:
+
+    - a step "added" with the id of a step of the plan that is not done is that step's update (the 1.5B added
+      ``write_convert_py`` again to fix it; the reducer refuses a duplicate id). A done step's id stays an add, and
+      is refused: done steps never change;
+    - a dependency that names a tool of the graph and no step is dropped (``"dependencies": ["write_file"]``); an
+      update left with no dependency changes none (it does not clear the step's own)."""
+    updated_ids = {u.id for u in candidate.update_steps}
+    added: list[NewStep] = []
+    updates = list(candidate.update_steps)
+    for a in candidate.add_steps:
+        old = plan.get(a.id)
+        if old is None or old.status == StepStatus.DONE or a.id in updated_ids:
+            added.append(a)
+            continue
+        # what the add says and the step does not (an empty field, as in a step change, leaves it as it is)
+        fields = a.model_dump(include={"description", "dependencies", "tools", "acceptance"})
+        updates.append(StepUpdate(id=a.id, **{k: v for k, v in fields.items() if v and v != getattr(old, k)}))
+    names = {t.name for t in tools} - {s.id for s in plan.steps} - {a.id for a in added}
+    added = [a.model_copy(update={"dependencies": [d for d in a.dependencies if d not in names]}) for a in added]
+    fixed = []
+    for u in updates:
         if u.dependencies is None or not names.intersection(u.dependencies):
-            updated.append(u)
+            fixed.append(u)
             continue
         kept = [d for d in u.dependencies if d not in names]
-        updated.append(u.model_copy(update={"dependencies": kept or None}))
-    return candidate.model_copy(update={"add_steps": added, "update_steps": updated})
+        fixed.append(u.model_copy(update={"dependencies": kept or None}))
+    return candidate.model_copy(update={"add_steps": added, "update_steps": fixed})
 
 
 def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, AIMessage] | None:

@@ -85,7 +85,10 @@ def make_verify(deps: Deps) -> RunnableCallable:
                 return Verdict(passed=False, reason=evidence.reason())
             if deps.verifier is None and evidence.settles(step.acceptance):  # nothing left for the model to judge
                 return Verdict(passed=True, reason="")
-            ctx = _context(plan, step, settings, model, evidence.to_prompt(full[step.id]))
+            # a write step's deliverable is its change: a judge shown the report as well failed a step that wrote
+            # temps.txt because "the claim does not specify any output" (Qwen2.5-Coder-1.5B)
+            report = "" if evidence.wrote else full[step.id]
+            ctx = _context(plan, step, settings, model, evidence.to_prompt(report))
             return (yield from verification(deps.verifier, step, full[step.id], ctx))
 
         def scoped(i: int, c: Call[Any]) -> Call[Any]:  # the judge's tokens count for its step

@@ -251,14 +251,14 @@ _LANGUAGES = {
 def whole_file_content(text: object, path: str) -> str | None:
     """The whole content of ``path`` written in ``text`` as one fenced code block, or None.
 
-    The reply must hold exactly one complete fence; or, when it holds several, exactly one whose info string names
-    the file's language (```` ```python ```` for ``x.py``), so that a usage example beside the file (```` ```bash
-    python x.py``` ````) is not taken for it. A fence that holds a tool call is not a file. The content ends with one
-    newline. Never raises."""
+    The reply must hold exactly one complete fence (the same text fenced twice is one); or, when it holds several,
+    exactly one whose info string names the file's language (```` ```python ```` for ``x.py``), so that a usage
+    example beside the file (```` ```bash python x.py``` ````) is not taken for it. A fence that holds a tool call
+    is not a file. The content ends with one newline. Never raises."""
     try:
         if not isinstance(text, str) or len(text) > MAX_TEXT_CALL_CHARS:
             return None
-        blocks = _fences(text)
+        blocks = list({body.strip(): (info, body) for info, body in _fences(text)}.values())  # a fence repeated
         if len(blocks) > 1:
             ext = path.rsplit(".", 1)[-1].lower() if "." in path else ""
             names = _LANGUAGES.get(ext, (ext,))
