@@ -167,6 +167,16 @@ class PlanModeContext:
     max_steps: int = field(default=20, metadata={"description": "Step cap of a plan.", "min": 1})
     max_attempts: int = field(default=2, metadata={"description": "Attempts per step before it fails.", "min": 1})
     max_reflections: int = field(default=3, metadata={"description": "Reflections per run before it fails."})
+    retry_judged_failed: bool = field(
+        default=False,
+        metadata={
+            "description": (
+                "Read the run's first reflection that judges the run failed, over steps that failed, as a retry of "
+                "those steps with its reasoning (once a run; a second 'failed' ends it). Small models give up on "
+                "steps they can fix; --gguf turns it on."
+            )
+        },
+    )
     max_patch_attempts: int = field(default=3, metadata={"description": "Patch requests per reflection."})
     max_plan_attempts: int = field(default=3, metadata={"description": "Planner retries for an invalid plan."})
     max_reflect_attempts: int = field(

@@ -670,6 +670,41 @@ def test_the_judge_of_a_write_step_that_wrote_reads_the_evidence_not_the_report(
     assert "add(2, 3) returns 5" in judged.text().split("a claim, not evidence", 1)[-1]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_first_failed_judgement_is_a_retry_when_asked_and_a_second_ends_the_run(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's reflection judged runs failed over a step it could fix ('run.py has a circular import'), with
+    most of the time left. With retry_judged_failed (--gguf's default) the first 'failed' re-runs the failed steps
+    once, their error carrying the reflection's words; a second 'failed' ends the run."""
+    step = write_step("mathx.py exists and `python mathx.py` runs")
+    broken = "from mathx import add\nprint(add(1, 2))\n"
+    seen: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        seen.append(req.text())
+        content = GOOD if "circular import" in req.text() else broken
+        return {"tool_calls": [tool_call("write_file", path="mathx.py", content=content)]}
+
+    reflect = {"assessment": "failed", "reasoning": "mathx.py has a circular import"}
+    script = PurposeScript(plan=plan_of(step), execute=execute, reflect=reflect)
+    out, model, ws = run(tmp_path, script, mode=mode, retry_judged_failed=True)
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("reflect") == 1 and len(seen) == 2
+    assert "the reflection judged the run failed: mathx.py has a circular import" in seen[1]
+    assert (ws / "mathx.py").read_text() == GOOD
+
+    (tmp_path / "b").mkdir()
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", broken), reflect=reflect)
+    out, model, _ = run(tmp_path / "b", script, mode=mode, retry_judged_failed=True)
+    assert out["status"] == "failed" and model.calls("reflect") == 2  # the second 'failed' stands
+
+    (tmp_path / "c").mkdir()
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", broken), reflect=reflect)
+    out, model, _ = run(tmp_path / "c", script, mode=mode)
+    assert out["status"] == "failed" and model.calls("reflect") == 1  # not asked: the model's word ends it
+
+
 def test_an_empty_workspace_is_not_explored(tmp_path: Path) -> None:
     """Exploring an empty workspace only finds that it is empty: no explore call (on the 1.5B model the first
     explore call of a file task wrote 451 tokens, a minute of the run). A workspace with a file is explored."""

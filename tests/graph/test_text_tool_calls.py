@@ -48,7 +48,7 @@ FORMS = {
     "raw_newline_in_string": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": "print('
     "'hi')\n\"}}\n```",
     "triple_quoted": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": """print('
-    "'hi')\n\"\"\"}}\n```",
+    '\'hi\')\n"""}}\n```',
 }
 
 

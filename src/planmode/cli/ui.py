@@ -364,7 +364,9 @@ def render_event(event: Mapping[str, Any]) -> Text:
     data = event.get("data") or {}
     msg = str(event.get("message") or "")
     if kind == "reflection":
-        msg = f"{data.get('assessment')}: {msg}"
+        retried = data.get("retried")  # retry_judged_failed: the run goes on
+        again = f" (retrying {', '.join(map(str, retried))} once)" if isinstance(retried, list) and retried else ""
+        msg = f"{data.get('assessment')}{again}: {msg}"
     if kind == "plan_patched":
         parts = [f"{k}: {', '.join(map(str, v))}" for k in ("added", "updated", "removed") if (v := data.get(k))]
         msg = f"v{event.get('plan_version')} - {msg} ({'; '.join(parts)})"

@@ -64,7 +64,17 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             return {"status": "failed", "error": msg, "reflections": count}
         if result.assessment == "on_track" and trouble.startswith("deadlock"):
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
-        emit("reflection", result.reasoning, plan_version=plan.version, assessment=result.assessment, trouble=trouble)
+        # a small model's first "failed" over failed steps is read as a retry of them, told what it found
+        failed = plan.by_status(S.FAILED) if result.assessment == "failed" else []
+        retried = settings.retry_judged_failed and count == 1 and bool(failed) and count < settings.max_reflections
+        emit(
+            "reflection",
+            result.reasoning,
+            plan_version=plan.version,
+            assessment=result.assessment,
+            trouble=trouble,
+            retried=[s.id for s in failed] if retried else [],
+        )
         update: StateUpdate = {"reflections": count, "reflection": result.model_dump()}
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
@@ -74,6 +84,13 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         if result.assessment == "complete":
             skip = [StepTransition(id=s.id, status=S.SKIPPED) for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
             return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source=PlanSource.REFLECT)}
+        if retried:  # settings.retry_judged_failed: the steps run again, their error carrying the reflection's words
+            said = f"the reflection judged the run failed: {result.reasoning}".strip()
+            retry = [
+                StepTransition(id=s.id, status=S.PENDING, attempts=0, error=f"{s.error or ''} ({said})".strip())
+                for s in failed
+            ]
+            return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}
         return {**update, "status": "failed", "error": f"the run was judged failed: {result.reasoning or trouble}"}
 
     return twin_node("reflect", reflect)
