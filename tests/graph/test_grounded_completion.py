@@ -698,6 +698,10 @@ def test_a_first_failed_judgement_is_a_retry_when_asked_and_a_second_ends_the_ru
     script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", broken), reflect=reflect)
     out, model, _ = run(tmp_path / "b", script, mode=mode, retry_judged_failed=True)
     assert out["status"] == "failed" and model.calls("reflect") == 2  # the second 'failed' stands
+    (tmp_path / "b1").mkdir()
+    out, model, _ = run(tmp_path / "b1", script, mode=mode, retry_judged_failed=True, max_reflections=1)
+    assert out["status"] == "failed" and model.calls("reflect") == 1  # retried once, then out of reflections
+    assert "gave up after 1 reflection" in final_text(out)
 
     (tmp_path / "c").mkdir()
     script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", broken), reflect=reflect)

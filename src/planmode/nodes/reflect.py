@@ -66,7 +66,7 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
         # a small model's first "failed" over failed steps is read as a retry of them, told what it found
         failed = plan.by_status(S.FAILED) if result.assessment == "failed" else []
-        retried = settings.retry_judged_failed and count == 1 and bool(failed) and count < settings.max_reflections
+        retried = settings.retry_judged_failed and count == 1 and bool(failed)
         emit(
             "reflection",
             result.reasoning,
