@@ -462,14 +462,20 @@ def test_a_call_named_after_the_step_is_not_a_write_without_a_content_or_the_ste
     assert not list(ws.iterdir())
 
 
-def test_a_call_named_after_the_step_cannot_write_outside_the_workspace(tmp_path: Path) -> None:
+def test_a_call_named_after_the_step_writes_the_steps_file_whatever_path_it_names(tmp_path: Path) -> None:
+    """The 1.5B's call named after write_shapes wrote src/shapes.py; the approved step writes shapes.py. A path
+    out of the workspace is not written either."""
     from planmode.tools.loop import WholeFile
 
     ws = workspace(tmp_path)
-    out = {"name": "s", "arguments": {"path": "../escape.py", "content": "x = 1\n"}}
-    res = loop("sync", texter(json.dumps(out), then="done"), ws, whole_file=WholeFile("write_file", "hello.py", "s"))
-    assert not (tmp_path / "escape.py").exists() and not list(ws.iterdir())
-    assert res.tool_names == ["write_file"]
+    for path in ("src/hello.py", "../escape.py", str(tmp_path / "elsewhere.py")):
+        out = {"name": "s", "arguments": {"path": path, "content": "x = 1\n"}}
+        res = loop(
+            "sync", texter(json.dumps(out), then="done"), ws, whole_file=WholeFile("write_file", "hello.py", "s")
+        )
+        assert res.tool_names == ["write_file"]
+    assert sorted(p.name for p in ws.iterdir()) == ["hello.py"] and (ws / "hello.py").read_text() == "x = 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

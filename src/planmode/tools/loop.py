@@ -35,7 +35,7 @@ A step's one file (`WholeFile`, given by the executor for a write step that prod
 the step with a ``content`` (small models call the step, not the tool) is a call of the step's write tool, and,
 once the model has been told it may (``fenced``), a reply without tool calls whose text holds the file's whole
 content in one fenced code block (`planmode.tools.text_calls.whole_file_content`) is too. Either goes through the
-same `ToolNode` and `ToolGate`; the path comes from the approved step unless the call names one.
+same `ToolNode` and `ToolGate`, on the file of the approved step.
 
 A call repeated with the same arguments after it succeeded, to a tool marked idempotent (the workspace's
 ``write_file``: the same content again changes nothing), is not run again: small models repeat a write turn after
@@ -537,11 +537,12 @@ def _all_repeated(state: _LoopState, calls: Sequence[ToolCall], changers: _Chang
 
 
 def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
-    """The write tool's arguments for a call named after the step, or None when it carries no content."""
+    """The write tool's arguments for a call named after the step, or None when it carries no content. The call
+    is the step's write, so its path is the step's file, whatever path the call names (the 1.5B's call named after
+    write_shapes wrote ``src/shapes.py``; the approved step writes ``shapes.py``)."""
     if not isinstance(args, dict) or not isinstance(args.get("content"), str):
         return None
-    path = args.get("path")
-    return {"path": path if isinstance(path, str) and path.strip() else whole_file.path, "content": args["content"]}
+    return {"path": whole_file.path, "content": args["content"]}
 
 
 def _aliased(call: ToolCall, whole_file: WholeFile) -> ToolCall:
