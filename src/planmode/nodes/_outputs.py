@@ -6,6 +6,7 @@ from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 
 from planmode.state.graph_state import StepOutcome
+from planmode.text import clip
 
 __all__ = [
     "OUTPUT_NAMESPACE",
@@ -15,6 +16,7 @@ __all__ = [
     "dependency_output",
     "put_output",
     "stored_output",
+    "summarize",
     "thread_id",
 ]
 
@@ -82,3 +84,8 @@ async def adependency_output(info: dict[str, str | None], store: BaseStore | Non
         if item is not None:
             return str(item.value.get("output", info.get("result") or ""))
     return info.get("result") or ""
+
+
+def summarize(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` (whitespace folded), marked when cut: a step's result in state."""
+    return clip(text, limit, marker=" …[truncated]")

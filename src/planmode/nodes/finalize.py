@@ -20,9 +20,8 @@ from planmode.budget import BudgetSkipped, finalize_fits
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
 from planmode.nodes._evidence import changed_files, missing_deliverables, unsupported_files
-from planmode.nodes._outputs import adependency_output, dependency_output
+from planmode.nodes._outputs import adependency_output, dependency_output, summarize
 from planmode.nodes._twin import Body, call, chat, model_for, twin_node
-from planmode.nodes.verify import summarize
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanSource, Step, StepStatus

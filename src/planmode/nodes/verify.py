@@ -31,7 +31,7 @@ from planmode.executors import StepContext, Verdict, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
 from planmode.nodes._evidence import gather
-from planmode.nodes._outputs import astored_output, stored_output
+from planmode.nodes._outputs import astored_output, stored_output, summarize
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.observability.usage import step_scope
@@ -40,19 +40,13 @@ from planmode.state.graph_state import PlanModeState, StepOutcome, run_writes_of
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.patch import apply_transitions
 from planmode.state.reducer import PlanUpdate
-from planmode.text import clip
 
-__all__ = ["bounded_gather", "make_verify", "summarize"]
+__all__ = ["bounded_gather", "make_verify"]
 
 S = StepStatus
 Work = list[tuple[Step, StepOutcome]]
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-
-def summarize(text: str, limit: int) -> str:
-    """The first ``limit`` characters of ``text`` (whitespace folded), marked when cut."""
-    return clip(text, limit, marker=" …[truncated]")
 
 
 def make_verify(deps: Deps) -> RunnableCallable:
