@@ -47,6 +47,7 @@ FORMS = {
     # JSON as the 1.5B wrote it: a raw newline inside the content string, and a Python triple-quoted string
     "raw_newline_in_string": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": "print('
     "'hi')\n\"}}\n```",
+    "doubled_braces": "{" + json.dumps(CALL) + "}",  # the 1.5B, twice in one run: "its JSON does not parse"
     "triple_quoted": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": """print('
     '\'hi\')\n"""}}\n```',
 }

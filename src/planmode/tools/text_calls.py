@@ -169,9 +169,11 @@ def _tagged(s: str) -> TextCalls:
 
 
 def _loads(s: str) -> tuple[Any, bool]:
-    """``s`` as JSON, read as small models write it: raw newlines and tabs inside strings (``strict=False``), and
-    Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold."""
-    for text in (s, _triple_quoted(s)):
+    """``s`` as JSON, read as small models write it: raw newlines and tabs inside strings (``strict=False``),
+    Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold, and an
+    object in doubled braces (``{{"name": ...}}``, a format string's escape) read as the object."""
+    doubled = s.strip()[1:-1] if s.strip().startswith("{{") and s.strip().endswith("}}") else None
+    for text in (s, _triple_quoted(s), doubled):
         if text is None:
             continue
         try:
