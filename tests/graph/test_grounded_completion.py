@@ -613,6 +613,40 @@ def test_a_patch_that_adds_an_open_step_again_updates_it_and_a_done_one_stays_re
         assert (ws / "mathx.py").read_text() == GOOD
 
 
+def test_the_full_plan_fallback_keeps_the_done_steps_whatever_the_model_resends(tmp_path: Path) -> None:
+    """The 1.5B's fallback plan re-sent a done step with another complexity, and the whole repair was refused ("is
+    done and cannot be modified"). The model was told to keep done steps as they are: its copy of one is ignored,
+    and the done step stays exactly as it was."""
+    notes = {"id": "notes", "description": "Write notes.txt", "tools": ["write_file"], "acceptance": "notes.txt exists"}
+    first = write_step("mathx.py exists and `python mathx.py` runs", dependencies=["notes"])
+    resent = {**notes, "complexity": "high", "description": "Write notes.txt (done)"}
+    fallback = {"id": "rewrite_mathx", "description": "Write mathx.py again, correctly", "tools": ["write_file"]}
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        step = req.text().split("Step `", 1)[-1][:40]
+        if step.startswith("notes"):
+            return {"tool_calls": [tool_call("write_file", path="notes.txt", content="n\n")]}
+        good = step.startswith("rewrite")
+        return {"tool_calls": [tool_call("write_file", path="mathx.py", content=GOOD if good else "def add(:\n")]}
+
+    script = PurposeScript(
+        plan=[plan_of(notes, first), plan_of(resent, fallback)],
+        execute=execute,
+        reflect={"assessment": "needs_adjustment", "reasoning": "mathx.py does not compile"},
+        patch="{not json",
+    )
+    out, model, ws = run(tmp_path, script, max_reflections=1, max_patch_attempts=1)
+
+    plan = out["plan"]
+    assert out["status"] == "completed", (out.get("error"), [r.reasons for r in plan.rejections])
+    assert model.calls("plan") == 2 and plan.history[-1].source == "diff"  # the fallback's plan, applied
+    kept = plan.get("notes")
+    assert (kept.description, kept.complexity.value, kept.status.value) == ("Write notes.txt", "medium", "done")
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 

@@ -214,6 +214,10 @@ def _full_plan_fallback(
         )
         return None
     proposed = draft_to_plan(draft, plan.goal, plan.max_steps or settings.max_steps, plan)
+    # the model was told to keep the done steps as they are: its copy of one is not a change (the 1.5B re-sent a
+    # done step with another complexity, and the whole repair was refused). Only the open steps are its plan.
+    done = {s.id: s for s in plan.steps if s.status == StepStatus.DONE}
+    proposed = proposed.model_copy(update={"steps": [done.get(s.id, s) for s in proposed.steps]})
     # a write step without acceptance gets "<file> exists", as the planner's plan does (patches are sent back)
     open_ids = [s.id for s in proposed.steps if (old := plan.get(s.id)) is None or old.status != StepStatus.DONE]
     proposed, mended = mend_acceptance(proposed, tools, open_ids)
