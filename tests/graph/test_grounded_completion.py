@@ -55,6 +55,21 @@ def writer(path: str, content: str, then: str = "wrote it") -> Callable[[ScriptR
     return execute
 
 
+BROKEN = "def add(a, b) return a + b\n"  # does not compile: a step that writes it fails on the evidence
+
+
+def fixer(word: str) -> Callable[[ScriptRequest], Any]:
+    """An execute turn that writes mathx.py: broken, or good once ``word`` is in the request (the repair's)."""
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        content = GOOD if word in req.text() else BROKEN
+        return {"tool_calls": [tool_call("write_file", path="mathx.py", content=content)]}
+
+    return execute
+
+
 def run(
     tmp_path: Path,
     script: PurposeScript,
@@ -498,18 +513,9 @@ def test_a_write_step_of_the_full_plan_fallback_gets_acceptance_as_the_planners_
     write step is sent back without acceptance and the planner's is mended, and so is the fallback's now."""
     first = write_step("mathx.py exists and `python mathx.py` runs")
     fallback = {"id": "rewrite_mathx", "description": "Write mathx.py again, correctly", "tools": ["write_file"]}
-    broken = "def add(a, b) return a + b\n"  # does not compile: the first step fails on the evidence
     script = PurposeScript(
         plan=[plan_of(first), plan_of(fallback)],
-        execute=lambda req: (
-            "done"
-            if req.tool_results()
-            else {
-                "tool_calls": [
-                    tool_call("write_file", path="mathx.py", content=GOOD if "again" in req.text() else broken)
-                ]
-            }
-        ),
+        execute=fixer("again"),
         reflect={"assessment": "needs_adjustment", "reasoning": "mathx.py does not compile"},
         patch="{not json",
     )
@@ -528,7 +534,6 @@ def test_a_write_step_of_the_full_plan_fallback_gets_acceptance_as_the_planners_
 def test_a_patch_that_lists_a_tool_as_a_dependency_is_read_as_the_model_meant_it(tmp_path: Path) -> None:
     """The 1.5B's reflection proposed ``"dependencies": ["write_file"]`` for the step it fixed, and the patch was
     refused: "depends on unknown step 'write_file'". A dependency that names a tool and no step is dropped."""
-    broken = "def add(a, b) return a + b\n"
     fixed = {
         "id": "write_mathx",
         "description": "Write mathx.py again, with the colon",
@@ -536,15 +541,7 @@ def test_a_patch_that_lists_a_tool_as_a_dependency_is_read_as_the_model_meant_it
     }
     script = PurposeScript(
         plan=plan_of(write_step("mathx.py exists and `python mathx.py` runs")),
-        execute=lambda req: (
-            "done"
-            if req.tool_results()
-            else {
-                "tool_calls": [
-                    tool_call("write_file", path="mathx.py", content=GOOD if "colon" in req.text() else broken)
-                ]
-            }
-        ),
+        execute=fixer("colon"),
         reflect={"assessment": "needs_adjustment", "reasoning": "a colon is missing", "update_steps": [fixed]},
     )
 
@@ -564,7 +561,6 @@ def test_a_patch_that_adds_an_open_step_again_updates_it_and_a_done_one_stays_re
     """The 1.5B's reflection 'added' write_convert_py, the failed step it meant to fix, and the patch was refused
     as a duplicate id. A step added with the id of an open step is that step's update; a done step's id is still
     refused (done steps never change)."""
-    broken = "def add(a, b) return a + b\n"
     steps = [write_step("mathx.py exists and `python mathx.py` runs")]
     if done:
         steps.insert(
@@ -584,13 +580,9 @@ def test_a_patch_that_adds_an_open_step_again_updates_it_and_a_done_one_stays_re
     }
 
     def execute(req: ScriptRequest) -> Any:
-        if req.tool_results():
-            return "done"
-        if "notes.txt" in req.text().split("Step `", 1)[-1][:80]:
+        if not req.tool_results() and "notes.txt" in req.text().split("Step `", 1)[-1][:80]:
             return {"tool_calls": [tool_call("write_file", path="notes.txt", content="n\n")]}
-        return {
-            "tool_calls": [tool_call("write_file", path="mathx.py", content=GOOD if "colon" in req.text() else broken)]
-        }
+        return fixer("colon")(req)
 
     script = PurposeScript(
         plan=plan_of(*steps),
