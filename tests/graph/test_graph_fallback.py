@@ -53,7 +53,10 @@ def test_refused_patches_fall_back_to_a_whole_plan_converted_by_diff(tmp_path: P
     saver.conn.close()
 
 
-def test_a_whole_plan_that_changes_a_done_step_is_refused_and_the_run_fails_cleanly(tmp_path: Path) -> None:
+def test_a_whole_plan_that_changes_a_done_step_keeps_the_done_step_as_it_is(tmp_path: Path) -> None:
+    """The model was asked to keep done steps as they are; its whole plan changes done step a's description. The
+    done step is kept exactly as it was, never run again, and the patch's reason says so. (Before fa53dbf the
+    whole repair was refused and the run failed; the 1.5B re-sent a done step with another complexity that way.)"""
     changed = {
         "title": "t",
         "steps": [
@@ -69,8 +72,10 @@ def test_a_whole_plan_that_changes_a_done_step_is_refused_and_the_run_fails_clea
     cfg = thread()
     g.invoke({"messages": [("user", TASK)]}, cfg, context=HEADLESS)
     values: dict[str, Any] = g.get_state(cfg).values
-    assert values["status"] == "failed"
-    assert "no valid patch" in values["error"]
-    assert values["plan"].rejections[-1].source == "diff"
-    assert values["plan"].get("a").status is StepStatus.DONE
+    plan = values["plan"]
+    assert values["status"] == "completed", values.get("error")
+    assert plan.history[-1].source == "diff" and plan.history[-1].added == ["fix_b"]
+    assert "done steps kept as they are: a" in (plan.history[-1].reason or "")
+    assert plan.get("a").description == "write the config" and plan.get("a").status is StepStatus.DONE
+    assert counting.runs["a"] == 1
     saver.conn.close()

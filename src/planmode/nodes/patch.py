@@ -33,11 +33,13 @@ from planmode.state.approvals import grant
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import (
+    DEFINITION_FIELDS,
     NewStep,
     Plan,
     PlanPatch,
     PlanSource,
     Rejection,
+    Step,
     StepStatus,
     StepUpdate,
 )
@@ -145,6 +147,10 @@ def make_patch(deps: Deps) -> RunnableCallable:
     return twin_node("patch", patch)
 
 
+def _definition(step: Step) -> dict[str, Any]:
+    return step.model_dump(include=set(DEFINITION_FIELDS))
+
+
 def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
     """``candidate`` read as small models write patches, where the meaning is not in doubt:
 
@@ -217,13 +223,15 @@ def _full_plan_fallback(
     # the model was told to keep the done steps as they are: its copy of one is not a change (the 1.5B re-sent a
     # done step with another complexity, and the whole repair was refused). Only the open steps are its plan.
     done = {s.id: s for s in plan.steps if s.status == StepStatus.DONE}
+    kept = [s.id for s in proposed.steps if s.id in done and _definition(s) != _definition(done[s.id])]
     proposed = proposed.model_copy(update={"steps": [done.get(s.id, s) for s in proposed.steps]})
     # a write step without acceptance gets "<file> exists", as the planner's plan does (patches are sent back)
     open_ids = [s.id for s in proposed.steps if (old := plan.get(s.id)) is None or old.status != StepStatus.DONE]
     proposed, mended = mend_acceptance(proposed, tools, open_ids)
     reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
     if not reasons:
-        reason = "full plan converted into a patch by diff" + (f" ({'; '.join(mended)})" if mended else "")
+        notes = [*mended, *([f"done steps kept as they are: {', '.join(kept)}"] if kept else [])]
+        reason = "full plan converted into a patch by diff" + (f" ({'; '.join(notes)})" if notes else "")
         candidate = diff_to_patch(plan, proposed, reason=reason)
         update = PlanUpdate(patch=candidate, source=PlanSource.DIFF)
         outcome = preview(plan, update)
