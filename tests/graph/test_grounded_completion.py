@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from planmode.graph import build_graph
+from planmode.nodes.verify import COVERED
 from planmode.persistence import async_sqlite_checkpointer, sqlite_checkpointer
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
@@ -694,6 +695,62 @@ def test_the_judge_of_a_write_step_that_wrote_reads_the_evidence_not_the_report(
     out, model, _ = run(tmp_path / "b", script, task="say what add(2, 3) returns")
     (judged,) = [r for r in model.requests if r.purpose == "verify"]
     assert "add(2, 3) returns 5" in judged.text().split("a claim, not evidence", 1)[-1]
+
+
+DENIED = {
+    "passed": False,
+    "reason": "The tool wrote files that did not meet the criteria, as `mathx.py` does not exist.",
+}
+NO_REPORT = {"passed": False, "reason": "The executor did not provide a report of its own, which is required."}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_judges_reason_the_evidence_contradicts_is_asked_once_more(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's judge failed a right temps.txt four times, each on a reason the evidence contradicts ('temps.txt
+    does not exist' beside a passed check that found it). Such a verdict is asked once more, the contradiction
+    named; the second verdict is the judgement."""
+    script = PurposeScript(
+        plan=plan_of(write_step()), execute=writer("mathx.py", GOOD, then=""), verify=[DENIED, {"passed": True}]
+    )
+    out, model, _ = run(tmp_path, script, mode=mode)
+    assert out["status"] == "completed", out.get("error")
+    first, second = [r for r in model.requests if r.purpose == "verify"]
+    assert COVERED in first.text()  # only existence is asked: the judge is told what is left to judge
+    assert "The evidence contradicts it (the checks found mathx.py: it exists)" in second.text()
+    assert DENIED["reason"] in second.text()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_twice_contradicted_the_checks_decide_only_where_they_cover_every_clause(tmp_path: Path, mode: str) -> None:
+    """Two failed verdicts, both on reasons the evidence contradicts: where the checks decide every clause of the
+    acceptance (the file exists), the step passes; where a clause is left to the judge (what add returns), the
+    second verdict stands and the step fails with its reason."""
+    script = PurposeScript(plan=plan_of(write_step()), execute=writer("mathx.py", GOOD), verify=[DENIED, NO_REPORT])
+    out, model, _ = run(tmp_path, script, mode=mode)
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("verify") == 2
+
+    (tmp_path / "b").mkdir()
+    step = write_step("mathx.py exists and add(2, 3) returns 5")
+    failed = {"assessment": "failed", "reasoning": "the judge says no"}
+    script = PurposeScript(
+        plan=plan_of(step), execute=writer("mathx.py", GOOD), verify=[DENIED, NO_REPORT], reflect=failed
+    )
+    out, model, _ = run(tmp_path / "b", script, mode=mode)
+    assert out["status"] == "failed" and model.calls("verify") == 2
+    first = next(r for r in model.requests if r.purpose == "verify")
+    assert COVERED not in first.text()
+    assert out["plan"].get("write_mathx").error == NO_REPORT["reason"]
+
+
+def test_a_judges_reason_the_evidence_does_not_contradict_stands(tmp_path: Path) -> None:
+    """A reason about the content ('mathx.py is missing the function sub') is a judgement: not asked again."""
+    lacking = {"passed": False, "reason": "mathx.py is missing the function sub"}
+    failed = {"assessment": "failed", "reasoning": "the judge says no"}
+    script = PurposeScript(plan=plan_of(write_step()), execute=writer("mathx.py", GOOD), verify=lacking, reflect=failed)
+    out, model, _ = run(tmp_path, script)
+    assert out["status"] == "failed" and model.calls("verify") == 1
+    assert out["plan"].get("write_mathx").error == lacking["reason"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

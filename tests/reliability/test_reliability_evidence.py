@@ -76,3 +76,53 @@ def test_an_executor_that_reports_no_tool_calls_is_judged_on_its_files(tmp_path:
 
     assert evidence.reason() == "mathx.py exists: mathx.py was not created: write it"
     assert "(not reported by this executor)" in evidence.to_prompt("")
+
+
+FOUND = _evidence.Evidence(
+    runs=[],
+    files={"temps.txt": "0\n100"},
+    checks=[_evidence.Check("the step changed something", True), _evidence.Check("temps.txt exists", True)],
+)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [  # the 1.5B judge's own reasons for failing a right temps.txt (no report was shown)
+        "The executor's report is a claim about the existence of temps.txt, while the evidence shows it exists.",
+        "The evidence does not show that temps.txt exists. The file 'temps.txt' is missing from the files written.",
+        "The executor did not provide a report of its own, which is required to meet the acceptance criteria.",
+        "The tool wrote files that did not meet the acceptance criteria, as `temps.txt` does not exist.",
+        "the claim does not specify any direct output",
+        "Missing file: temps.txt",
+    ],
+)
+def test_a_judges_reason_that_the_evidence_contradicts_is_recognised(reason: str) -> None:
+    assert FOUND.refutes(reason, report_shown=False)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [  # judgements of the content, or of a file no check found: not contradicted
+        "temps.txt is missing the number 100",
+        "temps.txt has 0 and 100 on one line",
+        "report.py does not print the mean",
+        "out.txt does not exist",
+        "the numbers are not one per line",
+    ],
+)
+def test_a_judgement_of_the_content_is_not_taken_for_a_contradiction(reason: str) -> None:
+    assert FOUND.refutes(reason, report_shown=False) == ""
+
+
+def test_a_reason_on_a_shown_report_is_a_judgement_and_existence_is_covered_by_checks() -> None:
+    assert FOUND.refutes("The executor's report claims 100 but the file has 10", report_shown=True) == ""
+    assert FOUND.covers("temps.txt exists") and FOUND.covers("`temps.txt` is created.")
+    assert not FOUND.covers("temps.txt exists and has two lines") and not FOUND.covers("")
+    assert not FOUND.settles("temps.txt exists")  # existence alone still goes to the judge
+
+
+def test_hostile_text_in_a_judges_reason_is_data() -> None:
+    """Markup, escape sequences, a lone surrogate and regex syntax in a reason never raise or match by accident."""
+    assert FOUND.refutes("\x1b[31m`temps.txt` does not exist (?:[\u202e\ud800 <b>", report_shown=True)
+    assert FOUND.refutes("(.*).txt does not exist; [a-z]+.py was not created \ud800", report_shown=True) == ""
+    assert FOUND.refutes("", report_shown=False) == ""

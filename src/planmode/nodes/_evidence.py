@@ -132,6 +132,31 @@ class Evidence:
         kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
         return bool(kinds) and None not in kinds and "runs" in kinds
 
+    def covers(self, acceptance: str) -> bool:
+        """Whether every clause of ``acceptance`` is decided by a passed check ("exists" included): what is left
+        to the judge is only whether the content does what the step describes."""
+        if self.failed or not acceptance.strip():
+            return False
+        passed = {c.what: c.detail for c in self.checks if c.passed is True}
+        kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
+        return bool(kinds) and None not in kinds
+
+    def refutes(self, reason: str, report_shown: bool) -> str:
+        """How the evidence contradicts a judge's reason for failing the step ("" when it does not): the reason
+        says a file does not exist that a passed check found, or rests on the executor's report when none was
+        shown, or says nothing was written when the step wrote. The 1.5B's judge failed a right temps.txt four
+        times, each time on such a reason ("temps.txt does not exist", "the executor did not provide a report")."""
+        found = {c.what.removesuffix(" exists") for c in self.checks if c.passed is True and c.what.endswith(" exists")}
+        named = file_names(reason)
+        denied = [n for n in named if _denied(reason, n)]
+        if denied and all(n in found or n in self.files for n in denied):
+            return f"the checks found {', '.join(denied)}: {'they exist' if len(denied) > 1 else 'it exists'}"
+        if not report_shown and _ON_REPORT.search(reason):
+            return "no report was shown: the step is judged on the evidence, not on a report"
+        if self.wrote and self.files and not named and _NOTHING_WRITTEN.search(reason):
+            return f"the step wrote {', '.join(self.files)}"
+        return ""
+
     def reason(self) -> str:
         """Why the attempt fails on the evidence (the failed checks, each naming the fix)."""
         return "; ".join(f"{c.what}: {c.detail}" if c.detail else c.what for c in self.failed)
@@ -179,6 +204,26 @@ _PRINTS_CLAUSE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+
+_DENIAL = (
+    r"{f}\s+(?:does|did|do)\s*n[o']?t\s+exist",
+    r"{f}\s+(?:is|was|has)\s*(?:not|n't)\s+(?:been\s+)?(?:created|written|found|present|there)",
+    r"{f}\s+(?:is|was)\s+missing(?:\s+from|\s*[.,;:]|\s*$)",
+    r"\b(?:not|no evidence)\b[^.]*?\bthat\s+{f}\s+(?:exists|was created|was written)",
+    r"\b(?:missing|no such file)\s*:?\s*(?:the\s+)?(?:file\s*:?\s*)?{f}",
+)
+_ON_REPORT = re.compile(r"\b(?:executor|report(?!\.\w)|claim(?:ed|s)?)\b", re.IGNORECASE)
+_NOTHING_WRITTEN = re.compile(
+    r"\bno (?:direct )?(?:output|files?|changes?)\b|\bdid not (?:write|create|produce|change)\b|not specify any",
+    re.IGNORECASE,
+)
+
+
+def _denied(reason: str, name: str) -> bool:
+    """Whether ``reason`` says that file ``name`` does not exist ("temps.txt does not exist", "`x.py` was not
+    created", "the file 'x.py' is missing from ..."), not merely that something is missing from it."""
+    f = r"(?:the\s+file\s+)?['\"`]?" + re.escape(name) + r"['\"`]?"
+    return any(re.search(p.format(f=f), reason, re.IGNORECASE) for p in _DENIAL)
 
 
 def _clauses(acceptance: str) -> list[str]:

@@ -30,7 +30,7 @@ from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
-from planmode.nodes._evidence import gather
+from planmode.nodes._evidence import Evidence, gather
 from planmode.nodes._outputs import astored_output, stored_output, summarize
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
@@ -82,8 +82,15 @@ def make_verify(deps: Deps) -> RunnableCallable:
             # a write step's deliverable is its change: a judge shown the report as well failed a step that wrote
             # temps.txt because "the claim does not specify any output" (Qwen2.5-Coder-1.5B)
             report = "" if evidence.wrote else full[step.id]
-            ctx = _context(plan, step, settings, model, evidence.to_prompt(report))
-            return (yield from verification(deps.verifier, step, full[step.id], ctx))
+            shown = evidence.to_prompt(report)
+            if evidence.covers(step.acceptance):
+                shown += f"\n{COVERED}"
+            ctx = _context(plan, step, settings, model, shown)
+            verdict = yield from verification(deps.verifier, step, full[step.id], ctx)
+            if deps.verifier is not None or verdict.passed:
+                return verdict
+            again = partial(_judge_again, step, full[step.id], partial(_context, plan, step, settings, model))
+            return (yield from _second_look(step, evidence, verdict, shown, bool(report.strip()), again))
 
         def scoped(i: int, c: Call[Any]) -> Call[Any]:  # the judge's tokens count for its step
             return _scoped(work[i][0].id, c)
@@ -93,6 +100,47 @@ def make_verify(deps: Deps) -> RunnableCallable:
         return _update(state, plan, work, verdicts, full, settings)
 
     return twin_node("verify", verify)
+
+
+#: Told the judge when the checks decide every clause of the acceptance (a file that exists, a command that runs).
+COVERED = (
+    "Every acceptance criterion above is shown met by a passed check. What is left to judge is only whether the "
+    "files' content does what the step describes."
+)
+
+
+def _second_look(
+    step: Step,
+    evidence: Evidence,
+    verdict: Verdict,
+    shown: str,
+    report_shown: bool,
+    ask: Callable[[str], Body[Verdict]],
+) -> Body[Verdict]:
+    """A failed verdict of the model's judge whose reason the evidence contradicts ("temps.txt does not exist"
+    beside a passed check that found it; "the executor gave no report" when none was shown) is asked once more,
+    the contradiction named. A second verdict on a contradicted reason stands only where a clause of the
+    acceptance is left to the judge; where the checks decide every clause, they decide: the step passes, and its
+    reason says the judge was overruled. The 1.5B's judge failed a right temps.txt four times on such reasons."""
+    refuted = evidence.refutes(verdict.reason, report_shown)
+    if not refuted:
+        return verdict
+    again = (
+        f"{shown}\nA first judgement failed the step because: {verdict.reason!r}. The evidence contradicts it "
+        f"({refuted}). Judge again from the evidence."
+    )
+    second = yield from ask(again)
+    if second.passed:
+        return second
+    refuted_again = evidence.refutes(second.reason, report_shown)
+    if refuted_again and evidence.covers(step.acceptance):
+        overruled = f"the checks decide: the judge's reasons were contradicted by the evidence ({refuted_again})"
+        return Verdict(passed=True, reason=overruled)
+    return second
+
+
+def _judge_again(step: Step, output: str, context: Callable[[str], StepContext], shown: str) -> Body[Verdict]:
+    return (yield from verification(None, step, output, context(shown)))
 
 
 def _outputs(work: Work, store: Any) -> list[str]:
@@ -252,6 +300,7 @@ def _update(
                 plan_version=plan.version,
                 attempt=step.attempts,
                 files=sorted(outcome.writes),  # what the attempt wrote (real paths): the CLI's live line names them
+                **({"verdict": verdict.reason} if verdict.reason else {}),  # e.g. the checks overruling the judge
             )
             continue
         reason = verdict.reason or "verification failed"
