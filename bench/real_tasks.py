@@ -20,7 +20,9 @@ with the same five workspace tools (list_files, read_file, search_files, write_f
 
 The server is llama-cpp-python's (``planmode.local_server.llama_server``, the ``--gguf`` path), 2 threads, with
 the chat format `planmode.local_server.DEFAULT_CHAT_FORMAT` (tool calls the model writes as text returned as
-real tool calls) unless ``--chat-format`` says otherwise. One server at a time. A recording proxy in front of
+real tool calls) unless ``--chat-format`` says otherwise; or, with ``--server llama-server``, llama.cpp's own
+server (``llama-server --jinja``: its own tool-call parsers, one slot, 2 threads; built by ``python -m
+bench.real_models llama-server``). One server at a time. A recording proxy in front of
 it counts every call and the tokens the server reports. Every run is a child process killed at
 ``--time-limit``; the results file is rewritten after every run, so a suite that is stopped keeps what it ran.
 """
@@ -28,17 +30,21 @@ it counts every call and the tokens the server reports. Every run is a child pro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -545,6 +551,52 @@ def per_task(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _Served:
+    base_url: str
+
+
+@contextlib.contextmanager
+def llamacpp_server(gguf: Path, alias: str, threads: int, log_path: Path, timeout: float = 300.0) -> Iterator[_Served]:
+    """llama.cpp's own ``llama-server`` on a free local port for the block: ``--jinja`` (the GGUF's template and
+    llama.cpp's tool-call parsers), one slot with the whole context (as llama-cpp-python's server), ``threads``
+    threads; stopped after it."""
+    from bench.real_models import llama_server_binary
+
+    binary = llama_server_binary(build=False)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [str(binary), "-m", str(gguf), "-a", alias, "-c", str(N_CTX), "-np", "1", "-t", str(threads)]
+    argv += ["-tb", str(threads), "--jinja", "--no-webui", "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"llama-server did not start within {timeout:.0f} s")
+            time.sleep(0.25)
+        yield _Served(base_url=base + "/v1")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["_one"]:  # the child: one run, its result as JSON
@@ -563,6 +615,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds a run may take before it is killed")
     parser.add_argument("--threads", type=int, default=2, help="the server's --n_threads")
     parser.add_argument("--chat-format", default=None, help="the server's chat format (default: --gguf's default)")
+    parser.add_argument(
+        "--server",
+        default="llama-cpp-python",
+        choices=["llama-cpp-python", "llama-server"],
+        help="llama-cpp-python's server (the --gguf path), or llama.cpp's own llama-server --jinja",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--fresh", action="store_true", help="drop earlier results in --out (default: keep)")
     parser.add_argument(
@@ -580,7 +638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the current run and the server end too
 
     chat_format = args.chat_format or DEFAULT_CHAT_FORMAT
-    server_name = f"llama-cpp-python ({chat_format})"
+    server_name = f"llama-cpp-python ({chat_format})" if args.server == "llama-cpp-python" else "llama-server --jinja"
     by_id = {t.id: t for t in TASKS}
     unknown = [i for i in args.tasks or () if i not in by_id]
     if unknown:
@@ -608,17 +666,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         gguf = assemble(name)
         with tempfile.TemporaryDirectory(prefix="planmode-real-") as tmp:
             threads = ["--n_threads", str(args.threads), "--n_threads_batch", str(args.threads)]
-            with (
-                llama_server(
-                    gguf,
-                    n_ctx=N_CTX,
-                    alias=name,
-                    extra_args=threads,
-                    chat_format=chat_format,
-                    log_path=Path(tmp) / "server.log",
-                ) as server,
-                CountingProxy(server.base_url) as proxy,
-            ):
+            log = Path(tmp) / "server.log"
+            serving = (
+                llama_server(gguf, n_ctx=N_CTX, alias=name, extra_args=threads, chat_format=chat_format, log_path=log)
+                if args.server == "llama-cpp-python"
+                else llamacpp_server(gguf, name, args.threads, log)
+            )
+            with serving as server, CountingProxy(server.base_url) as proxy:
                 proxy.keep_exchanges = args.transcripts is not None
                 for task in tasks:
                     for system in args.systems:

@@ -94,6 +94,7 @@ FOUND = _evidence.Evidence(
         "The tool wrote files that did not meet the acceptance criteria, as `temps.txt` does not exist.",
         "the claim does not specify any direct output",
         "Missing file: temps.txt",
+        "the evidence does not show that the step wrote the file 'temps.txt'",
     ],
 )
 def test_a_judges_reason_that_the_evidence_contradicts_is_recognised(reason: str) -> None:
@@ -126,3 +127,32 @@ def test_hostile_text_in_a_judges_reason_is_data() -> None:
     assert FOUND.refutes("\x1b[31m`temps.txt` does not exist (?:[\u202e\ud800 <b>", report_shown=True)
     assert FOUND.refutes("(.*).txt does not exist; [a-z]+.py was not created \ud800", report_shown=True) == ""
     assert FOUND.refutes("", report_shown=False) == ""
+
+
+DEFINED_ONLY = b"def list_primes(limit):\n    return [n for n in range(2, limit) if all(n % d for d in range(2, n))]\n"
+
+
+@pytest.mark.parametrize(
+    "acceptance",
+    [
+        "list_primes.py exists and `python list_primes.py` prints the primes below 20",
+        "list_primes.py prints the primes below 20 on one line",
+    ],
+)
+def test_a_script_asked_to_print_that_prints_nothing_fails_with_the_fix(tmp_path: Path, acceptance: str) -> None:
+    """The 1.5B's list_primes.py defined its function and never called it: it ran, printed nothing, and only a
+    judge stood between it and 'done'. An acceptance that asks a script to print fails it when it prints nothing;
+    the reason names the fix. The same script that prints passes the check."""
+    evidence = gather(step(acceptance), wrote(tmp_path, "list_primes.py", DEFINED_ONLY), workspace_tools(tmp_path))
+    assert [c.what for c in evidence.failed] == ["`python list_primes.py` runs"]
+    assert "printed nothing" in evidence.reason() and "call it" in evidence.reason()
+
+    printing = DEFINED_ONLY + b"print(*list_primes(20))\n"
+    evidence = gather(step(acceptance), wrote(tmp_path, "list_primes.py", printing), workspace_tools(tmp_path))
+    assert not evidence.failed
+    assert any(c.what == "`python list_primes.py` runs" and c.detail.startswith("2 3 5") for c in evidence.checks)
+
+
+def test_a_script_only_asked_to_run_may_print_nothing(tmp_path: Path) -> None:
+    evidence = gather(step("`python mod.py` runs"), wrote(tmp_path, "mod.py", DEFINED_ONLY), workspace_tools(tmp_path))
+    assert not evidence.failed and evidence.settles("`python mod.py` runs")

@@ -58,7 +58,13 @@ _CHANGED = "the step changed something"
 
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
-_RUNS = re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:runs|executes|can be run)\b", re.IGNORECASE)
+_RUNS = re.compile(
+    r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:runs|executes|can be run|prints|outputs|displays)\b", re.IGNORECASE
+)
+_PRINTS = re.compile(
+    r"(?:running\s+)?`((?:python3?|pytest)\b[^`\n]*)`\s+(?:prints|outputs|shows|displays)\b", re.IGNORECASE
+)
+_FILE_PRINTS = re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:prints|outputs|displays)\b", re.IGNORECASE)
 
 
 def workspace_root(tools: Iterable[BaseTool]) -> Path | None:
@@ -210,6 +216,7 @@ _DENIAL = (
     r"{f}\s+(?:is|was|has)\s*(?:not|n't)\s+(?:been\s+)?(?:created|written|found|present|there)",
     r"{f}\s+(?:is|was)\s+missing(?:\s+from|\s*[.,;:]|\s*$)",
     r"\b(?:not|no evidence)\b[^.]*?\bthat\s+{f}\s+(?:exists|was created|was written)",
+    r"\b(?:not|no evidence)\b[^.]*?\b(?:wrote|write|written|created?)\s+{f}",
     r"\b(?:missing|no such file)\s*:?\s*(?:the\s+)?(?:file\s*:?\s*)?{f}",
 )
 _ON_REPORT = re.compile(r"\b(?:executor|report(?!\.\w)|claim(?:ed|s)?)\b", re.IGNORECASE)
@@ -379,9 +386,26 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
                     compiled.add(where)
                     evidence.checks.append(_compiles(where))
     if root is not None and not evidence.failed:
+        printing = _asked_to_print(acceptance)
         for command in _commands(acceptance):
-            evidence.checks.append(_run(command, root))
+            check = _run(command, root)
+            if check.passed and command in printing and not check.detail.strip():
+                # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing
+                check = Check(check.what, False, _SILENT)
+            evidence.checks.append(check)
     return evidence
+
+
+_SILENT = (
+    "it ran and printed nothing, and the acceptance asks it to print: make the script print its result "
+    '(a function that is only defined does not run; call it, e.g. under `if __name__ == "__main__":`)'
+)
+
+
+def _asked_to_print(acceptance: str) -> set[str]:
+    """The commands an acceptance says print something (`` `python x.py` prints ...``, ``x.py outputs ...``)."""
+    found = {m.group(1).strip() for m in _PRINTS.finditer(acceptance)}
+    return found | {f"python {m.group(1)}" for m in _FILE_PRINTS.finditer(acceptance)}
 
 
 def _exists(name: str, root: Path | None, written: Iterable[str]) -> bool | None:
