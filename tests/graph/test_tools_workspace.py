@@ -668,3 +668,37 @@ def test_hostile_arguments_always_come_back_as_a_result(
     assert isinstance(message, ToolMessage)
     assert _encodable(str(message.content))
     assert (ws / "README.md").exists() and (ws / "src" / "pkg" / "mod.py").exists()
+
+
+TEST_BODY = "import pytest\nfrom shapes import area_square\n\ndef test_area_square():\n    assert area_square(3) == 9\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "removed"),
+    [
+        (f"<test>\n{TEST_BODY}</test>", "the <test> tags"),  # Qwen2.5-Coder-1.5B's test_shapes.py
+        (f"```python\n{TEST_BODY}```", "the Markdown fence lines"),
+        (f"\n```\n{TEST_BODY}```\n\n", "the Markdown fence lines"),
+    ],
+)
+def test_a_python_file_sent_wrapped_is_written_as_its_code(ws: Path, content: str, removed: str) -> None:
+    out = call(ws, "write_file", path="test_shapes.py", content=content)
+    assert (ws / "test_shapes.py").read_text() == TEST_BODY
+    assert f"{removed} around the code were removed" in out
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("page.html", f"<test>\n{TEST_BODY}</test>"),  # not a Python file: written as sent
+        ("notes.md", f"```python\n{TEST_BODY}```"),
+        ("bad.py", "<test>\ndef broken(:\n</test>"),  # the code inside does not compile either: as sent
+        ("odd.py", f"<test>\n{TEST_BODY}</other>"),  # tags that do not pair
+        ("ok.py", "x = '<test>'\n"),  # already Python
+        ("nul.py", "<x>\n\x00\n</x>"),
+    ],
+)
+def test_other_content_is_written_exactly_as_sent(ws: Path, path: str, content: str) -> None:
+    out = call(ws, "write_file", path=path, content=content)
+    assert (ws / path).read_bytes() == content.encode()
+    assert "removed" not in out

@@ -60,6 +60,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceLimits",
     "read_only_workspace_tools",
+    "unwrap_python",
     "workspace_tools",
 ]
 
@@ -382,6 +383,7 @@ class _Workspace:
 
     def write_file(self, path: str, content: str) -> str:
         _require_text("content", content)
+        content, unwrapped = unwrap_python(path, content)
         data = content.encode("utf-8")
         self._check_size(path, len(data))
         resolved = self.resolve(path)
@@ -392,7 +394,10 @@ class _Workspace:
             raise self._not_regular(path, resolved.stat().st_mode)
         resolved.parent.mkdir(parents=True, exist_ok=True)
         self._write(path, resolved, data)
-        return f"{'Overwrote' if existed else 'Created'} {self._rel(resolved)} ({len(data)} bytes)"
+        done = f"{'Overwrote' if existed else 'Created'} {self._rel(resolved)} ({len(data)} bytes)"
+        return done + (
+            f"; {unwrapped} around the code were removed: a Python file holds only code" if unwrapped else ""
+        )
 
     def edit_file(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         _require_text("old_string", old_string)
@@ -501,6 +506,34 @@ def _require_text(name: str, value: str) -> None:
             f"refused: {name} contains a lone surrogate (U+{ord(value[exc.start]):04X} at position {exc.start}), "
             "which is not valid Unicode text; send valid text"
         ) from None
+
+
+_FENCED = regex.compile(r"\A\s*```[\w+.-]*[ \t]*\r?\n(?P<body>.*?)\r?\n[ \t]*```\s*\Z", regex.DOTALL)
+_TAGGED = regex.compile(
+    r"\A\s*<(?P<tag>[A-Za-z][\w-]{0,30})>[ \t]*\r?\n(?P<body>.*?)\r?\n?[ \t]*</(?P=tag)>\s*\Z", regex.DOTALL
+)
+
+
+def unwrap_python(path: str, content: str) -> tuple[str, str]:
+    """The code of a Python file a model sent wrapped — in a Markdown fence (`````python ... `````) or in one pair
+    of tags (``<test> ... </test>``, seen from Qwen2.5-Coder-1.5B) — and what was removed; ``content`` and "" when
+    that does not apply. Only for a ``.py`` path whose content does not compile while the unwrapped code does
+    (neither a fence line nor a tag line is ever Python); nothing is run (``compile()`` only)."""
+    if not path.endswith(".py") or _compiles(content):
+        return content, ""
+    for pattern, what in ((_FENCED, "the Markdown fence lines"), (_TAGGED, "the <{tag}> tags")):
+        m = pattern.fullmatch(content, timeout=1.0)
+        if m is not None and _compiles(m.group("body")):
+            return m.group("body") + "\n", what.format(tag=m.groupdict().get("tag"))
+    return content, ""
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<content>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _clean(text: str) -> str:
