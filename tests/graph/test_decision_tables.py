@@ -411,3 +411,19 @@ def test_next_batch_starts_nothing_no_grant_covers() -> None:
         "approval_error": "the plan changed after it was approved; review it again",
     }
     assert next_batch({}, approved, 4)["needs_approval"] is True  # no record at all
+
+
+def test_a_send_carries_the_step_not_the_runs_settings_usage_or_budget() -> None:
+    """execute_step reads the settings, the usage and the budget from the graph's channels (`trusted`), never
+    from a Send, which anyone can send; a copy in every Send was saved twice (the task's write and the
+    checkpoint's pending sends) for nothing: B5 counts those bytes."""
+    state = {
+        "plan": RUNNING_AB,
+        "settings": {"max_parallel": 4},
+        "usage": {"total": {"input_tokens": 5}, "models": {}},
+        "budget": {"max_tokens": 100},
+    }
+    sends = route_after_dispatch(state)  # type: ignore[arg-type]
+    assert isinstance(sends, list) and sends
+    for send in sends:
+        assert set(send.arg) == {"step", "goal", "plan_version", "dependencies", "durable"}

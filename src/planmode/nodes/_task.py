@@ -21,12 +21,12 @@ class StepTask(TypedDict):
     plan_version: int
     dependencies: dict[str, dict[str, str | None]]
     """Each dependency's ``result`` summary and ``output_ref`` (store key of the full output)."""
-    settings: PlanModeContext | dict[str, Any]
-    """The run's settings: data in the ``Send``; the graph's own (typed) once `trusted_task` replaced them."""
+    settings: NotRequired[PlanModeContext | dict[str, Any] | None]
+    """The run's settings: set by `trusted_task` from the graph's channel (a ``Send`` does not carry them)."""
     durable: NotRequired[bool]
     """True when some step is done: the task waits until the checkpoint it runs from is saved before it starts."""
     usage: NotRequired[dict[str, Any] | None]
-    """The run's usage when the step started (its totals and models only): each model call of the step is checked
-    against the budget from there (`planmode.budget.CallGuard`)."""
+    """The run's usage when the step started, set by `trusted_task` from the graph's channel: each model call of
+    the step is checked against the budget from there (`planmode.budget.CallGuard`)."""
     budget: NotRequired[dict[str, Any] | None]
-    """The budget a human raised (or stopped), as in the graph state."""
+    """The budget a human raised (or stopped), set by `trusted_task` from the graph's channel."""

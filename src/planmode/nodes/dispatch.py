@@ -11,7 +11,6 @@ from langgraph.types import Send
 from planmode._compat import RunnableCallable
 from planmode.approval.policy import from_settings, policy_name, read_only_tools_of
 from planmode.approval.staleness import fingerprint
-from planmode.context import settings_dict
 from planmode.nodes._batch import find_trouble, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
 from planmode.nodes._gates import dispatch_gates
@@ -75,25 +74,20 @@ def dispatch_sends(state: PlanModeState, limit: int | None = None) -> list[Send]
     running = [s for s in plan.by_status(S.RUNNING) if s.id not in outcomes]
     if limit is not None:
         running = running[: max(1, limit)]
-    settings = settings_dict(state.get("settings"))  # a Send is saved: data (trusted_task reads the channel's anyway)
     # Every step done so far is durable before the next ones start (LangGraph's default "async" durability
     # saves checkpoints behind execution): each task waits for the checkpoint it runs from when one is done.
     durable = any(s.status is S.DONE for s in plan.steps)
-    # Each task carries only its step and its dependencies' summaries, not the whole plan.
-    sends = [Send("execute_step", _task(plan, s, settings, durable)) for s in running]
-    usage, budget = state.get("usage"), state.get("budget")
-    spent = {k: usage[k] for k in ("total", "models") if k in usage} if isinstance(usage, dict) else None
-    for send in sends:  # each model call of a step is checked against the budget from there (planmode.budget)
-        send.arg.update(usage=spent, budget=budget)
+    # Each task carries only its step and its dependencies' summaries, not the whole plan. Not the settings, the
+    # usage or the budget either: execute_step reads those from the graph's channels (`trusted`), never from a
+    # Send, which anyone can send; a copy in every Send was saved in the writes and the checkpoint for nothing.
+    sends = [Send("execute_step", _task(plan, s, durable)) for s in running]
     return sends
 
 
-def _task(plan: Plan, step: Step, settings: dict[str, Any], durable: bool) -> StepTask:
+def _task(plan: Plan, step: Step, durable: bool) -> StepTask:
     deps: dict[str, dict[str, str | None]] = {}
     for d in step.dependencies:
         dep = plan.get(d)
         if dep is not None:
             deps[d] = {"result": dep.result, "output_ref": dep.output_ref}
-    return StepTask(
-        step=step, goal=plan.goal, plan_version=plan.version, dependencies=deps, settings=settings, durable=durable
-    )
+    return StepTask(step=step, goal=plan.goal, plan_version=plan.version, dependencies=deps, durable=durable)
