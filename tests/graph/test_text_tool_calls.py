@@ -48,6 +48,7 @@ FORMS = {
     "raw_newline_in_string": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": "print('
     "'hi')\n\"}}\n```",
     "doubled_braces": "{" + json.dumps(CALL) + "}",  # the 1.5B, twice in one run: "its JSON does not parse"
+    "doubled_opening_brace": "{" + json.dumps(CALL),  # the 1.5B, once: the closing braces were not doubled
     "triple_quoted": '```json\n{"name": "write_file", "arguments": {"path": "hello.py", "content": """print('
     '\'hi\')\n"""}}\n```',
 }

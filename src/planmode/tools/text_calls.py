@@ -171,9 +171,12 @@ def _tagged(s: str) -> TextCalls:
 def _loads(s: str) -> tuple[Any, bool]:
     """``s`` as JSON, read as small models write it: raw newlines and tabs inside strings (``strict=False``),
     Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold, and an
-    object in doubled braces (``{{"name": ...}}``, a format string's escape) read as the object."""
-    doubled = s.strip()[1:-1] if s.strip().startswith("{{") and s.strip().endswith("}}") else None
-    for text in (s, _triple_quoted(s), doubled):
+    object in doubled braces (``{{"name": ...}}``, a format string's escape, or only its opening one doubled) read
+    as the object."""
+    t = s.strip()
+    doubled = t[1:-1] if t.startswith("{{") and t.endswith("}}") else None
+    opened = t[1:] if t.startswith("{{") else None  # the 1.5B doubled only the opening brace, once in a run
+    for text in (s, _triple_quoted(s), doubled, opened):
         if text is None:
             continue
         try:
