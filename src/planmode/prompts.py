@@ -100,9 +100,8 @@ writes it to {path} with {tool}."""
 
 VERIFY_SYSTEM = """planmode:verify
 Judge whether a step meets its acceptance criteria from the evidence: the tool calls that ran, the files the
-step wrote and the checks already made. The executor's report is a claim: a file or result that the evidence
-does not show does not count. Answer passed (true/false) and, when it did not pass, a short reason that says
-what is missing."""
+step wrote and the checks already made. Only what the evidence shows counts. Answer passed (true/false) and,
+when it did not pass, a short reason that says what is missing."""
 
 VERIFY_USER = """Step `{step_id}`: {description}
 Acceptance criteria: {acceptance}

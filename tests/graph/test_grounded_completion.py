@@ -149,7 +149,7 @@ def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_pat
     assert "write_file" in shown and "-> ok" in shown  # the tool call that ran
     assert "--- mathx.py" in shown and "return a + b" in shown  # the file and its content
     assert "mathx.py compiles: passed" in shown and "`python mathx.py` runs: passed" in shown
-    assert "wrote it" not in shown and "no report of its own" in shown  # a write step: its change, not its words
+    assert "wrote it" not in shown and "report" not in shown  # a write step: its change, not its words
     assert "Files changed: mathx.py" in final_text(out)
     assert out["report"]["files_changed"] == ["mathx.py"]
 
@@ -662,9 +662,10 @@ def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None
     assert not unknown.settles("mathx.py exists")
 
 
-def test_an_empty_report_is_shown_to_the_judge_as_no_report_not_as_a_failure(tmp_path: Path) -> None:
+def test_an_empty_report_is_not_mentioned_to_the_judge(tmp_path: Path) -> None:
     """Qwen2.5-Coder-1.5B's judge failed a step whose file existed and ran because 'the executor's report is
-    empty': the judge is told that no report is not a failure, and to judge the evidence."""
+    empty'; told instead that no report is not a failure, it failed right steps because 'the executor did not
+    provide a report' (three of four judgements in a run). With no report, the judge reads no word of one."""
     step = write_step("mathx.py exists, `python mathx.py` runs and add(2, 3) returns 5")
     script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD, then=""))
 
@@ -673,8 +674,8 @@ def test_an_empty_report_is_shown_to_the_judge_as_no_report_not_as_a_failure(tmp
     assert out["status"] == "completed", out.get("error")
     (judged,) = [r for r in model.requests if r.purpose == "verify"]
     shown = judged.text()
-    assert "The executor wrote no report of its own; that is not a failure: judge the evidence above." in shown
-    assert "a claim, not evidence" not in shown and "(empty)" not in shown
+    assert "report" not in shown.lower() and "(empty)" not in shown
+    assert "mathx.py compiles: passed" in shown
 
 
 def test_the_judge_of_a_write_step_that_wrote_reads_the_evidence_not_the_report(tmp_path: Path) -> None:
@@ -686,7 +687,7 @@ def test_the_judge_of_a_write_step_that_wrote_reads_the_evidence_not_the_report(
     out, model, _ = run(tmp_path, PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD, then=report)))
     assert out["status"] == "completed", out.get("error")
     (judged,) = [r for r in model.requests if r.purpose == "verify"]
-    assert report not in judged.text() and "no report of its own" in judged.text()
+    assert report not in judged.text() and "report" not in judged.text().lower()
     assert "return a + b" in judged.text()  # the file, read
 
     (tmp_path / "b").mkdir()

@@ -168,7 +168,8 @@ class Evidence:
         return "; ".join(f"{c.what}: {c.detail}" if c.detail else c.what for c in self.failed)
 
     def to_prompt(self, report: str, limit: int = 4000) -> str:
-        """The evidence as the judge reads it; the executor's report last, marked as a claim."""
+        """The evidence as the judge reads it; the executor's report last, marked as a claim (nothing is said of a
+        report when there is none)."""
         lines = ["Tool calls that ran:"]
         if self.runs is None:
             lines.append("(not reported by this executor)")
@@ -184,8 +185,9 @@ class Evidence:
             lines += [c.line() for c in self.checks]
         if report.strip():
             lines += ["The executor's own report (a claim, not evidence):", clip(report, 1500, fold=False)]
-        else:  # a small model's judge failed a step whose file existed and ran because "the report is empty"
-            lines.append("The executor wrote no report of its own; that is not a failure: judge the evidence above.")
+        # No report, no word of one: the 1.5B's judge, shown "the report is empty", failed right steps because "the
+        # report is empty"; told "the executor wrote no report; that is not a failure", it failed them because "the
+        # executor did not provide a report" (three of four judgements in a run)
         return clip("\n".join(lines), limit, marker="\n…[truncated]", fold=False)
 
 
