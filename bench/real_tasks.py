@@ -79,6 +79,7 @@ PLANMODE_RUN: dict[str, Any] = {
     "max_explore_calls": 2,
     "max_executor_iterations": 6,
     "max_parallel": 1,  # what --gguf sets (planmode.local_server.settings_for): the server answers one at a time
+    "final_summary": False,  # what --gguf sets: the record is the final answer (no minute-long summary call)
     "retry_judged_failed": True,  # what --gguf sets: a small model's first "failed" re-runs the failed steps once
     "max_retries": 0,
     "request_timeout": REQUEST_TIMEOUT,

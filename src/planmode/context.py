@@ -167,6 +167,16 @@ class PlanModeContext:
     max_steps: int = field(default=20, metadata={"description": "Step cap of a plan.", "min": 1})
     max_attempts: int = field(default=2, metadata={"description": "Attempts per step before it fails.", "min": 1})
     max_reflections: int = field(default=3, metadata={"description": "Reflections per run before it fails."})
+    final_summary: bool = field(
+        default=True,
+        metadata={
+            "description": (
+                "Write the final answer with one model call that summarises the run's record. Off: the answer is "
+                "the record itself (the goal, the steps done, the files changed), with no call; --gguf turns it "
+                "off (a small model on 2 cores takes most of a minute for it)."
+            )
+        },
+    )
     retry_judged_failed: bool = field(
         default=False,
         metadata={

@@ -92,6 +92,7 @@ def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeCont
         settings,
         max_parallel=1 if settings.max_parallel == default_parallel else settings.max_parallel,
         retry_judged_failed=True if "retry_judged_failed" not in settings.given() else settings.retry_judged_failed,
+        final_summary=False if "final_summary" not in settings.given() else settings.final_summary,
         base_url=server.base_url,
         model=server.model,
         normalize_messages=True,

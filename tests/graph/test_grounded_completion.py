@@ -818,3 +818,18 @@ def test_a_step_mended_in_for_a_file_with_a_non_ascii_name_gets_a_valid_id(tmp_p
     first = out["plan"].history[0]  # the mended plan, as approved (its csv step then fails: the executor writes .py)
     assert first.added == ["write_mathx", "write_donn_es_csv"], out.get("error")
     assert "added step 'write_donn_es_csv'" in first.reason
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_without_a_final_summary_the_record_is_the_answer_and_no_model_is_asked(tmp_path: Path, mode: str) -> None:
+    """--gguf's default: a small model took most of a minute to summarise a run (one run of the 1.5B was killed at
+    its time limit in that call, its three files done). With final_summary off the answer is the record."""
+    script = PurposeScript(plan=plan_of(write_step()), execute=writer("mathx.py", GOOD), final="I wrote ghost.py too.")
+    out, model, _ = run(tmp_path, script, mode=mode, final_summary=False)
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("final") == 0
+    assert final_text(out) == f"Done: {TASK}\nSteps done: write_mathx.\n\nFiles changed: mathx.py."
+
+    (tmp_path / "b").mkdir()
+    out, model, _ = run(tmp_path / "b", script, mode=mode)
+    assert model.calls("final") == 1  # on by default elsewhere

@@ -129,6 +129,8 @@ def test_gguf_settings_default_to_prompted() -> None:
     assert chosen.structured_output == "json_object"  # a chosen mode stays
     assert settings_for(server, PlanModeContext()).retry_judged_failed is True
     assert settings_for(server, PlanModeContext(retry_judged_failed=False)).retry_judged_failed is False
+    assert settings_for(server, PlanModeContext()).final_summary is False  # the record is the answer: no call
+    assert settings_for(server, PlanModeContext(final_summary=True)).final_summary is True
 
 
 def test_a_run_completes_on_a_server_that_refuses_response_format_and_tools(tmp_path: Path) -> None:

@@ -192,6 +192,9 @@ async def _aresults(plan: Plan, store: BaseStore | None, chars: int) -> str:
 
 def _summary(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: Plan, files: str) -> Body[str]:
     settings = settings_of(state, runtime)
+    if not settings.final_summary:  # the record is the answer: no model call
+        done = ", ".join(s.id for s in plan.by_status(S.DONE)) or "none"
+        return f"Done: {plan.goal}\nSteps done: {done}."
     store = store_of(deps, runtime)
     summary = yield from call(
         partial(_results, plan, store, settings.result_chars), partial(_aresults, plan, store, settings.result_chars)
