@@ -640,6 +640,35 @@ def test_the_full_plan_fallback_keeps_the_done_steps_whatever_the_model_resends(
     assert (ws / "mathx.py").read_text() == GOOD
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failed_step_the_fallback_plan_keeps_unchanged_runs_again(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's fallback plan re-sent the failed test step as it was; it stayed failed, its trouble stayed, and
+    the run gave up on the next reflection. The corrected whole plan is the plan to run: a failed step it keeps is
+    re-opened and runs again (with its last error to read)."""
+    step = write_step("mathx.py exists and `python mathx.py` runs")
+    seen: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        seen.append(req.text())
+        content = GOOD if len(seen) > 2 else "def add(:\n"  # two broken attempts, then right
+        return {"tool_calls": [tool_call("write_file", path="mathx.py", content=content)]}
+
+    script = PurposeScript(
+        plan=[plan_of(step), plan_of(step)],  # the fallback re-sends the step exactly
+        execute=execute,
+        reflect={"assessment": "needs_adjustment", "reasoning": "mathx.py does not compile"},
+        patch="{not json",
+    )
+    out, model, ws = run(tmp_path, script, mode=mode, max_reflections=1, max_patch_attempts=1, max_attempts=2)
+    plan = out["plan"]
+    assert out["status"] == "completed", (out.get("error"), [r.reasons for r in plan.rejections])
+    assert model.calls("plan") == 2 and len(seen) == 3  # the fallback asked, and the step ran a third time
+    assert "line 1" in seen[2]  # the retry reads its last error
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 

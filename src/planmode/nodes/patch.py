@@ -41,6 +41,7 @@ from planmode.state.models import (
     Rejection,
     Step,
     StepStatus,
+    StepTransition,
     StepUpdate,
 )
 from planmode.state.patch import diff_to_patch, validate_plan
@@ -109,7 +110,9 @@ def make_patch(deps: Deps) -> RunnableCallable:
         record = outcome.record
         emit(
             "plan_patched",
-            update.patch.reason if update.patch is not None else "",
+            update.patch.reason
+            if update.patch is not None
+            else f"the full plan kept {', '.join(t.id for t in update.transitions)} as they were: they run again",
             plan_version=outcome.plan.version if outcome.plan is not None else plan.version,
             added=record.added if record else [],
             updated=record.updated if record else [],
@@ -196,6 +199,19 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
     return patch, err, AIMessage(content=json.dumps(written))
 
 
+def _retrying_failed(candidate: PlanPatch, plan: Plan) -> list[StepTransition]:
+    """The failed or blocked steps the corrected whole plan keeps unchanged, sent back to pending with their last
+    error (as an ``on_track`` retry does): the corrected plan is the plan to run, and a failed step it keeps as it
+    was is one to run again. Kept failed, its trouble stayed, and the run gave up on its next reflection (the
+    1.5B's `test_shapes.py`, written on one line twice). A step the patch updates is reset by the update."""
+    untouched = {u.id for u in candidate.update_steps} | set(candidate.remove_steps)
+    return [
+        StepTransition(id=s.id, status=StepStatus.PENDING, attempts=0)
+        for s in plan.by_status(StepStatus.FAILED, StepStatus.BLOCKED)
+        if s.id not in untouched
+    ]
+
+
 def _full_plan_fallback(
     model: BaseChatModel,
     settings: PlanModeContext,
@@ -233,7 +249,9 @@ def _full_plan_fallback(
         notes = [*mended, *([f"done steps kept as they are: {', '.join(kept)}"] if kept else [])]
         reason = "full plan converted into a patch by diff" + (f" ({'; '.join(notes)})" if notes else "")
         candidate = diff_to_patch(plan, proposed, reason=reason)
-        update = PlanUpdate(patch=candidate, source=PlanSource.DIFF)
+        retry = _retrying_failed(candidate, plan)
+        patch = None if candidate.is_empty() and retry else candidate  # the same plan again: a retry of its failed
+        update = PlanUpdate(patch=patch, transitions=retry, source=PlanSource.DIFF)
         outcome = preview(plan, update)
         if outcome.applied:
             return update, outcome
