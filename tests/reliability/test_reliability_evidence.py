@@ -156,3 +156,18 @@ def test_a_script_asked_to_print_that_prints_nothing_fails_with_the_fix(tmp_path
 def test_a_script_only_asked_to_run_may_print_nothing(tmp_path: Path) -> None:
     evidence = gather(step("`python mod.py` runs"), wrote(tmp_path, "mod.py", DEFINED_ONLY), workspace_tools(tmp_path))
     assert not evidence.failed and evidence.settles("`python mod.py` runs")
+
+
+def test_a_reason_that_the_output_is_missing_is_contradicted_by_a_command_that_printed(tmp_path: Path) -> None:
+    """The 1.5B's judge failed a primes.py that printed the primes below 20 because 'the actual output is missing'.
+    What a command printed is shown line by line (folded to one line, one number a line read as '2 3 5'), and a
+    reason that it printed nothing is contradicted by it."""
+    script = b"for n in (2, 3, 5):\n    print(n)\n"
+    evidence = gather(
+        step("`python p.py` prints the primes"), wrote(tmp_path, "p.py", script), workspace_tools(tmp_path)
+    )
+    assert "- `python p.py` runs: passed, printing:\n    2\n    3\n    5" in evidence.to_prompt("")
+    said = "The expected primes are 2, 3, 5, but the actual output is missing."
+    assert evidence.refutes(said, report_shown=False) == "the checks show output: `python p.py` printed '2\\n3\\n5'"
+    assert evidence.refutes("it prints 2 3 5 one per line, not on one line", report_shown=False) == ""
+    assert not evidence.settles("`python p.py` prints '2 3 5'")  # three lines are not one line

@@ -101,6 +101,8 @@ class Check:
 
     def line(self) -> str:
         mark = {True: "passed", False: "FAILED", None: "not checked"}[self.passed]
+        if "\n" in self.detail:  # a command's output of several lines, shown as lines
+            return f"- {self.what}: {mark}, printing:\n" + "\n".join(f"    {row}" for row in self.detail.split("\n"))
         return f"- {self.what}: {mark}" + (f" ({self.detail})" if self.detail else "")
 
 
@@ -157,6 +159,12 @@ class Evidence:
         denied = [n for n in named if _denied(reason, n)]
         if denied and all(n in found or n in self.files for n in denied):
             return f"the checks found {', '.join(denied)}: {'they exist' if len(denied) > 1 else 'it exists'}"
+        printed = [c for c in self.checks if c.passed is True and c.what.endswith(" runs") and c.detail.strip()]
+        if printed and _NO_OUTPUT.search(reason):
+            shown = "; ".join(
+                f"{c.what.removesuffix(' runs')} printed {clip(c.detail, 80, fold=False)!r}" for c in printed
+            )
+            return f"the checks show output: {shown}"
         if not report_shown and _ON_REPORT.search(reason):
             return "no report was shown: the step is judged on the evidence, not on a report"
         if self.wrote and self.files and not named and _NOTHING_WRITTEN.search(reason):
@@ -220,6 +228,12 @@ _DENIAL = (
     r"\b(?:not|no evidence)\b[^.]*?\bthat\s+{f}\s+(?:exists|was created|was written)",
     r"\b(?:not|no evidence)\b[^.]*?\b(?:wrote|write|written|created?)\s+{f}",
     r"\b(?:missing|no such file)\s*:?\s*(?:the\s+)?(?:file\s*:?\s*)?{f}",
+)
+_NO_OUTPUT = re.compile(
+    r"\b(?:output (?:is|was) (?:missing|empty|blank)|empty (?:string|output)|no output|(?:printed|prints?) nothing|"
+    r"did(?: not|n't) print|does(?: not|n't) print anything|nothing (?:was |is )?printed|returned an empty|"
+    r"actual output is (?:missing|empty))",
+    re.IGNORECASE,
 )
 _ON_REPORT = re.compile(r"\b(?:executor|report(?!\.\w)|claim(?:ed|s)?)\b", re.IGNORECASE)
 _NOTHING_WRITTEN = re.compile(
@@ -340,7 +354,9 @@ def _run(command: str, root: Path) -> Check:
         return Check(what, None, "pytest is not installed here")
     if done.returncode != 0:
         return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}")
-    return Check(what, True, clip(done.stdout, 200))
+    # what it printed, its lines kept: folded to one line, one number a line read as "2 3 5" to a judge asked
+    # whether a script prints them on one line
+    return Check(what, True, clip((done.stdout or "").rstrip("\n"), 200, fold=False))
 
 
 def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evidence:
