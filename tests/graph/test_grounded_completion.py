@@ -865,3 +865,32 @@ def test_without_a_final_summary_the_record_is_the_answer_and_no_model_is_asked(
     (tmp_path / "b").mkdir()
     out, model, _ = run(tmp_path / "b", script, mode=mode)
     assert model.calls("final") == 1  # on by default elsewhere
+
+
+STDIN_REPORT = "import sys\nfor line in sys.stdin:\n    print(float(line) * 9 / 5 + 32)\n"  # reads stdin, not temps.txt
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_script_the_step_says_prints_is_not_done_by_running_alone(tmp_path: Path, mode: str) -> None:
+    """A false 'completed' on the 1.5B: report.py was to read temps.txt and print, its acceptance asked only that
+    `python report.py` runs; it read stdin instead, ran, printed nothing, and the checks settled it without a
+    judge. A step whose description says it prints is not settled by running alone: a silent run fails with the
+    fix, and a script that prints is shown to the judge with its output."""
+    step = {
+        "id": "write_report",
+        "description": "Write report.py that reads temps.txt and prints c_to_f of each number",
+        "tools": ["write_file"],
+        "acceptance": "report.py exists and `python report.py` runs",
+    }
+    script = PurposeScript(plan=plan_of(step), execute=writer("report.py", STDIN_REPORT), reflect=GIVE_UP)
+    out, model, _ = run(tmp_path, script, mode=mode, task="create report.py")
+    assert out["status"] == "failed" and model.calls("verify") == 0  # failed on the evidence, no judge asked
+    assert "it ran and printed nothing" in out["plan"].get("write_report").error
+
+    (tmp_path / "b").mkdir()
+    printing = "print(32.0)\nprint(212.0)\n"
+    script = PurposeScript(plan=plan_of(step), execute=writer("report.py", printing), reflect=GIVE_UP)
+    out, model, _ = run(tmp_path / "b", script, mode=mode, task="create report.py")
+    assert out["status"] == "completed", out.get("error")
+    (judged,) = [r for r in model.requests if r.purpose == "verify"]  # the judge reads what it printed
+    assert "`python report.py` runs: passed, printing:\n    32.0\n    212.0" in judged.text()

@@ -171,3 +171,18 @@ def test_a_reason_that_the_output_is_missing_is_contradicted_by_a_command_that_p
     assert evidence.refutes(said, report_shown=False) == "the checks show output: `python p.py` printed '2\\n3\\n5'"
     assert evidence.refutes("it prints 2 3 5 one per line, not on one line", report_shown=False) == ""
     assert not evidence.settles("`python p.py` prints '2 3 5'")  # three lines are not one line
+
+
+def test_a_step_that_says_it_prints_is_settled_only_by_a_quoted_output() -> None:
+    ran = _evidence.Evidence(
+        runs=[],
+        checks=[_evidence.Check("report.py exists", True), _evidence.Check("`python report.py` runs", True, "32.0")],
+    )
+    says = "Write report.py that prints c_to_f of 0"
+    assert ran.settles("report.py exists and `python report.py` runs")  # nothing said of printing: it ran
+    assert not ran.settles("report.py exists and `python report.py` runs", says)  # the judge reads the output
+    assert ran.settles("`python report.py` prints '32.0'", says)  # the output the acceptance quotes
+    assert not ran.settles("`python report.py` prints '31.0'", says)
+    assert not _evidence.Evidence(runs=[], checks=[_evidence.Check("the step changed something", True)]).settles(
+        "", says
+    )

@@ -34,7 +34,7 @@ from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.text import clip
 from planmode.tools.binding import read_only_names
-from planmode.tools.files import deliverables, file_names
+from planmode.tools.files import deliverables, file_names, produced_file
 from planmode.tools.workspace import WORKSPACE_ROOT_METADATA_KEY
 
 __all__ = [
@@ -124,21 +124,25 @@ class Evidence:
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.passed is False]
 
-    def settles(self, acceptance: str) -> bool:
+    def settles(self, acceptance: str, description: str = "") -> bool:
         """Whether the checks already decide ``acceptance``: every one of its clauses (split at commas,
         semicolons and "and" outside quotes) is a file that exists, a command that runs, or a command that prints
         a quoted text, its check passed, and at least one clause ran something (a file that merely exists is
         left to the judge, who reads it against the step). Then no judge is asked; a clause no check covers
         ("returns 5", "has a docstring") leaves the step to the judge. A write step without acceptance is settled
         by its write (the check that it changed something passed): its report, often empty from a small model, is
-        not the evidence."""
+        not the evidence. A step whose ``description`` says it prints something is settled only by a clause that
+        matched a quoted output: that a script runs does not say that it prints what the step asks (the 1.5B's
+        report.py read stdin instead of temps.txt, ran, printed nothing, and the run claimed it done)."""
         if self.failed:
             return False
         if not acceptance.strip():
-            return self.wrote
+            return self.wrote and not says_prints(description)
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
         kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
-        return bool(kinds) and None not in kinds and "runs" in kinds
+        if says_prints(description) and "printed" not in kinds:
+            return False
+        return bool(kinds) and None not in kinds and bool({"runs", "printed"} & set(kinds))
 
     def covers(self, acceptance: str) -> bool:
         """Whether every clause of ``acceptance`` is decided by a passed check ("exists" included): what is left
@@ -262,8 +266,8 @@ def _clauses(acceptance: str) -> list[str]:
 
 
 def _settled(clause: str, passed: dict[str, str]) -> str | None:
-    """How a passed check decides this one clause of an acceptance (`Evidence.settles`): "exists" or "runs",
-    or None when no check decides it."""
+    """How a passed check decides this one clause of an acceptance (`Evidence.settles`): "exists", "runs" or
+    "printed" (the command printed the quoted text), or None when no check decides it."""
     if (m := _EXISTS_CLAUSE.fullmatch(clause)) is not None:
         return "exists" if f"{m.group('f')} exists" in passed else None
     if (m := _RUNS_CLAUSE.fullmatch(clause)) is not None:
@@ -272,7 +276,7 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
         return "runs" if f"`python {m.group('f')}` runs" in passed else None
     if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
         printed = passed.get(f"`{m.group('c').strip()}` runs")
-        return "runs" if printed is not None and printed.strip() == m.group("out").strip() else None
+        return "printed" if printed is not None and printed.strip() == m.group("out").strip() else None
     return None
 
 
@@ -405,6 +409,9 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
                     evidence.checks.append(_compiles(where))
     if root is not None and not evidence.failed:
         printing = _asked_to_print(acceptance)
+        produced = produced_file(step.description, acceptance)
+        if produced is not None and produced.endswith(".py") and says_prints(step.description):
+            printing.add(f"python {produced}")  # the step says its script prints: a silent run fails too
         for command in _commands(acceptance):
             check = _run(command, root)
             if check.passed and command in printing and not check.detail.strip():
@@ -418,6 +425,14 @@ _SILENT = (
     "it ran and printed nothing, and the acceptance asks it to print: make the script print its result "
     '(a function that is only defined does not run; call it, e.g. under `if __name__ == "__main__":`)'
 )
+
+
+_SAYS_PRINTS = re.compile(r"\b(?:prints?|printing|outputs?|displays?|shows?)\b", re.IGNORECASE)
+
+
+def says_prints(description: str) -> bool:
+    """Whether a step's description says it prints something ("a script that prints the sum")."""
+    return bool(_SAYS_PRINTS.search(description or ""))
 
 
 def _asked_to_print(acceptance: str) -> set[str]:

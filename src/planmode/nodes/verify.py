@@ -77,7 +77,7 @@ def make_verify(deps: Deps) -> RunnableCallable:
             )
             if evidence.failed:
                 return Verdict(passed=False, reason=evidence.reason())
-            if deps.verifier is None and evidence.settles(step.acceptance):  # nothing left for the model to judge
+            if deps.verifier is None and evidence.settles(step.acceptance, step.description):  # nothing left to judge
                 return Verdict(passed=True, reason="")
             # a write step's deliverable is its change: a judge shown the report as well failed a step that wrote
             # temps.txt because "the claim does not specify any output" (Qwen2.5-Coder-1.5B)
