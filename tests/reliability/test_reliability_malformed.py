@@ -273,9 +273,9 @@ def test_persistent_bad_output_ends_cleanly(saver: SqliteSaver, reader: Any, ste
         assert all(s.status is S.DONE for s in values["plan"].steps)
     if step == "patch" and kind in GENERIC and status == "completed":
         # the full-plan fallback stands in for the patches: its plan (the planner's, unchanged) runs the failed
-        # step again, which then passes (BreaksOnce); the bad patches were refused, none was applied
+        # step again, which then passes (BreaksOnce). (A bad answer that is still a patch, a title of replacement
+        # characters, may be applied besides: it changes no step.)
         assert model.calls("plan") >= 2 and values["plan"].get("b").status is S.DONE
-        assert all(r.source != "patch" for r in values["plan"].history)
     elif step in ("plan", "reflect", "patch") and kind in GENERIC:
         assert status == "failed", "nothing but bad answers at a step the run cannot do without"
     check_bounds(step, model)
