@@ -186,3 +186,33 @@ def test_a_step_that_says_it_prints_is_settled_only_by_a_quoted_output() -> None
     assert not _evidence.Evidence(runs=[], checks=[_evidence.Check("the step changed something", True)]).settles(
         "", says
     )
+
+
+def test_a_script_the_acceptance_says_exists_and_runs_is_run(tmp_path: Path) -> None:
+    """A false 'completed' on llama-server: the 1.5B's acceptance 'list_primes.py exists and runs with expected
+    output' named no command, nothing ran, and the judge passed a silent script on 'the successful execution of
+    the print statement'. 'X.py exists and runs' runs X.py; a step that says its script prints fails when it
+    printed nothing."""
+    says = Step(
+        id="s",
+        description="Write list_primes.py that prints the primes below 20",
+        tools=["write_file"],
+        acceptance="list_primes.py exists and runs with expected output",
+    )
+    evidence = gather(says, wrote(tmp_path, "list_primes.py", DEFINED_ONLY), workspace_tools(tmp_path))
+    assert [c.what for c in evidence.failed] == ["`python list_primes.py` runs"]
+    assert "printed nothing" in evidence.reason()
+
+
+def test_a_script_that_says_it_prints_and_is_not_run_is_shown_as_not_run(tmp_path: Path) -> None:
+    says = Step(
+        id="s",
+        description="Write list_primes.py that prints the primes below 20",
+        tools=["write_file"],
+        acceptance="list_primes.py exists",
+    )
+    evidence = gather(says, wrote(tmp_path, "list_primes.py", DEFINED_ONLY), workspace_tools(tmp_path))
+    assert not evidence.failed and not evidence.settles(says.acceptance, says.description)
+    assert "- `python list_primes.py` runs: not checked (not run: the acceptance names no command" in (
+        evidence.to_prompt("")
+    )

@@ -58,13 +58,19 @@ _CHANGED = "the step changed something"
 
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
+#: "X.py exists and" before the verb: the 1.5B's "list_primes.py exists and runs with expected output" named no
+#: command, nothing ran, and its judge passed the silent script on "the successful execution of the print statement"
+_AND = r"(?:\s+(?:exists|is created|is written)\s+and)?"
 _RUNS = re.compile(
-    r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:runs|executes|can be run|prints|outputs|displays)\b", re.IGNORECASE
+    rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?{_AND}\s+(?:runs|executes|can be run|prints|outputs|displays)\b",
+    re.IGNORECASE,
 )
 _PRINTS = re.compile(
     r"(?:running\s+)?`((?:python3?|pytest)\b[^`\n]*)`\s+(?:prints|outputs|shows|displays)\b", re.IGNORECASE
 )
-_FILE_PRINTS = re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?\s+(?:prints|outputs|displays)\b", re.IGNORECASE)
+_FILE_PRINTS = re.compile(
+    rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?{_AND}\s+(?:prints|outputs|displays)\b", re.IGNORECASE
+)
 
 
 def workspace_root(tools: Iterable[BaseTool]) -> Path | None:
@@ -412,6 +418,9 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
         produced = produced_file(step.description, acceptance)
         if produced is not None and produced.endswith(".py") and says_prints(step.description):
             printing.add(f"python {produced}")  # the step says its script prints: a silent run fails too
+            if f"python {produced}" not in _commands(acceptance):  # nothing runs it: the judge is told so
+                unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
+                evidence.checks.append(Check(f"`python {produced}` runs", None, unrun))
         for command in _commands(acceptance):
             check = _run(command, root)
             if check.passed and command in printing and not check.detail.strip():
