@@ -894,3 +894,43 @@ def test_a_script_the_step_says_prints_is_not_done_by_running_alone(tmp_path: Pa
     assert out["status"] == "completed", out.get("error")
     (judged,) = [r for r in model.requests if r.purpose == "verify"]  # the judge reads what it printed
     assert "`python report.py` runs: passed, printing:\n    32.0\n    212.0" in judged.text()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_script_the_plan_says_prints_is_run_by_its_acceptance(tmp_path: Path, mode: str) -> None:
+    """Two false 'completed' on llama-server: acceptance that ran nothing ('report.py exists and correctly reads
+    temps.txt and prints c_to_f'), and a judge that passed a report.py reading stdin on its source. planmode adds
+    `python report.py` runs to such a step's acceptance (shown for approval, recorded as a fix), so what the script
+    prints is evidence: silent, it fails."""
+    step = {
+        "id": "write_report",
+        "description": "Write report.py that reads temps.txt and prints c_to_f of each number",
+        "tools": ["write_file"],
+        "acceptance": "report.py exists and correctly reads temps.txt and prints c_to_f",
+    }
+    script = PurposeScript(plan=plan_of(step), execute=writer("report.py", STDIN_REPORT), reflect=GIVE_UP)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "temps.txt").write_text("0\n100\n")  # the input it is to read
+    out, _, _ = run(tmp_path, script, mode=mode, task="create report.py")
+    plan = out["plan"]
+    assert plan.get("write_report").acceptance.endswith("and `python report.py` runs")
+    assert "its acceptance runs it" in (plan.history[0].reason or "")
+    assert out["status"] == "failed" and "it ran and printed nothing" in plan.get("write_report").error
+
+
+def test_mend_runs_adds_a_run_only_where_a_printing_script_is_run_by_nothing() -> None:
+    from planmode.nodes._coverage import mend_runs
+    from planmode.state.models import Plan
+
+    def one(description: str, acceptance: str, tools: tuple[str, ...] = ("write_file",)) -> str:
+        step = Step(id="s", description=description, tools=list(tools), acceptance=acceptance)
+        mended, _ = mend_runs(Plan(goal="g", version=1, steps=[step]), workspace_tools(Path(".")))
+        return mended.steps[0].acceptance
+
+    says = "Write app.py that prints hi"
+    assert one(says, "app.py exists") == "app.py exists and `python app.py` runs"
+    assert one(says, "app.py exists and `python app.py` prints 'hi'") == "app.py exists and `python app.py` prints 'hi'"
+    assert one(says, "app.py exists and runs") == "app.py exists and runs"  # 'exists and runs' runs it already
+    assert one("Write app.py with add(a, b)", "app.py exists") == "app.py exists"  # says nothing of printing
+    assert one("Write notes.txt that shows the plan", "notes.txt exists") == "notes.txt exists"  # not a script
+    assert one(says, "app.py exists", tools=("read_file",)) == "app.py exists"  # writes nothing

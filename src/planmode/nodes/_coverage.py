@@ -25,11 +25,18 @@ from collections.abc import Sequence
 
 from langchain_core.tools import BaseTool
 
-from planmode.nodes._evidence import declared_writes, preferred_write, workspace_root, write_tool_names
+from planmode.nodes._evidence import (
+    commands,
+    declared_writes,
+    preferred_write,
+    says_prints,
+    workspace_root,
+    write_tool_names,
+)
 from planmode.state.models import Plan, Step, as_step_id
-from planmode.tools.files import deliverables, file_names
+from planmode.tools.files import deliverables, file_names, produced_file
 
-__all__ = ["mend_acceptance", "mend_plan", "plan_problems", "step_problems"]
+__all__ = ["mend_acceptance", "mend_plan", "mend_runs", "plan_problems", "step_problems"]
 
 
 def _bare(text: str) -> str:
@@ -174,6 +181,30 @@ def mend_acceptance(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str]) -
             if acceptance is not None:
                 steps[i] = step.model_copy(update={"acceptance": acceptance})
                 notes.append(f"step {step.id!r} had no acceptance: {acceptance!r}")
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
+    """``plan`` with each write step (of ``ids``, or all) that says the Python script it writes prints something,
+    and whose acceptance runs nothing that runs it, given `` and `python <script>` runs`` in its acceptance; and
+    what was changed. What a script prints is then evidence (its output shown to the judge, a silent run failed)
+    under an acceptance the plan's approval covers. Two false "completed" on the 1.5B came from acceptance that ran
+    nothing ("report.py exists and correctly reads temps.txt and prints c_to_f"): a report.py that read stdin was
+    passed by the judge on its source alone."""
+    writes = write_tool_names(tools)
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if (ids is not None and step.id not in ids) or not declared_writes(step, writes):
+            continue
+        script = produced_file(step.description, step.acceptance)
+        if script is None or not script.endswith(".py") or not says_prints(step.description):
+            continue
+        if not step.acceptance.strip() or f"python {script}" in commands(step.acceptance):
+            continue
+        added = f"`python {script}` runs"
+        steps[i] = step.model_copy(update={"acceptance": f"{step.acceptance.strip().rstrip('.')} and {added}"})
+        notes.append(f"step {step.id!r} says {script} prints and ran nothing: its acceptance runs it ({added})")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 

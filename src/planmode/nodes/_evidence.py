@@ -42,9 +42,11 @@ __all__ = [
     "Check",
     "Evidence",
     "changed_files",
+    "commands",
     "gather",
     "missing_deliverables",
     "preferred_write",
+    "says_prints",
     "unsupported_files",
     "workspace_root",
     "write_tool_names",
@@ -319,7 +321,7 @@ def _compiles(path: Path) -> Check:
     return Check(f"{path.name} compiles", True)
 
 
-def _commands(acceptance: str) -> list[str]:
+def commands(acceptance: str) -> list[str]:
     """The commands an acceptance asks to run: backticked ``python ...``/``pytest ...``, or ``X.py runs``."""
     found = [m.group(1).strip() for m in _COMMAND.finditer(acceptance)]
     found += [f"python {m.group(1)}" for m in _RUNS.finditer(acceptance)]
@@ -418,10 +420,10 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
         produced = produced_file(step.description, acceptance)
         if produced is not None and produced.endswith(".py") and says_prints(step.description):
             printing.add(f"python {produced}")  # the step says its script prints: a silent run fails too
-            if f"python {produced}" not in _commands(acceptance):  # nothing runs it: the judge is told so
+            if f"python {produced}" not in commands(acceptance):  # nothing runs it: the judge is told so
                 unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
                 evidence.checks.append(Check(f"`python {produced}` runs", None, unrun))
-        for command in _commands(acceptance):
+        for command in commands(acceptance):
             check = _run(command, root)
             if check.passed and command in printing and not check.detail.strip():
                 # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing

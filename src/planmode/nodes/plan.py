@@ -15,7 +15,7 @@ from planmode._compat import RunnableCallable
 from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext
 from planmode.llm import negotiation_record
-from planmode.nodes._coverage import mend_plan, plan_problems
+from planmode.nodes._coverage import mend_plan, mend_runs, plan_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
@@ -163,11 +163,15 @@ def make_plan(deps: Deps) -> RunnableCallable:
         if new is None:
             msg = f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): " + " | ".join(errors)
             return {"status": "failed", "error": msg}
+        new, runs = mend_runs(new, deps.tools)  # a script the plan says prints is run by its acceptance
+        mends = [*mends, *runs]
         record = negotiation_record(model, settings, negotiated_of(state))  # a resume elsewhere starts from it
         kept: StateUpdate = {"negotiated_output": record} if record else {}
         source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
         version = current.version + 1 if revising and current is not None else 1
-        mended: dict[str, Any] = {"mended": mends} if mends else {}  # fixes made when the planner's attempts ran out
+        mended: dict[str, Any] = (
+            {"mended": mends} if mends else {}
+        )  # the fixes planmode made (`mend_plan`, `mend_runs`)
         emit(
             "plan_created",
             new.title or goal,
@@ -180,7 +184,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
         # A revision's history record keeps the human's feedback as its reason (the reducer takes the reason of
         # a whole-plan update from an accompanying patch).
         reason = PlanPatch(reason=f"human feedback: {feedback}") if revising else None
-        if mends:  # the planner's attempts ran out; planmode made the fixes its reasons name (shown for approval)
+        if mends:  # fixes planmode made without a model (shown for approval)
             said = "; ".join(mends)
             before = f"{reason.reason}; " if reason is not None else ""
             reason = PlanPatch(reason=f"{before}completed by planmode: {said}")
