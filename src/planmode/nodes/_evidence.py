@@ -146,8 +146,7 @@ class Evidence:
             return False
         if not acceptance.strip():
             return self.wrote and not says_prints(description)
-        passed = {c.what: c.detail for c in self.checks if c.passed is True}
-        kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
+        kinds = self._kinds(acceptance)
         if says_prints(description) and "printed" not in kinds:
             return False
         return bool(kinds) and None not in kinds and bool({"runs", "printed"} & set(kinds))
@@ -157,9 +156,13 @@ class Evidence:
         to the judge is only whether the content does what the step describes."""
         if self.failed or not acceptance.strip():
             return False
-        passed = {c.what: c.detail for c in self.checks if c.passed is True}
-        kinds = [_settled(clause, passed) for clause in _clauses(acceptance)]
+        kinds = self._kinds(acceptance)
         return bool(kinds) and None not in kinds
+
+    def _kinds(self, acceptance: str) -> list[str | None]:
+        """How the passed checks decide each clause of ``acceptance`` (`_settled`)."""
+        passed = {c.what: c.detail for c in self.checks if c.passed is True}
+        return [_settled(clause, passed) for clause in _clauses(acceptance)]
 
     def refutes(self, reason: str, report_shown: bool) -> str:
         """How the evidence contradicts a judge's reason for failing the step ("" when it does not): the reason
@@ -417,13 +420,14 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
                     evidence.checks.append(_compiles(where))
     if root is not None and not evidence.failed:
         printing = _asked_to_print(acceptance)
+        run = commands(acceptance)
         produced = produced_file(step.description, acceptance)
         if produced is not None and produced.endswith(".py") and says_prints(step.description):
             printing.add(f"python {produced}")  # the step says its script prints: a silent run fails too
-            if f"python {produced}" not in commands(acceptance):  # nothing runs it: the judge is told so
+            if f"python {produced}" not in run:  # nothing runs it: the judge is told so
                 unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
                 evidence.checks.append(Check(f"`python {produced}` runs", None, unrun))
-        for command in commands(acceptance):
+        for command in run:
             check = _run(command, root)
             if check.passed and command in printing and not check.detail.strip():
                 # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing
@@ -433,7 +437,7 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
 
 
 _SILENT = (
-    "it ran and printed nothing, and the acceptance asks it to print: make the script print its result "
+    "it ran and printed nothing, and the step asks it to print: make the script print its result "
     '(a function that is only defined does not run; call it, e.g. under `if __name__ == "__main__":`)'
 )
 
