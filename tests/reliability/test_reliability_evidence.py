@@ -216,3 +216,60 @@ def test_a_script_that_says_it_prints_and_is_not_run_is_shown_as_not_run(tmp_pat
     assert "- `python list_primes.py` runs: not checked (not run: the acceptance names no command" in (
         evidence.to_prompt("")
     )
+
+
+HELLO = _evidence.Evidence(
+    runs=[],
+    files={"hello.py": "print('Hello, world!')"},
+    checks=[_evidence.Check("hello.py exists", True), _evidence.Check("`python hello.py` runs", True, "Hello, world!")],
+)
+
+
+def test_a_judges_reason_that_a_file_should_hold_what_it_holds_is_contradicted() -> None:
+    """The 1.5B's judge failed a right hello.py twice: "The file should contain 'print('Hello, world!')', not
+    'print('Hello, world!')'". A reason that says a file or output should hold a quoted text that it holds is
+    contradicted (quotes inside the quoted text kept); one whose text is absent, or that quotes nothing, stands."""
+    said = "The file should contain 'print('Hello, world!')', not 'print('Hello, world!')'."
+    assert HELLO.refutes(said, report_shown=False) == "hello.py contains \"print('Hello, world!')\""
+    assert HELLO.refutes('It should print "Hello, world!" exactly', report_shown=False) == (
+        "`python hello.py` printed 'Hello, world!'"
+    )
+    assert HELLO.refutes("The file should contain 'print(\"Hello\")'.", report_shown=False) == ""
+    assert HELLO.refutes("should contain 'Hello' and should print 'Bye'", report_shown=False) == ""
+    assert HELLO.refutes("The content does not do what the step says.", report_shown=False) == ""
+    assert HELLO.refutes("should contain 'print(\ud800 (?:[a-z]+ \x1b[31m", report_shown=False) == ""
+
+
+@pytest.mark.parametrize(
+    ("description", "settled"),
+    [
+        ("Write hello.py with print('Hello, world!')", True),
+        ("Write hello.py that prints exactly: Hello, world!", True),
+        ('Write hello.py that prints exactly "Hello, world!"', True),
+        ("Write hello.py that prints a greeting", False),  # what a greeting is stays the judge's
+        ("Write hello.py with print('Hello')", False),  # it printed more than the description gives
+        ("Write hello.py with print('Hello, world!' + name)", False),  # not the whole output
+    ],
+)
+def test_a_step_whose_description_gives_the_whole_output_is_settled_when_exactly_that_printed(
+    description: str, settled: bool
+) -> None:
+    assert HELLO.settles("hello.py exists and `python hello.py` runs", description) is settled
+
+
+def test_a_failed_command_shows_workspace_paths_as_typed_and_where_the_file_went(tmp_path: Path) -> None:
+    """The 1.5B wrote src/hello.py for "`python hello.py` runs"; shown "can't open file '/tmp/…/ws/hello.py'", it
+    wrote its next try under the workspace at that absolute path. The failure shows the path as the acceptance
+    types it, and says where the step's file went."""
+    (tmp_path / "src").mkdir()
+    evidence = gather(
+        step("`python hello.py` runs"),
+        wrote(tmp_path, "src/hello.py", b"print('Hello, world!')\n"),
+        workspace_tools(tmp_path),
+    )
+    reason = evidence.reason()
+    assert str(tmp_path) not in reason and _evidence.sys.executable not in reason
+    assert "can't open file 'hello.py'" in reason
+    assert "the step wrote src/hello.py, but commands run in the workspace's top folder: write hello.py there" in (
+        reason
+    )

@@ -147,9 +147,18 @@ class Evidence:
         if not acceptance.strip():
             return self.wrote and not says_prints(description)
         kinds = self._kinds(acceptance)
-        if says_prints(description) and "printed" not in kinds:
+        if says_prints(description) and "printed" not in kinds and not self._prints_as_described(description):
             return False
         return bool(kinds) and None not in kinds and bool({"runs", "printed"} & set(kinds))
+
+    def _prints_as_described(self, description: str) -> bool:
+        """Whether a command printed exactly the text the step's description gives as the whole output: a Python
+        ``print('...')`` literal or "prints exactly ...". The 1.5B's judge failed a hello.py that printed
+        "Hello, world!" for "Write hello.py with print('Hello, world!')" twice, on reasons that quoted the file as it
+        was ("should contain print('Hello, world!'), not print('Hello, world!')")."""
+        said = exact_outputs(description)
+        printed = {c.detail.strip() for c in self.checks if c.passed is True and c.what.endswith(" runs")}
+        return bool(said) and bool(said & printed)
 
     def covers(self, acceptance: str) -> bool:
         """Whether every clause of ``acceptance`` is decided by a passed check ("exists" included): what is left
@@ -184,7 +193,26 @@ class Evidence:
             return "no report was shown: the step is judged on the evidence, not on a report"
         if self.wrote and self.files and not named and _NOTHING_WRITTEN.search(reason):
             return f"the step wrote {', '.join(self.files)}"
+        if (there := self._contains(_expected_texts(reason))) is not None:
+            return there
         return ""
+
+    def _contains(self, texts: list[tuple[bool, str]]) -> str | None:
+        """Where the files the step wrote, or the output of its checks, hold every one of ``texts`` (None when one
+        is in neither); a text said to be printed is looked for in the output first."""
+        if not texts:
+            return None
+        outputs = {c.what.removesuffix(" runs"): c.detail for c in self.checks if c.passed and c.what.endswith(" runs")}
+        files = [(f"{name} contains", body) for name, body in self.files.items()]
+        printed = [(f"{command} printed", out) for command, out in outputs.items()]
+        found = []
+        for said_printed, text in texts:
+            places = printed + files if said_printed else files + printed
+            where = next((label for label, body in places if text in body), None)
+            if where is None:
+                return None
+            found.append(f"{where} {clip(text, 80, fold=False)!r}")
+        return "; ".join(found)
 
     def reason(self) -> str:
         """Why the attempt fails on the evidence (the failed checks, each naming the fix)."""
@@ -255,6 +283,48 @@ _NOTHING_WRITTEN = re.compile(
     r"\bno (?:direct )?(?:output|files?|changes?)\b|\bdid not (?:write|create|produce|change)\b|not specify any",
     re.IGNORECASE,
 )
+
+
+#: A judge's reason that says what a file or output should hold: "should contain 'X'", "expected to print "X"".
+_SHOULD_HOLD = re.compile(
+    r"\b(?:should|must|needs? to|is expected to|expected to)\s+(?P<verb>contain|include|have|read|print|output|show)"
+    r"\s*:?\s*(?P<q>['\"`])",
+    re.IGNORECASE,
+)
+#: A description that gives the whole output: a ``print('...')`` literal, or "prints exactly 'X'" / "exactly: X".
+_PRINT_LITERAL = re.compile(r"\bprint\(\s*(?P<q>['\"])(?P<out>[^'\"\n]*)(?P=q)\s*\)")
+_PRINTS_EXACTLY = re.compile(
+    r"\b(?:prints?|outputs?)\s+exactly\s*:?\s*(?:(?P<q>['\"`])(?P<quoted>[^'\"`\n]+)(?P=q)|(?P<rest>[^'\"`\n]+?)\s*$)",
+    re.IGNORECASE,
+)
+
+
+def _expected_texts(reason: str) -> list[tuple[bool, str]]:
+    """The quoted texts a judge's reason says a file or output should hold, each with whether it is said to be
+    printed. A quote ends at the same quote mark
+    followed by a space, punctuation or the end, so quotes inside it stay ("should contain 'print('hi')', not ...")."""
+    found = []
+    for m in _SHOULD_HOLD.finditer(reason):
+        q, start = m.group("q"), m.end()
+        end = next(
+            (
+                i
+                for i in range(start + 1, len(reason))
+                if reason[i] == q and (i + 1 == len(reason) or reason[i + 1] in " \t\n,.;:!?")
+            ),
+            None,
+        )
+        if end is not None and len(text := reason[start:end].strip()) >= 2:
+            found.append((m.group("verb").lower() in ("print", "output", "show"), text))
+    return found
+
+
+def exact_outputs(description: str) -> set[str]:
+    """The whole output a step's description gives (`_PRINT_LITERAL`, `_PRINTS_EXACTLY`), stripped."""
+    said = {m.group("out").strip() for m in _PRINT_LITERAL.finditer(description or "")}
+    for m in _PRINTS_EXACTLY.finditer(description or ""):
+        said.add((m.group("quoted") or m.group("rest") or "").strip())
+    return {s for s in said if s}
 
 
 def _denied(reason: str, name: str) -> bool:
@@ -364,7 +434,9 @@ def _run(command: str, root: Path) -> Check:
         return Check(what, False, f"still running after {COMMAND_TIMEOUT:.0f} s")
     except OSError as exc:
         return Check(what, None, f"could not start: {exc}")
-    output = (done.stdout or "") + (done.stderr or "")
+    # paths as the model knows them: the 1.5B, shown "can't open file '/tmp/…/ws/hello.py'", wrote its next try
+    # to that path under the workspace ("tmp/…/ws/hello.py")
+    output = _relative((done.stdout or "") + (done.stderr or ""), root)
     if "No module named pytest" in output:
         return Check(what, None, "pytest is not installed here")
     if done.returncode != 0:
@@ -372,6 +444,27 @@ def _run(command: str, root: Path) -> Check:
     # what it printed, its lines kept: folded to one line, one number a line read as "2 3 5" to a judge asked
     # whether a script prints them on one line
     return Check(what, True, clip((done.stdout or "").rstrip("\n"), 200, fold=False))
+
+
+def _relative(text: str, root: Path) -> str:
+    """``text`` with the workspace's absolute path and this interpreter's path written as a user would type them."""
+    for base in dict.fromkeys((str(root), str(root.resolve()))):
+        text = text.replace(base + os.sep, "").replace(base, ".")
+    return text.replace(sys.executable, "python")
+
+
+def _elsewhere(check: Check, root: Path, wrote: Iterable[str]) -> Check:
+    """A command that failed on a missing file the step wrote under another folder, told where it went: the 1.5B
+    wrote src/hello.py for "`python hello.py` runs" (commands run in the workspace's top folder)."""
+    m = re.search(r"can't open file '(?P<f>[^']+)'|No such file or directory: '(?P<g>[^']+)'", check.detail)
+    name = (m.group("f") or m.group("g")) if m else None
+    if check.passed is not False or not name:
+        return check
+    went = [_shown(p, root) for p in wrote if p.endswith("/" + Path(name).name) and _shown(p, root) != name]
+    if not went:
+        return check
+    hint = f"; the step wrote {went[0]}, but commands run in the workspace's top folder: write {name} there"
+    return Check(check.what, False, check.detail + hint)
 
 
 def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evidence:
@@ -432,7 +525,7 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
             if check.passed and command in printing and not check.detail.strip():
                 # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing
                 check = Check(check.what, False, _SILENT)
-            evidence.checks.append(check)
+            evidence.checks.append(_elsewhere(check, root, wrote))
     return evidence
 
 
