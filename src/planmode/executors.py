@@ -176,10 +176,11 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
 
     A step that declares a write tool and whose model answered without one running (small models describe the
     call, or ask for the tool) is told once, within the same attempt and its turn bound, to call it: one more turn
-    instead of a failed verification and a new attempt. When the step produces one file (`produced_file`) and its
-    write tool takes a path and a content, a call named after the step with a content is a call of that tool, and,
-    once told, the model may instead answer with the file's whole content in one fenced block; either is written
-    with that tool through the same gate (`planmode.tools.loop.WholeFile`)."""
+    instead of a failed verification and a new attempt. When its write tool takes a path and a content, a call
+    named after the step with a content is a call of that tool (on the step's one file, `produced_file`, or else on
+    the path the call names); when the step produces one file, once told, the model may instead answer with the
+    file's whole content in one fenced block. Either is written with that tool through the same gate
+    (`planmode.tools.loop.WholeFile`)."""
     model = _model_of(ctx, "default_executor")
     turns = ctx.settings.max_executor_iterations
     writes = _declared_writes(step, ctx)
@@ -202,7 +203,7 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
         and not any(r.ok and r.name in writes for r in tool_runs(res.messages))
     ):
         text = prompts.EXECUTE_WRITE_NUDGE.format(tools=", ".join(writes), tool=writes[0])
-        if whole is not None:
+        if whole is not None and whole.path is not None:
             text += " " + prompts.EXECUTE_WHOLE_FILE.format(path=whole.path, tool=whole.tool)
         more = yield from tool_loop_steps(
             model,
@@ -226,11 +227,9 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
 
 
 def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFile | None:
-    """The file a write step produces and the declared write tool that writes it whole (one that takes ``path``
-    and ``content``, ``write_file`` first), or None when either is not clear."""
+    """The declared write tool that writes a file whole (one that takes ``path`` and ``content``, ``write_file``
+    first) and the file the step produces (None when that is not clear), or None when there is no such tool."""
     path = produced_file(step.description, step.acceptance or "")
-    if path is None:
-        return None
     by_name = {t.name: t for t in ctx.tools}
     for name in sorted(writes, key=lambda n: n != "write_file"):
         tool = by_name.get(name)

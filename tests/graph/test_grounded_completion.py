@@ -424,6 +424,33 @@ def test_a_step_called_by_its_own_name_writes_its_file_in_the_first_turn(tmp_pat
     assert model.calls("execute") == 2
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_called_by_its_own_name_writes_where_the_call_says_when_the_step_names_two_files(
+    tmp_path: Path, mode: str
+) -> None:
+    """The 1.5B called write_count_lines with count_lines.py and its content eight times in a run, each refused as
+    an unknown tool: the step "Write count_lines.py that prints the number of lines in notes.txt" names two files,
+    so it has no one file to write. The call is its write tool's call on the path it names, through the same gate;
+    without a path it stays an unknown tool."""
+    script_py = "print(len(open('notes.txt').read().splitlines()))\n"
+    call = {"name": "write_count", "args": {"path": "count_lines.py", "content": script_py}}
+    step = write_step(
+        "count_lines.py exists", description="Write count_lines.py that prints the number of lines in notes.txt"
+    )
+    step["id"] = "write_count"
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": [call]}
+    )
+
+    out, model, ws = run(tmp_path, script, task="write count_lines.py", mode=mode)
+    assert out["status"] == "completed", out.get("error")
+
+    assert (ws / "count_lines.py").read_text() == script_py
+    ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
+    assert ran and ran[0].name == "write_file" and ran[0].status != "error"
+    assert model.calls("execute") == 2
+
+
 def test_a_fenced_answer_is_not_written_when_the_step_does_not_name_one_file(tmp_path: Path) -> None:
     """Two files in the step (or none): which one a fence is would be a guess, so nothing is offered or written."""
     fenced = f"```python\n{GOOD}```"

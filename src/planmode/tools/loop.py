@@ -175,12 +175,13 @@ def _raised(request: ToolCallRequest, exc: Exception) -> ToolRaised:
 
 @dataclass(frozen=True)
 class WholeFile:
-    """The one file a write step produces (``path``) and the declared tool that writes it whole (``tool``, which
-    takes ``path`` and ``content``): a call named ``alias`` (the step's id) with a string ``content`` is a call of
-    ``tool``; with ``fenced``, so is a reply that is the file's whole content in one fenced block."""
+    """The one file a write step produces (``path``, None when the step does not name exactly one) and the declared
+    tool that writes it whole (``tool``, which takes ``path`` and ``content``): a call named ``alias`` (the step's
+    id) with a string ``content`` is a call of ``tool`` (to ``path``, or, without one, to the path the call names);
+    with ``fenced`` and a ``path``, so is a reply that is the file's whole content in one fenced block."""
 
     tool: str
-    path: str
+    path: str | None
     alias: str | None = None
     fenced: bool = False
 
@@ -539,10 +540,15 @@ def _all_repeated(state: _LoopState, calls: Sequence[ToolCall], changers: _Chang
 def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     """The write tool's arguments for a call named after the step, or None when it carries no content. The call
     is the step's write, so its path is the step's file, whatever path the call names (the 1.5B's call named after
-    write_shapes wrote ``src/shapes.py``; the approved step writes ``shapes.py``)."""
+    write_shapes wrote ``src/shapes.py``; the approved step writes ``shapes.py``). A step that names no one file
+    writes where the call says (the 1.5B called ``write_count_lines`` with count_lines.py eight times, each
+    refused as an unknown tool, for a step whose description named notes.txt as well)."""
     if not isinstance(args, dict) or not isinstance(args.get("content"), str):
         return None
-    return {"path": whole_file.path, "content": args["content"]}
+    path = whole_file.path or args.get("path")
+    if not isinstance(path, str) or not path.strip():
+        return None
+    return {"path": path, "content": args["content"]}
 
 
 def _aliased(call: ToolCall, whole_file: WholeFile) -> ToolCall:
@@ -559,7 +565,7 @@ def _aliased_text(call: TextCall, whole_file: WholeFile) -> TextCall:
 def _as_write(reply: AIMessage, whole_file: WholeFile) -> AIMessage:
     """``reply`` with a call of the write tool when its text is the file's whole content in one fence (a fresh
     id), else ``reply`` as it is."""
-    content = whole_file_content(text_of(reply), whole_file.path)
+    content = whole_file_content(text_of(reply), whole_file.path) if whole_file.path is not None else None
     if content is None:
         return reply
     call = {
@@ -645,7 +651,7 @@ def _after_reply(
             reply = reply.model_copy(update={"tool_calls": calls})
         elif read is not None:
             read = TextCalls(calls=[_aliased_text(c, whole_file) for c in read.calls], problem=read.problem)
-        elif whole_file.fenced:
+        elif whole_file.fenced and whole_file.path is not None:
             reply = _as_write(reply, whole_file)
             calls = list(reply.tool_calls)
     if read is not None:
