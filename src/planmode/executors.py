@@ -83,8 +83,12 @@ class StepContext:
 class Verdict(BaseModel):
     """A verifier's judgement of one step's outcome."""
 
+    # The reason first: a model writes what the evidence shows before it decides (Qwen2.5-Coder-1.5B, asked for
+    # passed first, failed a hello.py that printed "Hello, world!" on a reason that quoted the file as it was)
+    reason: str = Field(
+        default="", description="What the evidence shows for each criterion and, when it did not pass, what is missing."
+    )
     passed: bool = Field(description="True when the outcome meets the acceptance criteria.")
-    reason: str = Field(default="", description="What is missing, when it did not pass.")
 
 
 Executor = Callable[[Step, StepContext], Any] | Runnable[Any, Any]

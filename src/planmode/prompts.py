@@ -100,8 +100,9 @@ writes it to {path} with {tool}."""
 
 VERIFY_SYSTEM = """planmode:verify
 Judge whether a step meets its acceptance criteria from the evidence: the tool calls that ran, the files the
-step wrote and the checks already made. Only what the evidence shows counts. Answer passed (true/false) and,
-when it did not pass, a short reason that says what is missing."""
+step wrote and the checks already made. Only what the evidence shows counts. First give a short reason: what
+the evidence shows for each criterion and, when one is not met, what is missing. Then passed (true/false), as
+the reason says."""
 
 VERIFY_USER = """Step `{step_id}`: {description}
 Acceptance criteria: {acceptance}

@@ -109,6 +109,8 @@ def test_a_judges_reason_that_the_evidence_contradicts_is_recognised(reason: str
         "report.py does not print the mean",
         "out.txt does not exist",
         "the numbers are not one per line",
+        # the 1.5B's judge on a fizzbuzz.py that printed 15 lines: a judgement of the output, not of the write
+        "The tool calls that ran did not produce the expected output.",
     ],
 )
 def test_a_judgement_of_the_content_is_not_taken_for_a_contradiction(reason: str) -> None:

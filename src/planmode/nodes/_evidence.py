@@ -280,7 +280,8 @@ _NO_OUTPUT = re.compile(
 )
 _ON_REPORT = re.compile(r"\b(?:executor|report(?!\.\w)|claim(?:ed|s)?)\b", re.IGNORECASE)
 _NOTHING_WRITTEN = re.compile(
-    r"\bno (?:direct )?(?:output|files?|changes?)\b|\bdid not (?:write|create|produce|change)\b|not specify any",
+    r"\bno (?:direct )?(?:output|files?|changes?)\b|\bdid not (?:write|create|change)\b|"
+    r"\bdid not produce (?:any(?:thing)?|a file|files?)\b|not specify any",
     re.IGNORECASE,
 )
 
