@@ -275,3 +275,12 @@ def test_a_failed_command_shows_workspace_paths_as_typed_and_where_the_file_went
     assert "the step wrote src/hello.py, but commands run in the workspace's top folder: write hello.py there" in (
         reason
     )
+
+
+def test_a_test_file_pytest_cannot_find_says_where_the_step_wrote_it(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    test = b"def test_one():\n    assert 1 == 1\n"
+    evidence = gather(
+        step("`pytest test_one.py` passes"), wrote(tmp_path, "tests/test_one.py", test), workspace_tools(tmp_path)
+    )
+    assert "the step wrote tests/test_one.py, but commands run in the workspace's top folder" in evidence.reason()

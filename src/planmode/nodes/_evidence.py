@@ -454,11 +454,17 @@ def _relative(text: str, root: Path) -> str:
     return text.replace(sys.executable, "python")
 
 
+#: A command's complaint that a file it was given is missing: python's, open()'s, pytest's.
+_MISSING_FILE = re.compile(
+    r"can't open file '([^']+)'|No such file or directory: '([^']+)'|file or directory not found: (\S+)"
+)
+
+
 def _elsewhere(check: Check, root: Path, wrote: Iterable[str]) -> Check:
     """A command that failed on a missing file the step wrote under another folder, told where it went: the 1.5B
     wrote src/hello.py for "`python hello.py` runs" (commands run in the workspace's top folder)."""
-    m = re.search(r"can't open file '(?P<f>[^']+)'|No such file or directory: '(?P<g>[^']+)'", check.detail)
-    name = (m.group("f") or m.group("g")) if m else None
+    m = _MISSING_FILE.search(check.detail)
+    name = next((g for g in m.groups() if g), None) if m else None
     if check.passed is not False or not name:
         return check
     went = [_shown(p, root) for p in wrote if p.endswith("/" + Path(name).name) and _shown(p, root) != name]
