@@ -451,6 +451,57 @@ def test_a_step_called_by_its_own_name_writes_where_the_call_says_when_the_step_
     assert model.calls("execute") == 2
 
 
+HELLO_STEP = {
+    "id": "write_hello",
+    "description": "Write hello.py that prints hi",
+    "tools": ["write_file"],
+    "acceptance": "`python hello.py` prints 'hi'",
+}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_file_written_under_a_folder_of_the_models_own_is_written_where_the_step_says(
+    tmp_path: Path, mode: str
+) -> None:
+    """The 1.5B wrote src/hello.py and src/fizzbuzz.py for steps that write hello.py and fizzbuzz.py and run them
+    at the top: an attempt lost each time. A write of the step's one file under a folder that is not in the
+    workspace and that neither the step nor the goal names is the step's file."""
+    call = {"name": "write_file", "args": {"path": "src/hello.py", "content": "print('hi')\n"}}
+    script = PurposeScript(
+        plan=plan_of(HELLO_STEP), execute=lambda req: "done" if req.tool_results() else {"tool_calls": [call]}
+    )
+
+    out, model, ws = run(tmp_path, script, task="write hello.py", mode=mode)
+    assert model.calls("execute") == 2
+
+    assert out["status"] == "completed", out.get("error")
+    assert sorted(p.name for p in ws.iterdir()) == ["hello.py"]
+    assert out["plan"].get("write_hello").attempts == 1
+
+
+@pytest.mark.parametrize(
+    ("task", "path", "made", "where"),
+    [
+        ("write hello.py in src", "src/hello.py", (), "src/hello.py"),  # the goal names the folder
+        ("write hello.py", "src/hello.py", ("src",), "src/hello.py"),  # the folder is the workspace's
+        ("write hello.py", "src/other.py", (), "src/other.py"),  # not the step's file
+    ],
+)
+def test_a_write_under_a_folder_the_step_or_the_workspace_has_is_left_as_called(
+    tmp_path: Path, task: str, path: str, made: tuple[str, ...], where: str
+) -> None:
+    call = {"name": "write_file", "args": {"path": path, "content": "print('hi')\n"}}
+    script = PurposeScript(
+        plan=plan_of(HELLO_STEP),
+        execute=lambda req: "done" if req.tool_results() else {"tool_calls": [call]},
+        reflect=GIVE_UP,
+    )
+    for folder in made:
+        (tmp_path / "ws" / folder).mkdir(parents=True)
+    _out, _model, ws = run(tmp_path, script, task=task)
+    assert (ws / where).is_file() and not (ws / "hello.py").exists()
+
+
 def test_a_fenced_answer_is_not_written_when_the_step_does_not_name_one_file(tmp_path: Path) -> None:
     """Two files in the step (or none): which one a fence is would be a guess, so nothing is offered or written."""
     fenced = f"```python\n{GOOD}```"

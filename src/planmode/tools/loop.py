@@ -46,10 +46,12 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -184,6 +186,10 @@ class WholeFile:
     path: str | None
     alias: str | None = None
     fenced: bool = False
+    root: str | None = None
+    """The workspace's top folder, when known: a call of ``tool`` that puts ``path`` under a folder that neither
+    exists there nor is named in ``named`` (the step's and the goal's text) writes ``path`` itself."""
+    named: str = ""
 
 
 @dataclass
@@ -551,14 +557,40 @@ def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     return {"path": path, "content": args["content"]}
 
 
+def _misplaced(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
+    """The write tool's arguments with the step's file as the path, when ``args`` put that file under a folder of
+    the model's own (not in the workspace, not named by the step or the goal), else None. The 1.5B wrote
+    src/hello.py and src/fizzbuzz.py for steps that write hello.py and fizzbuzz.py, whose acceptance ran them at
+    the top: an attempt lost each time."""
+    if whole_file.path is None or whole_file.root is None or not isinstance(args, dict):
+        return None
+    path = args.get("path")
+    if not isinstance(path, str) or "/" in whole_file.path or "\\" in path:
+        return None
+    where = PurePosixPath(path)
+    if where.is_absolute() or where.name != whole_file.path or where == PurePosixPath(whole_file.path):
+        return None
+    folders = [f for f in where.parent.parts if f not in ("", ".")]
+    if not folders or ".." in folders or any(re.search(rf"\b{re.escape(f)}\b", whole_file.named) for f in folders):
+        return None
+    if Path(whole_file.root, *folders[:1]).exists():
+        return None
+    return {**args, "path": whole_file.path}
+
+
 def _aliased(call: ToolCall, whole_file: WholeFile) -> ToolCall:
-    """``call``, or, when it is named after the step and carries a content, a call of the step's write tool."""
+    """``call``, or, when it is named after the step and carries a content, a call of the step's write tool; a
+    call of that tool that puts the step's file under a folder of its own writes the step's file (`_misplaced`)."""
     args = _step_write(call.get("args"), whole_file) if call["name"] == whole_file.alias else None
+    if args is None and call["name"] == whole_file.tool:
+        args = _misplaced(call.get("args"), whole_file)
     return call if args is None else {**call, "name": whole_file.tool, "args": args}
 
 
 def _aliased_text(call: TextCall, whole_file: WholeFile) -> TextCall:
     args = _step_write(call.args, whole_file) if call.name == whole_file.alias else None
+    if args is None and call.name == whole_file.tool:
+        args = _misplaced(call.args, whole_file)
     return call if args is None else TextCall(name=whole_file.tool, args=args)
 
 
