@@ -38,7 +38,7 @@ from planmode.tools import StepTools, is_read_only
 from planmode.tools._writes import recording
 from planmode.tools.files import produced_file
 from planmode.tools.loop import LoopResult, WholeFile, tool_loop_steps
-from planmode.tools.workspace import WORKSPACE_ROOT_METADATA_KEY
+from planmode.tools.workspace import workspace_root
 
 __all__ = [
     "Executor",
@@ -240,16 +240,9 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
         tool = by_name.get(name)
         if tool is not None and {"path", "content"} <= set(tool.args):
             named = "\n".join((step.description, step.acceptance or "", ctx.goal or ""))
-            return WholeFile(tool=name, path=path, alias=step.id, root=_workspace_root(ctx.tools), named=named)
-    return None
-
-
-def _workspace_root(tools: Sequence[BaseTool]) -> str | None:
-    """The workspace the graph's workspace tools work in, or None (`planmode.tools.workspace_tools`)."""
-    for tool in tools:
-        root = (tool.metadata or {}).get(WORKSPACE_ROOT_METADATA_KEY)
-        if isinstance(root, str) and root:
-            return root
+            root = workspace_root(ctx.tools)
+            top = str(root) if root is not None else None
+            return WholeFile(tool=name, path=path, alias=step.id, root=top, named=named)
     return None
 
 

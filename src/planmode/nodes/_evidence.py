@@ -35,7 +35,7 @@ from planmode.state.models import Plan, Step, StepStatus
 from planmode.text import clip
 from planmode.tools.binding import read_only_names
 from planmode.tools.files import deliverables, file_names, produced_file
-from planmode.tools.workspace import WORKSPACE_ROOT_METADATA_KEY
+from planmode.tools.workspace import workspace_root
 
 __all__ = [
     "COMMAND_TIMEOUT",
@@ -73,15 +73,6 @@ _PRINTS = re.compile(
 _FILE_PRINTS = re.compile(
     rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.py)`?{_AND}\s+(?:prints|outputs|displays)\b", re.IGNORECASE
 )
-
-
-def workspace_root(tools: Iterable[BaseTool]) -> Path | None:
-    """The workspace the graph's workspace tools work in (`planmode.tools.workspace_tools`), or None."""
-    for tool in tools:
-        root = (tool.metadata or {}).get(WORKSPACE_ROOT_METADATA_KEY)
-        if isinstance(root, str) and root:
-            return Path(root)
-    return None
 
 
 def write_tool_names(tools: Sequence[BaseTool]) -> frozenset[str]:
@@ -302,8 +293,8 @@ _PRINTS_EXACTLY = re.compile(
 
 def _expected_texts(reason: str) -> list[tuple[bool, str]]:
     """The quoted texts a judge's reason says a file or output should hold, each with whether it is said to be
-    printed. A quote ends at the same quote mark
-    followed by a space, punctuation or the end, so quotes inside it stay ("should contain 'print('hi')', not ...")."""
+    printed. A quote ends at the same quote mark followed by a space, punctuation or the end, so quotes inside it
+    stay ("should contain 'print('hi')', not ...")."""
     found = []
     for m in _SHOULD_HOLD.finditer(reason):
         q, start = m.group("q"), m.end()

@@ -61,6 +61,7 @@ __all__ = [
     "WorkspaceLimits",
     "read_only_workspace_tools",
     "unwrap_python",
+    "workspace_root",
     "workspace_tools",
 ]
 
@@ -74,6 +75,16 @@ IDEMPOTENT_METADATA_KEY = "planmode_idempotent"
 WORKSPACE_ROOT_METADATA_KEY = "planmode_workspace_root"
 """Key in ``BaseTool.metadata`` of the workspace tools: the workspace root (a real path), where verify and finalize
 check the files a run promised (`planmode.nodes._evidence`)."""
+
+
+def workspace_root(tools: Iterable[BaseTool]) -> Path | None:
+    """The workspace the graph's workspace tools work in (`workspace_tools`), or None."""
+    for tool in tools:
+        root = (tool.metadata or {}).get(WORKSPACE_ROOT_METADATA_KEY)
+        if isinstance(root, str) and root:
+            return Path(root)
+    return None
+
 
 OWN_FILES_METADATA_KEY = "planmode_own_files"
 """Key in ``BaseTool.metadata`` of the workspace tools: planmode's own files and folders in the workspace (its
