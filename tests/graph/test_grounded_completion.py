@@ -1012,3 +1012,41 @@ def test_mend_runs_adds_a_run_only_where_a_printing_script_is_run_by_nothing() -
     assert one("Write app.py with add(a, b)", "app.py exists") == "app.py exists"  # says nothing of printing
     assert one("Write notes.txt that shows the plan", "notes.txt exists") == "notes.txt exists"  # not a script
     assert one(says, "app.py exists", tools=("read_file",)) == "app.py exists"  # writes nothing
+
+
+def test_mend_tools_replaces_a_tool_name_that_means_exactly_one_of_the_graphs_tools() -> None:
+    from planmode.nodes._coverage import mend_tools
+    from planmode.state.models import Plan
+
+    def one(*tools: str) -> list[str]:
+        step = Step(id="s", description="Write app.py", tools=list(tools), acceptance="app.py exists")
+        mended, notes = mend_tools(Plan(goal="g", version=1, steps=[step]), workspace_tools(Path(".")))
+        assert bool(notes) == (list(mended.steps[0].tools) != list(tools))
+        return list(mended.steps[0].tools)
+
+    assert one("write") == ["write_file"]  # the 1.5B's corrected plan
+    assert one("Write-File", "read") == ["write_file", "read_file"]
+    assert one("write_file", "write") == ["write_file"]  # no tool twice
+    assert one("edit") == ["edit_file"]
+    assert one("deploy") == ["deploy"]  # names no tool: left (the step cannot run it)
+    assert one("file") == ["file"]  # not a first word
+    assert one("write_file", "search_files") == ["write_file", "search_files"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_plan_step_that_names_a_tool_by_its_first_word_gets_the_tool(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's corrected plan gave a step the tool "write": the step could write nothing, and each of its
+    write_file calls was refused until the run failed. The planner's tool name is read as the one graph tool it
+    names, the change is shown for approval as planmode's fix, and the step writes."""
+    step = {**HELLO_STEP, "tools": ["write"]}
+    call = {"name": "write_file", "args": {"path": "hello.py", "content": "print('hi')\n"}}
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": [call]}
+    )
+
+    out, _model, ws = run(tmp_path, script, task="write hello.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert out["plan"].get("write_hello").tools == ["write_file"]
+    assert "'write' -> 'write_file'" in out["plan"].history[0].reason
+    assert (ws / "hello.py").read_text() == "print('hi')\n"

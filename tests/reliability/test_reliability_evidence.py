@@ -284,3 +284,15 @@ def test_a_test_file_pytest_cannot_find_says_where_the_step_wrote_it(tmp_path: P
         step("`pytest test_one.py` passes"), wrote(tmp_path, "tests/test_one.py", test), workspace_tools(tmp_path)
     )
     assert "the step wrote tests/test_one.py, but commands run in the workspace's top folder" in evidence.reason()
+
+
+def test_a_clause_that_says_what_prints_without_the_command_takes_the_command_before_it(tmp_path: Path) -> None:
+    """The 1.5B's acceptance "hello.py exists and `python hello.py` runs and prints 'Hello, world!'": its last
+    clause prints by the command of the clause before it, so the checks settle it (the judge, asked, failed the
+    right file because "the expected content is 'print('Hello, world!')'"), and a silent script fails it."""
+    acceptance = "hello.py exists and `python hello.py` runs and prints 'Hello, world!'"
+    assert HELLO.settles(acceptance, "Write hello.py with the content 'Hello, world!'")
+    assert not HELLO.settles("hello.py exists and `python hello.py` runs and prints 'Bye'")
+    assert not HELLO.settles("hello.py exists and prints 'Hello, world!'")  # no command before it
+    silent = gather(step(acceptance), wrote(tmp_path, "hello.py", b"x = 1\n"), workspace_tools(tmp_path))
+    assert [c.what for c in silent.failed] == ["`python hello.py` runs"] and "printed nothing" in silent.reason()

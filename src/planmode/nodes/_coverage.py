@@ -208,6 +208,40 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
+def mend_tools(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
+    """``plan`` with each tool name of a step (of ``ids``, or all) that is not a tool of the graph, and that names
+    exactly one of them by its first word ("write" for write_file, "Read_File"), replaced by that tool; and what
+    was changed. The 1.5B's corrected plan gave a step the tool "write": the step could write nothing, and each of
+    its write_file calls was refused until the run failed. Names that match no tool, or several, are left."""
+    names = {t.name for t in tools}
+    if not names:
+        return plan, []
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if ids is not None and step.id not in ids:
+            continue
+        fixed = [_tool_meant(t, names) for t in step.tools]
+        if fixed != list(step.tools):
+            changes = [f"{a!r} -> {b!r}" for a, b in zip(step.tools, fixed, strict=True) if a != b]
+            steps[i] = step.model_copy(update={"tools": list(dict.fromkeys(fixed))})
+            notes.append(f"step {step.id!r} named tools the graph does not have: {', '.join(changes)}")
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def _tool_meant(name: str, names: set[str]) -> str:
+    """The graph's tool ``name`` means: itself when it is one, the one it names with other case or by its first
+    word, else itself."""
+    if name in names:
+        return name
+    bare = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    same = [n for n in names if n.lower() == bare]
+    if len(same) == 1:
+        return same[0]
+    first = [n for n in names if n.lower().split("_")[0] == bare]
+    return first[0] if len(first) == 1 else name
+
+
 def _exists_acceptance(step: Step, wanted: Sequence[str]) -> str | None:
     """``<files> exists`` for the files a step names (those the task asks for first), or None if it names none."""
     files = [f for f in file_names(f"{step.description} {step.id}") if f in wanted] or file_names(step.description)

@@ -162,7 +162,7 @@ class Evidence:
     def _kinds(self, acceptance: str) -> list[str | None]:
         """How the passed checks decide each clause of ``acceptance`` (`_settled`)."""
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
-        return [_settled(clause, passed) for clause in _clauses(acceptance)]
+        return [_settled(clause, passed) for clause in _with_commands(_clauses(acceptance))]
 
     def refutes(self, reason: str, report_shown: bool) -> str:
         """How the evidence contradicts a judge's reason for failing the step ("" when it does not): the reason
@@ -336,6 +336,25 @@ def _clauses(acceptance: str) -> list[str]:
         start = sep.end()
     out.append(text[start:])
     return [c.strip() for c in out if c.strip()]
+
+
+_BARE_PRINTS = re.compile(r"(?:it\s+)?(?:prints|outputs|shows)\s+(?:exactly\s*:?\s*)?(['\"`]).*\1", re.DOTALL)
+
+
+def _with_commands(clauses: list[str]) -> list[str]:
+    """``clauses`` with a clause that says what is printed without saying by what ("prints 'Hello, world!'")
+    given the command of the clause before it: "`python hello.py` runs and prints 'Hello, world!'" (the 1.5B's
+    acceptance) is a clause that runs and one that prints."""
+    out, last = [], None
+    for clause in clauses:
+        if (m := _RUNS_CLAUSE.fullmatch(clause) or _PRINTS_CLAUSE.fullmatch(clause)) is not None:
+            last = m.group("c").strip()
+        elif (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
+            last = f"python {m.group('f')}"
+        elif last is not None and _BARE_PRINTS.fullmatch(clause):
+            clause = f"`{last}` {clause}"
+        out.append(clause)
+    return out
 
 
 def _settled(clause: str, passed: dict[str, str]) -> str | None:
@@ -542,8 +561,10 @@ def says_prints(description: str) -> bool:
 
 
 def _asked_to_print(acceptance: str) -> set[str]:
-    """The commands an acceptance says print something (`` `python x.py` prints ...``, ``x.py outputs ...``)."""
+    """The commands an acceptance says print something (`` `python x.py` prints ...``, ``x.py outputs ...``,
+    `` `python x.py` runs and prints ...``)."""
     found = {m.group(1).strip() for m in _PRINTS.finditer(acceptance)}
+    found |= {m.group("c").strip() for c in _with_commands(_clauses(acceptance)) if (m := _PRINTS_CLAUSE.fullmatch(c))}
     return found | {f"python {m.group(1)}" for m in _FILE_PRINTS.finditer(acceptance)}
 
 

@@ -15,7 +15,7 @@ from planmode._compat import RunnableCallable
 from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext
 from planmode.llm import negotiation_record
-from planmode.nodes._coverage import mend_plan, mend_runs, plan_problems
+from planmode.nodes._coverage import mend_plan, mend_runs, mend_tools, plan_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
@@ -42,8 +42,9 @@ def request_plan(
     tools: Sequence[BaseTool] = (),
 ) -> Body[tuple[Plan | None, list[str], list[str]]]:
     """Ask for a plan until one is valid (as a first plan, or as a revision of ``current``) or attempts run
-    out. Returns the plan (or None), the errors of every attempt, and what `mend_plan` changed: empty unless the
-    attempts ran out on coverage problems alone and the fixes their reasons name made the last such plan whole.
+    out. Returns the plan (or None), the errors of every attempt, and what planmode changed: the tool names
+    `mend_tools` fixed, and what `mend_plan` changed when the attempts ran out on coverage problems alone and the
+    fixes their reasons name made the last such plan whole.
 
     A node body's step (``yield from``, see `planmode.nodes._twin`): the call is ``ask_until_valid`` on the sync
     path, ``aask_until_valid`` on the async one. A plan must also cover the task
@@ -62,8 +63,12 @@ def request_plan(
             reasons = preview(current if revising else None, PlanUpdate(plan=plan, source=source)).reasons
         return reasons
 
+    named: dict[int, list[str]] = {}  # by plan: the tool names `mend_tools` fixed in it
+
     def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
+        plan, fixed = mend_tools(plan, tools)  # "write" for write_file: fixed, not asked again
+        named[id(plan)] = fixed
         reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
@@ -78,8 +83,8 @@ def request_plan(
         for plan in reversed(valid_but_short):
             mended = mend_plan(plan, tools, settings.max_steps)
             if mended is not None and not valid(mended[0]):
-                return mended[0], asked.errors, mended[1]
-    return asked.value, asked.errors, []
+                return mended[0], asked.errors, [*named[id(plan)], *mended[1]]
+    return asked.value, asked.errors, named.get(id(asked.value), [])
 
 
 def _example(tools: Sequence[BaseTool]) -> str:
