@@ -82,11 +82,12 @@ def run_graph(
         saver.conn.close()
 
 
-def plan_of(tools: list[str]) -> dict[str, Any]:
-    # a write step carries acceptance that names its file (issue 24: a plan without it is sent back)
+def plan_of(tools: list[str], description: str = "write hello.py and notes.txt") -> dict[str, Any]:
+    # a write step carries acceptance that names its file (issue 24: a plan without it is sent back); by default it
+    # does not say it writes one file only, so its write does not end it: the turn after the call is the answer
     return {
         "title": "t",
-        "steps": [{"id": "s", "description": "write hello.py", "tools": tools, "acceptance": "hello.py exists"}],
+        "steps": [{"id": "s", "description": description, "tools": tools, "acceptance": "hello.py exists"}],
     }
 
 
@@ -420,6 +421,11 @@ def test_the_file_a_step_produces_is_the_one_it_names_that_it_does_not_use() -> 
     assert produced_file("Write list.py that imports is_prime from primes.py") == "list.py"
     assert produced_file("Write the module", "mathx.py exists") == "mathx.py"
     assert produced_file("Create a.py and b.py") is None
+    # the 1.5B's step: the file it starts by writing, then what that file does (count_lines.py was called by the
+    # step's name eight times, each refused, while this read as two files)
+    assert produced_file("Write count_lines.py that prints the number of lines in notes.txt") == "count_lines.py"
+    assert produced_file("Create a Python script avg.py which averages the scores in data.csv") == "avg.py"
+    assert produced_file("Write a.py and b.py that print hi") is None
     assert produced_file("Run main.py") is None
     assert produced_file("Describe the plan") is None
 
@@ -442,7 +448,7 @@ def test_a_call_named_after_the_step_writes_the_steps_file(tmp_path: Path, mode:
         json.dumps(STEP_NAMED) if form == "text" else {"tool_calls": [{**STEP_NAMED, "args": STEP_NAMED["arguments"]}]}
     )
     res = loop(mode, texter(first, then="done"), ws, whole_file=WholeFile("write_file", "hello.py", alias="s"))
-    assert res.error is None and res.text == "done"
+    assert res.error is None and res.text == "Created hello.py (12 bytes)"  # the step's file written: it ends
     assert (ws / "hello.py").read_text() == "print('hi')\n"
     assert res.tool_names == ["write_file"]
 

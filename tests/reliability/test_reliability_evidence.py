@@ -296,3 +296,29 @@ def test_a_clause_that_says_what_prints_without_the_command_takes_the_command_be
     assert not HELLO.settles("hello.py exists and prints 'Hello, world!'")  # no command before it
     silent = gather(step(acceptance), wrote(tmp_path, "hello.py", b"x = 1\n"), workspace_tools(tmp_path))
     assert [c.what for c in silent.failed] == ["`python hello.py` runs"] and "printed nothing" in silent.reason()
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "settled"),
+    [
+        ("data.csv exists and 'name,score' is the first row", True),  # the 1.5B's acceptance
+        ("the first line of data.csv is 'name,score'", True),
+        ("data.csv contains 'a,10'", True),
+        ('data.csv has the header "name,score"', True),
+        ("data.csv exists and 'a,10' is the first row", False),
+        ("data.csv contains 'b,20'", False),
+        ("data.csv exists and has three rows", False),  # a clause no check decides: the judge's
+    ],
+)
+def test_a_files_content_named_in_quotes_is_checked_without_a_model(
+    tmp_path: Path, acceptance: str, settled: bool
+) -> None:
+    """The 1.5B's judge failed a data.csv whose first line was name,score four times ("it should contain
+    'name,score' as the first row"). A clause that quotes what a file contains, or its first line, is checked on
+    the file; a step whose every clause a check decides is settled without a judge, and a check that fails names
+    what the file holds."""
+    evidence = gather(step(acceptance), wrote(tmp_path, "data.csv", b"name,score\na,10\n"), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write data.csv") is settled
+    assert bool(evidence.failed) is (not settled and "three rows" not in acceptance)
+    if evidence.failed:
+        assert "its first line is 'name,score'" in evidence.reason()

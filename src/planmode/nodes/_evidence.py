@@ -140,7 +140,7 @@ class Evidence:
         kinds = self._kinds(acceptance)
         if says_prints(description) and "printed" not in kinds and not self._prints_as_described(description):
             return False
-        return bool(kinds) and None not in kinds and bool({"runs", "printed"} & set(kinds))
+        return bool(kinds) and None not in kinds and bool({"runs", "printed", "content"} & set(kinds))
 
     def _prints_as_described(self, description: str) -> bool:
         """Whether a command printed exactly the text the step's description gives as the whole output: a Python
@@ -162,7 +162,13 @@ class Evidence:
     def _kinds(self, acceptance: str) -> list[str | None]:
         """How the passed checks decide each clause of ``acceptance`` (`_settled`)."""
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
-        return [_settled(clause, passed) for clause in _with_commands(_clauses(acceptance))]
+        default = _only_file(acceptance)
+        return [
+            ("content" if _content_what(*asked) in passed else None)
+            if (asked := _content_check(clause, default)) is not None
+            else _settled(clause, passed)
+            for clause in _with_commands(_clauses(acceptance))
+        ]
 
     def refutes(self, reason: str, report_shown: bool) -> str:
         """How the evidence contradicts a judge's reason for failing the step ("" when it does not): the reason
@@ -357,9 +363,46 @@ def _with_commands(clauses: list[str]) -> list[str]:
     return out
 
 
+#: "data.csv contains 'name,score'", "`notes.txt` has the line "x"": a file's content holds a quoted text.
+_CONTAINS_CLAUSE = re.compile(
+    r"(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+(?:contains|has|includes|holds)\s+"
+    r"(?:the\s+(?:text|line|header|row|word)s?\s+)?(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)",
+    re.IGNORECASE,
+)
+#: "the first line of data.csv is 'name,score'", "'name,score' is the first row", "its first line is "# Counter"".
+_FIRST_LINE_CLAUSE = re.compile(
+    r"(?:(?:the|its)\s+first\s+(?:line|row)(?:\s+of\s+`?(?P<f>[\w/.\-]+\.\w+)`?)?\s+is\s+"
+    r"(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q))"
+    r"|(?:(?P<q2>['\"`])(?P<text2>[^'\"`\n]+)(?P=q2)\s+is\s+the\s+first\s+(?:line|row)"
+    r"(?:\s+of\s+`?(?P<f2>[\w/.\-]+\.\w+)`?)?)",
+    re.IGNORECASE,
+)
+
+
+def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | None:
+    """What a content clause asks: (file, "contains" or "first line", the text), the file the acceptance's only
+    file when the clause names none; None when the clause is not one."""
+    if (m := _CONTAINS_CLAUSE.fullmatch(clause)) is not None:
+        return m.group("f"), "contains", m.group("text")
+    if (m := _FIRST_LINE_CLAUSE.fullmatch(clause)) is not None:
+        name = m.group("f") or m.group("f2") or default
+        return (name, "first line", m.group("text") or m.group("text2")) if name else None
+    return None
+
+
+def _only_file(acceptance: str) -> str | None:
+    named = file_names(acceptance)
+    return named[0] if len(named) == 1 else None
+
+
+def _content_what(name: str, kind: str, text: str) -> str:
+    return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
+
+
 def _settled(clause: str, passed: dict[str, str]) -> str | None:
-    """How a passed check decides this one clause of an acceptance (`Evidence.settles`): "exists", "runs" or
-    "printed" (the command printed the quoted text), or None when no check decides it."""
+    """How a passed check decides this one clause of an acceptance (`Evidence.settles`): "exists", "runs",
+    "printed" (the command printed the quoted text) or "content" (a file holds the quoted text), or None when no
+    check decides it."""
     if (m := _EXISTS_CLAUSE.fullmatch(clause)) is not None:
         return "exists" if f"{m.group('f')} exists" in passed else None
     if (m := _RUNS_CLAUSE.fullmatch(clause)) is not None:
@@ -528,6 +571,11 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
                 if where.suffix == ".py" and where not in compiled:
                     compiled.add(where)
                     evidence.checks.append(_compiles(where))
+    if (declared or outcome.writes) and not _GONE.search(acceptance):
+        default = _only_file(acceptance)
+        for clause in _clauses(acceptance):
+            if (asked := _content_check(clause, default)) is not None:
+                evidence.checks.append(_holds(*asked, root, wrote))
     if root is not None and not evidence.failed:
         printing = _asked_to_print(acceptance)
         run = commands(acceptance)
@@ -544,6 +592,23 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
                 check = Check(check.what, False, _SILENT)
             evidence.checks.append(_elsewhere(check, root, wrote))
     return evidence
+
+
+def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[str]) -> Check:
+    """Whether file ``name`` holds ``text`` (``kind`` "contains") or starts with it as its first line ("first
+    line"), compared without surrounding spaces."""
+    what = _content_what(name, kind, text)
+    where = _locate(name, root, wrote)
+    if not isinstance(where, Path):
+        return Check(what, None if where is None else False, "" if where is None else f"{name} does not exist")
+    try:
+        body = where.read_text(errors="replace")
+    except OSError as exc:
+        return Check(what, None, f"cannot be read: {exc}")
+    first = (body.splitlines() or [""])[0]
+    ok = text in body if kind == "contains" else first.strip() == text.strip()
+    first = clip(first, 80, fold=False)
+    return Check(what, True) if ok else Check(what, False, f"it does not (its first line is {first!r})")
 
 
 _SILENT = (

@@ -43,9 +43,20 @@ def deliverables(goal: str, root: Path | None = None, *, inputs: frozenset[str] 
     return list(dict.fromkeys(out))
 
 
+#: "Write count_lines.py that prints the number of lines in notes.txt": the file the step writes, then what it does.
+_WRITES_ONE = re.compile(
+    rf"\s*(?:write|create|make|add)\s+(?:a\s+|the\s+)?(?:new\s+)?(?:python\s+)?(?:file|script|module|program)?\s*"
+    rf"`?(?P<f>{_FILE.pattern})`?\s+(?:that|which|to|with|so)\b",
+    re.IGNORECASE,
+)
+
+
 def produced_file(description: str, acceptance: str = "") -> str | None:
     """The one file a step produces, when its description names exactly one that is not an input (or, when the
-    description names none, its acceptance does); None when that is not clear."""
+    description names none, its acceptance does), or starts by writing one file and then says what it does
+    ("Write count_lines.py that prints the lines in notes.txt"); None when that is not clear."""
+    if (m := _WRITES_ONE.match(description or "")) is not None:
+        return m.group("f")
     for text in (description, acceptance):
         named = deliverables(text, inputs=_USED)
         if named:
