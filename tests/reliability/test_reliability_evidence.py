@@ -322,3 +322,13 @@ def test_a_files_content_named_in_quotes_is_checked_without_a_model(
     assert bool(evidence.failed) is (not settled and "three rows" not in acceptance)
     if evidence.failed:
         assert "its first line is 'name,score'" in evidence.reason()
+
+
+def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path: Path) -> None:
+    """The 1.5B wrote `import greet` then `print(greet('Ada'))` three times, each failing with "'module' object is
+    not callable": the failure names the fix."""
+    (tmp_path / "greet.py").write_text("def greet(name):\n    return 'Hello, ' + name + '!'\n")
+    main = b"import greet\nprint(greet('Ada'))\n"
+    evidence = gather(step("`python main.py` runs"), wrote(tmp_path, "main.py", main), workspace_tools(tmp_path))
+    assert "'module' object is not callable" in evidence.reason()
+    assert "write `from greet import greet`" in evidence.reason()

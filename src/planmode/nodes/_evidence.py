@@ -19,6 +19,7 @@ that do not exist)."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import shlex
@@ -494,10 +495,26 @@ def _run(command: str, root: Path) -> Check:
     if "No module named pytest" in output:
         return Check(what, None, "pytest is not installed here")
     if done.returncode != 0:
-        return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}")
+        return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}{_hint(output)}")
     # what it printed, its lines kept: folded to one line, one number a line read as "2 3 5" to a judge asked
     # whether a script prints them on one line
     return Check(what, True, clip((done.stdout or "").rstrip("\n"), 200, fold=False))
+
+
+def _hint(output: str) -> str:
+    """The fix for an error a small model repeats (the 1.5B wrote `import greet` then `print(greet('Ada'))` three
+    times, each failing with "'module' object is not callable"), or ""."""
+    lines = output.splitlines()
+    at = next((i for i, line in enumerate(lines) if "TypeError: 'module' object is not callable" in line), None)
+    if at is None:
+        return ""
+    code = next((line for line in reversed(lines[:at]) if line.strip() and set(line.strip()) - set("^~")), "")
+    called = [n for n in re.findall(r"\b([A-Za-z_]\w*)\s*\(", code) if not hasattr(builtins, n)]
+    name = called[0] if called else "name"
+    return (
+        f". Fix: `import {name}` binds the module {name}, not its function: write `from {name} import {name}` "
+        f"(or call `{name}.{name}(...)`)"
+    )
 
 
 def _relative(text: str, root: Path) -> str:
