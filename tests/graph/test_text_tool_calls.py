@@ -535,3 +535,21 @@ def test_a_write_after_another_change_or_to_a_tool_not_marked_idempotent_runs_ag
         model, [append_line], [HumanMessage(content="x")], PlanModeContext(), allow_writes=True, max_iterations=6
     )
     assert lines == ["x", "x", "x"] and res.text == "done"
+
+
+@pytest.mark.parametrize("path", ["../out/hello.py", "/elsewhere/hello.py", "src/../../hello.py", "src\\hello.py"])
+def test_a_misplaced_write_is_never_moved_from_outside_the_workspace(tmp_path: Path, path: str) -> None:
+    """A write of the step's file under a folder of the model's own is the step's file; a path that leaves the
+    workspace, an absolute path, or a Windows-style one is left as called (the workspace refuses what is outside
+    it), and nothing is written outside."""
+    from planmode.tools.loop import WholeFile
+
+    ws = workspace(tmp_path)
+    call = {"tool_calls": [tool_call("write_file", path=path, content="x = 1\n")]}
+    whole = WholeFile("write_file", "hello.py", "s", root=str(ws), named="write hello.py")
+    loop("sync", lambda req: "done" if req.tool_results() else call, ws, whole_file=whole)
+    assert not (ws / "hello.py").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    moved = {"tool_calls": [tool_call("write_file", path="src/hello.py", content="x = 1\n")]}
+    res = loop("sync", lambda req: "done" if req.tool_results() else moved, ws, whole_file=whole)
+    assert (ws / "hello.py").read_text() == "x = 1\n" and res.text == "Created hello.py (6 bytes)"
