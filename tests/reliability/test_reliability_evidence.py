@@ -332,3 +332,22 @@ def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path
     evidence = gather(step("`python main.py` runs"), wrote(tmp_path, "main.py", main), workspace_tools(tmp_path))
     assert "'module' object is not callable" in evidence.reason()
     assert "write `from greet import greet`" in evidence.reason()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "acceptance", "settled"),
+    [  # the 1.5B's acceptance, and its judge failed the right config.json four times
+        ("config.json", b'{"port": 8080}', "config.json exists and its content is {'port': 8080}", True),
+        ("config.json", b'{"port": 8080}\n', 'config.json contains {"port": 8080}', True),
+        ("scores.json", b"[3, 5, 7]", "scores.json exists and contains the list [3, 5, 7]", True),
+        ("config.json", b'{"port": 80}', "config.json exists and its content is {'port': 8080}", False),
+        ("scores.json", b"[3, 5]", "scores.json contains the list [3, 5, 7]", False),
+        ("scores.json", b"not json", "scores.json contains [3, 5, 7]", False),
+        ("config.json", b'{"port": 8080}', "config.json contains {'port': __import__('os')}", False),  # no value
+    ],
+)
+def test_a_files_data_given_as_a_literal_is_compared_as_data(
+    tmp_path: Path, name: str, content: bytes, acceptance: str, settled: bool
+) -> None:
+    evidence = gather(step(acceptance), wrote(tmp_path, name, content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, f"Write {name}") is settled

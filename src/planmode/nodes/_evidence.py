@@ -19,7 +19,9 @@ that do not exist)."""
 
 from __future__ import annotations
 
+import ast
 import builtins
+import json
 import os
 import re
 import shlex
@@ -28,6 +30,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from langchain_core.tools import BaseTool
 
@@ -261,6 +264,7 @@ _PRINTS_CLAUSE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+_BRACKETED = re.compile(r"\[[^\[\]\n]*\]|\{[^{}\n]*\}")
 
 _DENIAL = (
     r"{f}\s+(?:does|did|do)\s*n[o']?t\s+exist",
@@ -337,6 +341,7 @@ def _clauses(acceptance: str) -> list[str]:
     """An acceptance split at commas, semicolons and "and" that are not inside quotes or backticks."""
     text = acceptance.strip().rstrip(".")
     masked = _QUOTED.sub(lambda m: "\x00" * len(m.group(0)), text)
+    masked = _BRACKETED.sub(lambda m: "\x00" * len(m.group(0)), masked)  # "[3, 5, 7]" is one value
     out, start = [], 0
     for sep in _CLAUSES.finditer(masked):
         out.append(text[start : sep.start()])
@@ -380,9 +385,35 @@ _FIRST_LINE_CLAUSE = re.compile(
 )
 
 
+#: "config.json contains {"port": 8080}", "its content is {'port': 8080}", "scores.json has the list [3, 5, 7]".
+_LITERAL_CLAUSE = re.compile(
+    r"(?:(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|holds|has)|(?:its|the)\s+content\s+is)\s+"
+    r"(?:the\s+(?:list|dict|dictionary|object|array|json|data)\s+)?`?(?P<lit>\[.*\]|\{.*\})`?",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _literal(text: str) -> Any:
+    """A JSON or Python literal's value, or ``_NO_VALUE``."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _NO_VALUE
+
+
+_NO_VALUE = object()
+
+
 def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | None:
-    """What a content clause asks: (file, "contains" or "first line", the text), the file the acceptance's only
-    file when the clause names none; None when the clause is not one."""
+    """What a content clause asks: (file, "contains", "first line" or "value", the text), the file the
+    acceptance's only file when the clause names none; None when the clause is not one."""
+    if (m := _LITERAL_CLAUSE.fullmatch(clause)) is not None and _literal(m.group("lit")) is not _NO_VALUE:
+        name = m.group("f") or default
+        return (name, "value", m.group("lit")) if name else None
     if (m := _CONTAINS_CLAUSE.fullmatch(clause)) is not None:
         return m.group("f"), "contains", m.group("text")
     if (m := _FIRST_LINE_CLAUSE.fullmatch(clause)) is not None:
@@ -397,6 +428,8 @@ def _only_file(acceptance: str) -> str | None:
 
 
 def _content_what(name: str, kind: str, text: str) -> str:
+    if kind == "value":
+        return f"{name} holds {text}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
 
 
@@ -622,6 +655,11 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         body = where.read_text(errors="replace")
     except OSError as exc:
         return Check(what, None, f"cannot be read: {exc}")
+    if kind == "value":  # the file's data, read as JSON or a Python literal, equals the clause's
+        held = _literal(body.strip())
+        if held is not _NO_VALUE and held == _literal(text):
+            return Check(what, True)
+        return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
     first = (body.splitlines() or [""])[0]
     ok = text in body if kind == "contains" else first.strip() == text.strip()
     first = clip(first, 80, fold=False)
