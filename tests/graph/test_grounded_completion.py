@@ -1071,3 +1071,32 @@ def test_a_write_step_ends_at_the_write_of_its_file(tmp_path: Path, mode: str) -
     (tmp_path / "b").mkdir()
     out, model, _ws = run(tmp_path / "b", script, task="write hello.py", mode=mode)
     assert model.calls("execute") == 2 and out["plan"].get("write_hello").result == "done"
+
+
+def test_a_module_is_not_asked_to_print_what_its_users_print() -> None:
+    """The 1.5B's plans asked "`python rev.py` returns the reversed string 'abc'" of a module that defines
+    reverse(s); its judge failed the right rev.py four times because the run "returns nothing". A write step that
+    defines functions and says nothing of printing runs its module; what it returns is checked by the steps that
+    use it. A script that says it prints, or a clause on another file, is left as planned."""
+    from planmode.nodes._coverage import mend_module_runs
+    from planmode.state.models import Plan
+
+    def one(description: str, acceptance: str) -> str:
+        step = Step(id="s", description=description, tools=["write_file"], acceptance=acceptance)
+        mended, notes = mend_module_runs(Plan(goal="g", version=1, steps=[step]), workspace_tools(Path(".")))
+        assert bool(notes) == (mended.steps[0].acceptance != acceptance)
+        return mended.steps[0].acceptance
+
+    rev = "Write rev.py with a function reverse(s) that returns the string s reversed"
+    assert one(rev, "rev.py exists and `python rev.py` returns the reversed string 'abc'") == (
+        "rev.py exists and `python rev.py` runs"
+    )
+    greet = "Write greet.py with a function greet(name) that returns 'Hello, ' + name + '!'"
+    assert one(greet, "`python greet.py Ada` prints 'Hello, Ada!', and greet.py exists") == (
+        "`python greet.py` runs, and greet.py exists"
+    )
+    assert one("Write list_primes.py that prints the primes", "`python list_primes.py` prints '2 3'") == (
+        "`python list_primes.py` prints '2 3'"
+    )
+    assert one(rev, "`python demo.py` prints 'cba'") == "`python demo.py` prints 'cba'"
+    assert one("Write rev.py that reverses its input", "`python rev.py` prints 'cba'") == "`python rev.py` prints 'cba'"

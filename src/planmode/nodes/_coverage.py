@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import partial
 
 from langchain_core.tools import BaseTool
 
@@ -36,7 +37,15 @@ from planmode.nodes._evidence import (
 from planmode.state.models import Plan, Step, as_step_id
 from planmode.tools.files import deliverables, file_names, produced_file
 
-__all__ = ["mend_acceptance", "mend_plan", "mend_runs", "plan_problems", "step_problems"]
+__all__ = [
+    "mend_acceptance",
+    "mend_module_runs",
+    "mend_plan",
+    "mend_runs",
+    "mend_tools",
+    "plan_problems",
+    "step_problems",
+]
 
 
 def _bare(text: str) -> str:
@@ -206,6 +215,48 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
         steps[i] = step.model_copy(update={"acceptance": f"{step.acceptance.strip().rstrip('.')} and {added}"})
         notes.append(f"step {step.id!r} says {script} prints and ran nothing: its acceptance runs it ({added})")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+#: A step that defines a function or a class ("Write rev.py with a function reverse(s) that returns ...").
+_DEFINES = re.compile(r"\b(?:function|def|class|method)\s+`?[A-Za-z_]\w*\s*\(", re.IGNORECASE)
+#: A clause that runs a script and expects what it returns or prints: "`python rev.py` returns 'cba'".
+_RUN_EXPECTS = re.compile(
+    r"`(?P<c>python3?\s+(?P<f>[\w/.\-]+\.py)[^`]*)`\s+(?:returns?|prints?|outputs?|shows?|displays?|gives?)\b"
+    r"(?:'[^']*'|\"[^\"]*\"|`[^`]*`|[^,;'\"`])*",
+    re.IGNORECASE,
+)
+
+
+def mend_module_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
+    """``plan`` with each write step (of ``ids``, or all) that writes a module of functions and says nothing of
+    printing, and whose acceptance expects its script to return or print something when run, given "`python
+    <module>` runs" for that clause instead; and what was changed. A module's functions are called by the steps
+    that use it, and their output is checked there. The 1.5B's plans asked "`python rev.py` returns the reversed
+    string 'abc'" of a module that defines reverse(s); its judge failed the right rev.py four times because the
+    run "returns nothing", and the run failed."""
+    writes = write_tool_names(tools)
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if (ids is not None and step.id not in ids) or not declared_writes(step, writes):
+            continue
+        module = produced_file(step.description, step.acceptance)
+        if module is None or not module.endswith(".py") or not _DEFINES.search(step.description):
+            continue
+        if says_prints(step.description):
+            continue
+        acceptance = _RUN_EXPECTS.sub(partial(_runs_only, module), step.acceptance)
+        if acceptance != step.acceptance:
+            steps[i] = step.model_copy(update={"acceptance": acceptance})
+            notes.append(
+                f"step {step.id!r} writes the module {module}, which prints nothing of its own: its acceptance runs "
+                f"it ({acceptance!r}); the steps that use it check what its functions return"
+            )
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def _runs_only(module: str, m: re.Match[str]) -> str:
+    return f"`python {module}` runs" if m.group("f") == module else m.group(0)
 
 
 def mend_tools(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:

@@ -15,7 +15,7 @@ from planmode._compat import RunnableCallable
 from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext
 from planmode.llm import negotiation_record
-from planmode.nodes._coverage import mend_plan, mend_runs, mend_tools, plan_problems
+from planmode.nodes._coverage import mend_module_runs, mend_plan, mend_runs, mend_tools, plan_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
@@ -168,8 +168,9 @@ def make_plan(deps: Deps) -> RunnableCallable:
         if new is None:
             msg = f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): " + " | ".join(errors)
             return {"status": "failed", "error": msg}
+        new, modules = mend_module_runs(new, deps.tools)  # a module is not asked to print
         new, runs = mend_runs(new, deps.tools)  # a script the plan says prints is run by its acceptance
-        mends = [*mends, *runs]
+        mends = [*mends, *modules, *runs]
         record = negotiation_record(model, settings, negotiated_of(state))  # a resume elsewhere starts from it
         kept: StateUpdate = {"negotiated_output": record} if record else {}
         source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
