@@ -308,6 +308,9 @@ def test_a_clause_that_says_what_prints_without_the_command_takes_the_command_be
         ("data.csv exists and 'a,10' is the first row", False),
         ("data.csv contains 'b,20'", False),
         ("data.csv exists and has three rows", False),  # a clause no check decides: the judge's
+        # the 1.5B's "words.txt exists and has the lines 'apple', 'banana', 'kiwi'": each quoted line is checked
+        ("data.csv exists and has the lines 'name,score', 'a,10'", True),
+        ("data.csv exists and has the lines 'name,score', 'b,20'", False),
     ],
 )
 def test_a_files_content_named_in_quotes_is_checked_without_a_model(
@@ -322,6 +325,7 @@ def test_a_files_content_named_in_quotes_is_checked_without_a_model(
     assert bool(evidence.failed) is (not settled and "three rows" not in acceptance)
     if evidence.failed:
         assert "its first line is 'name,score'" in evidence.reason()
+    assert "b,20" not in acceptance or [c.what for c in evidence.failed] == ["data.csv contains 'b,20'"]
 
 
 def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path: Path) -> None:

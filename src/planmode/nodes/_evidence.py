@@ -171,7 +171,7 @@ class Evidence:
             ("content" if _content_what(*asked) in passed else None)
             if (asked := _content_check(clause, default)) is not None
             else _settled(clause, passed)
-            for clause in _with_commands(_clauses(acceptance))
+            for clause in _with_subjects(_with_commands(_clauses(acceptance)), default)
         ]
 
     def refutes(self, reason: str, report_shown: bool) -> str:
@@ -371,7 +371,7 @@ def _with_commands(clauses: list[str]) -> list[str]:
 
 #: "data.csv contains 'name,score'", "`notes.txt` has the line "x"": a file's content holds a quoted text.
 _CONTAINS_CLAUSE = re.compile(
-    r"(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+(?:contains|has|includes|holds)\s+"
+    r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|has|includes|holds)\s+"
     r"(?:the\s+(?:text|line|header|row|word)s?\s+)?(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)",
     re.IGNORECASE,
 )
@@ -415,11 +415,29 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
         name = m.group("f") or default
         return (name, "value", m.group("lit")) if name else None
     if (m := _CONTAINS_CLAUSE.fullmatch(clause)) is not None:
-        return m.group("f"), "contains", m.group("text")
+        name = m.group("f") or default
+        return (name, "contains", m.group("text")) if name else None
     if (m := _FIRST_LINE_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or m.group("f2") or default
         return (name, "first line", m.group("text") or m.group("text2")) if name else None
     return None
+
+
+_BARE_QUOTED = re.compile(r"(?:the\s+(?:text|line|word)s?\s+)?(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)")
+
+
+def _with_subjects(clauses: list[str], default: str | None) -> list[str]:
+    """``clauses`` with a clause that is only a quoted text, after one that says a file contains a text, said of
+    that file too: "words.txt has the lines 'apple', 'banana', 'kiwi'" (the 1.5B's acceptance) is three."""
+    out, last = [], None
+    for clause in clauses:
+        asked = _content_check(clause, default)
+        if asked is not None:
+            last = asked[0] if asked[1] == "contains" else None
+        elif last is not None and (m := _BARE_QUOTED.fullmatch(clause)) is not None:
+            clause = f"{last} contains {m.group('q')}{m.group('text')}{m.group('q')}"
+        out.append(clause)
+    return out
 
 
 def _only_file(acceptance: str) -> str | None:
@@ -623,7 +641,7 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
                     evidence.checks.append(_compiles(where))
     if (declared or outcome.writes) and not _GONE.search(acceptance):
         default = _only_file(acceptance)
-        for clause in _clauses(acceptance):
+        for clause in _with_subjects(_clauses(acceptance), default):
             if (asked := _content_check(clause, default)) is not None:
                 evidence.checks.append(_holds(*asked, root, wrote))
     if root is not None and not evidence.failed:
