@@ -355,3 +355,29 @@ def test_a_files_data_given_as_a_literal_is_compared_as_data(
 ) -> None:
     evidence = gather(step(acceptance), wrote(tmp_path, name, content), workspace_tools(tmp_path))
     assert evidence.settles(acceptance, f"Write {name}") is settled
+
+
+@pytest.mark.parametrize(
+    "app",
+    [
+        b"import util\nprint(util.shout('hi'))\n",  # the 1.5B's app.py
+        b"print(shout('hi'))\n",
+        b"from util import shout\nprint(shout('hi'))\n",
+    ],
+)
+def test_a_name_defined_in_another_workspace_module_is_told_its_import(tmp_path: Path, app: bytes) -> None:
+    (tmp_path / "util").mkdir()
+    (tmp_path / "util" / "__init__.py").write_text("")
+    (tmp_path / "util" / "strings.py").write_text("def shout(s):\n    return s.upper() + '!'\n")
+    evidence = gather(step("`python app.py` runs"), wrote(tmp_path, "app.py", app), workspace_tools(tmp_path))
+    assert "Fix: shout is defined in the module util.strings: write `from util.strings import shout`" in (
+        evidence.reason()
+    )
+
+
+def test_a_name_defined_nowhere_or_twice_gets_no_import_hint(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def shout(s):\n    return s\n")
+    (tmp_path / "b.py").write_text("def shout(s):\n    return s\n")
+    for app in (b"print(shout('hi'))\n", b"print(whisper('hi'))\n"):
+        evidence = gather(step("`python app.py` runs"), wrote(tmp_path, "app.py", app), workspace_tools(tmp_path))
+        assert "is not defined" in evidence.reason() and "Fix:" not in evidence.reason()

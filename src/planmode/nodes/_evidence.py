@@ -546,15 +546,48 @@ def _run(command: str, root: Path) -> Check:
     if "No module named pytest" in output:
         return Check(what, None, "pytest is not installed here")
     if done.returncode != 0:
-        return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}{_hint(output)}")
+        return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}{_hint(output, root)}")
     # what it printed, its lines kept: folded to one line, one number a line read as "2 3 5" to a judge asked
     # whether a script prints them on one line
     return Check(what, True, clip((done.stdout or "").rstrip("\n"), 200, fold=False))
 
 
-def _hint(output: str) -> str:
-    """The fix for an error a small model repeats (the 1.5B wrote `import greet` then `print(greet('Ada'))` three
-    times, each failing with "'module' object is not callable"), or ""."""
+#: "module 'util' has no attribute 'shout'", "name 'shout' is not defined", "cannot import name 'shout'".
+_MISSING_NAME = re.compile(
+    r"AttributeError: module '[\w.]+' has no attribute '(?P<a>\w+)'|NameError: name '(?P<n>\w+)' is not defined"
+    r"|ImportError: cannot import name '(?P<i>\w+)'"
+)
+
+
+def _defined_in(name: str, root: Path) -> str | None:
+    """The module path (``util.strings``) of the one workspace file that defines ``name`` at its top level."""
+    found = []
+    pattern = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*=", re.MULTILINE)
+    for path in sorted(root.rglob("*.py"))[:200]:
+        if any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        try:
+            if pattern.search(path.read_text(errors="replace")):
+                found.append(path.relative_to(root).with_suffix(""))
+        except OSError:
+            continue
+    if len(found) != 1:
+        return None
+    parts = [p for p in found[0].parts]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
+
+
+def _hint(output: str, root: Path | None = None) -> str:
+    """The fix for an error a small model repeats, or "": the 1.5B wrote `import greet` then
+    `print(greet('Ada'))` three times, each failing with "'module' object is not callable", and `import util`
+    then `util.shout('hi')` for a shout defined in util/strings.py ("module 'util' has no attribute 'shout'")."""
+    if root is not None and (m := _MISSING_NAME.search(output)) is not None:
+        name = m.group("a") or m.group("n") or m.group("i")
+        module = _defined_in(name, root)
+        if module is not None:
+            return f". Fix: {name} is defined in the module {module}: write `from {module} import {name}`"
     lines = output.splitlines()
     at = next((i for i, line in enumerate(lines) if "TypeError: 'module' object is not callable" in line), None)
     if at is None:
