@@ -305,11 +305,10 @@ def test_a_failing_model_call_is_a_clean_failure_too(checkpointer: SqliteSaver) 
             ],
             "dependency cycle",
         ),
-        ([{"id": "a", "description": "x"}, {"id": "a", "description": "y"}], "duplicate step id 'a'"),
         ([{"id": "a", "description": "x", "dependencies": ["ghost"]}], "unknown step 'ghost'"),
         ([{"id": f"s{i}", "description": "x"} for i in range(5)], "at most 4 are allowed"),
     ],
-    ids=["cycle", "duplicate", "missing-dependency", "too-many-steps"],
+    ids=["cycle", "missing-dependency", "too-many-steps"],
 )
 def test_an_invalid_plan_is_sent_back_with_reasons_and_a_valid_retry_is_accepted(
     checkpointer: SqliteSaver, steps: list[dict[str, Any]], reason: str

@@ -634,3 +634,39 @@ def test_diff_new_title() -> None:
 def test_diff_to_patch_raises_only_for_programmer_errors() -> None:
     with pytest.raises(TypeError):
         diff_to_patch(base_plan(), {"goal": "g"})  # type: ignore[arg-type]
+
+
+def test_a_step_id_a_draft_writes_twice_is_a_new_step_and_dependencies_name_the_last_written() -> None:
+    """The 1.5B's plan read calc.py, edited it, and read it again under the same id, "read_code": refused twice
+    ("duplicate step id", "dependency cycle"), and the run failed with no plan. An id written again is a new
+    step with a free id; a dependency names the step written last with that id. A done step's id is left: the
+    repair that re-sends it twice is still refused."""
+    from planmode.state.draft import PlanDraft, draft_to_plan
+
+    draft = PlanDraft.model_validate(
+        {
+            "title": "t",
+            "steps": [
+                {"id": "read_code", "description": "Read calc.py"},
+                {"id": "fix", "description": "Fix calc.py", "dependencies": ["read_code"]},
+                {"id": "read_code", "description": "Read calc.py again", "dependencies": ["fix"]},
+                {"id": "read_code_2", "description": "Taken already"},
+                {"id": "check", "description": "Write check.py", "dependencies": ["read_code"]},
+                {"id": "x" * 64, "description": "long"},
+                {"id": "x" * 64, "description": "long again"},
+            ],
+        }
+    )
+    plan = draft_to_plan(draft, "g", 10)
+    assert [(s.id, s.dependencies) for s in plan.steps][:5] == [
+        ("read_code", []),
+        ("fix", ["read_code"]),
+        ("read_code_3", ["fix"]),
+        ("read_code_2", []),
+        ("check", ["read_code_3"]),
+    ]
+    assert plan.steps[6].id == "x" * 58 + "_2" and validate_plan(plan) == []
+
+    done = Plan(goal="g", version=1, steps=[step("a").model_copy(update={"status": StepStatus.DONE})])
+    again = PlanDraft.model_validate({"title": "t", "steps": [{"id": "a", "description": "a"}] * 2})
+    assert any("duplicate step id 'a'" in r for r in validate_plan(draft_to_plan(again, "g", 10, done)))

@@ -47,8 +47,20 @@ def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | N
     unchanged, and a changed one is refused by `apply_patch`)."""
     done = {s.id: s for s in current.steps if s.status.value == "done"} if current is not None else {}
     steps = []
+    taken = {d.id for d in draft.steps}
+    latest: dict[str, str] = {}  # a step id as written -> the id of the last step written with it, so far
     for d in draft.steps:
         step = Step(**d.model_dump())
+        # an id written twice (the 1.5B's "read_code", read, edit, "read_code" again: refused twice, and the run
+        # failed) is a new step: it gets a free id, and a dependency names the step with that id written last
+        dependencies = [latest.get(x, x) for x in step.dependencies]
+        new_id = step.id
+        if step.id in latest and step.id not in done:
+            new_id = _free(step.id, taken)
+            taken.add(new_id)
+        latest[step.id] = new_id
+        if new_id != step.id or dependencies != list(step.dependencies):
+            step = step.model_copy(update={"id": new_id, "dependencies": dependencies})
         old = done.get(step.id)
         if old is not None:
             step = step.model_copy(
@@ -56,3 +68,11 @@ def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | N
             )
         steps.append(step)
     return Plan(goal=goal, title=draft.title, steps=steps, max_steps=max_steps)
+
+
+def _free(base: str, taken: set[str]) -> str:
+    """``base_2``, ``base_3``, ...: the first not in ``taken``."""
+    n = 2
+    while f"{base[:58]}_{n}" in taken:  # a step id is at most 64 characters
+        n += 1
+    return f"{base[:58]}_{n}"
