@@ -1100,3 +1100,29 @@ def test_a_module_is_not_asked_to_print_what_its_users_print() -> None:
     )
     assert one(rev, "`python demo.py` prints 'cba'") == "`python demo.py` prints 'cba'"
     assert one("Write rev.py that reverses its input", "`python rev.py` prints 'cba'") == "`python rev.py` prints 'cba'"
+
+
+MARKUP = (
+    '<tools>\n<function name="update_code" description="Edit the specified file. Read-only." '
+    'parameters={"properties": {"file": {"type": "string"}}}>\n</tools>'
+)
+
+
+@pytest.mark.parametrize("answer", [MARKUP, '{"name": "update_code", "arguments": {"file": "calc.py"}}'])
+def test_an_exploring_answer_that_is_tool_markup_is_not_what_exploring_found(tmp_path: Path, answer: str) -> None:
+    """The 1.5B answered exploring with a made-up tool's declaration (`<tools><function name="update_code" ...>`);
+    shown it as what exploring found, the planner gave a step the tool update_code, and the run failed. Such an
+    answer is not findings: the planner is shown what the read-only tools returned instead."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "calc.py").write_text("def double(x):\n    return x + 2\n")
+    read = {"tool_calls": [tool_call("read_file", path="calc.py")]}
+    script = PurposeScript(
+        plan=plan_of(write_step()),
+        execute=writer("mathx.py", GOOD),
+        explore=lambda req: answer if req.tool_results() else read,
+    )
+    out, model, _ = run(tmp_path, script, max_explore_calls=2)
+    assert out["status"] == "completed", out.get("error")
+    shown = next(r for r in model.requests if r.purpose == "plan").text()
+    assert "update_code" not in shown
+    assert "What exploring found (the tools' results):" in shown and "return x + 2" in shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from planmode import prompts
 from planmode._compat import RunnableCallable
 from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext
+from planmode.executors import tool_runs
 from planmode.llm import negotiation_record
 from planmode.nodes._coverage import mend_module_runs, mend_plan, mend_runs, mend_tools, plan_problems
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
@@ -27,6 +29,7 @@ from planmode.state.patch import validate_plan
 from planmode.state.reducer import PlanUpdate, preview
 from planmode.tools import read_only_names
 from planmode.tools.loop import is_read_only
+from planmode.tools.text_calls import read_text_calls
 from planmode.tools.workspace import WORKSPACE_ROOT_METADATA_KEY
 
 __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
@@ -95,6 +98,21 @@ def _example(tools: Sequence[BaseTool]) -> str:
     return prompts.PLAN_EXAMPLE.format(write=preferred_write(writes))
 
 
+_MARKUP = re.compile(r"<tools>|<function[\s>=]|<tool_call>|\"parameters\"\s*:", re.IGNORECASE)
+
+
+def _tool_markup(text: str) -> bool:
+    """Whether an exploring answer is a tool call or a tool's declaration written as text, not findings: the
+    1.5B answered with a made-up ``<tools><function name="update_code" ...>``, and the planner, shown it as what
+    exploring found, planned with a tool named update_code."""
+    return read_text_calls(text) is not None or bool(_MARKUP.search(text))
+
+
+def _results(messages: Sequence[BaseMessage]) -> str:
+    """What the read-only tools that ran returned, one line each (clipped)."""
+    return "\n".join(f"- {r.name} {r.args}: {r.result}" for r in tool_runs(messages) if r.ok)
+
+
 def _nothing_to_explore(readers: Sequence[BaseTool]) -> bool:
     """Every reading tool reads one workspace (`planmode.tools.workspace_tools`) and it is empty: exploring would
     only find that out, at the price of a model call (on a 1.5B model on 2 cores, a minute of a run's ten)."""
@@ -147,8 +165,10 @@ def make_plan(deps: Deps) -> RunnableCallable:
                 max_iterations=settings.max_explore_calls + 1,
                 max_tool_calls=settings.max_explore_calls,
             )
-            if res.text:
+            if res.text and not _tool_markup(res.text):
                 findings = f"What exploring found:\n{res.text}"
+            elif seen := _results(res.messages):
+                findings = f"What exploring found (the tools' results):\n{seen}"
             explored = explored_paths(res.messages)  # the staleness fingerprint outside a git repository
         messages: list[BaseMessage] = [
             SystemMessage(
