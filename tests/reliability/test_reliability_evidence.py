@@ -381,3 +381,14 @@ def test_a_name_defined_nowhere_or_twice_gets_no_import_hint(tmp_path: Path) -> 
     for app in (b"print(shout('hi'))\n", b"print(whisper('hi'))\n"):
         evidence = gather(step("`python app.py` runs"), wrote(tmp_path, "app.py", app), workspace_tools(tmp_path))
         assert "is not defined" in evidence.reason() and "Fix:" not in evidence.reason()
+
+
+def test_a_reason_that_the_command_did_not_run_is_contradicted_by_a_check_that_ran_it() -> None:
+    """The 1.5B's judge failed a right total.py because "the step did not execute the `python total.py` command",
+    beside the check that ran it. A reason that it ran badly is a judgement, not a contradiction."""
+    ran = _evidence.Evidence(runs=[], checks=[_evidence.Check("`python total.py` runs", True, "15")])
+    said = "The outcome did not meet the acceptance criteria. The step did not execute the `python total.py` command."
+    assert ran.refutes(said, report_shown=False) == "the checks ran it: `python total.py` runs: passed"
+    assert ran.refutes("total.py was not run", report_shown=False)
+    assert ran.refutes("total.py does not run correctly: it prints 14", report_shown=False) == ""
+    assert _evidence.Evidence(runs=[], checks=[]).refutes(said, report_shown=False) == ""

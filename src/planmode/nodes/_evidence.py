@@ -190,6 +190,9 @@ class Evidence:
                 f"{c.what.removesuffix(' runs')} printed {clip(c.detail, 80, fold=False)!r}" for c in printed
             )
             return f"the checks show output: {shown}"
+        ran = [c.what for c in self.checks if c.passed is True and c.what.endswith(" runs")]
+        if ran and _NOT_RUN.search(reason):
+            return f"the checks ran it: {'; '.join(f'{w}: passed' for w in ran)}"
         if not report_shown and _ON_REPORT.search(reason):
             return "no report was shown: the step is judged on the evidence, not on a report"
         if self.wrote and self.files and not named and _NOTHING_WRITTEN.search(reason):
@@ -278,6 +281,12 @@ _NO_OUTPUT = re.compile(
     r"\b(?:output (?:is|was) (?:missing|empty|blank)|empty (?:string|output)|no output|(?:printed|prints?) nothing|"
     r"did(?: not|n't) print|does(?: not|n't) print anything|nothing (?:was |is )?printed|returned an empty|"
     r"actual output is (?:missing|empty))",
+    re.IGNORECASE,
+)
+#: "The step did not execute the `python total.py` command" (the 1.5B's judge, beside a check that ran it).
+_NOT_RUN = re.compile(
+    r"\b(?:did not|didn't|does not|doesn't|was not|wasn't|never|not)\s+(?:(?:been|get)\s+)?"
+    r"(?:execute[ds]?|run|ran|runs)\b(?!\s+(?:correctly|properly|as expected|successfully|without))",
     re.IGNORECASE,
 )
 _ON_REPORT = re.compile(r"\b(?:executor|report(?!\.\w)|claim(?:ed|s)?)\b", re.IGNORECASE)
