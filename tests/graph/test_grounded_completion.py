@@ -1126,3 +1126,38 @@ def test_an_exploring_answer_that_is_tool_markup_is_not_what_exploring_found(tmp
     shown = next(r for r in model.requests if r.purpose == "plan").text()
     assert "update_code" not in shown
     assert "What exploring found (the tools' results):" in shown and "return x + 2" in shown
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_file_the_acceptance_names_that_a_later_step_writes_is_not_looked_for_yet(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's README step had the acceptance "README.md exists and contains a link to counter.py"; it failed
+    twice because counter.py, the next step's file, did not exist yet, and the run gave up. A file another open
+    step writes is that step's to produce; the file the step itself writes is still looked for."""
+    readme = {
+        "id": "write_readme",
+        "description": "Write README.md about counter.py",
+        "tools": ["write_file"],
+        "acceptance": "README.md exists and links to counter.py",
+    }
+    counter = {
+        "id": "write_counter",
+        "description": "Write counter.py that prints 1",
+        "tools": ["write_file"],
+        "dependencies": ["write_readme"],
+        "acceptance": "`python counter.py` prints '1'",
+    }
+    files = {
+        "write_readme": ("README.md", "# Counter\nSee counter.py\n"),
+        "write_counter": ("counter.py", "print(1)\n"),
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        path, content = next(v for k, v in files.items() if f"Step `{k}`" in req.text())
+        return {"tool_calls": [tool_call("write_file", path=path, content=content)]}
+
+    script = PurposeScript(plan=plan_of(readme, counter), execute=execute)
+    out, _model, ws = run(tmp_path, script, task="write README.md and counter.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert out["plan"].get("write_readme").attempts == 1
+    assert (ws / "counter.py").is_file()

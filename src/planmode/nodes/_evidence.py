@@ -637,8 +637,22 @@ def _elsewhere(check: Check, root: Path, wrote: Iterable[str]) -> Check:
     return Check(check.what, False, check.detail + hint)
 
 
-def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evidence:
-    """The evidence of one successful attempt of ``step`` and the checks made on it (see the module)."""
+def others_write(plan: Plan, step: Step) -> frozenset[str]:
+    """The files the plan's other open steps write (each its one file, `produced_file`)."""
+    return frozenset(
+        f
+        for s in plan.steps
+        if s.id != step.id and s.status != StepStatus.DONE and (f := produced_file(s.description, s.acceptance))
+    )
+
+
+def gather(
+    step: Step, outcome: StepOutcome, tools: Sequence[BaseTool], elsewhere: frozenset[str] = frozenset()
+) -> Evidence:
+    """The evidence of one successful attempt of ``step`` and the checks made on it (see the module). A file its
+    acceptance names that another open step writes (``elsewhere``, `others_write`) is not looked for: the 1.5B's
+    README step, whose acceptance asked for "a link to counter.py", failed twice because counter.py, the next
+    step's file, did not exist yet."""
     root = workspace_root(tools)
     writes = write_tool_names(tools)
     evidence = Evidence(runs=outcome.tool_runs)
@@ -669,7 +683,10 @@ def gather(step: Step, outcome: StepOutcome, tools: Sequence[BaseTool]) -> Evide
             evidence.checks.append(_compiles(p))
     acceptance = step.acceptance or ""
     if (declared or outcome.writes) and not _GONE.search(acceptance):
+        own = produced_file(step.description, acceptance)
         for name in file_names(acceptance):
+            if name in elsewhere and name != own and not any(p.endswith("/" + name) for p in wrote):
+                continue
             where = _locate(name, root, wrote)
             if where is None:
                 evidence.checks.append(Check(f"{name} exists", None, "no workspace to look in"))

@@ -30,7 +30,7 @@ from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
-from planmode.nodes._evidence import Evidence, gather
+from planmode.nodes._evidence import Evidence, gather, others_write
 from planmode.nodes._outputs import astored_output, stored_output, summarize
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
@@ -72,8 +72,8 @@ def make_verify(deps: Deps) -> RunnableCallable:
                 return failed
             # the checks without a model first: the facts (a command may run: a thread on the async path)
             evidence = yield from call(
-                partial(gather, step, outcome, deps.tools),
-                partial(asyncio.to_thread, gather, step, outcome, deps.tools),
+                partial(gather, step, outcome, deps.tools, others_write(plan, step)),
+                partial(asyncio.to_thread, gather, step, outcome, deps.tools, others_write(plan, step)),
             )
             if evidence.failed:
                 return Verdict(passed=False, reason=evidence.reason())
