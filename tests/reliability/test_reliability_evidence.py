@@ -392,3 +392,22 @@ def test_a_reason_that_the_command_did_not_run_is_contradicted_by_a_check_that_r
     assert ran.refutes("total.py was not run", report_shown=False)
     assert ran.refutes("total.py does not run correctly: it prints 14", report_shown=False) == ""
     assert _evidence.Evidence(runs=[], checks=[]).refutes(said, report_shown=False) == ""
+
+
+@pytest.mark.parametrize(
+    ("reason", "same"),
+    [
+        ("The check failed because the output was `16` instead of `16`.", "16"),  # the 1.5B's judge on shapes.py
+        ("expected 'cba' but got 'cba'", "cba"),
+        ("the output was `16` instead of `15`.", None),
+        ("expected 'abc' but got 'cba'", None),
+        ("it prints 2 3 5 one per line, not on one line", None),
+        ("cats, not cats", None),  # unquoted words: not read
+    ],
+)
+def test_a_reason_that_expects_what_is_there_is_contradicted(reason: str, same: str | None) -> None:
+    refuted = HELLO.refutes(reason, report_shown=False)
+    if same is None:
+        assert refuted == ""
+    else:
+        assert refuted == f"the reason gives {same!r} as both what is expected and what is there"

@@ -155,6 +155,20 @@ def test_an_object_cut_elsewhere_is_not_closed(text: str) -> None:
     assert "steps" not in data
 
 
+def test_an_object_whose_last_string_ends_a_sentence_is_closed() -> None:
+    """The 1.5B's reflection ended '..."reasoning": "... fixing the issue in `shapes.py`.' three times in a row,
+    with no closing quote or brace, and the run failed on "no JSON object found". A last string that ends a
+    sentence is closed; one cut mid-word is not (`test_an_object_cut_elsewhere_is_not_closed`)."""
+    reasoning = "The check failed. Retry the step in `shapes.py`."
+    assert extract_json('{"assessment": "failed", "reasoning": "' + reasoning) == {
+        "assessment": "failed",
+        "reasoning": reasoning,
+    }
+    assert extract_json('{"a": {"b": "done!') == {"a": {"b": "done!"}}
+    with pytest.raises(PlanParseError):
+        extract_json('{"assessment": "failed", "reasoning": "cut mid-wo')
+
+
 # -- plans as small models write them (issue 24) ----------------------------------------------------------------
 
 

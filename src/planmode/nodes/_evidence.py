@@ -190,6 +190,8 @@ class Evidence:
                 f"{c.what.removesuffix(' runs')} printed {clip(c.detail, 80, fold=False)!r}" for c in printed
             )
             return f"the checks show output: {shown}"
+        if (same := _same_both_ways(reason)) is not None:
+            return f"the reason gives {same!r} as both what is expected and what is there"
         ran = [c.what for c in self.checks if c.passed is True and c.what.endswith(" runs")]
         if ran and _NOT_RUN.search(reason):
             return f"the checks ran it: {'; '.join(f'{w}: passed' for w in ran)}"
@@ -289,6 +291,32 @@ _NOT_RUN = re.compile(
     r"(?:execute[ds]?|run|ran|runs)\b(?!\s+(?:correctly|properly|as expected|successfully|without))",
     re.IGNORECASE,
 )
+#: "the output was `16` instead of `16`", "expected 'cba' but got 'cba'", "should be 8080, not 8080".
+_SAID = r"(?P<{q}>['\"`]?)(?P<{t}>[^'\"`\n]{{1,80}}?)(?P={q})"
+_END = r"(?=[\s.,;:!?)]|$)"
+_BOTH_WAYS = (
+    re.compile(
+        _SAID.format(q="q", t="a") + r",?\s+(?:instead of|rather than|not)\s+" + _SAID.format(q="r", t="b") + _END
+    ),
+    re.compile(
+        r"expected\s+" + _SAID.format(q="q", t="a") + r",?\s+but\s+(?:got|it (?:is|was|printed)|the output (?:is|was))"
+        r"\s+" + _SAID.format(q="r", t="b") + _END,
+        re.IGNORECASE,
+    ),
+)
+
+
+def _same_both_ways(reason: str) -> str | None:
+    """A text a judge's reason gives as both what is expected and what is there (the 1.5B's judge failed a right
+    shapes.py because "the output was `16` instead of `16`"), or None."""
+    for pattern in _BOTH_WAYS:
+        for m in pattern.finditer(reason):
+            a, b = m.group("a").strip(), m.group("b").strip()
+            if a and a == b and (m.group("q") or m.group("r") or not a.isalpha()):
+                return a
+    return None
+
+
 _ON_REPORT = re.compile(r"\b(?:executor|report(?!\.\w)|claim(?:ed|s)?)\b", re.IGNORECASE)
 _NOTHING_WRITTEN = re.compile(
     r"\bno (?:direct )?(?:output|files?|changes?)\b|\bdid not (?:write|create|change)\b|"

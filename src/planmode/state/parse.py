@@ -75,6 +75,12 @@ def _closed_object(text: str) -> dict[str, Any] | None:
             if not stack:
                 return None  # a complete object: not this function's case
     body = text[start:].rstrip()
+    if in_string and body.endswith((".", "!", "?")) and not escaped:
+        # a string that ends a sentence, then nothing: the 1.5B's reflection ended '..."reasoning": "... in
+        # shapes.py.' three times in a row, and the run failed on "no JSON object"; a string cut mid-word stays
+        # unread
+        body += '"'
+        in_string = False
     if in_string or not stack or len(stack) > _MAX_MISSING_CLOSERS or body.endswith((",", ":")):
         return None
     try:
