@@ -381,7 +381,9 @@ def test_over_http_a_qwen_style_text_call_writes_the_file(tmp_path: Path, monkey
         ("```python\nprint(1)\n```\nRun it:\n```bash\npython x.py\n```", "print(1)\n"),  # the file's language
         ("```python\nprint(1)\n```\n```python\nprint(2)\n```", None),  # two candidates: a guess
         ("```python\nprint(1)\n```\nPlanmode writes:\n```python\nprint(1)\n```", "print(1)\n"),  # the same twice
-        ("```python\nprint(1)\n", None),  # never closed
+        ("```python\nprint(1)\n", "print(1)\n"),  # never closed, after a whole line of Python that compiles
+        ("```python\nprint(1", None),  # never closed, cut mid-line
+        ("```python\ndef f(:\n", None),  # never closed, and not Python
         ('```json\n{"name": "write_file", "arguments": {"path": "x.py"}}\n```', None),  # a call, not a file
         ("```python\n\n```", None),  # empty
         ("print(1)", None),  # no fence
@@ -392,6 +394,18 @@ def test_a_whole_file_is_read_from_one_fence_only(reply: str, content: str | Non
     from planmode.tools.text_calls import whole_file_content
 
     assert whole_file_content(reply, "x.py") == content
+
+
+def test_a_fence_left_open_is_read_only_for_a_python_file() -> None:
+    """The 1.5B answered the nudge with list_primes.py in a fence it never closed, and the step failed with nothing
+    written. A Python file's one fence left open after a whole line is the file when it compiles; another file's
+    is not (a reply cut short cannot be told from a whole one)."""
+    from planmode.tools.text_calls import whole_file_content
+
+    assert whole_file_content("```\nfor n in (2, 3):\n    print(n, end=' ')\n", "list_primes.py") == (
+        "for n in (2, 3):\n    print(n, end=' ')\n"
+    )
+    assert whole_file_content("```\n0\n100\n", "temps.txt") is None
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))

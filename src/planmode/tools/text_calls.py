@@ -264,6 +264,8 @@ def whole_file_content(text: object, path: str) -> str | None:
         if not isinstance(text, str) or len(text) > MAX_TEXT_CALL_CHARS:
             return None
         blocks = list({body.strip(): (info, body) for info, body in _fences(text)}.values())  # a fence repeated
+        if not blocks and (left_open := _left_open(text, path)) is not None:
+            blocks = [left_open]
         if len(blocks) > 1:
             ext = path.rsplit(".", 1)[-1].lower() if "." in path else ""
             names = _LANGUAGES.get(ext, (ext,))
@@ -276,6 +278,24 @@ def whole_file_content(text: object, path: str) -> str | None:
         return body.rstrip("\n") + "\n"
     except Exception:  # a reader bug must not end a run: no content read
         return None
+
+
+def _left_open(text: str, path: str) -> tuple[str, str] | None:
+    """A Python file's one fence that the reply opened and never closed, when the reply ends after a whole line
+    and what follows the fence compiles (the 1.5B's list_primes.py came so, after the nudge, and the step failed
+    with nothing written); None otherwise (another file: a reply cut short cannot be told from a whole one)."""
+    if not path.lower().endswith(".py") or not text.endswith("\n"):
+        return None
+    lines = text.split("\n")
+    opened = [i for i, line in enumerate(lines) if line.strip().startswith("```")]
+    if len(opened) != 1 or (lines[opened[0]].strip().endswith("```") and len(lines[opened[0]].strip()) > 3):
+        return None
+    body = "\n".join(lines[opened[0] + 1 :])
+    try:
+        compile(body, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    return lines[opened[0]].strip()[3:].strip(), body
 
 
 def _fences(text: str) -> list[tuple[str, str]]:
