@@ -702,3 +702,21 @@ def test_other_content_is_written_exactly_as_sent(ws: Path, path: str, content: 
     out = call(ws, "write_file", path=path, content=content)
     assert (ws / path).read_bytes() == content.encode()
     assert "removed" not in out
+
+
+@pytest.mark.parametrize(
+    ("path", "sent", "written"),
+    [
+        ("temps.txt", "0\\n100", "0\n100"),  # the 1.5B's temps.txt: report.py read it as one line
+        ("data.csv", "name,score\\r\\na,10", "name,score\na,10"),
+        ("temps.txt", "0\n100\\n", "0\n100\\n"),  # a real newline: written exactly
+        ("x.py", "print('a\\nb')", "print('a\\nb')"),  # code: written exactly
+        ("notes.txt", "no escapes", "no escapes"),
+    ],
+)
+def test_a_text_files_lines_sent_escaped_are_written_as_lines(
+    tmp_path: Path, path: str, sent: str, written: str
+) -> None:
+    said = call(tmp_path, "write_file", path=path, content=sent)
+    assert (tmp_path / path).read_bytes().decode() == written
+    assert ("escaped newlines" in said) is (sent != written)

@@ -60,6 +60,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceLimits",
     "read_only_workspace_tools",
+    "unescape_lines",
     "unwrap_python",
     "workspace_root",
     "workspace_tools",
@@ -395,6 +396,8 @@ class _Workspace:
     def write_file(self, path: str, content: str) -> str:
         _require_text("content", content)
         content, unwrapped = unwrap_python(path, content)
+        if not unwrapped:
+            content, unwrapped = unescape_lines(path, content)
         data = content.encode("utf-8")
         self._check_size(path, len(data))
         resolved = self.resolve(path)
@@ -406,9 +409,7 @@ class _Workspace:
         resolved.parent.mkdir(parents=True, exist_ok=True)
         self._write(path, resolved, data)
         done = f"{'Overwrote' if existed else 'Created'} {self._rel(resolved)} ({len(data)} bytes)"
-        return done + (
-            f"; {unwrapped} around the code were removed: a Python file holds only code" if unwrapped else ""
-        )
+        return done + (f"; {unwrapped}" if unwrapped else "")
 
     def edit_file(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         _require_text("old_string", old_string)
@@ -535,8 +536,24 @@ def unwrap_python(path: str, content: str) -> tuple[str, str]:
     for pattern, what in ((_FENCED, "the Markdown fence lines"), (_TAGGED, "the <{tag}> tags")):
         m = pattern.fullmatch(content, timeout=1.0)
         if m is not None and _compiles(m.group("body")):
-            return m.group("body") + "\n", what.format(tag=m.groupdict().get("tag"))
+            removed = what.format(tag=m.groupdict().get("tag"))
+            return m.group("body") + "\n", f"{removed} around the code were removed: a Python file holds only code"
     return content, ""
+
+
+#: Data files whose lines a model may send escaped (``0\\n100`` for two lines).
+_TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".md", ".log", ".dat", ".ini", ".cfg", ".toml", ".yaml", ".yml")
+
+
+def unescape_lines(path: str, content: str) -> tuple[str, str]:
+    """The lines of a text file a model sent as one line with escaped newlines (``"0\\n100"``: the 1.5B's
+    temps.txt, which report.py then read as one line, "could not convert string to float: '0\\n100'"), and what
+    was changed; ``content`` and "" when that does not apply: another kind of file, a content with a real newline,
+    or none written as ``\\n``."""
+    if not path.lower().endswith(_TEXT_SUFFIXES) or "\n" in content or "\\n" not in content:
+        return content, ""
+    lines = content.replace("\\r\\n", "\n").replace("\\n", "\n")
+    return lines, "the escaped newlines (\\n) were written as line breaks: a text file holds its lines"
 
 
 def _compiles(source: str) -> bool:
