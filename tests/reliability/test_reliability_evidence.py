@@ -411,3 +411,16 @@ def test_a_reason_that_expects_what_is_there_is_contradicted(reason: str, same: 
         assert refuted == ""
     else:
         assert refuted == f"the reason gives {same!r} as both what is expected and what is there"
+
+
+@pytest.mark.parametrize(
+    ("content", "settled"),
+    [(b"0\n100\n", True), (b"0\n10\n", False), (b"100\n", False), (b"0.5\n100\n", False)],
+)
+def test_numbers_a_file_contains_are_checked_as_numbers(tmp_path: Path, content: bytes, settled: bool) -> None:
+    """The 1.5B's judge failed a right temps.txt on "temps.txt exists and contains 0 and 100" four times in the
+    run after the last fixes ("temps.txt does not exist", asked again, the same). Numbers a file is said to
+    contain are checked as whole numbers (10 is not in 100, 0 is not in 0.5)."""
+    acceptance = "temps.txt exists and contains 0 and 100"
+    evidence = gather(step(acceptance), wrote(tmp_path, "temps.txt", content), workspace_tools(tmp_path))
+    assert evidence.covers(acceptance) is settled and evidence.settles(acceptance, "Write temps.txt") is settled

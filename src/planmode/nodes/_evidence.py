@@ -409,7 +409,8 @@ def _with_commands(clauses: list[str]) -> list[str]:
 #: "data.csv contains 'name,score'", "`notes.txt` has the line "x"": a file's content holds a quoted text.
 _CONTAINS_CLAUSE = re.compile(
     r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|has|includes|holds)\s+"
-    r"(?:the\s+(?:text|line|header|row|word)s?\s+)?(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)",
+    r"(?:the\s+(?:text|line|header|row|word|number)s?\s+)?"
+    r"(?:(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)|(?P<number>-?\d+(?:\.\d+)?))",
     re.IGNORECASE,
 )
 #: "the first line of data.csv is 'name,score'", "'name,score' is the first row", "its first line is "# Counter"".
@@ -453,14 +454,21 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
         return (name, "value", m.group("lit")) if name else None
     if (m := _CONTAINS_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or default
-        return (name, "contains", m.group("text")) if name else None
+        return (name, "contains", m.group("text") or m.group("number")) if name else None
     if (m := _FIRST_LINE_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or m.group("f2") or default
         return (name, "first line", m.group("text") or m.group("text2")) if name else None
     return None
 
 
-_BARE_QUOTED = re.compile(r"(?:the\s+(?:text|line|word)s?\s+)?(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)")
+_BARE_QUOTED = re.compile(
+    r"(?:the\s+(?:text|line|word|number)s?\s+)?(?:(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)|(?P<number>-?\d+(?:\.\d+)?))"
+)
+
+
+def _said(m: re.Match[str]) -> str:
+    """A quoted text as quoted, or a number as written."""
+    return f"{m.group('q')}{m.group('text')}{m.group('q')}" if m.group("text") else m.group("number")
 
 
 def _with_subjects(clauses: list[str], default: str | None) -> list[str]:
@@ -472,7 +480,7 @@ def _with_subjects(clauses: list[str], default: str | None) -> list[str]:
         if asked is not None:
             last = asked[0] if asked[1] == "contains" else None
         elif last is not None and (m := _BARE_QUOTED.fullmatch(clause)) is not None:
-            clause = f"{last} contains {m.group('q')}{m.group('text')}{m.group('q')}"
+            clause = f"{last} contains {_said(m)}"
         out.append(clause)
     return out
 
@@ -766,7 +774,10 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
             return Check(what, True)
         return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
     first = (body.splitlines() or [""])[0]
-    ok = text in body if kind == "contains" else first.strip() == text.strip()
+    if kind == "contains" and re.fullmatch(r"-?\d+(?:\.\d+)?", text):  # a number, not part of another
+        ok = re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.]|\.\d)", body) is not None
+    else:
+        ok = text in body if kind == "contains" else first.strip() == text.strip()
     first = clip(first, 80, fold=False)
     return Check(what, True) if ok else Check(what, False, f"it does not (its first line is {first!r})")
 
