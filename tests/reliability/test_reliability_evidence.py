@@ -424,3 +424,11 @@ def test_numbers_a_file_contains_are_checked_as_numbers(tmp_path: Path, content:
     acceptance = "temps.txt exists and contains 0 and 100"
     evidence = gather(step(acceptance), wrote(tmp_path, "temps.txt", content), workspace_tools(tmp_path))
     assert evidence.covers(acceptance) is settled and evidence.settles(acceptance, "Write temps.txt") is settled
+
+
+def test_a_name_imported_from_a_module_that_is_not_there_is_told_its_module(tmp_path: Path) -> None:
+    """The 1.5B's test_primes.py imported is_prime "from your_module": "No module named 'your_module'"."""
+    (tmp_path / "primes.py").write_text("def is_prime(n):\n    return n in (2, 3, 5, 7)\n")
+    test = b"from your_module import is_prime\n\ndef test_seven():\n    assert is_prime(7)\n"
+    evidence = gather(step("`python t.py` runs"), wrote(tmp_path, "t.py", test), workspace_tools(tmp_path))
+    assert "Fix: is_prime is defined in the module primes: write `from primes import is_prime`" in evidence.reason()

@@ -628,6 +628,13 @@ def _hint(output: str, root: Path | None = None) -> str:
     """The fix for an error a small model repeats, or "": the 1.5B wrote `import greet` then
     `print(greet('Ada'))` three times, each failing with "'module' object is not callable", and `import util`
     then `util.shout('hi')` for a shout defined in util/strings.py ("module 'util' has no attribute 'shout'")."""
+    if root is not None and "ModuleNotFoundError" in output:
+        # "from your_module import is_prime" (the 1.5B's test_primes.py): the module the name is defined in
+        for imported in re.finditer(r"from\s+[\w.]+\s+import\s+(?P<names>[\w, ]+)", output):
+            for name in (n.strip() for n in imported.group("names").split(",")):
+                module = _defined_in(name, root) if name.isidentifier() else None
+                if module is not None:
+                    return f". Fix: {name} is defined in the module {module}: write `from {module} import {name}`"
     if root is not None and (m := _MISSING_NAME.search(output)) is not None:
         name = m.group("a") or m.group("n") or m.group("i")
         module = _defined_in(name, root)
