@@ -200,14 +200,10 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
     under an acceptance the plan's approval covers. Two false "completed" on the 1.5B came from acceptance that ran
     nothing ("report.py exists and correctly reads temps.txt and prints c_to_f"): a report.py that read stdin was
     passed by the judge on its source alone."""
-    writes = write_tool_names(tools)
     notes: list[str] = []
     steps = list(plan.steps)
-    for i, step in enumerate(steps):
-        if (ids is not None and step.id not in ids) or not declared_writes(step, writes):
-            continue
-        script = produced_file(step.description, step.acceptance)
-        if script is None or not script.endswith(".py") or not says_prints(step.description):
+    for i, step, script in _python_writers(steps, tools, ids):
+        if not says_prints(step.description):
             continue
         if not step.acceptance.strip() or f"python {script}" in commands(step.acceptance):
             continue
@@ -215,6 +211,21 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
         steps[i] = step.model_copy(update={"acceptance": f"{step.acceptance.strip().rstrip('.')} and {added}"})
         notes.append(f"step {step.id!r} says {script} prints and ran nothing: its acceptance runs it ({added})")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def _python_writers(
+    steps: Sequence[Step], tools: Sequence[BaseTool], ids: Sequence[str] | None
+) -> list[tuple[int, Step, str]]:
+    """The write steps (of ``ids``, or all) that produce one Python file: (index, step, the file)."""
+    writes = write_tool_names(tools)
+    out = []
+    for i, step in enumerate(steps):
+        if (ids is not None and step.id not in ids) or not declared_writes(step, writes):
+            continue
+        script = produced_file(step.description, step.acceptance)
+        if script is not None and script.endswith(".py"):
+            out.append((i, step, script))
+    return out
 
 
 #: A step that defines a function or a class ("Write rev.py with a function reverse(s) that returns ...").
@@ -234,16 +245,10 @@ def mend_module_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] |
     that use it, and their output is checked there. The 1.5B's plans asked "`python rev.py` returns the reversed
     string 'abc'" of a module that defines reverse(s); its judge failed the right rev.py four times because the
     run "returns nothing", and the run failed."""
-    writes = write_tool_names(tools)
     notes: list[str] = []
     steps = list(plan.steps)
-    for i, step in enumerate(steps):
-        if (ids is not None and step.id not in ids) or not declared_writes(step, writes):
-            continue
-        module = produced_file(step.description, step.acceptance)
-        if module is None or not module.endswith(".py") or not _DEFINES.search(step.description):
-            continue
-        if says_prints(step.description):
+    for i, step, module in _python_writers(steps, tools, ids):
+        if not _DEFINES.search(step.description) or says_prints(step.description):
             continue
         acceptance = _RUN_EXPECTS.sub(partial(_runs_only, module), step.acceptance)
         if acceptance != step.acceptance:
