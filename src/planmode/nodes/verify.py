@@ -71,9 +71,10 @@ def make_verify(deps: Deps) -> RunnableCallable:
             if failed is not None:
                 return failed
             # the checks without a model first: the facts (a command may run: a thread on the async path)
+            elsewhere = others_write(plan, step)  # files the plan's other open steps write
             evidence = yield from call(
-                partial(gather, step, outcome, deps.tools, others_write(plan, step)),
-                partial(asyncio.to_thread, gather, step, outcome, deps.tools, others_write(plan, step)),
+                partial(gather, step, outcome, deps.tools, elsewhere),
+                partial(asyncio.to_thread, gather, step, outcome, deps.tools, elsewhere),
             )
             if evidence.failed:
                 return Verdict(passed=False, reason=evidence.reason())
