@@ -25,7 +25,8 @@ PLAN = {
     "steps": [
         {
             "id": "wipe",
-            "description": "Overwrite the run history",
+            # two files named: its write of done.txt does not end it, so the turn after the calls sees their results
+            "description": "Overwrite the run history, then write done.txt or notes.txt",
             "tools": ["write_file", "edit_file"],
             "acceptance": "done.txt exists",
         }
