@@ -34,6 +34,7 @@ from planmode.nodes._evidence import (
     workspace_root,
     write_tool_names,
 )
+from planmode.state.draft import free_id
 from planmode.state.models import Plan, Step, as_step_id
 from planmode.tools.files import deliverables, file_names, produced_file
 
@@ -153,7 +154,7 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
             notes.append(f"step {step.id!r} writes {name}: gave it {write}")
             continue
         ids = {s.id for s in steps}
-        new_id = _free_id(as_step_id("write_" + name.lower())[:56], ids)
+        new_id = free_id(as_step_id("write_" + name.lower())[:56], ids)
         steps.append(
             Step(
                 id=new_id,
@@ -302,12 +303,3 @@ def _exists_acceptance(step: Step, wanted: Sequence[str]) -> str | None:
     """``<files> exists`` for the files a step names (those the task asks for first), or None if it names none."""
     files = [f for f in file_names(f"{step.description} {step.id}") if f in wanted] or file_names(step.description)
     return " and ".join(f"{f} exists" for f in files) if files else None
-
-
-def _free_id(base: str, taken: set[str]) -> str:
-    if base not in taken:
-        return base
-    n = 2
-    while f"{base}_{n}" in taken:
-        n += 1
-    return f"{base}_{n}"

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from planmode.state.models import Plan, Step, StepDefinition, step_ids_read
 
-__all__ = ["PlanDraft", "draft_to_plan"]
+__all__ = ["PlanDraft", "draft_to_plan", "free_id"]
 
 
 class PlanDraft(BaseModel):
@@ -56,7 +56,7 @@ def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | N
         dependencies = [latest.get(x, x) for x in step.dependencies]
         new_id = step.id
         if step.id in latest and step.id not in done:
-            new_id = _free(step.id, taken)
+            new_id = free_id(step.id, taken)
             taken.add(new_id)
         latest[step.id] = new_id
         if new_id != step.id or dependencies != list(step.dependencies):
@@ -70,8 +70,10 @@ def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | N
     return Plan(goal=goal, title=draft.title, steps=steps, max_steps=max_steps)
 
 
-def _free(base: str, taken: set[str]) -> str:
-    """``base_2``, ``base_3``, ...: the first not in ``taken``."""
+def free_id(base: str, taken: set[str]) -> str:
+    """``base`` when it is not in ``taken``, else ``base_2``, ``base_3``, ...: the first not in ``taken``."""
+    if base not in taken:
+        return base
     n = 2
     while f"{base[:58]}_{n}" in taken:  # a step id is at most 64 characters
         n += 1
