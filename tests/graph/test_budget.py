@@ -139,6 +139,14 @@ def test_the_usage_reducer_never_raises_and_ignores_junk(update: Any) -> None:
     assert merge_usage(update, None)["total"]["calls"] == 0
 
 
+def test_the_usage_reducer_reads_a_section_key_that_is_not_text_as_text() -> None:
+    """A section whose keys are text is copied as it is (one key per step: no walk in Python); one with a key of
+    another type (a hand-edited state) still has it read as text, so its counters add up with the update's."""
+    merged = merge_usage({"steps": {1: {"calls": 1}, "a": {"calls": 4}}}, {"steps": {"1": {"calls": 2}}})
+    assert merged["steps"]["1"]["calls"] == 3 and 1 not in merged["steps"]
+    assert merged["steps"]["a"] == {"calls": 4}
+
+
 def test_the_usage_reducer_adds_and_a_new_run_resets() -> None:
     a = merge_usage(None, {"total": {"calls": 1, "input": 10}, "nodes": {"plan": {"calls": 1, "input": 10}}})
     b = merge_usage(a, {"total": {"calls": 2, "output": 4}, "nodes": {"plan": {"calls": 2, "output": 4}}})

@@ -534,3 +534,59 @@ def test_a_sequence_of_reducer_updates_keeps_the_invariants(plan: Plan, updates:
         assert current.version in (before.version, before.version + 1)
         assert len(current.history) - len(before.history) == current.version - before.version
         assert_invariants(before, current, plan.max_steps)
+
+
+def _fresh_view(plan: Plan) -> dict[str, Any]:
+    """Every lookup of a plan's index, read from an index built from scratch (not handed on by a transition)."""
+    from planmode.state.models import _PlanIndex
+
+    index = _PlanIndex(plan.steps)
+    return {
+        "by_id": {k: id(v) for k, v in index.by_id.items()},
+        "by_status": {st.value: [id(s) for s in index.by_status.get(st, ())] for st in S},
+        "ready": [id(s) for s in index.ready()],
+        "counts": {st.value: len(index.by_status.get(st, ())) for st in S},
+    }
+
+
+def _view(plan: Plan) -> dict[str, Any]:
+    return {
+        "by_id": {s.id: id(plan.get(s.id)) for s in plan.steps},
+        "by_status": {st.value: [id(s) for s in plan.by_status(st)] for st in S},
+        "ready": [id(s) for s in plan.ready_steps()],
+        "counts": plan.counts(),
+    }
+
+
+@prop(plans(), st.data())
+def test_an_index_handed_on_by_transitions_equals_one_built_from_scratch(plan: Plan, data: st.DataObject) -> None:
+    """apply_transitions hands its plan an index made from the old one's (a few list edits, not a walk over
+    the plan), and the checkpoint data likewise: after any run of transitions both are what a rebuild gives."""
+    from planmode.state.channel import PlanChannel
+
+    current = plan
+    plan.ready_steps()  # the old index's ready set is known, so the handed-on one is derived from it too
+    for _ in range(data.draw(st.integers(1, 6))):
+        transitions = data.draw(
+            st.lists(
+                st.builds(
+                    StepTransition,
+                    id=st.sampled_from(current.ids()),
+                    status=st.sampled_from(list(S)),
+                    result=st.none() | words,
+                ),
+                min_size=1,
+                max_size=4,
+            )
+        )
+        res = apply_transitions(current, transitions)
+        if not res.applied:
+            continue
+        channel = PlanChannel(Plan)
+        channel.value = current
+        channel.checkpoint()  # the old plan's data is remembered, so the new one's is made from it
+        current = res.plan
+        assert _view(current) == _fresh_view(current)
+        assert current.is_complete == (bool(current.steps) and all(s.status in (S.DONE, S.SKIPPED) for s in current.steps))
+        channel.value = current
+        assert channel.checkpoint() == current.model_dump(mode="json")

@@ -25,7 +25,7 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Overwrite
 from pydantic import ValidationError
 
-from planmode.state.models import Plan, Step
+from planmode.state.models import Plan, Step, moved_from
 from planmode.state.reducer import plan_reducer
 
 __all__ = ["PlanChannel"]
@@ -88,12 +88,34 @@ def _plan_data(plan: Plan) -> dict[str, Any]:
         if hit is not None and hit[0] is plan:
             _DUMPED.move_to_end(key)
             return hit[1]
-    data = plan.model_dump(mode="json", exclude={"steps"})
-    data["steps"] = [_step_data(step) for step in plan.steps]
+    data = _moved_data(plan)
+    if data is None:
+        data = plan.model_dump(mode="json", exclude={"steps"})
+        data["steps"] = [_step_data(step) for step in plan.steps]
     with _DUMPED_LOCK:
         _DUMPED[key] = (plan, data)
         while len(_DUMPED) > _DUMPED_SIZE:
             _DUMPED.popitem(last=False)
+    return data
+
+
+def _moved_data(plan: Plan) -> dict[str, Any] | None:
+    """The data of a plan made by execution updates from a plan whose data is remembered: that data with the
+    changed steps' data replaced (a copy of the list, not a walk over every step); None otherwise."""
+    origin = moved_from(plan)
+    if origin is None:
+        return None
+    source, changed = origin
+    key = (id(source), source.version, len(source.steps), len(source.history), len(source.rejections))
+    with _DUMPED_LOCK:
+        hit = _DUMPED.get(key)
+    if hit is None or hit[0] is not source or len(hit[1]["steps"]) != len(plan.steps):
+        return None
+    data = dict(hit[1])
+    steps = list(data["steps"])
+    for i in changed:
+        steps[i] = _step_data(plan.steps[i])
+    data["steps"] = steps
     return data
 
 

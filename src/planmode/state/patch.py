@@ -375,6 +375,7 @@ def apply_transitions(plan: Plan, transitions: Sequence[StepTransition]) -> Tran
     reasons: list[str] = []
     steps = list(plan.steps)
     index = plan_positions(plan)
+    changed: list[int] = []
     for t in transitions:
         if not isinstance(t, StepTransition):
             raise TypeError(f"apply_transitions expects StepTransition items, got {type(t).__name__}")
@@ -397,10 +398,11 @@ def apply_transitions(plan: Plan, transitions: Sequence[StepTransition]) -> Tran
         if t.attempts is not None:
             upd["attempts"] = t.attempts
         steps[i] = cur.model_copy(update=upd)
+        changed.append(i)
     if reasons:
         return TransitionResult(plan=plan, applied=False, reasons=reasons)
     moved = plan.model_copy(update={"steps": steps})
-    same_definitions(plan, moved)  # transitions change no definition: the shape is handed on, not hashed again
+    same_definitions(plan, moved, changed)  # transitions change no definition: shape and index are handed on
     return TransitionResult(plan=moved, applied=True)
 
 

@@ -53,7 +53,9 @@ def merge_usage(current: Mapping[str, Any] | None, update: Mapping[str, Any] | N
         # Entries the update does not touch are kept as they are (the counters of each are read through
         # `_count` wherever they are used); only the updated ones are added and cleaned: an update costs
         # O(its own size), not O(the run's steps).
-        merged = {k if isinstance(k, str) else str(k): v for k, v in old.items()}
+        merged = dict(old)
+        if not set(map(type, merged)) <= {str}:  # junk keys (C-speed check: the section has one key per step)
+            merged = {k if isinstance(k, str) else str(k): v for k, v in old.items()}
         for key, value in new.items():
             merged[str(key)] = add_counters(merged.get(str(key)), value)
         out[section] = merged
