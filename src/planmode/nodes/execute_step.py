@@ -140,8 +140,7 @@ def check_step(
     if state.get("needs_approval") or state.get("status") in ("awaiting_approval", "cancelled", "completed", "failed"):
         reason = "the run is not executing (an approval is open or the run ended)"
         return Refused(step_id, reason, approve_again=False, step=step)
-    done = {s.id for s in plan.by_status(S.DONE)}
-    waiting = [d for d in step.dependencies if d not in done]
+    waiting = [d for d in step.dependencies if (dep := plan.get(d)) is None or dep.status is not S.DONE]
     if waiting:
         return Refused(
             step_id, f"step {step_id!r} waits for {', '.join(waiting)} (not done)", approve_again=False, step=step
@@ -251,8 +250,12 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         )
 
     def dependency_info(cleared: Cleared) -> dict[str, dict[str, str | None]]:
-        steps = {s.id: s for s in cleared.plan.steps}
-        return {d: {"result": steps[d].result, "output_ref": steps[d].output_ref} for d in cleared.step.dependencies}
+        plan = cleared.plan
+        return {
+            d: {"result": dep.result, "output_ref": dep.output_ref}
+            for d in cleared.step.dependencies
+            if (dep := plan.get(d)) is not None
+        }
 
     def execute_step(state: StepTask, runtime: NodeRuntime) -> Body[Command[Literal["verify"]] | StateUpdate]:
         task = state  # the Send payload: only the step's id is read from it
