@@ -346,3 +346,22 @@ def test_a_huge_budget_in_the_context_is_refused_before_anything_is_saved(checkp
     with pytest.raises(ConfigurationError, match="max_tokens"):
         graph.invoke({"messages": [("user", "do four things")]}, thread(), context={"max_tokens": 10**30})
     assert model.requests == []
+
+
+def test_the_settings_channel_checkpoints_each_settings_object_as_its_own_data() -> None:
+    """The settings channel makes the checkpoint data of a settings object once (every super-step checkpoints
+    the same settings), and never hands one object's data for another's."""
+    from planmode.state.graph_state import SettingsChannel
+
+    first = PlanModeContext(model="a", max_parallel=2)
+    second = replace(first, max_parallel=3)
+    channel = SettingsChannel(PlanModeContext)
+    channel.update([first])
+    data = channel.checkpoint()
+    assert data == settings_dict(first) and channel.checkpoint() is data  # made once
+    channel.update([second])
+    assert channel.checkpoint() == settings_dict(second) and channel.checkpoint()["max_parallel"] == 3
+    channel.update([first])
+    assert channel.checkpoint() == settings_dict(first)
+    channel.update([{"model": "hand-edited"}])  # not valid settings data of its own: checkpointed as it is
+    assert channel.checkpoint() in ({"model": "hand-edited"}, settings_dict(PlanModeContext(model="hand-edited")))

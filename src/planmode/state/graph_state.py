@@ -213,6 +213,11 @@ class StepOutcomesChannel(BinaryOperatorAggregate[Any]):
         return channel
 
 
+#: The data of the settings last checkpointed, with the settings object it was made from (one entry: a run keeps
+#: one settings object; the tuple is replaced whole, so a reader on another thread sees a matching pair).
+_SETTINGS_DATA: list[tuple[PlanModeContext, dict[str, Any]] | None] = [None]
+
+
 class SettingsChannel(BinaryOperatorAggregate[Any]):
     """The ``settings`` channel: the run's settings as a `PlanModeContext`, checkpointed as its data.
 
@@ -231,8 +236,17 @@ class SettingsChannel(BinaryOperatorAggregate[Any]):
         return True
 
     def checkpoint(self) -> Any:
-        """The settings as JSON data."""
-        return settings_dict(self.value) if isinstance(self.value, PlanModeContext) else self.value
+        """The settings as JSON data (made once per settings object: settings are frozen, and every super-step's
+        checkpoint holds them, unchanged for the whole run)."""
+        value = self.value
+        if not isinstance(value, PlanModeContext):
+            return value
+        last = _SETTINGS_DATA[0]
+        if last is not None and last[0] is value:
+            return last[1]
+        data = settings_dict(value)
+        _SETTINGS_DATA[0] = (value, data)
+        return data
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
         """A channel holding the checkpointed settings as a `PlanModeContext`."""
