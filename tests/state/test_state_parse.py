@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -143,7 +144,7 @@ def test_an_object_left_open_at_the_end_is_closed_not_read_as_its_parts(text: st
         '{"steps": [{"id": "a"},',  # cut after a comma
         '{"steps": [{"id": "a", "description": "cut inside a str',  # cut inside a string
         '{"steps": [{"id": "a", "more": [{"b": [1',  # more closers missing than a model forgets
-        '{"steps": [{"id": "a"}} ]',  # mismatched
+        '{"steps": [{"id": "a"}]]',  # mismatched: a bracket no open one matches
     ],
 )
 def test_an_object_cut_elsewhere_is_not_closed(text: str) -> None:
@@ -217,3 +218,29 @@ def test_a_valid_step_id_is_kept_as_it_is() -> None:
     for valid in ("step_", "__init", "a-b", "_1", "write_mathx"):
         assert as_step_id(valid) == valid
     assert as_step_id("`step_`") == "step"  # quoted: read as a model wrote it
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the 0.5B's plan, shortened: its list of steps closed by the plan's brace
+        (
+            '{"title": "Reverse", "steps": [\n {"id": "rev", "description": "Write rev.py", "tools": ["write_file"]},'
+            '\n {"id": "demo", "description": "Write demo.py", "dependencies": ["rev"]}}',
+            {"title": "Reverse", "steps": [
+                {"id": "rev", "description": "Write rev.py", "tools": ["write_file"]},
+                {"id": "demo", "description": "Write demo.py", "dependencies": ["rev"]},
+            ]},
+        ),
+        ('{"a": {"b": [1, "x}"}', {"a": {"b": [1, "x}"]}}),  # a brace inside a string is text
+        ('{"steps": [{"id": "a"]}', {"steps": [{"id": "a"}]}),  # the other way: an object closed by its list
+        ('{"steps": [{"id": "a"}} ]', {"steps": [{"id": "a"}]}),  # closed in the wrong order
+    ],
+)  # fmt: skip
+def test_a_list_closed_by_the_brace_around_it_gets_its_bracket(text: str, expected: dict[str, Any]) -> None:
+    """A list (or object) whose closing bracket a model skipped, closing the bracket around it instead, is read
+    with the bracket put in, not as its largest inner object: that lost the plan's steps ("steps: Field
+    required" twice, and the 0.5B's run failed before any step)."""
+    assert extract_json(text) == expected
+    if all("description" in step for step in expected.get("steps", [{}])):
+        assert [s.id for s in parse_plan(text, goal="g").steps] == [s["id"] for s in expected["steps"]]

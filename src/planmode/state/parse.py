@@ -50,14 +50,19 @@ _MAX_MISSING_CLOSERS = 3
 def _closed_object(text: str) -> dict[str, Any] | None:
     """The object that starts at the first ``{`` of ``text`` and runs to its end with only its last closing
     brackets missing (a small model's ``{"steps": [{...}]``, where the ``}`` after the ``]`` never came), closed;
-    None when it is anything else: complete, mismatched, cut inside a string or after a comma or colon, or
-    missing more than `_MAX_MISSING_CLOSERS` brackets."""
+    or with a list closed by the brace of the object around it (the 0.5B's ``{"steps": [{...}, {...}}``, its
+    ``]`` never written), the missing bracket put in. None when it is anything else: complete as written,
+    mismatched otherwise, cut inside a string or after a comma or colon, or missing more than
+    `_MAX_MISSING_CLOSERS` brackets."""
     start = text.find("{")
     if start < 0:
         return None
     stack: list[str] = []
+    out: list[str] = []
+    put_in = 0  # closing brackets put in where the model closed the enclosing bracket instead
     in_string = escaped = False
     for ch in text[start:]:
+        out.append(ch)
         if in_string:
             if escaped:
                 escaped = False
@@ -70,11 +75,16 @@ def _closed_object(text: str) -> dict[str, Any] | None:
         elif ch in _CLOSERS:
             stack.append(_CLOSERS[ch])
         elif ch in "}]":
+            if stack and stack[-1] != ch and len(stack) >= 2 and stack[-2] == ch and put_in < _MAX_MISSING_CLOSERS:
+                out.insert(len(out) - 1, stack.pop())  # "[{...}}": the list's "]" before the object's "}"
+                put_in += 1
             if not stack or stack.pop() != ch:
                 return None
             if not stack:
-                return None  # a complete object: not this function's case
-    body = text[start:].rstrip()
+                if not put_in:
+                    return None  # a complete object as written: not this function's case
+                return _loaded_object("".join(out))
+    body = "".join(out).rstrip()
     if in_string and body.endswith((".", "!", "?")) and not escaped:
         # a string that ends a sentence, then nothing: the 1.5B's reflection ended '..."reasoning": "... in
         # shapes.py.' three times in a row, and the run failed on "no JSON object"; a string cut mid-word stays
@@ -83,8 +93,12 @@ def _closed_object(text: str) -> dict[str, Any] | None:
         in_string = False
     if in_string or not stack or len(stack) > _MAX_MISSING_CLOSERS or body.endswith((",", ":")):
         return None
+    return _loaded_object(body + "".join(reversed(stack)))
+
+
+def _loaded_object(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(body + "".join(reversed(stack)))
+        value = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
