@@ -144,11 +144,11 @@ def test_an_object_left_open_at_the_end_is_closed_not_read_as_its_parts(text: st
         '{"steps": [{"id": "a"},',  # cut after a comma
         '{"steps": [{"id": "a", "description": "cut inside a str',  # cut inside a string
         '{"steps": [{"id": "a", "more": [{"b": [1',  # more closers missing than a model forgets
-        '{"steps": [{"id": "a"}]]',  # mismatched: a bracket no open one matches
     ],
 )
 def test_an_object_cut_elsewhere_is_not_closed(text: str) -> None:
-    """Only an object merely left open is closed: the rest reads as before (an inner object, or an error)."""
+    """A reply cut short is closed only when merely left open (and never repaired: it does not end as an object
+    ends): the rest reads as before (an inner object, or an error)."""
     try:
         data = extract_json(text)
     except PlanParseError:
@@ -235,6 +235,16 @@ def test_a_valid_step_id_is_kept_as_it_is() -> None:
         ('{"a": {"b": [1, "x}"}', {"a": {"b": [1, "x}"]}}),  # a brace inside a string is text
         ('{"steps": [{"id": "a"]}', {"steps": [{"id": "a"}]}),  # the other way: an object closed by its list
         ('{"steps": [{"id": "a"}} ]', {"steps": [{"id": "a"}]}),  # closed in the wrong order
+        ('{"steps": [{"id": "a"}]]', {"steps": [{"id": "a"}]}),  # the object's brace written as a bracket
+        # a quote left unescaped inside a string, and the last step's brace left out (the 0.5B's config_port plan)
+        (
+            '{"title": "T", "steps": [{"id": "w", "description": "Write config.json with {"port": 8080}"},\n'
+            ' {"id": "s", "description": "Write show_port.py", "acceptance": "prints 8080"\n]}',
+            {"title": "T", "steps": [
+                {"id": "w", "description": 'Write config.json with {"port": 8080}'},
+                {"id": "s", "description": "Write show_port.py", "acceptance": "prints 8080"},
+            ]},
+        ),
     ],
 )  # fmt: skip
 def test_a_list_closed_by_the_brace_around_it_gets_its_bracket(text: str, expected: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+import json_repair
 from pydantic import ValidationError
 
 from planmode.errors import PlanParseError
@@ -50,19 +51,14 @@ _MAX_MISSING_CLOSERS = 3
 def _closed_object(text: str) -> dict[str, Any] | None:
     """The object that starts at the first ``{`` of ``text`` and runs to its end with only its last closing
     brackets missing (a small model's ``{"steps": [{...}]``, where the ``}`` after the ``]`` never came), closed;
-    or with a list closed by the brace of the object around it (the 0.5B's ``{"steps": [{...}, {...}}``, its
-    ``]`` never written), the missing bracket put in. None when it is anything else: complete as written,
-    mismatched otherwise, cut inside a string or after a comma or colon, or missing more than
-    `_MAX_MISSING_CLOSERS` brackets."""
+    None when it is anything else: complete, mismatched, cut inside a string or after a comma or colon, or
+    missing more than `_MAX_MISSING_CLOSERS` brackets."""
     start = text.find("{")
     if start < 0:
         return None
     stack: list[str] = []
-    out: list[str] = []
-    put_in = 0  # closing brackets put in where the model closed the enclosing bracket instead
     in_string = escaped = False
     for ch in text[start:]:
-        out.append(ch)
         if in_string:
             if escaped:
                 escaped = False
@@ -75,16 +71,11 @@ def _closed_object(text: str) -> dict[str, Any] | None:
         elif ch in _CLOSERS:
             stack.append(_CLOSERS[ch])
         elif ch in "}]":
-            if stack and stack[-1] != ch and len(stack) >= 2 and stack[-2] == ch and put_in < _MAX_MISSING_CLOSERS:
-                out.insert(len(out) - 1, stack.pop())  # "[{...}}": the list's "]" before the object's "}"
-                put_in += 1
             if not stack or stack.pop() != ch:
                 return None
             if not stack:
-                if not put_in:
-                    return None  # a complete object as written: not this function's case
-                return _loaded_object("".join(out))
-    body = "".join(out).rstrip()
+                return None  # a complete object: not this function's case
+    body = text[start:].rstrip()
     if in_string and body.endswith((".", "!", "?")) and not escaped:
         # a string that ends a sentence, then nothing: the 1.5B's reflection ended '..."reasoning": "... in
         # shapes.py.' three times in a row, and the run failed on "no JSON object"; a string cut mid-word stays
@@ -93,20 +84,55 @@ def _closed_object(text: str) -> dict[str, Any] | None:
         in_string = False
     if in_string or not stack or len(stack) > _MAX_MISSING_CLOSERS or body.endswith((",", ":")):
         return None
-    return _loaded_object(body + "".join(reversed(stack)))
-
-
-def _loaded_object(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)
+        value = json.loads(body + "".join(reversed(stack)))
     except (json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
 
+def _repaired_object(text: str) -> dict[str, Any] | None:
+    """The object that starts at the first ``{`` of ``text``, when it does not parse but ends as an object or a
+    list ends, read by ``json_repair`` (a quote left unescaped inside a string, a list closed by the brace around
+    it, a bracket left out before the last one: the 0.5B's plans); None when that object parses as written (the
+    largest object is read then, as before), when the text stops before its end (cut by the output limit: left
+    unread, as a reply cut mid-word), or when the repair gives no object."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    body = text[start:].rstrip()
+    if not body.endswith(("}", "]")):
+        return None
+    try:
+        json.JSONDecoder().raw_decode(body)
+        return None  # it parses: the object in prose is read as before
+    except json.JSONDecodeError:
+        pass
+    except RecursionError:
+        return None
+    try:
+        value = json_repair.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or not value or not _keys_written(value, body):
+        return None
+    return value
+
+
+def _keys_written(value: Any, body: str) -> bool:
+    """Whether every key of ``value`` (nested ones too) is written as a JSON key in ``body``: a repair may put in
+    brackets and escape quotes, but text with keys a model never quoted (``{not: valid}``) is garbage, not JSON."""
+    if isinstance(value, dict):
+        return all(json.dumps(k, ensure_ascii=False) in body and _keys_written(v, body) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_keys_written(v, body) for v in value)
+    return True
+
+
 def extract_json(text: str) -> dict[str, Any]:
     """The JSON object in ``text``: the whole text, a fenced block, or the largest object in prose; an object
-    whose last closing brackets are missing is closed (`_closed_object`) rather than read as its inner parts."""
+    whose last closing brackets are missing is closed (`_closed_object`), and one that ends but does not parse is
+    repaired (`_repaired_object`), rather than read as its inner parts."""
     if not isinstance(text, str):
         raise TypeError(f"extract_json expects str, got {type(text).__name__}")
     stripped = text.strip()
@@ -127,6 +153,10 @@ def extract_json(text: str) -> dict[str, Any]:
         closed = _closed_object(source)
         if closed is not None:
             return closed
+    for source in [*(b.strip() for b in _FENCE.findall(text)), stripped]:
+        repaired = _repaired_object(source)
+        if repaired is not None:
+            return repaired
     candidates: list[Any] = []
     for block in _FENCE.findall(text):
         candidates.extend(_objects_in(block))
