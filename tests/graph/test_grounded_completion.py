@@ -1029,6 +1029,53 @@ def test_mend_tools_replaces_a_tool_name_that_means_exactly_one_of_the_graphs_to
     assert one("write_file", "search_files") == ["write_file", "search_files"]
 
 
+def test_mend_dependencies_drops_a_tool_named_as_a_dependency_and_a_dependency_listed_twice() -> None:
+    from planmode.nodes._coverage import mend_dependencies
+    from planmode.state.models import Plan
+
+    def deps(*dependencies: str, ids: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+        steps = [Step(id=i, description=f"do {i}") for i in ("a", *ids)]
+        steps.append(Step(id="b", description="Write b.py", dependencies=list(dependencies)))
+        mended, notes = mend_dependencies(Plan(goal="g", version=1, steps=steps), workspace_tools(Path(".")))
+        return list(mended.steps[-1].dependencies), notes
+
+    assert deps("a", "read_file") == (["a"], ["step 'b' dependencies mended: tool 'read_file' is not a step"])
+    assert deps("read_file", "read_file")[0] == []  # the 0.5B's answer to "depends on unknown step 'read_file'"
+    assert deps("a", "a") == (["a"], ["step 'b' dependencies mended: a dependency was listed twice"])
+    assert deps("a") == (["a"], [])
+    assert deps("a", "missing")[0] == ["a", "missing"]  # not a tool: left, for the planner to be told
+    assert deps("a", "read_file", ids=("read_file",))[0] == ["a", "read_file"]  # a step of that name: kept
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_plan_whose_step_depends_on_a_tool_runs_without_that_dependency(tmp_path: Path, mode: str) -> None:
+    """The 0.5B's plan made its second step depend on "read_file" (a tool), and its corrected plan listed
+    "read_file" twice: both refused, the run failed before any step. The dependency on a tool is dropped,
+    shown for approval as planmode's fix, and the plan runs."""
+    second = {
+        "id": "write_bye",
+        "description": "Write bye.py that prints bye",
+        "dependencies": ["write_hello", "read_file", "write_hello"],
+        "tools": ["write_file"],
+        "acceptance": "`python bye.py` prints 'bye'",
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        name = "bye.py" if "write_bye" in req.text() else "hello.py"
+        text = "bye" if name == "bye.py" else "hi"
+        return {"tool_calls": [tool_call("write_file", path=name, content=f"print('{text}')\n")]}
+
+    script = PurposeScript(plan=plan_of(HELLO_STEP, second), execute=execute)
+
+    out, model, ws = run(tmp_path, script, task="write hello.py and bye.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert out["plan"].get("write_bye").dependencies == ["write_hello"]
+    assert "tool 'read_file' is not a step" in out["plan"].history[0].reason
+    assert model.calls("plan") == 1  # not asked again
+    assert (ws / "bye.py").read_text() == "print('bye')\n"
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_plan_step_that_names_a_tool_by_its_first_word_gets_the_tool(tmp_path: Path, mode: str) -> None:
     """The 1.5B's corrected plan gave a step the tool "write": the step could write nothing, and each of its

@@ -587,6 +587,8 @@ def test_an_index_handed_on_by_transitions_equals_one_built_from_scratch(plan: P
         channel.checkpoint()  # the old plan's data is remembered, so the new one's is made from it
         current = res.plan
         assert _view(current) == _fresh_view(current)
-        assert current.is_complete == (bool(current.steps) and all(s.status in (S.DONE, S.SKIPPED) for s in current.steps))
+        assert current.is_complete == (
+            bool(current.steps) and all(s.status in (S.DONE, S.SKIPPED) for s in current.steps)
+        )
         channel.value = current
         assert channel.checkpoint() == current.model_dump(mode="json")

@@ -286,6 +286,31 @@ def mend_tools(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None 
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
+def mend_dependencies(
+    plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None
+) -> tuple[Plan, list[str]]:
+    """``plan`` with each dependency of a step (of ``ids``, or all) that names a tool of the graph and no step
+    left out, and each dependency listed twice listed once; and what was changed. The 0.5B gave "longest" the
+    dependencies ``["write_words", "read_file"]``, was told "depends on unknown step 'read_file'", and answered
+    ``["read_file", "read_file"]``: the plan was refused twice and the run failed before any step."""
+    names = {t.name for t in tools}
+    step_ids = {s.id for s in plan.steps}
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if ids is not None and step.id not in ids:
+            continue
+        tools_named = [d for d in step.dependencies if d in names and d not in step_ids]
+        kept = [d for d in dict.fromkeys(step.dependencies) if d not in tools_named]
+        if kept != list(step.dependencies):
+            steps[i] = step.model_copy(update={"dependencies": kept})
+            said = [f"tool {d!r} is not a step" for d in dict.fromkeys(tools_named)]
+            if len(set(step.dependencies)) != len(step.dependencies):
+                said.append("a dependency was listed twice")
+            notes.append(f"step {step.id!r} dependencies mended: {'; '.join(said)}")
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
 def _tool_meant(name: str, names: set[str]) -> str:
     """The graph's tool ``name`` means: itself when it is one, the one it names with other case or by its first
     word, else itself."""

@@ -23,7 +23,14 @@ from planmode._compat import RunnableCallable
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext
 from planmode.nodes._batch import unapproved_steps
-from planmode.nodes._coverage import mend_acceptance, mend_module_runs, mend_runs, mend_tools, step_problems
+from planmode.nodes._coverage import (
+    mend_acceptance,
+    mend_dependencies,
+    mend_module_runs,
+    mend_runs,
+    mend_tools,
+    step_problems,
+)
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
@@ -244,10 +251,11 @@ def _full_plan_fallback(
     # a write step without acceptance gets "<file> exists", as the planner's plan does (patches are sent back)
     open_ids = [s.id for s in proposed.steps if (old := plan.get(s.id)) is None or old.status != StepStatus.DONE]
     proposed, named = mend_tools(proposed, tools, open_ids)
+    proposed, untied = mend_dependencies(proposed, tools, open_ids)
     proposed, mended = mend_acceptance(proposed, tools, open_ids)
     proposed, modules = mend_module_runs(proposed, tools, open_ids)
     proposed, runs = mend_runs(proposed, tools, open_ids)
-    mended = [*named, *mended, *modules, *runs]
+    mended = [*named, *untied, *mended, *modules, *runs]
     reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
     if not reasons:
         notes = [*mended, *([f"done steps kept as they are: {', '.join(kept)}"] if kept else [])]

@@ -17,7 +17,14 @@ from planmode.approval.staleness import explored_paths
 from planmode.context import PlanModeContext
 from planmode.executors import tool_runs
 from planmode.llm import negotiation_record
-from planmode.nodes._coverage import mend_module_runs, mend_plan, mend_runs, mend_tools, plan_problems
+from planmode.nodes._coverage import (
+    mend_dependencies,
+    mend_module_runs,
+    mend_plan,
+    mend_runs,
+    mend_tools,
+    plan_problems,
+)
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
@@ -71,7 +78,8 @@ def request_plan(
     def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
         plan, fixed = mend_tools(plan, tools)  # "write" for write_file: fixed, not asked again
-        named[id(plan)] = fixed
+        plan, untied = mend_dependencies(plan, tools)  # a tool named as a dependency: dropped, not asked again
+        named[id(plan)] = [*fixed, *untied]
         reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
