@@ -447,6 +447,38 @@ def test_a_step_called_by_its_own_name_writes_where_the_call_says_when_the_step_
     assert model.calls("execute") == 2
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("name", ["main.py", "main"])
+def test_a_call_named_after_the_file_it_writes_is_a_call_of_the_write_tool(
+    tmp_path: Path, mode: str, name: str
+) -> None:
+    """The 0.5B wrote greet.py and main.py in one turn as calls named write_greet and "main.py" (later "main"),
+    each with the path and the content: the second was refused as an unknown tool and main.py never written. A
+    call to an unknown tool named after the file its path names, with a content, is the write tool's call of
+    that path, through the same gate; a name that is not the file's is still refused."""
+    greet = "def greet(name):\n    return 'Hello, ' + name + '!'\n"
+    main = "import greet\nprint(greet.greet('Ada'))\n"
+    calls = [
+        {"name": "write_both", "args": {"path": "greet.py", "content": greet}},
+        {"name": name, "args": {"path": "main.py", "content": main}},
+        {"name": "other.py", "args": {"path": "main2.py", "content": main}},
+    ]
+    step = write_step("greet.py exists and main.py exists", description="Write greet.py and main.py")
+    step["id"] = "write_both"
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": calls}
+    )
+
+    out, model, ws = run(tmp_path, script, task="write greet.py and main.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "main.py").read_text() == main and (ws / "greet.py").read_text() == greet
+    assert not (ws / "main2.py").exists()  # "other.py" is not the file it writes: an unknown tool, refused
+    ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
+    assert [m.name for m in ran[:3]] == ["write_file", "write_file", "other.py"]
+    assert ran[2].status == "error"
+
+
 HELLO_STEP = {
     "id": "write_hello",
     "description": "Write hello.py that prints hi",

@@ -614,20 +614,44 @@ def _misplaced(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     return {**args, "path": whole_file.path}
 
 
-def _aliased(call: ToolCall, whole_file: WholeFile) -> ToolCall:
+def _aliased(call: ToolCall, whole_file: WholeFile, known: frozenset[str] = frozenset()) -> ToolCall:
     """``call``, or, when it is named after the step and carries a content, a call of the step's write tool; a
-    call of that tool that puts the step's file under a folder of its own writes the step's file (`_misplaced`)."""
-    args = _step_write(call.get("args"), whole_file) if call["name"] == whole_file.alias else None
-    if args is None and call["name"] == whole_file.tool:
-        args = _misplaced(call.get("args"), whole_file)
+    call of that tool that puts the step's file under a folder of its own writes the step's file (`_misplaced`);
+    an unknown tool named after the file it writes is a call of the write tool (`_file_named_write`)."""
+    args = _alias_args(call["name"], call.get("args"), whole_file, known)
     return call if args is None else {**call, "name": whole_file.tool, "args": args}
 
 
-def _aliased_text(call: TextCall, whole_file: WholeFile) -> TextCall:
-    args = _step_write(call.args, whole_file) if call.name == whole_file.alias else None
-    if args is None and call.name == whole_file.tool:
-        args = _misplaced(call.args, whole_file)
+def _aliased_text(call: TextCall, whole_file: WholeFile, known: frozenset[str] = frozenset()) -> TextCall:
+    args = _alias_args(call.name, call.args, whole_file, known)
     return call if args is None else TextCall(name=whole_file.tool, args=args)
+
+
+def _alias_args(name: str, args: Any, whole_file: WholeFile, known: frozenset[str]) -> dict[str, Any] | None:
+    if name == whole_file.alias:
+        return _step_write(args, whole_file)
+    if name == whole_file.tool:
+        return _misplaced(args, whole_file)
+    if name not in known:
+        return _file_named_write(name, args)
+    return None
+
+
+def _file_named_write(name: str, args: Any) -> dict[str, Any] | None:
+    """The write tool's arguments of a call to an unknown tool named after the file its ``path`` names (its file
+    name or stem) with a string ``content``, else None. The 0.5B wrote greet.py and main.py in one turn as calls
+    named ``write_greet`` and ``main.py``, then ``main``, each with the path and the content: refused as unknown
+    tools, main.py was never written. The path is the call's own: the write tool's gate and the step's declared
+    tools apply as to any call of it."""
+    if not isinstance(args, dict) or not isinstance(args.get("content"), str):
+        return None
+    path = args.get("path")
+    if not isinstance(path, str) or not path.strip():
+        return None
+    where = PurePosixPath(path.replace("\\", "/"))
+    if name.strip() not in (where.name, where.stem) or not where.suffix:
+        return None
+    return {"path": path, "content": args["content"]}
 
 
 def _as_write(reply: AIMessage, whole_file: WholeFile) -> AIMessage:
@@ -715,10 +739,10 @@ def _after_reply(
     read = None if calls else read_text_calls(text_of(reply))
     if whole_file is not None:
         if calls:
-            calls = [_aliased(c, whole_file) for c in calls]
+            calls = [_aliased(c, whole_file, known) for c in calls]
             reply = reply.model_copy(update={"tool_calls": calls})
         elif read is not None:
-            read = TextCalls(calls=[_aliased_text(c, whole_file) for c in read.calls], problem=read.problem)
+            read = TextCalls(calls=[_aliased_text(c, whole_file, known) for c in read.calls], problem=read.problem)
         elif whole_file.fenced and whole_file.path is not None:
             reply = _as_write(reply, whole_file)
             calls = list(reply.tool_calls)
