@@ -1079,6 +1079,54 @@ def test_mend_dependencies_drops_a_tool_named_as_a_dependency_and_a_dependency_l
     assert deps("a", "read_file", ids=("read_file",))[0] == ["a", "read_file"]  # a step of that name: kept
 
 
+def test_mend_length_drops_only_steps_that_can_do_nothing_and_only_to_meet_the_limit() -> None:
+    from planmode.nodes._coverage import mend_length
+    from planmode.state.models import Plan
+
+    def ids(max_steps: int, *steps: Step) -> tuple[list[str], list[str]]:
+        mended, notes = mend_length(Plan(goal="g", version=1, steps=list(steps)), workspace_tools(Path(".")), max_steps)
+        return [s.id for s in mended.steps], notes
+
+    write = [Step(id=f"w{i}", description=f"Write f{i}.py", tools=["write_file"]) for i in range(3)]
+    test = Step(id="t", description="Test the app using pytest", tools=["pytest"])
+    talk = Step(id="say", description="Explain it")
+    assert ids(3, *write, test) == (
+        ["w0", "w1", "w2"],
+        ["over the limit of 3 steps: dropped 't' (no tool of the graph, nothing depends on it)"],
+    )
+    assert ids(4, *write, test)[0] == ["w0", "w1", "w2", "t"]  # within the limit: nothing dropped
+    assert ids(3, *write, talk, test)[0] == ["w0", "w1", "w2"]
+    assert ids(4, *write, talk, test)[0] == ["w0", "w1", "w2", "say"]  # as many as it is over, the last ones first
+    assert ids(2, *write, test)[0] == ["w0", "w1", "w2", "t"]  # dropping it is not enough: the planner is told
+    needed = Step(id="t", description="Test", tools=["pytest"])
+    after = Step(id="w3", description="Write f3.py", tools=["write_file"], dependencies=["t"])
+    assert ids(3, *write[:2], needed, after)[0] == ["w0", "w1", "t", "w3"]  # a step depends on it: kept
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_plan_one_step_over_the_limit_with_a_step_that_can_do_nothing_runs_without_it(
+    tmp_path: Path, mode: str
+) -> None:
+    """The 1.5B's plan had six steps with five allowed, the sixth testing with the tool "pytest" (not a tool of
+    the graph); told the limit, it sent the same six again, and the run failed before any step. That step is
+    dropped, shown for approval as planmode's fix, and the plan runs."""
+    tests = {
+        "id": "test_app",
+        "description": "Test the app using pytest",
+        "tools": ["pytest"],
+        "acceptance": "pytest passes",
+    }
+    script = PurposeScript(plan=plan_of(HELLO_STEP, tests), execute=writer("hello.py", "print('hi')\n"))
+
+    out, model, ws = run(tmp_path, script, task="write hello.py", mode=mode, max_steps=1)
+
+    assert out["status"] == "completed", out.get("error")
+    assert [s.id for s in out["plan"].steps] == ["write_hello"]
+    assert "dropped 'test_app'" in out["plan"].history[0].reason
+    assert model.calls("plan") == 1
+    assert (ws / "hello.py").read_text() == "print('hi')\n"
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_plan_whose_step_depends_on_a_tool_runs_without_that_dependency(tmp_path: Path, mode: str) -> None:
     """The 0.5B's plan made its second step depend on "read_file" (a tool), and its corrected plan listed

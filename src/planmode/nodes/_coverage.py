@@ -311,6 +311,27 @@ def mend_dependencies(
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
+def mend_length(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None) -> tuple[Plan, list[str]]:
+    """``plan`` without the steps past the step limit that can do nothing: steps that name no tool of the graph
+    and that no step depends on, the last ones first, as many as the plan is over the limit (none when that is
+    not enough to meet it); and what was dropped. The 1.5B's plan for a three-file task had six steps with five
+    allowed, the sixth "Test the app.py using pytest" with the tool "pytest" (not a tool of the graph); told the
+    limit, it sent the same six again, and the run failed before any step."""
+    over = len(plan.steps) - max_steps if max_steps else 0
+    if over <= 0:
+        return plan, []
+    names = {t.name for t in tools}
+    needed = {d for s in plan.steps for d in s.dependencies}
+    idle = [s.id for s in plan.steps if s.id not in needed and not set(s.tools) & names]
+    if len(idle) < over:
+        return plan, []
+    drop = set(idle[-over:])
+    kept = [s for s in plan.steps if s.id not in drop]
+    names_dropped = ", ".join(repr(s.id) for s in plan.steps if s.id in drop)
+    note = f"over the limit of {max_steps} steps: dropped {names_dropped} (no tool of the graph, nothing depends on it)"
+    return plan.model_copy(update={"steps": kept}), [note]
+
+
 def _tool_meant(name: str, names: set[str]) -> str:
     """The graph's tool ``name`` means: itself when it is one, the one it names with other case or by its first
     word, else itself."""

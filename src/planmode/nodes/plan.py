@@ -19,6 +19,7 @@ from planmode.executors import tool_runs
 from planmode.llm import negotiation_record
 from planmode.nodes._coverage import (
     mend_dependencies,
+    mend_length,
     mend_module_runs,
     mend_plan,
     mend_runs,
@@ -79,7 +80,8 @@ def request_plan(
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
         plan, fixed = mend_tools(plan, tools)  # "write" for write_file: fixed, not asked again
         plan, untied = mend_dependencies(plan, tools)  # a tool named as a dependency: dropped, not asked again
-        named[id(plan)] = [*fixed, *untied]
+        plan, trimmed = mend_length(plan, tools, settings.max_steps)  # a step past the limit that can do nothing
+        named[id(plan)] = [*fixed, *untied, *trimmed]
         reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
