@@ -95,6 +95,10 @@ FOUND = _evidence.Evidence(
         "the claim does not specify any direct output",
         "Missing file: temps.txt",
         "the evidence does not show that the step wrote the file 'temps.txt'",
+        # the 1.5B's judge on a right list_primes.py that its check ran (it printed 2 3 5 7 11 13 17 19)
+        "The step did not meet the acceptance criteria because the tool calls that ran did not create the "
+        "`temps.txt` file. The evidence shows that no such file was created.",
+        "the temps.txt file was not created",
     ],
 )
 def test_a_judges_reason_that_the_evidence_contradicts_is_recognised(reason: str) -> None:
@@ -108,6 +112,7 @@ def test_a_judges_reason_that_the_evidence_contradicts_is_recognised(reason: str
         "temps.txt has 0 and 100 on one line",
         "report.py does not print the mean",
         "out.txt does not exist",
+        "the tool calls did not create the `out.txt` file",  # a file no check found
         "the numbers are not one per line",
         # the 1.5B's judge on a fizzbuzz.py that printed 15 lines: a judgement of the output, not of the write
         "The tool calls that ran did not produce the expected output.",

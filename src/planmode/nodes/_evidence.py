@@ -370,7 +370,7 @@ def exact_outputs(description: str) -> set[str]:
 def _denied(reason: str, name: str) -> bool:
     """Whether ``reason`` says that file ``name`` does not exist ("temps.txt does not exist", "`x.py` was not
     created", "the file 'x.py' is missing from ..."), not merely that something is missing from it."""
-    f = r"(?:the\s+file\s+)?['\"`]?" + re.escape(name) + r"['\"`]?"
+    f = r"(?:the\s+(?:file\s+)?)?['\"`]?" + re.escape(name) + r"['\"`]?(?:\s+file)?"  # "the `x.py` file"
     return any(re.search(p.format(f=f), reason, re.IGNORECASE) for p in _DENIAL)
 
 
