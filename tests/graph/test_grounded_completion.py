@@ -479,6 +479,30 @@ def test_a_call_named_after_the_file_it_writes_is_a_call_of_the_write_tool(
     assert ran[2].status == "error"
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("name", ["write_file", "write_tests", "test_x.py"])
+def test_a_write_whose_content_is_a_list_of_lines_writes_the_lines(tmp_path: Path, mode: str, name: str) -> None:
+    """The 1.5B sent test_shapes.py's content as a list of lines (``["import pytest", "from shapes import ..."]``),
+    and the call was refused. A list of strings sent as a write's content is the file's lines, whether the call
+    names the write tool, the step or the file; a list of anything else is still refused."""
+    lines = ["def test_x():", "    assert 1 + 1 == 2"]
+    call = {"name": name, "args": {"path": "test_x.py", "content": lines}}
+    step = write_step("test_x.py exists", description="Write test_x.py")
+    step["id"] = "write_tests"
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": [call]}
+    )
+
+    out, _model, ws = run(tmp_path, script, task="write test_x.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "test_x.py").read_text() == "def test_x():\n    assert 1 + 1 == 2\n"
+    from planmode.tools.loop import _text_content
+
+    assert _text_content([1, 2]) is None and _text_content([]) is None and _text_content({"a": 1}) is None
+    assert _text_content(["a\n", "b"]) == "a\nb\n"
+
+
 HELLO_STEP = {
     "id": "write_hello",
     "description": "Write hello.py that prints hi",

@@ -585,12 +585,23 @@ def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     write_shapes wrote ``src/shapes.py``; the approved step writes ``shapes.py``). A step that names no one file
     writes where the call says (the 1.5B called ``write_count_lines`` with count_lines.py eight times, each
     refused as an unknown tool, for a step whose description named notes.txt as well)."""
-    if not isinstance(args, dict) or not isinstance(args.get("content"), str):
+    content = _text_content(args.get("content")) if isinstance(args, dict) else None
+    if content is None:
         return None
     path = whole_file.path or args.get("path")
     if not isinstance(path, str) or not path.strip():
         return None
-    return {"path": path, "content": args["content"]}
+    return {"path": path, "content": content}
+
+
+def _text_content(value: Any) -> str | None:
+    """A call's ``content`` as text: a string, or a list of strings as its lines (the 1.5B sent test_shapes.py as
+    ``["import pytest", "from shapes import area_square", ...]`` and the call was refused); else None."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(line, str) for line in value):
+        return "\n".join(line.removesuffix("\n") for line in value) + "\n"
+    return None
 
 
 def _misplaced(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
@@ -631,7 +642,11 @@ def _alias_args(name: str, args: Any, whole_file: WholeFile, known: frozenset[st
     if name == whole_file.alias:
         return _step_write(args, whole_file)
     if name == whole_file.tool:
-        return _misplaced(args, whole_file)
+        lines = args.get("content") if isinstance(args, dict) else None
+        text = _text_content(lines) if isinstance(lines, list) else None
+        fixed = args if text is None else {**args, "content": text}
+        moved = _misplaced(fixed, whole_file)
+        return moved if moved is not None else (fixed if text is not None else None)
     if name not in known:
         return _file_named_write(name, args)
     return None
@@ -643,7 +658,8 @@ def _file_named_write(name: str, args: Any) -> dict[str, Any] | None:
     named ``write_greet`` and ``main.py``, then ``main``, each with the path and the content: refused as unknown
     tools, main.py was never written. The path is the call's own: the write tool's gate and the step's declared
     tools apply as to any call of it."""
-    if not isinstance(args, dict) or not isinstance(args.get("content"), str):
+    content = _text_content(args.get("content")) if isinstance(args, dict) else None
+    if content is None:
         return None
     path = args.get("path")
     if not isinstance(path, str) or not path.strip():
@@ -651,7 +667,7 @@ def _file_named_write(name: str, args: Any) -> dict[str, Any] | None:
     where = PurePosixPath(path.replace("\\", "/"))
     if name.strip() not in (where.name, where.stem) or not where.suffix:
         return None
-    return {"path": path, "content": args["content"]}
+    return {"path": path, "content": content}
 
 
 def _as_write(reply: AIMessage, whole_file: WholeFile) -> AIMessage:
