@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -231,6 +232,10 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
     return _loop_outcome(step, res)
 
 
+#: A step that says its file is empty ("Write empty __init__.py", "util/__init__.py exists and is empty").
+_EMPTY_FILE = re.compile(r"\bempty\b", re.IGNORECASE)
+
+
 def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFile | None:
     """The declared write tool that writes a file whole (one that takes ``path`` and ``content``, ``write_file``
     first) and the file the step produces (None when that is not clear), or None when there is no such tool."""
@@ -242,7 +247,8 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
             named = "\n".join((step.description, step.acceptance or "", ctx.goal or ""))
             root = workspace_root(ctx.tools)
             top = str(root) if root is not None else None
-            return WholeFile(tool=name, path=path, alias=step.id, root=top, named=named)
+            empty = bool(_EMPTY_FILE.search(f"{step.description}\n{step.acceptance or ''}"))
+            return WholeFile(tool=name, path=path, alias=step.id, root=top, named=named, empty=empty)
     return None
 
 

@@ -503,6 +503,47 @@ def test_a_write_whose_content_is_a_list_of_lines_writes_the_lines(tmp_path: Pat
     assert _text_content(["a\n", "b"]) == "a\nb\n"
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_package_file_the_step_says_is_empty_is_written_empty_under_its_folder(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's step "Write empty __init__.py in util directory" (accepted by "util/__init__.py exists and is
+    empty") called itself with the path alone six times, each refused for lack of a content; its next call, with
+    an empty content, wrote a top-level __init__.py (the step's file read as "__init__.py"). A call named after
+    the step with a path and no content writes the file empty when the step says it is empty, and the step's
+    file is where its acceptance puts it."""
+    call = {"name": "write_util_init", "args": {"path": "util/__init__.py"}}
+    step = {
+        "id": "write_util_init",
+        "description": "Write empty __init__.py in util directory",
+        "tools": ["write_file"],
+        "acceptance": "util/__init__.py exists and is empty",
+    }
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": [call]}
+    )
+
+    out, _model, ws = run(tmp_path, script, task="make the util package", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "util" / "__init__.py").read_text() == "" and not (ws / "__init__.py").exists()
+
+    # a step that does not say its file is empty: a call without a content writes nothing
+    other = {
+        **step,
+        "id": "write_strings",
+        "description": "Write strings.py in util",
+        "acceptance": "util/strings.py exists",
+    }
+    bare = {"name": "write_strings", "args": {"path": "util/strings.py"}}
+    script = PurposeScript(
+        plan=plan_of(other), execute=lambda req: "done" if req.tool_results() else {"tool_calls": [bare]}
+    )
+    (tmp_path / "b").mkdir()
+    out, _model, ws = run(
+        tmp_path / "b", script, task="make the util package (util/__init__.py may be empty)", mode=mode
+    )
+    assert out["status"] == "failed" and not (ws / "util" / "strings.py").exists()
+
+
 HELLO_STEP = {
     "id": "write_hello",
     "description": "Write hello.py that prints hi",

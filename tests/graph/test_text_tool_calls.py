@@ -442,6 +442,11 @@ def test_the_file_a_step_produces_is_the_one_it_names_that_it_does_not_use() -> 
     assert produced_file("Write a.py and b.py that print hi") is None
     assert produced_file("Run main.py") is None
     assert produced_file("Describe the plan") is None
+    # the 1.5B's package steps: the file under the folder its acceptance gives (they were written at the top)
+    assert produced_file("Write empty __init__.py in util directory", "util/__init__.py exists") == "util/__init__.py"
+    assert produced_file("Write strings.py in util", "util/strings.py exists and has shout") == "util/strings.py"
+    assert produced_file("Write hello.py", "a/hello.py exists and b/hello.py exists") == "hello.py"  # which one?
+    assert produced_file("Write hello.py", "hello.py exists") == "hello.py"
 
 
 # -- a call named after the step; a write repeated after it succeeded --------------------------------------------

@@ -56,9 +56,19 @@ def produced_file(description: str, acceptance: str = "") -> str | None:
     description names none, its acceptance does), or starts by writing one file and then says what it does
     ("Write count_lines.py that prints the lines in notes.txt"); None when that is not clear."""
     if (m := _WRITES_ONE.match(description or "")) is not None:
-        return m.group("f")
+        return _placed(m.group("f"), acceptance)
     for text in (description, acceptance):
         named = deliverables(text, inputs=_USED)
         if named:
-            return named[0] if len(named) == 1 else None
+            return _placed(named[0], acceptance) if len(named) == 1 else None
     return None
+
+
+def _placed(name: str, acceptance: str) -> str:
+    """``name``, or the one path under a folder that the acceptance gives a bare file name: "Write empty
+    __init__.py in util directory", accepted by "util/__init__.py exists" (the 1.5B's package step), produces
+    util/__init__.py, not a top-level __init__.py."""
+    if "/" in name or "\\" in name:
+        return name
+    paths = {f for f in file_names(acceptance or "") if "/" in f and f.rsplit("/", 1)[1] == name}
+    return paths.pop() if len(paths) == 1 else name

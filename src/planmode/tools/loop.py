@@ -190,6 +190,9 @@ class WholeFile:
     """The workspace's top folder, when known: a call of ``tool`` that puts ``path`` under a folder that neither
     exists there nor is named in ``named`` (the step's and the goal's text) writes ``path`` itself."""
     named: str = ""
+    empty: bool = False
+    """The step says its file is empty ("Write empty __init__.py"): a call named after the step with a path and no
+    content writes it empty."""
 
 
 @dataclass
@@ -586,6 +589,8 @@ def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     writes where the call says (the 1.5B called ``write_count_lines`` with count_lines.py eight times, each
     refused as an unknown tool, for a step whose description named notes.txt as well)."""
     content = _text_content(args.get("content")) if isinstance(args, dict) else None
+    if content is None and isinstance(args, dict) and "content" not in args and whole_file.empty:
+        content = ""  # "Write empty __init__.py": the 1.5B called write_util_init with the path alone, six times
     if content is None:
         return None
     path = whole_file.path or args.get("path")
