@@ -236,6 +236,13 @@ def test_a_valid_step_id_is_kept_as_it_is() -> None:
         ('{"steps": [{"id": "a"]}', {"steps": [{"id": "a"}]}),  # the other way: an object closed by its list
         ('{"steps": [{"id": "a"}} ]', {"steps": [{"id": "a"}]}),  # closed in the wrong order
         ('{"steps": [{"id": "a"}]]', {"steps": [{"id": "a"}]}),  # the object's brace written as a bracket
+        # the 1.5B's reflection (shortened): quotes left unescaped in a string, read by json_repair as a key "20"
+        (
+            '```json\n{"assessment": "needs_adjustment", "guidance": "change `print("Primes below 20:")` to '
+            '`print("Primes: ")`.", "update_steps": [{"id": "list_primes"}]}\n```',
+            {"assessment": "needs_adjustment", "guidance": 'change `print("Primes below 20:")` to `print("Primes: ")`.',
+             "update_steps": [{"id": "list_primes"}]},
+        ),
         # a quote left unescaped inside a string, and the last step's brace left out (the 0.5B's config_port plan)
         (
             '{"title": "T", "steps": [{"id": "w", "description": "Write config.json with {"port": 8080}"},\n'

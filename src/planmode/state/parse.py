@@ -110,13 +110,45 @@ def _repaired_object(text: str) -> dict[str, Any] | None:
         pass
     except RecursionError:
         return None
+    escaped = _inner_quotes_escaped(body)
     try:
-        value = json_repair.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(value, dict) or not value or not _keys_written(value, body):
-        return None
-    return value
+        value = json.loads(escaped)  # the quotes a model left unescaped inside its strings, and nothing else
+    except (json.JSONDecodeError, RecursionError):
+        value = None
+    if isinstance(value, dict) and value:
+        return value
+    for text in (body, escaped):
+        try:
+            value = json_repair.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and value and _keys_written(value, body):
+            return value
+    return None
+
+
+def _inner_quotes_escaped(body: str) -> str:
+    """``body`` with each quote inside a string that does not end it escaped: a quote ends a string only when a
+    comma, a colon, a closing bracket or the end follows it (the 1.5B's reflection wrote ``"guidance": "change
+    `print("Primes below 20:")` to ..."``, and its assessment was read as its inner step three times)."""
+    out: list[str] = []
+    in_string = escaped = False
+    for i, ch in enumerate(body):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                rest = body[i + 1 :].lstrip()
+                if rest and rest[0] not in ",:}]":
+                    out.append('\\"')
+                    continue
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        out.append(ch)
+    return "".join(out)
 
 
 def _keys_written(value: Any, body: str) -> bool:
