@@ -1154,7 +1154,8 @@ def test_mend_length_drops_only_steps_that_can_do_nothing_and_only_to_meet_the_l
 
     write = [Step(id=f"w{i}", description=f"Write f{i}.py", tools=["write_file"]) for i in range(3)]
     test = Step(id="t", description="Test the app using pytest", tools=["pytest"])
-    talk = Step(id="say", description="Explain it")
+    talk = Step(id="say", description="Explain it", tools=["speak"])
+    words = Step(id="words", description="Sum it up")  # no tools: it answers in words, never dropped
     assert ids(3, *write, test) == (
         ["w0", "w1", "w2"],
         ["over the limit of 3 steps: dropped 't' (no tool of the graph, nothing depends on it)"],
@@ -1163,6 +1164,9 @@ def test_mend_length_drops_only_steps_that_can_do_nothing_and_only_to_meet_the_l
     assert ids(3, *write, talk, test)[0] == ["w0", "w1", "w2"]
     assert ids(4, *write, talk, test)[0] == ["w0", "w1", "w2", "say"]  # as many as it is over, the last ones first
     assert ids(2, *write, test)[0] == ["w0", "w1", "w2", "t"]  # dropping it is not enough: the planner is told
+    assert ids(3, *write, words)[0] == ["w0", "w1", "w2", "words"]
+    many = [Step(id=f"x{i}", description="x", tools=["pytest"]) for i in range(3)]
+    assert ids(3, *write, *many)[0] == [s.id for s in [*write, *many]]  # three over: the planner's to shorten
     needed = Step(id="t", description="Test", tools=["pytest"])
     after = Step(id="w3", description="Write f3.py", tools=["write_file"], dependencies=["t"])
     assert ids(3, *write[:2], needed, after)[0] == ["w0", "w1", "t", "w3"]  # a step depends on it: kept

@@ -311,18 +311,24 @@ def mend_dependencies(
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
+#: At most this many steps are dropped to bring a plan within its step limit (`mend_length`); a plan further over
+#: it is the planner's to shorten.
+_MAX_DROPPED = 2
+
+
 def mend_length(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None) -> tuple[Plan, list[str]]:
-    """``plan`` without the steps past the step limit that can do nothing: steps that name no tool of the graph
-    and that no step depends on, the last ones first, as many as the plan is over the limit (none when that is
-    not enough to meet it); and what was dropped. The 1.5B's plan for a three-file task had six steps with five
+    """``plan`` without the steps past the step limit that can do nothing: steps whose tools are all names the
+    graph does not have (a step with no tools answers in words, and is kept) and that no step depends on, the
+    last ones first, as many as the plan is over the limit, at most `_MAX_DROPPED` (none when that is not enough
+    to meet it); and what was dropped. The 1.5B's plan for a three-file task had six steps with five
     allowed, the sixth "Test the app.py using pytest" with the tool "pytest" (not a tool of the graph); told the
     limit, it sent the same six again, and the run failed before any step."""
     over = len(plan.steps) - max_steps if max_steps else 0
-    if over <= 0:
+    if not 0 < over <= _MAX_DROPPED:
         return plan, []
     names = {t.name for t in tools}
     needed = {d for s in plan.steps for d in s.dependencies}
-    idle = [s.id for s in plan.steps if s.id not in needed and not set(s.tools) & names]
+    idle = [s.id for s in plan.steps if s.id not in needed and s.tools and not set(s.tools) & names]
     if len(idle) < over:
         return plan, []
     drop = set(idle[-over:])
