@@ -318,6 +318,38 @@ def test_the_parser_never_raises_and_only_returns_well_formed_calls(text: str) -
         assert isinstance(call.name, str) and call.name and isinstance(call.args, dict)
 
 
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        # the 1.5B's call for config.json: its content in single quotes, and the call was never run
+        (
+            '```json\n{\n  "name": "write_config",\n  "arguments": {\n    "path": "config.json",\n'
+            '    "content": \'{"port": 8080}\'\n  }\n}\n```',
+            {"path": "config.json", "content": '{"port": 8080}'},
+        ),
+        # a quote left unescaped inside the content
+        ('{"name": "write_file", "arguments": {"path": "a.py", "content": "print("hi")"}}',
+         {"path": "a.py", "content": 'print("hi")'}),
+    ],
+)  # fmt: skip
+def test_a_whole_call_that_is_not_json_as_written_is_repaired(text: str, args: dict[str, Any]) -> None:
+    read = read_text_calls(text)
+    assert read is not None and read.problem is None
+    assert [c.args for c in read.calls] == [args] and read.calls[0].name in ("write_config", "write_file")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{name: write_file, arguments: {path: a.py}}",  # keys a model never quoted: garbage, not repaired
+        '{"name": "write_file", "arguments": {"path": "a.py", "content": "cut in the mid',  # cut short: not whole
+    ],
+)
+def test_a_call_that_is_garbage_or_cut_short_is_not_repaired_into_a_call(text: str) -> None:
+    read = read_text_calls(text)
+    assert read is None or not read.calls
+
+
 # -- over HTTP, as llama-cpp-python's server answers -------------------------------------------------------------
 
 

@@ -17,7 +17,14 @@ from pydantic import ValidationError
 from planmode.errors import PlanParseError
 from planmode.state.models import Plan, PlanPatch
 
-__all__ = ["coerce_plan_or_patch", "extract_json", "parse_patch", "parse_plan", "parse_plan_or_patch"]
+__all__ = [
+    "coerce_plan_or_patch",
+    "extract_json",
+    "parse_patch",
+    "parse_plan",
+    "parse_plan_or_patch",
+    "repaired_json",
+]
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 PATCH_KEYS = frozenset({"add_steps", "update_steps", "remove_steps", "reorder"})
@@ -110,19 +117,26 @@ def _repaired_object(text: str) -> dict[str, Any] | None:
         pass
     except RecursionError:
         return None
+    value = repaired_json(body)
+    return value if isinstance(value, dict) and value else None
+
+
+def repaired_json(body: str) -> Any:
+    """``body``, JSON that does not parse, as the value a model meant, or None: first with the quotes it left
+    unescaped inside its strings escaped (`_inner_quotes_escaped`), then as ``json_repair`` reads it (single
+    quotes, a bracket left out or closed by the wrong one), as long as every key of the result is written in
+    ``body`` as a JSON key (text whose keys a model never quoted, ``{not: valid}``, is garbage, not JSON)."""
     escaped = _inner_quotes_escaped(body)
     try:
-        value = json.loads(escaped)  # the quotes a model left unescaped inside its strings, and nothing else
+        return json.loads(escaped, strict=False)  # the quotes a model left unescaped, and nothing else
     except (json.JSONDecodeError, RecursionError):
-        value = None
-    if isinstance(value, dict) and value:
-        return value
+        pass
     for text in (body, escaped):
         try:
             value = json_repair.loads(text)
         except (ValueError, RecursionError):
             continue
-        if isinstance(value, dict) and value and _keys_written(value, body):
+        if isinstance(value, dict | list) and value and _keys_written(value, body):
             return value
     return None
 

@@ -29,6 +29,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from planmode.state.parse import repaired_json
+
 __all__ = ["MAX_TEXT_CALL_CHARS", "TextCall", "TextCalls", "read_text_calls", "whole_file_content"]
 
 MAX_TEXT_CALL_CHARS = 100_000
@@ -170,9 +172,10 @@ def _tagged(s: str) -> TextCalls:
 
 def _loads(s: str) -> tuple[Any, bool]:
     """``s`` as JSON, read as small models write it: raw newlines and tabs inside strings (``strict=False``),
-    Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold, and an
+    Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold, an
     object in doubled braces (``{{"name": ...}}``, a format string's escape, or only its opening one doubled) read
-    as the object."""
+    as the object, and a whole object that still does not parse repaired (`planmode.state.parse.repaired_json`:
+    the 1.5B wrote ``"content": '{"port": 8080}'`` in single quotes, and the call was not run)."""
     t = s.strip()
     doubled = t[1:-1] if t.startswith("{{") and t.endswith("}}") else None
     opened = t[1:] if t.startswith("{{") else None  # the 1.5B doubled only the opening brace, once in a run
@@ -183,6 +186,10 @@ def _loads(s: str) -> tuple[Any, bool]:
             return json.loads(text, strict=False), True
         except (ValueError, RecursionError):  # invalid JSON; nesting deeper than the interpreter's stack
             continue
+    if t.startswith(("{", "[")) and t.endswith(("}", "]")):  # whole, but not JSON as written: repaired
+        value = repaired_json(t)
+        if isinstance(value, dict | list):
+            return value, True
     return None, False
 
 
