@@ -1196,6 +1196,49 @@ def test_a_plan_one_step_over_the_limit_with_a_step_that_can_do_nothing_runs_wit
     assert (ws / "hello.py").read_text() == "print('hi')\n"
 
 
+@pytest.mark.parametrize(
+    ("acceptance", "mended"),
+    [
+        ("config.json exists and `python config.json` prints the port", "config.json exists"),  # the 1.5B's
+        ("`python notes.txt` writes 'three lines of text'", "notes.txt exists"),  # the 0.5B's
+        ("words.txt exists, `python words.txt` runs", "words.txt exists"),
+        ("a.py exists and `python a.py` prints 1", None),  # Python: kept
+        ("`python -m pytest test_a.py` passes", None),
+    ],
+)
+def test_mend_data_runs_leaves_out_a_clause_that_runs_a_data_file_with_python(
+    acceptance: str, mended: str | None
+) -> None:
+    from planmode.nodes._coverage import mend_data_runs
+    from planmode.state.models import Plan
+
+    plan = Plan(goal="g", version=1, steps=[Step(id="s", description="Write it", acceptance=acceptance)])
+    out, notes = mend_data_runs(plan)
+    assert out.steps[0].acceptance == (mended or acceptance)
+    assert bool(notes) == (mended is not None)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_plan_that_runs_a_json_file_with_python_is_mended_and_its_step_passes(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's plan accepted config.json by "`python config.json` prints the port": no check runs that, and its
+    judge failed a right config.json on it. The clause is left out (the file's existence kept), shown for
+    approval as planmode's fix."""
+    step = {
+        "id": "write_config",
+        "description": "Write config.json with port 8080",
+        "tools": ["write_file"],
+        "acceptance": "config.json exists and `python config.json` prints the port",
+    }
+    script = PurposeScript(plan=plan_of(step), execute=writer("config.json", '{"port": 8080}'))
+
+    out, _model, ws = run(tmp_path, script, task="write config.json", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert out["plan"].get("write_config").acceptance == "config.json exists"
+    assert "ran a file that is not Python with Python" in out["plan"].history[0].reason
+    assert (ws / "config.json").read_text() == '{"port": 8080}'
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_plan_whose_step_depends_on_a_tool_runs_without_that_dependency(tmp_path: Path, mode: str) -> None:
     """The 0.5B's plan made its second step depend on "read_file" (a tool), and its corrected plan listed

@@ -27,6 +27,7 @@ from functools import partial
 from langchain_core.tools import BaseTool
 
 from planmode.nodes._evidence import (
+    _clauses,
     commands,
     declared_writes,
     preferred_write,
@@ -211,6 +212,31 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
         added = f"`python {script}` runs"
         steps[i] = step.model_copy(update={"acceptance": f"{step.acceptance.strip().rstrip('.')} and {added}"})
         notes.append(f"step {step.id!r} says {script} prints and ran nothing: its acceptance runs it ({added})")
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+#: A backticked command that runs a file that is not Python with Python: "`python config.json` prints the port".
+_RUNS_DATA = re.compile(r"`python3?\s+(?P<f>[\w/.\-]+\.(?!py\b)[A-Za-z0-9]+)\b[^`]*`")
+
+
+def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
+    """``plan`` with each acceptance clause (of the steps of ``ids``, or all) that runs a data file with Python
+    (`` `python config.json` prints the port``, `` `python notes.txt` writes ...``) left out, the file's
+    existence kept; and what was changed. Such a clause cannot pass: no check runs it, and the 1.5B's judge failed
+    a right config.json on "`python config.json` did not print the port" (the 0.5B's plans wrote the same)."""
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if (ids is not None and step.id not in ids) or not _RUNS_DATA.search(step.acceptance or ""):
+            continue
+        parts = _clauses(step.acceptance)
+        dropped = [c for c in parts if _RUNS_DATA.search(c)]
+        kept = [c for c in parts if not _RUNS_DATA.search(c)]
+        files = list(dict.fromkeys(m.group("f") for c in dropped for m in _RUNS_DATA.finditer(c)))
+        kept += [f"{f} exists" for f in files if not any(f in c for c in kept)]
+        steps[i] = step.model_copy(update={"acceptance": " and ".join(kept)})
+        said = "; ".join(f'"{c}"' for c in dropped)
+        notes.append(f"step {step.id!r} ran a file that is not Python with Python, left out: {said}")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 

@@ -25,6 +25,7 @@ from planmode.context import PlanModeContext
 from planmode.nodes._batch import unapproved_steps
 from planmode.nodes._coverage import (
     mend_acceptance,
+    mend_data_runs,
     mend_dependencies,
     mend_module_runs,
     mend_runs,
@@ -252,10 +253,11 @@ def _full_plan_fallback(
     open_ids = [s.id for s in proposed.steps if (old := plan.get(s.id)) is None or old.status != StepStatus.DONE]
     proposed, named = mend_tools(proposed, tools, open_ids)
     proposed, untied = mend_dependencies(proposed, tools, open_ids)
+    proposed, data_runs = mend_data_runs(proposed, open_ids)
     proposed, mended = mend_acceptance(proposed, tools, open_ids)
     proposed, modules = mend_module_runs(proposed, tools, open_ids)
     proposed, runs = mend_runs(proposed, tools, open_ids)
-    mended = [*named, *untied, *mended, *modules, *runs]
+    mended = [*named, *untied, *data_runs, *mended, *modules, *runs]
     reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
     if not reasons:
         notes = [*mended, *([f"done steps kept as they are: {', '.join(kept)}"] if kept else [])]

@@ -18,6 +18,7 @@ from planmode.context import PlanModeContext
 from planmode.executors import tool_runs
 from planmode.llm import negotiation_record
 from planmode.nodes._coverage import (
+    mend_data_runs,
     mend_dependencies,
     mend_length,
     mend_module_runs,
@@ -81,7 +82,8 @@ def request_plan(
         plan, fixed = mend_tools(plan, tools)  # "write" for write_file: fixed, not asked again
         plan, untied = mend_dependencies(plan, tools)  # a tool named as a dependency: dropped, not asked again
         plan, trimmed = mend_length(plan, tools, settings.max_steps)  # a step past the limit that can do nothing
-        named[id(plan)] = [*fixed, *untied, *trimmed]
+        plan, data_runs = mend_data_runs(plan)  # "`python config.json` prints the port": left out
+        named[id(plan)] = [*fixed, *untied, *trimmed, *data_runs]
         reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
