@@ -437,3 +437,29 @@ def test_a_name_imported_from_a_module_that_is_not_there_is_told_its_module(tmp_
     test = b"from your_module import is_prime\n\ndef test_seven():\n    assert is_prime(7)\n"
     evidence = gather(step("`python t.py` runs"), wrote(tmp_path, "t.py", test), workspace_tools(tmp_path))
     assert "Fix: is_prime is defined in the module primes: write `from primes import is_prime`" in evidence.reason()
+
+
+@pytest.mark.parametrize(
+    ("reason", "contradicted"),
+    [
+        # the 1.5B's judge on a right util/strings.py, twice
+        ("The file `util/strings.py` does not contain the `shout` function as described by the step.", True),
+        ("the function `shout` is not defined", True),
+        ("does not define shout()", True),
+        ("does not contain the whisper function", False),  # defined nowhere: a judgement, not contradicted
+        ("does not contain the expected output", False),
+        ("The file does not contain the missing '!' at the end.", False),
+    ],
+)
+def test_a_reason_that_a_function_is_missing_is_contradicted_where_a_file_defines_it(
+    reason: str, contradicted: bool
+) -> None:
+    evidence = _evidence.Evidence(
+        runs=[],
+        files={"util/strings.py": "def shout(s):\n    return s.upper() + '!'\n"},
+        checks=[_evidence.Check("util/strings.py exists", True)],
+    )
+    said = evidence.refutes(reason, report_shown=False)
+    assert bool(said) == contradicted
+    if contradicted:
+        assert said == "util/strings.py defines shout"

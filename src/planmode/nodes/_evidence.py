@@ -201,7 +201,25 @@ class Evidence:
             return f"the step wrote {', '.join(self.files)}"
         if (there := self._contains(_expected_texts(reason))) is not None:
             return there
+        if (defined := self._defines(reason)) is not None:
+            return defined
         return ""
+
+    def _defines(self, reason: str) -> str | None:
+        """Where a file the step wrote defines every function or class the reason says it lacks ("does not contain
+        the `shout` function", "shout is not defined in util/strings.py"); None when one is defined nowhere. The
+        1.5B's judge failed a right util/strings.py twice on "does not contain the `shout` function"."""
+        names = list(dict.fromkeys(m.group("n") for p in _LACKS for m in p.finditer(reason)))
+        if not names:
+            return None
+        where = []
+        for name in names:
+            pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", re.MULTILINE)
+            found = [path for path, body in self.files.items() if pattern.search(body)]
+            if not found:
+                return None
+            where.append(f"{found[0]} defines {name}")
+        return "; ".join(where)
 
     def _contains(self, texts: list[tuple[bool, str]]) -> str | None:
         """Where the files the step wrote, or the output of its checks, hold every one of ``texts`` (None when one
@@ -325,6 +343,16 @@ _NOTHING_WRITTEN = re.compile(
 )
 
 
+#: A judge's reason that says a function or class is missing: "does not contain the `shout` function", "does not
+#: define shout()", "the function `shout` is not defined".
+_LACKS = (
+    re.compile(
+        r"\b(?:does not|doesn't|did not|didn't|do not)\s+(?:contain|define|include|have)\s+(?:the\s+|a\s+)?"
+        r"(?:function\s+|class\s+)?`?(?P<n>[A-Za-z_]\w*)`?(?:\(\))?\s*(?:function|class|method)?\b",
+        re.IGNORECASE,
+    ),
+    re.compile(r"\b(?:function|class)\s+`?(?P<n>[A-Za-z_]\w*)`?\s+(?:is|was)\s+not\s+defined\b", re.IGNORECASE),
+)
 #: A judge's reason that says what a file or output should hold: "should contain 'X'", "expected to print "X"".
 _SHOULD_HOLD = re.compile(
     r"\b(?:should|must|needs? to|is expected to|expected to)\s+(?P<verb>contain|include|have|read|print|output|show)"
