@@ -592,3 +592,14 @@ def test_an_index_handed_on_by_transitions_equals_one_built_from_scratch(plan: P
         )
         channel.value = current
         assert channel.checkpoint() == current.model_dump(mode="json")
+
+
+def test_an_index_handed_on_for_a_plan_holding_one_step_object_twice_equals_a_rebuild() -> None:
+    """A hand-edited state can hold one step object at two places; the handed-on index then falls back to a
+    rebuild rather than editing its lists by a position that is not the step's."""
+    twice = Step(id="a", description="x")
+    plan = Plan(goal="g", steps=[twice, Step(id="b", description="y"), twice], version=1)
+    plan.ready_steps()
+    moved = apply_transitions(plan, [StepTransition(id="a", status=S.RUNNING)])
+    if moved.applied:
+        assert _view(moved.plan) == _fresh_view(moved.plan)

@@ -437,6 +437,10 @@ class _PlanIndex:
         """The index of ``steps``: these steps with the ones at the ``changed`` positions replaced (same ids, same
         order: `planmode.state.patch.apply_transitions`), made from this index in O(changes x log plan) Python
         steps (the maps are copied, at C speed) instead of a walk over every step (it was O(plan) per step)."""
+        if len(self.place) != self.size or len(steps) != self.size:  # one step object at two places (a hand-edited
+            whole = _PlanIndex(steps)  # state): positions by identity do not hold, so the index is made whole
+            whole.origin = (plan, tuple(changed))
+            return whole
         new = _PlanIndex.__new__(_PlanIndex)
         new.steps, new.size, new.position = steps, len(steps), self.position
         by_id, place, by_status = self.by_id, dict(self.place), dict(self.by_status)
@@ -457,6 +461,11 @@ class _PlanIndex:
             listed = by_status[old.status]
             at = bisect.bisect_left(listed, i, key=lambda s: place[id(s)])
             del listed[at]  # ``old`` itself: the list is in plan order and ``old`` is at position i
+            del place[id(old)]
+            if id(cur) in place:  # ``cur`` is listed elsewhere too: not a transition's new step, made whole
+                whole = _PlanIndex(steps)
+                whole.origin = (plan, tuple(changed))
+                return whole
             place[id(cur)] = i
             listed = by_status[cur.status]
             listed.insert(bisect.bisect_left(listed, i, key=lambda s: place[id(s)]), cur)
