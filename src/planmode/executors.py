@@ -233,7 +233,8 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
 
 
 #: A step that says its file is empty ("Write empty __init__.py", "util/__init__.py exists and is empty").
-_EMPTY_FILE = re.compile(r"\bempty\b", re.IGNORECASE)
+#: ("is not empty", "non-empty" say the opposite.)
+_EMPTY_FILE = re.compile(r"(?<!not )(?<!non-)(?<!non )\bempty\b", re.IGNORECASE)
 
 
 def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFile | None:

@@ -543,6 +543,17 @@ def test_a_package_file_the_step_says_is_empty_is_written_empty_under_its_folder
     )
     assert out["status"] == "failed" and not (ws / "util" / "strings.py").exists()
 
+    # "is not empty" says the opposite: a call without a content writes nothing
+    full = {**step, "id": "write_full", "acceptance": "util/__init__.py exists and is not empty"}
+    full["description"] = "Write __init__.py in util directory"
+    bare = {"name": "write_full", "args": {"path": "util/__init__.py"}}
+    script = PurposeScript(
+        plan=plan_of(full), execute=lambda req: "done" if req.tool_results() else {"tool_calls": [bare]}
+    )
+    (tmp_path / "c").mkdir()
+    out, _model, ws = run(tmp_path / "c", script, task="make the util package", mode=mode)
+    assert out["status"] == "failed" and not (ws / "util" / "__init__.py").exists()
+
 
 HELLO_STEP = {
     "id": "write_hello",
