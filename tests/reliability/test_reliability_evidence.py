@@ -363,6 +363,31 @@ def test_a_files_data_given_as_a_literal_is_compared_as_data(
 
 
 @pytest.mark.parametrize(
+    ("content", "acceptance", "settled"),
+    [  # the 1.5B's acceptance (its "\\n" read by JSON as a line break); its judge failed the right file four times
+        (b"0\n100", "temps.txt exists and `cat temps.txt` outputs `0\n100`", True),
+        (b"0\n100\n", "temps.txt exists and `cat temps.txt` outputs `0\\n100`", True),  # written out
+        (b"0\n100\n", "running `cat temps.txt` prints '0\n100'", True),
+        (b"0 100\n", "temps.txt exists and `cat temps.txt` outputs `0\n100`", False),
+        (b"0\n100\n200\n", "`cat temps.txt` outputs `0\n100`", False),
+        (b"100\n0\n", "`cat temps.txt` outputs `0\n100`", False),
+    ],
+)
+def test_what_cat_prints_of_a_file_is_checked_on_its_text_without_a_command(
+    tmp_path: Path, content: bytes, acceptance: str, settled: bool
+) -> None:
+    """A clause that says what `cat` prints of a file is a check of the file's whole text, line by line: nothing
+    runs, and the step is settled without a judge when the text is right; a wrong text fails, naming what it
+    reads."""
+    evidence = gather(step(acceptance), wrote(tmp_path, "temps.txt", content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write temps.txt with 0 and 100, one per line") is settled
+    assert bool(evidence.failed) is (not settled)
+    if not settled:
+        assert evidence.reason().startswith("temps.txt reads '0") and "it reads" in evidence.reason()
+    assert not any(c.what.startswith("`cat") for c in evidence.checks)  # no command was run for it
+
+
+@pytest.mark.parametrize(
     "app",
     [
         b"import util\nprint(util.shout('hi'))\n",  # the 1.5B's app.py

@@ -459,6 +459,16 @@ _LITERAL_CLAUSE = re.compile(
 )
 
 
+#: "`cat temps.txt` outputs `0\n100`", "running `cat notes.txt` prints 'a\nb'": what a file reads, given as what
+#: ``cat`` prints. No command runs: the file's text is compared (the 1.5B's judge failed a right temps.txt four
+#: times on this clause).
+_CAT_CLAUSE = re.compile(
+    r"(?:running\s+)?`cat\s+(?P<f>[\w/.\-]+\.\w+)`\s+(?:prints|outputs|shows|displays|gives|returns)\s+"
+    r"(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<text>.*)(?P=q)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
 def _literal(text: str) -> Any:
     """A JSON or Python literal's value, or ``_NO_VALUE``."""
     try:
@@ -477,6 +487,8 @@ _NO_VALUE = object()
 def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | None:
     """What a content clause asks: (file, "contains", "first line" or "value", the text), the file the
     acceptance's only file when the clause names none; None when the clause is not one."""
+    if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
+        return (m.group("f"), "text", m.group("text"))
     if (m := _LITERAL_CLAUSE.fullmatch(clause)) is not None and _literal(m.group("lit")) is not _NO_VALUE:
         name = m.group("f") or default
         return (name, "value", m.group("lit")) if name else None
@@ -521,6 +533,8 @@ def _only_file(acceptance: str) -> str | None:
 def _content_what(name: str, kind: str, text: str) -> str:
     if kind == "value":
         return f"{name} holds {text}"
+    if kind == "text":
+        return f"{name} reads {text!r}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
 
 
@@ -811,6 +825,11 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         if held is not _NO_VALUE and held == _literal(text):
             return Check(what, True)
         return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
+    if kind == "text":  # the whole text, line by line, as `cat` prints it; a backslash-n written out is a break
+        said = text.replace("\\n", "\n").strip().splitlines()
+        if [line.rstrip() for line in body.strip().splitlines()] == [line.rstrip() for line in said]:
+            return Check(what, True)
+        return Check(what, False, f"it reads {clip(body.strip(), 120, fold=False)!r}")
     first = (body.splitlines() or [""])[0]
     if kind == "contains" and re.fullmatch(r"-?\d+(?:\.\d+)?", text):  # a number, not part of another
         ok = re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.]|\.\d)", body) is not None
