@@ -363,6 +363,64 @@ def test_a_files_data_given_as_a_literal_is_compared_as_data(
 
 
 @pytest.mark.parametrize(
+    ("script", "module", "named"),
+    [
+        (b"import sys\nprint(len(sys.stdin.readlines()))\n", None, False),  # the 1.5B's: printed 0, claimed done
+        (b"print(len(open('notes.txt').read().splitlines()))\n", None, True),
+        (
+            b"from pathlib import Path\nprint(len((Path(__file__).parent / 'notes.txt').read_text().splitlines()))\n",
+            None,
+            True,
+        ),
+        (
+            b"from counting import count\nprint(count())\n",
+            b"def count():\n    return len(open('notes.txt').readlines())\n",
+            True,
+        ),
+        (b"import counting\nprint(counting.count())\n", b"def count():\n    return 3\n", False),
+    ],
+)
+def test_a_script_the_step_says_uses_a_workspace_file_must_name_it(
+    tmp_path: Path, script: bytes, module: bytes | None, named: bool
+) -> None:
+    """The 1.5B's count_lines.py read standard input, ran (no input) and printed 0 for a three-line notes.txt; its
+    judge passed it and the run ended `completed`. A script a step says uses a data file of the workspace must
+    name it, or a workspace module it imports must: else the step fails, naming the fix, and no judge is asked."""
+    (tmp_path / "notes.txt").write_text("a\nb\nc\n")
+    if module is not None:
+        (tmp_path / "counting.py").write_bytes(module)
+    acceptance = "count_lines.py exists and runs successfully with the correct output"
+    s = Step(
+        id="s",
+        description="Write count_lines.py that prints the number of lines in notes.txt",
+        tools=["write_file"],
+        acceptance=acceptance,
+    )
+    evidence = gather(s, wrote(tmp_path, "count_lines.py", script), workspace_tools(tmp_path))
+    check = next(c for c in evidence.checks if c.what == "count_lines.py opens notes.txt")
+    assert check.passed is named
+    if not named:
+        assert evidence.failed == [check] and "open 'notes.txt' in count_lines.py" in evidence.reason()
+        assert not evidence.settles(acceptance, s.description)
+    else:
+        assert not evidence.failed
+
+
+def test_a_data_file_the_step_names_that_does_not_exist_or_a_module_it_names_is_not_asked_for(tmp_path: Path) -> None:
+    """Only data files that exist in the workspace are inputs: a file the script is to write (out.csv), and a
+    Python module (greet.py), are not looked for in it."""
+    (tmp_path / "greet.py").write_text("def greet(n):\n    return n\n")
+    s = Step(
+        id="s",
+        description="Write main.py that imports greet.py and writes out.csv",
+        tools=["write_file"],
+        acceptance="`python main.py` runs",
+    )
+    evidence = gather(s, wrote(tmp_path, "main.py", b"print(1)\n"), workspace_tools(tmp_path))
+    assert not any(" opens " in c.what for c in evidence.checks) and not evidence.failed
+
+
+@pytest.mark.parametrize(
     ("content", "acceptance", "settled"),
     [  # the 1.5B's acceptance (its "\\n" read by JSON as a line break); its judge failed the right file four times
         (b"0\n100", "temps.txt exists and `cat temps.txt` outputs `0\n100`", True),

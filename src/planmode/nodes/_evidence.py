@@ -7,6 +7,9 @@ A step is judged on evidence — the tool calls that ran (`StepOutcome.tool_runs
 - **an effect**: a step that declares a write tool of the graph must have made a write (a file recorded by the
   workspace tools, or a successful call of a write tool); a reply that only *says* it wrote fails;
 - **files named in the acceptance** exist (in the workspace, or among the files the step wrote);
+- **a script the step says uses a data file** of the workspace ("prints the number of lines in notes.txt") names
+  that file, itself or in a workspace module it imports (it is run with no input: one that reads standard input
+  prints something beside the point);
 - **Python files** the step wrote, or its acceptance names, compile (``compile()``: nothing is executed or written);
 - **commands** the acceptance names in backticks (`` `python hello.py` ``, `` `pytest test_mathx.py` ``) run in the
   workspace with a timeout and must exit 0 — only when the approved acceptance says so, only inside a known
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import json
 import os
 import re
@@ -791,6 +795,8 @@ def gather(
         for clause in _with_subjects(_clauses(acceptance), default):
             if (asked := _content_check(clause, default)) is not None:
                 evidence.checks.append(_holds(*asked, root, wrote))
+    if root is not None and (declared or outcome.writes):
+        evidence.checks.extend(_inputs_named(step, root, wrote))
     if root is not None and not evidence.failed:
         printing = _asked_to_print(acceptance)
         run = commands(acceptance)
@@ -807,6 +813,50 @@ def gather(
                 check = Check(check.what, False, _SILENT)
             evidence.checks.append(_elsewhere(check, root, wrote))
     return evidence
+
+
+_IMPORTS = re.compile(r"^\s*(?:from\s+(?P<f>[\w.]+)\s+import|import\s+(?P<i>[\w.]+))", re.MULTILINE)
+
+
+def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
+    """For a step that writes one Python script and says it uses a data file of the workspace ("Write
+    count_lines.py that prints the number of lines in notes.txt"), whether the script, or a workspace module it
+    imports, names that file. Its checks run it with no input and no arguments: a script that reads standard
+    input instead runs and prints something beside the point. The 1.5B's count_lines.py read stdin, printed 0 for
+    a three-line notes.txt, its judge passed it, and the run claimed a done task."""
+    own = produced_file(step.description, step.acceptance or "")
+    if own is None or not own.endswith(".py"):
+        return []
+    script = _locate(own, root, wrote)
+    if not isinstance(script, Path):
+        return []
+    inputs = [
+        n
+        for n in file_names(step.description)
+        if n != own and not n.endswith(".py") and isinstance(_locate(n, root, ()), Path)
+    ]
+    if not inputs:
+        return []
+    try:
+        texts = [script.read_text(errors="replace")]
+    except OSError:
+        return []
+    for m in _IMPORTS.finditer(texts[0]):  # a module of the workspace that the script imports may open it
+        module = root.joinpath(*(m.group("f") or m.group("i")).split(".")).with_suffix(".py")
+        with contextlib.suppress(OSError):
+            texts.append(module.read_text(errors="replace"))
+    checks = []
+    for name in inputs:
+        base = name.rsplit("/", 1)[-1]
+        found = any(base in text for text in texts)
+        detail = (
+            ""
+            if found
+            else f"{own} never names {name}, and the step says it uses {name}: open {name!r} in {own} and read it "
+            "(the script is run with no input and no arguments, so standard input is empty)"
+        )
+        checks.append(Check(f"{own} opens {name}", found, detail))
+    return checks
 
 
 def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[str]) -> Check:
