@@ -1078,26 +1078,35 @@ def test_a_script_the_step_says_prints_is_not_done_by_running_alone(tmp_path: Pa
     assert "`python report.py` runs: passed, printing:\n    32.0\n    212.0" in judged.text()
 
 
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ("temps = open('temps.txt').read().split()\n", "it ran and printed nothing"),
+        (STDIN_REPORT, "report.py never names temps.txt"),  # temps.txt is in the workspace: an input it must open
+    ],
+)
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_script_the_plan_says_prints_is_run_by_its_acceptance(tmp_path: Path, mode: str) -> None:
+def test_a_script_the_plan_says_prints_is_run_by_its_acceptance(
+    tmp_path: Path, mode: str, source: str, why: str
+) -> None:
     """Two false 'completed' on llama-server: acceptance that ran nothing ('report.py exists and correctly reads
     temps.txt and prints c_to_f'), and a judge that passed a report.py reading stdin on its source. planmode adds
     `python report.py` runs to such a step's acceptance (shown for approval, recorded as a fix), so what the script
-    prints is evidence: silent, it fails."""
+    prints is evidence: silent, it fails; reading stdin instead of temps.txt, it fails before it runs."""
     step = {
         "id": "write_report",
         "description": "Write report.py that reads temps.txt and prints c_to_f of each number",
         "tools": ["write_file"],
         "acceptance": "report.py exists and correctly reads temps.txt and prints c_to_f",
     }
-    script = PurposeScript(plan=plan_of(step), execute=writer("report.py", STDIN_REPORT), reflect=GIVE_UP)
+    script = PurposeScript(plan=plan_of(step), execute=writer("report.py", source), reflect=GIVE_UP)
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "temps.txt").write_text("0\n100\n")  # the input it is to read
     out, _, _ = run(tmp_path, script, mode=mode, task="create report.py")
     plan = out["plan"]
     assert plan.get("write_report").acceptance.endswith("and `python report.py` runs")
     assert "its acceptance runs it" in (plan.history[0].reason or "")
-    assert out["status"] == "failed" and "it ran and printed nothing" in plan.get("write_report").error
+    assert out["status"] == "failed" and why in plan.get("write_report").error
 
 
 def test_mend_runs_adds_a_run_only_where_a_printing_script_is_run_by_nothing() -> None:
