@@ -242,6 +242,7 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
     first) and the file the step produces (None when that is not clear), or None when there is no such tool."""
     path = produced_file(step.description, step.acceptance or "")
     by_name = {t.name: t for t in ctx.tools}
+    shapes = tuple(_shape(by_name[name]) for name in writes if name in by_name)
     for name in sorted(writes, key=lambda n: n != "write_file"):
         tool = by_name.get(name)
         if tool is not None and {"path", "content"} <= set(tool.args):
@@ -249,8 +250,19 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
             root = workspace_root(ctx.tools)
             top = str(root) if root is not None else None
             empty = bool(_EMPTY_FILE.search(f"{step.description}\n{step.acceptance or ''}"))
-            return WholeFile(tool=name, path=path, alias=step.id, root=top, named=named, empty=empty)
+            return WholeFile(tool=name, path=path, alias=step.id, root=top, named=named, empty=empty, shapes=shapes)
+    if shapes:  # only tools that change a file in place (edit_file): a call named after the step may be one
+        return WholeFile(tool=shapes[0][0], path=None, alias=step.id, whole=False, shapes=shapes)
     return None
+
+
+def _shape(tool: BaseTool) -> tuple[str, frozenset[str], frozenset[str]]:
+    """A tool's name, required arguments and all its arguments."""
+    try:
+        required = tool.tool_call_schema.model_json_schema().get("required", [])  # type: ignore[union-attr]
+    except Exception:  # a schema that cannot be read: every argument is required
+        required = list(tool.args)
+    return tool.name, frozenset(required), frozenset(tool.args)
 
 
 def _declared_writes(step: Step, ctx: StepContext) -> list[str]:

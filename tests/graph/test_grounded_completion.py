@@ -448,6 +448,41 @@ def test_a_step_called_by_its_own_name_writes_where_the_call_says_when_the_step_
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("tools", [["edit_file"], ["write_file", "edit_file"]])
+def test_a_call_named_after_the_step_with_an_edits_arguments_is_a_call_of_the_edit_tool(
+    tmp_path: Path, mode: str, tools: list[str]
+) -> None:
+    """The 1.5B called ``update_double_function`` with path, old_string and new_string four times for a step that
+    declares edit_file: each refused as an unknown tool, the fix never made. A call named after the step whose
+    arguments fit exactly one declared write tool is that tool's call, through the same gate; arguments that fit
+    no declared tool (a description; a whole-file write for an edit-only step) are still refused."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "calc.py").write_text("def double(x):\n    return x + 2\n")
+    (tmp_path / "ws" / "use.py").write_text("import calc\nprint(calc.double(21))\n")
+    calls = [{"name": "fix_calc", "args": {"path": "calc.py", "description": "return x * 2"}}]
+    if tools == ["edit_file"]:  # fits write_file, which the step does not declare
+        calls.append({"name": "fix_calc", "args": {"path": "calc.py", "content": "def double(x):\n    return 0\n"}})
+    calls.append({"name": "fix_calc", "args": {"path": "calc.py", "old_string": "x + 2", "new_string": "x * 2"}})
+    step = {
+        "id": "fix_calc",
+        "description": "Fix double in calc.py to return x * 2",
+        "tools": tools,
+        "acceptance": "`python use.py` prints '42'",
+    }
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": calls}
+    )
+
+    out, model, ws = run(tmp_path, script, task="fix calc.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "calc.py").read_text() == "def double(x):\n    return x * 2\n"
+    ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
+    refused = [("fix_calc", "error")] * (len(calls) - 1)
+    assert [(m.name, m.status) for m in ran[: len(calls)]] == [*refused, ("edit_file", "success")]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("name", ["main.py", "main"])
 def test_a_call_named_after_the_file_it_writes_is_a_call_of_the_write_tool(
     tmp_path: Path, mode: str, name: str

@@ -193,6 +193,12 @@ class WholeFile:
     empty: bool = False
     """The step says its file is empty ("Write empty __init__.py"): a call named after the step with a path and no
     content writes it empty."""
+    whole: bool = True
+    """``tool`` writes a file whole (takes ``path`` and ``content``); False for a step that declares only tools
+    that change a file in place (``edit_file``): then only ``shapes`` applies."""
+    shapes: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = ()
+    """The step's declared write tools as (name, required arguments, all arguments): a call named after the step
+    whose arguments fit exactly one of them, and that is no whole-file write, is a call of that one."""
 
 
 @dataclass
@@ -631,21 +637,45 @@ def _misplaced(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
 
 
 def _aliased(call: ToolCall, whole_file: WholeFile, known: frozenset[str] = frozenset()) -> ToolCall:
-    """``call``, or, when it is named after the step and carries a content, a call of the step's write tool; a
-    call of that tool that puts the step's file under a folder of its own writes the step's file (`_misplaced`);
-    an unknown tool named after the file it writes is a call of the write tool (`_file_named_write`)."""
-    args = _alias_args(call["name"], call.get("args"), whole_file, known)
-    return call if args is None else {**call, "name": whole_file.tool, "args": args}
+    """``call``, or, when it is named after the step and carries a content, a call of the step's write tool (or,
+    with the arguments of exactly one other declared write tool, a call of that one: `_shaped`); a call of that
+    tool that puts the step's file under a folder of its own writes the step's file (`_misplaced`); an unknown
+    tool named after the file it writes is a call of the write tool (`_file_named_write`)."""
+    aliased = _alias_args(call["name"], call.get("args"), whole_file, known)
+    return call if aliased is None else {**call, "name": aliased[0], "args": aliased[1]}
 
 
 def _aliased_text(call: TextCall, whole_file: WholeFile, known: frozenset[str] = frozenset()) -> TextCall:
-    args = _alias_args(call.name, call.args, whole_file, known)
-    return call if args is None else TextCall(name=whole_file.tool, args=args)
+    aliased = _alias_args(call.name, call.args, whole_file, known)
+    return call if aliased is None else TextCall(name=aliased[0], args=aliased[1])
 
 
-def _alias_args(name: str, args: Any, whole_file: WholeFile, known: frozenset[str]) -> dict[str, Any] | None:
+def _alias_args(
+    name: str, args: Any, whole_file: WholeFile, known: frozenset[str]
+) -> tuple[str, dict[str, Any]] | None:
+    """The tool and arguments ``name(args)`` stands for, or None when it is itself."""
     if name == whole_file.alias:
-        return _step_write(args, whole_file)
+        written = _step_write(args, whole_file) if whole_file.whole else None
+        return (whole_file.tool, written) if written is not None else _shaped(args, whole_file)
+    found = _own_alias_args(name, args, whole_file, known)
+    return (whole_file.tool, found) if found is not None else None
+
+
+def _shaped(args: Any, whole_file: WholeFile) -> tuple[str, dict[str, Any]] | None:
+    """The one declared write tool whose arguments ``args`` are (every required one given, none it does not take),
+    with ``args``; None when none or several fit. The 1.5B called ``update_double_function`` with ``path``,
+    ``old_string`` and ``new_string`` four times for a step that declares edit_file, each refused as an unknown
+    tool. The call is then that tool's: the gate and the step's declared tools decide as for any call of it."""
+    if not isinstance(args, dict) or not args:
+        return None
+    given = set(args)
+    fits = [name for name, required, accepted in whole_file.shapes if required <= given <= accepted]
+    return (fits[0], dict(args)) if len(fits) == 1 else None
+
+
+def _own_alias_args(name: str, args: Any, whole_file: WholeFile, known: frozenset[str]) -> dict[str, Any] | None:
+    if not whole_file.whole:
+        return None
     if name == whole_file.tool:
         lines = args.get("content") if isinstance(args, dict) else None
         text = _text_content(lines) if isinstance(lines, list) else None
