@@ -1199,6 +1199,95 @@ def test_mend_dependencies_drops_a_tool_named_as_a_dependency_and_a_dependency_l
     assert deps("a", "read_file", ids=("read_file",))[0] == ["a", "read_file"]  # a step of that name: kept
 
 
+def test_mend_reads_leaves_out_only_a_step_that_reads_back_what_an_earlier_step_writes() -> None:
+    from planmode.nodes._coverage import mend_reads
+    from planmode.state.models import Plan
+
+    def mended(*steps: Step) -> tuple[list[tuple[str, list[str]]], list[str]]:
+        plan, notes = mend_reads(Plan(goal="g", version=1, steps=list(steps)), workspace_tools(Path(".")))
+        return [(s.id, list(s.dependencies)) for s in plan.steps], notes
+
+    write = Step(id="write_data", description="Write data.csv with three rows", tools=["write_file"])
+    read = Step(
+        id="read_data",
+        description="Read data.csv and verify the contents",
+        tools=["read_file"],
+        dependencies=["write_data"],
+        acceptance="data.csv contents match",
+    )
+    avg = Step(
+        id="write_avg", description="Write avg.py that reads data.csv", tools=["write_file"], dependencies=["read_data"]
+    )
+    # the 1.5B's plan: avg.py now comes after the write of data.csv
+    assert mended(write, read, avg) == (
+        [("write_data", []), ("write_avg", ["write_data"])],
+        [
+            "step 'read_data' left out: it only reads back data.csv, which an earlier step writes (verify reads what each step wrote)"
+        ],
+    )
+    again = read.model_copy(update={"id": "again", "dependencies": ["read_data"]})
+    assert mended(write, read, again, avg.model_copy(update={"dependencies": ["again"]}))[0] == [
+        ("write_data", []),
+        ("write_avg", ["write_data"]),
+    ]  # a chain of them: each left out, the dependent tied to the write
+    # kept: an input no step writes; a step that names no file; one that writes too; one that depends on nothing
+    names = Step(id="read_names", description="Read names.txt", tools=["read_file"], dependencies=["write_data"])
+    vague = read.model_copy(update={"description": "Check the output", "acceptance": "it looks right"})
+    both = read.model_copy(update={"tools": ["read_file", "write_file"]})
+    alone = read.model_copy(update={"dependencies": []})
+    for step in (names, vague, both, alone):
+        assert mended(write, step)[1] == [], step
+    # the file written by a step that does not come before it is not read back
+    late = Step(id="late", description="Write data.csv", tools=["write_file"], dependencies=["read_data"])
+    other = Step(id="other", description="Write other.txt", tools=["write_file"])
+    assert mended(other, read.model_copy(update={"dependencies": ["other"]}), late)[1] == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_plan_that_reads_back_a_file_it_wrote_runs_without_that_step(tmp_path: Path, mode: str) -> None:
+    """The 1.5B planned write data.csv, "Read data.csv and verify the contents" (read_file), write avg.py; the
+    read step failed twice (a call named read_data, then list_files on ./data.csv) and the run ended before avg.py
+    was written. The read-back step is left out when the plan is made, shown as planmode's fix."""
+    read = {
+        "id": "read_data",
+        "description": "Read data.csv and verify the contents",
+        "dependencies": ["write_data"],
+        "tools": ["read_file"],
+        "acceptance": "data.csv contents match the written content",
+    }
+    data = {
+        "id": "write_data",
+        "description": "Write data.csv",
+        "tools": ["write_file"],
+        "acceptance": "data.csv exists and `cat data.csv` prints 'a,1'",
+    }
+    avg = {
+        "id": "write_avg",
+        "description": "Write avg.py that reads data.csv and prints the average",
+        "dependencies": ["read_data"],
+        "tools": ["write_file"],
+        "acceptance": "`python avg.py` prints '1.0'",
+    }
+    source = "rows = open('data.csv').read().split()\nprint(sum(float(r.split(',')[1]) for r in rows) / len(rows))\n"
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        if "Step `write_data`" in req.text():
+            return {"tool_calls": [tool_call("write_file", path="data.csv", content="a,1\n")]}
+        return {"tool_calls": [tool_call("write_file", path="avg.py", content=source)]}
+
+    script = PurposeScript(plan=plan_of(data, read, avg), execute=execute, reflect=GIVE_UP)
+    out, model, ws = run(tmp_path, script, task="write data.csv and avg.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    plan = out["plan"]
+    assert [s.id for s in plan.steps] == ["write_data", "write_avg"]
+    assert plan.get("write_avg").dependencies == ["write_data"]
+    assert "step 'read_data' left out: it only reads back data.csv" in (plan.history[0].reason or "")
+    assert model.calls("execute") == 2 and model.calls("verify") == 0  # a write a step, each settled by its checks
+
+
 def test_mend_length_drops_only_steps_that_can_do_nothing_and_only_to_meet_the_limit() -> None:
     from planmode.nodes._coverage import mend_length
     from planmode.state.models import Plan

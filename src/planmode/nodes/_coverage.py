@@ -8,8 +8,12 @@ A plan is sent back to the planner, with reasons that name the fix, when:
 - a file the task asks for (`planmode.tools.files.deliverables`) is written by no step — no step that
   declares a write tool names it in its description or acceptance;
 - the task asks for files and a step that depends on nothing only reads (declares read-only tools only):
-  looking around belongs to planning (the explore phase), not to the plan (reading a file back after a step
-  wrote it is a step).
+  looking around belongs to planning (the explore phase), not to the plan.
+
+A step that only reads back files that earlier steps of the plan write ("Read data.csv and verify the contents")
+is left out by `mend_reads`, its dependents tied to what it depended on: verify already reads what each write
+step wrote, and a small model fails such steps on their own (the 1.5B called ``read_data``, then listed
+``./data.csv`` as a folder, for 21 calls, and the run failed before avg.py).
 
 The checks about writing apply only when the graph has write tools (without them no step can write). Pure: the
 workspace is only looked at to tell a file the task names as existing (an input) from one to produce.
@@ -43,6 +47,7 @@ __all__ = [
     "mend_acceptance",
     "mend_module_runs",
     "mend_plan",
+    "mend_reads",
     "mend_runs",
     "mend_tools",
     "plan_problems",
@@ -335,6 +340,54 @@ def mend_dependencies(
                 said.append("a dependency was listed twice")
             notes.append(f"step {step.id!r} dependencies mended: {'; '.join(said)}")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def mend_reads(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
+    """``plan`` without the steps that only read back files earlier steps write: a step whose tools are all
+    read-only tools of the graph, that depends on some step, and whose every named file (one at least) a step it
+    comes after (directly or not) that declares a write tool names; its dependents depend on its dependencies
+    instead. And what was left out."""
+    writes = write_tool_names(tools)
+    read_only = {t.name for t in tools} - set(writes)
+    if not writes:
+        return plan, []
+    by_id = {s.id: s for s in plan.steps}
+
+    def before(step: Step) -> list[Step]:  # the steps ``step`` comes after, directly or not
+        seen: dict[str, Step] = {}
+        todo = list(step.dependencies)
+        while todo:
+            d = todo.pop()
+            if d in by_id and d not in seen:
+                seen[d] = by_id[d]
+                todo.extend(by_id[d].dependencies)
+        return list(seen.values())
+
+    dropped: dict[str, list[str]] = {}  # id -> the dependencies its dependents take instead
+    notes = []
+    for step in plan.steps:
+        if not step.tools or not set(step.tools) <= read_only or not step.dependencies:
+            continue
+        named = file_names(f"{step.description} {step.acceptance or ''}")
+        writers = [s for s in before(step) if declared_writes(s, writes)]
+        if not named or not all(any(n in f"{w.description} {w.acceptance or ''}" for w in writers) for n in named):
+            continue
+        dropped[step.id] = list(step.dependencies)
+        notes.append(
+            f"step {step.id!r} left out: it only reads back {', '.join(named)}, which an earlier step writes "
+            "(verify reads what each step wrote)"
+        )
+    if not dropped:
+        return plan, []
+
+    def tied(deps: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for d in deps:
+            out.extend(tied(dropped[d]) if d in dropped else [d])
+        return list(dict.fromkeys(out))
+
+    kept = [s.model_copy(update={"dependencies": tied(s.dependencies)}) for s in plan.steps if s.id not in dropped]
+    return plan.model_copy(update={"steps": kept}), notes
 
 
 #: At most this many steps are dropped to bring a plan within its step limit (`mend_length`); a plan further over
