@@ -242,7 +242,8 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
     first) and the file the step produces (None when that is not clear), or None when there is no such tool."""
     path = produced_file(step.description, step.acceptance or "")
     by_name = {t.name: t for t in ctx.tools}
-    shapes = tuple(_shape(by_name[name]) for name in writes if name in by_name)
+    runnable = [by_name[n] for n in dict.fromkeys(step.tools) if n in by_name]
+    shapes = tuple(_shape(t) for t in runnable if ctx.binding is None or ctx.binding.binds(t))
     for name in sorted(writes, key=lambda n: n != "write_file"):
         tool = by_name.get(name)
         if tool is not None and {"path", "content"} <= set(tool.args):
@@ -251,7 +252,7 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
             top = str(root) if root is not None else None
             empty = bool(_EMPTY_FILE.search(f"{step.description}\n{step.acceptance or ''}"))
             return WholeFile(tool=name, path=path, alias=step.id, root=top, named=named, empty=empty, shapes=shapes)
-    if shapes:  # only tools that change a file in place (edit_file): a call named after the step may be one
+    if shapes:  # no whole-file write (edit_file, read_file): a call named after the step may be one of its tools
         return WholeFile(tool=shapes[0][0], path=None, alias=step.id, whole=False, shapes=shapes)
     return None
 

@@ -482,6 +482,28 @@ def test_a_call_named_after_the_step_with_an_edits_arguments_is_a_call_of_the_ed
     assert [(m.name, m.status) for m in ran[: len(calls)]] == [*refused, ("edit_file", "success")]
 
 
+def test_a_call_named_after_a_reading_step_with_a_read_tools_arguments_reads(tmp_path: Path) -> None:
+    """The 1.5B called ``read_data`` with read_file's arguments six times for a step that declares read_file, each
+    refused as an unknown tool. A call that fits no declared tool (a write for a step that only reads) is still
+    refused, and writes nothing."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.txt").write_text("Ada\n")
+    calls = [
+        {"name": "read_names", "args": {"path": "names.txt", "content": "Eve\n"}},
+        {"name": "read_names", "args": {"path": "names.txt", "start_line": None, "end_line": None}},
+    ]
+    step = {"id": "read_names", "description": "Read names.txt", "tools": ["read_file"], "acceptance": ""}
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "read it" if req.tool_results() else {"tool_calls": calls}
+    )
+
+    out, model, ws = run(tmp_path, script, task="read names.txt")
+
+    ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
+    assert [(m.name, m.status) for m in ran[:2]] == [("read_names", "error"), ("read_file", "success")]
+    assert "Ada" in str(ran[1].content) and (ws / "names.txt").read_text() == "Ada\n"
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("name", ["main.py", "main"])
 def test_a_call_named_after_the_file_it_writes_is_a_call_of_the_write_tool(

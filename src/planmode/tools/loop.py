@@ -194,11 +194,11 @@ class WholeFile:
     """The step says its file is empty ("Write empty __init__.py"): a call named after the step with a path and no
     content writes it empty."""
     whole: bool = True
-    """``tool`` writes a file whole (takes ``path`` and ``content``); False for a step that declares only tools
-    that change a file in place (``edit_file``): then only ``shapes`` applies."""
+    """``tool`` writes a file whole (takes ``path`` and ``content``); False for a step that declares no such tool
+    (only ``edit_file``, only tools that read): then only ``shapes`` applies."""
     shapes: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = ()
-    """The step's declared write tools as (name, required arguments, all arguments): a call named after the step
-    whose arguments fit exactly one of them, and that is no whole-file write, is a call of that one."""
+    """The step's declared tools as (name, required arguments, all arguments): a call named after the step whose
+    arguments fit exactly one of them, and that is no whole-file write, is a call of that one."""
 
 
 @dataclass
@@ -662,8 +662,8 @@ def _alias_args(
 
 
 def _shaped(args: Any, whole_file: WholeFile) -> tuple[str, dict[str, Any]] | None:
-    """The one declared write tool whose arguments ``args`` are (every required one given, none it does not take),
-    with ``args``; None when none or several fit. The 1.5B called ``update_double_function`` with ``path``,
+    """The one declared tool whose arguments ``args`` are (every required one given, none it does not take), with
+    ``args``; None when none or several fit. The 1.5B called ``update_double_function`` with ``path``,
     ``old_string`` and ``new_string`` four times for a step that declares edit_file, each refused as an unknown
     tool. The call is then that tool's: the gate and the step's declared tools decide as for any call of it."""
     if not isinstance(args, dict) or not args:
