@@ -497,7 +497,7 @@ def test_a_call_named_after_a_reading_step_with_a_read_tools_arguments_reads(tmp
         plan=plan_of(step), execute=lambda req: "read it" if req.tool_results() else {"tool_calls": calls}
     )
 
-    out, model, ws = run(tmp_path, script, task="read names.txt")
+    _, model, ws = run(tmp_path, script, task="read names.txt")
 
     ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
     assert [(m.name, m.status) for m in ran[:2]] == [("read_names", "error"), ("read_file", "success")]
