@@ -1244,7 +1244,8 @@ def test_mend_reads_leaves_out_only_a_step_that_reads_back_what_an_earlier_step_
     assert mended(write, read, avg) == (
         [("write_data", []), ("write_avg", ["write_data"])],
         [
-            "step 'read_data' left out: it only reads back data.csv, which an earlier step writes (verify reads what each step wrote)"
+            "step 'read_data' left out: it only reads back data.csv, which an earlier step writes "
+            "(verify reads what each step wrote)"
         ],
     )
     again = read.model_copy(update={"id": "again", "dependencies": ["read_data"]})
@@ -1300,7 +1301,7 @@ def test_a_plan_that_reads_back_a_file_it_wrote_runs_without_that_step(tmp_path:
         return {"tool_calls": [tool_call("write_file", path="avg.py", content=source)]}
 
     script = PurposeScript(plan=plan_of(data, read, avg), execute=execute, reflect=GIVE_UP)
-    out, model, ws = run(tmp_path, script, task="write data.csv and avg.py", mode=mode)
+    out, model, _ = run(tmp_path, script, task="write data.csv and avg.py", mode=mode)
 
     assert out["status"] == "completed", out.get("error")
     plan = out["plan"]
