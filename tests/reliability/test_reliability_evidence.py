@@ -348,6 +348,10 @@ def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path
     [  # the 1.5B's acceptance, and its judge failed the right config.json four times
         ("config.json", b'{"port": 8080}', "config.json exists and its content is {'port': 8080}", True),
         ("config.json", b'{"port": 8080}\n', 'config.json contains {"port": 8080}', True),
+        ("config.json", b'{"port": 8080}', "config.json exists and its contents match {'port': 8080}", True),
+        ("config.json", b'{"port": 8080}', "config.json's content is {'port': 8080}", True),
+        ("config.json", b'{"port": 8080}', "`config.json` contents equal {'port': 8080}", True),
+        ("config.json", b'{"port": 80}', "config.json exists and its contents match {'port': 8080}", False),
         ("scores.json", b"[3, 5, 7]", "scores.json exists and contains the list [3, 5, 7]", True),
         ("config.json", b'{"port": 80}', "config.json exists and its content is {'port': 8080}", False),
         ("scores.json", b"[3, 5]", "scores.json contains the list [3, 5, 7]", False),

@@ -455,9 +455,13 @@ _FIRST_LINE_CLAUSE = re.compile(
 )
 
 
-#: "config.json contains {"port": 8080}", "its content is {'port': 8080}", "scores.json has the list [3, 5, 7]".
+#: "config.json contains {"port": 8080}", "its content is {'port': 8080}", "scores.json has the list [3, 5, 7]",
+#: "its contents match {'port': 8080}" (the 1.5B's; its judge failed the right file four times), "config.json's
+#: content is [1, 2]".
 _LITERAL_CLAUSE = re.compile(
-    r"(?:(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|holds|has)|(?:its|the)\s+content\s+is)\s+"
+    r"(?:(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|holds|has)"
+    r"|(?:(?:its|the)\s+|(?:the file\s+)?`?(?P<f2>[\w/.\-]+\.\w+)`?(?:'s)?\s+)contents?"
+    r"\s+(?:is|are|match(?:es)?|equals?))\s+"
     r"(?:the\s+(?:list|dict|dictionary|object|array|json|data)\s+)?`?(?P<lit>\[.*\]|\{.*\})`?",
     re.IGNORECASE | re.DOTALL,
 )
@@ -494,7 +498,7 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
         return (m.group("f"), "text", m.group("text"))
     if (m := _LITERAL_CLAUSE.fullmatch(clause)) is not None and _literal(m.group("lit")) is not _NO_VALUE:
-        name = m.group("f") or default
+        name = m.group("f") or m.group("f2") or default
         return (name, "value", m.group("lit")) if name else None
     if (m := _CONTAINS_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or default
