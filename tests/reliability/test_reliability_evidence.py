@@ -367,6 +367,27 @@ def test_a_files_data_given_as_a_literal_is_compared_as_data(
 
 
 @pytest.mark.parametrize(
+    ("acceptance", "settled", "failed"),
+    [
+        ("run.py prints '49' when executed", False, "`python run.py` prints '49': it printed '16', not '49'"),  # 1.5B
+        ("run.py prints '16' when executed", True, None),
+        ('run.py exists and `python run.py` outputs "16"', True, None),
+        ("`python run.py` prints '1'", False, None),  # a part of what it printed: the judge's to read
+        ("`python run.py` runs and prints '4 4'", False, "`python run.py` prints '4 4': it printed '16', not '4 4'"),
+    ],
+)
+def test_a_quoted_output_a_run_did_not_print_fails_the_step(
+    tmp_path: Path, acceptance: str, settled: bool, failed: str | None
+) -> None:
+    """The 1.5B's judge passed a run.py that printed 16 on "run.py prints '49' when executed" ("it produced '49' as
+    expected"). What a command is said to print is compared with what it printed: the same text settles the
+    clause, a text that is no part of it fails the step, and a part is left to the judge."""
+    evidence = gather(step(acceptance), wrote(tmp_path, "run.py", b"print(4 * 4)\n"), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write run.py") is settled
+    assert [f"{c.what}: {c.detail}" for c in evidence.failed] == ([failed] if failed else [])
+
+
+@pytest.mark.parametrize(
     ("script", "module", "named"),
     [
         (b"import sys\nprint(len(sys.stdin.readlines()))\n", None, False),  # the 1.5B's: printed 0, claimed done

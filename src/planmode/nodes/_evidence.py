@@ -286,10 +286,29 @@ _FILE_RUNS_CLAUSE = re.compile(
 )
 
 
+_WHEN_RUN = r"(?:\s+when\s+(?:it\s+is\s+)?(?:executed|run))?"
 _PRINTS_CLAUSE = re.compile(
-    r"(?:running\s+)?`(?P<c>[^`]+)`\s+(?:prints|outputs|shows)\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<out>.*)(?P=q)",
+    r"(?:running\s+)?`(?P<c>[^`]+)`\s+(?:prints|outputs|shows)\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<out>.*)(?P=q)"
+    + _WHEN_RUN,
     re.IGNORECASE | re.DOTALL,
 )
+#: "run.py prints '16' when executed", "`run.py` outputs "16"": a script of the workspace, run as it is.
+_FILE_PRINTS_CLAUSE = re.compile(
+    rf"(?:running\s+)?`?(?P<f>[\w/.\-]+\.py)`?{_AND}\s+(?:prints|outputs|shows|displays)\s+(?:exactly\s*:?\s*)?"
+    r"(?P<q>['\"`])(?P<out>.*)(?P=q)" + _WHEN_RUN,
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _printed_clause(clause: str) -> tuple[str, str] | None:
+    """The command a clause says prints a quoted text, and that text; None when the clause is not one."""
+    if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
+        return m.group("c").strip(), m.group("out")
+    if (m := _FILE_PRINTS_CLAUSE.fullmatch(clause)) is not None:
+        return f"python {m.group('f')}", m.group("out")
+    return None
+
+
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
 _BRACKETED = re.compile(r"\[[^\[\]\n]*\]|\{[^{}\n]*\}")
 
@@ -430,7 +449,7 @@ def _with_commands(clauses: list[str]) -> list[str]:
     for clause in clauses:
         if (m := _RUNS_CLAUSE.fullmatch(clause) or _PRINTS_CLAUSE.fullmatch(clause)) is not None:
             last = m.group("c").strip()
-        elif (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
+        elif (m := _FILE_PRINTS_CLAUSE.fullmatch(clause) or _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
             last = f"python {m.group('f')}"
         elif last is not None and _BARE_PRINTS.fullmatch(clause):
             clause = f"`{last}` {clause}"
@@ -556,9 +575,9 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
         return "runs" if f"`{m.group('c').strip()}` runs" in passed else None
     if (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
         return "runs" if f"`python {m.group('f')}` runs" in passed else None
-    if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
-        printed = passed.get(f"`{m.group('c').strip()}` runs")
-        return "printed" if printed is not None and printed.strip() == m.group("out").strip() else None
+    if (said := _printed_clause(clause)) is not None:
+        printed = passed.get(f"`{said[0]}` runs")
+        return "printed" if printed is not None and printed.strip() == said[1].strip() else None
     return None
 
 
@@ -816,7 +835,27 @@ def gather(
                 # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing
                 check = Check(check.what, False, _SILENT)
             evidence.checks.append(_elsewhere(check, root, wrote))
+        evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
     return evidence
+
+
+def _other_outputs(acceptance: str, checks: list[Check]) -> list[Check]:
+    """A failed check for each clause of ``acceptance`` that says a command prints a quoted text its run (passed,
+    its whole output shown) did not print, not even as a part. The 1.5B's judge passed a run.py that printed 16 on
+    "run.py prints '49' when executed" ("it produced '49' as expected"). A text that is part of the output is left
+    to the judge ("prints 'Hello'" of "Hello, Ada!")."""
+    outputs = {c.what: c.detail for c in checks if c.passed is True and c.what.endswith(" runs")}
+    out = []
+    for clause in _with_commands(_clauses(acceptance)):
+        said = _printed_clause(clause)
+        printed = outputs.get(f"`{said[0]}` runs") if said is not None else None
+        if said is None or printed is None or printed.endswith("…"):  # not run, or its output cut short
+            continue
+        expected = said[1].replace("\\n", "\n").strip()
+        if expected and expected not in printed:
+            shown = clip(printed, 80, fold=False)
+            out.append(Check(f"`{said[0]}` prints {expected!r}", False, f"it printed {shown!r}, not {expected!r}"))
+    return out
 
 
 _IMPORTS = re.compile(r"^\s*(?:from\s+(?P<f>[\w.]+)\s+import|import\s+(?P<i>[\w.]+))", re.MULTILINE)
