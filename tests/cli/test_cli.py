@@ -30,7 +30,7 @@ PLAN_V1 = {
             "tools": ["write_file"],
             "acceptance": "notes.md exists",
         },
-        {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
+        {"id": "check", "description": "Check the heading is there", "dependencies": ["draft"], "tools": ["read_file"]},
     ],
 }
 PLAN_V2 = {
@@ -42,7 +42,7 @@ PLAN_V2 = {
             "tools": ["write_file"],
             "acceptance": "notes.md exists",
         },
-        {"id": "check", "description": "Read notes.md back", "dependencies": ["draft"], "tools": ["read_file"]},
+        {"id": "check", "description": "Check the heading is there", "dependencies": ["draft"], "tools": ["read_file"]},
     ],
 }
 
