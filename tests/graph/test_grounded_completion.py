@@ -797,6 +797,54 @@ def test_a_patch_that_lists_a_tool_as_a_dependency_is_read_as_the_model_meant_it
     assert (ws / "mathx.py").read_text() == GOOD
 
 
+def test_kept_runs_adds_back_only_the_runs_of_files_the_new_acceptance_drops() -> None:
+    from planmode.nodes._coverage import kept_runs
+
+    old = "test_shapes.py exists and `pytest test_shapes.py` passes"
+    assert kept_runs(old, "test_shapes.py compiles") == (
+        "test_shapes.py compiles and `pytest test_shapes.py` passes",
+        ["pytest test_shapes.py"],
+    )
+    assert kept_runs(old, "`pytest test_shapes.py` passes") == ("`pytest test_shapes.py` passes", [])
+    assert kept_runs("`python run.py` prints '16'", "") == ("`python run.py` runs", ["python run.py"])
+    # a command with arguments of the model's own is not held to: a repair may drop it
+    assert kept_runs("shapes.py exists and `python shapes.py area_square(3)` returns 9", "shapes.py exists") == (
+        "shapes.py exists",
+        [],
+    )
+
+
+def test_a_repair_that_drops_what_an_acceptance_ran_keeps_it(tmp_path: Path) -> None:
+    """A false 'completed' on the 1.5B: its reflection changed write_test_shapes' acceptance from "`pytest
+    test_shapes.py` passes" to "test_shapes.py compiles"; the next test_shapes.py compiled, failed under pytest,
+    and the run claimed the task done. A repair keeps every run of a file its step's acceptance had."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "shapes.py").write_text("def area_square(s):\n    return s * s\n")
+    failing = "def test_area():\n    assert area_square(3) == 9\n"  # no import: a NameError under pytest
+    step = {
+        "id": "write_test_shapes",
+        "description": "Write test_shapes.py with a pytest test of area_square",
+        "tools": ["write_file"],
+        "acceptance": "test_shapes.py exists and `pytest test_shapes.py` passes",
+    }
+    weaker = {"id": "write_test_shapes", "description": "Fix the syntax", "acceptance": "test_shapes.py compiles"}
+    script = PurposeScript(
+        plan=plan_of(step),
+        execute=writer("test_shapes.py", failing),
+        reflect={"assessment": "needs_adjustment", "reasoning": "a syntax error", "update_steps": [weaker]},
+    )
+
+    out, model, _ = run(tmp_path, script, task="write test_shapes.py", max_reflections=1)
+
+    plan = out["plan"]
+    assert out["status"] != "completed"
+    kept = plan.get("write_test_shapes").acceptance
+    assert kept == "test_shapes.py compiles and `pytest test_shapes.py` passes"
+    patched = [h for h in plan.history if h.source == "patch"]
+    assert patched and "keeps `pytest test_shapes.py` in its acceptance" in (patched[0].reason or "")
+    assert model.calls("patch") == 0  # the reflection's own patch, applied as kept
+
+
 @pytest.mark.parametrize("done", [False, True])
 def test_a_patch_that_adds_an_open_step_again_updates_it_and_a_done_one_stays_refused(
     tmp_path: Path, done: bool

@@ -44,7 +44,9 @@ from planmode.state.models import Plan, Step, as_step_id
 from planmode.tools.files import deliverables, file_names, produced_file
 
 __all__ = [
+    "kept_runs",
     "mend_acceptance",
+    "mend_kept_runs",
     "mend_module_runs",
     "mend_plan",
     "mend_reads",
@@ -339,6 +341,38 @@ def mend_dependencies(
             if len(set(step.dependencies)) != len(step.dependencies):
                 said.append("a dependency was listed twice")
             notes.append(f"step {step.id!r} dependencies mended: {'; '.join(said)}")
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+#: A command a repair keeps: a file of the workspace run as it is (`` `python x.py` ``, `` `pytest test_x.py` ``).
+_KEPT_RUN = re.compile(r"(?:python3?|pytest)\s+[\w/.\-]+\.py")
+
+
+def kept_runs(old: str, new: str) -> tuple[str, list[str]]:
+    """``new`` acceptance with every command of the ``old`` one that runs a file as it is and that ``new`` does not
+    run added back, and those commands. A repair may reword a step's acceptance, never drop what it ran: the 1.5B's
+    reflection changed "`pytest test_shapes.py` passes" to "test_shapes.py compiles", the next test_shapes.py
+    compiled and failed, and the run ended `completed`."""
+    have = set(commands(new))
+    lost = [c for c in commands(old) if _KEPT_RUN.fullmatch(c) and c not in have]
+    if not lost:
+        return new, []
+    said = " and ".join(f"`{c}` {'passes' if c.startswith('pytest') else 'runs'}" for c in lost)
+    return (f"{new.rstrip().rstrip('.')} and {said}" if new.strip() else said), lost
+
+
+def mend_kept_runs(before: Plan, plan: Plan, ids: Sequence[str]) -> tuple[Plan, list[str]]:
+    """``plan`` with each step of ``ids`` that ``before`` holds keeping the runs of its acceptance there
+    (`kept_runs`); and what was kept."""
+    steps, notes = list(plan.steps), []
+    for i, step in enumerate(steps):
+        old = before.get(step.id) if step.id in ids else None
+        if old is None:
+            continue
+        acceptance, lost = kept_runs(old.acceptance or "", step.acceptance or "")
+        if lost:
+            steps[i] = step.model_copy(update={"acceptance": acceptance})
+            notes.append(f"step {step.id!r} keeps {', '.join(f'`{c}`' for c in lost)} in its acceptance")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 

@@ -24,9 +24,11 @@ from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext
 from planmode.nodes._batch import unapproved_steps
 from planmode.nodes._coverage import (
+    kept_runs,
     mend_acceptance,
     mend_data_runs,
     mend_dependencies,
+    mend_kept_runs,
     mend_module_runs,
     mend_runs,
     mend_tools,
@@ -183,14 +185,20 @@ def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pl
         updates.append(StepUpdate(id=a.id, **{k: v for k, v in fields.items() if v and v != getattr(old, k)}))
     names = {t.name for t in tools} - {s.id for s in plan.steps} - {a.id for a in added}
     added = [a.model_copy(update={"dependencies": [d for d in a.dependencies if d not in names]}) for a in added]
-    fixed = []
+    fixed, notes = [], []
     for u in updates:
+        if u.acceptance is not None and (old := plan.get(u.id)) is not None:
+            acceptance, lost = kept_runs(old.acceptance or "", u.acceptance)
+            if lost:  # a repair rewords what a step must meet, never drops what it ran
+                u = u.model_copy(update={"acceptance": acceptance})
+                notes.append(f"step {u.id!r} keeps {', '.join(f'`{c}`' for c in lost)} in its acceptance")
         if u.dependencies is None or not names.intersection(u.dependencies):
             fixed.append(u)
             continue
         kept = [d for d in u.dependencies if d not in names]
         fixed.append(u.model_copy(update={"dependencies": kept or None}))
-    return candidate.model_copy(update={"add_steps": added, "update_steps": fixed})
+    reason = candidate.reason + (f" ({'; '.join(notes)})" if notes else "")
+    return candidate.model_copy(update={"add_steps": added, "update_steps": fixed, "reason": reason})
 
 
 def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, AIMessage] | None:
@@ -257,7 +265,8 @@ def _full_plan_fallback(
     proposed, mended = mend_acceptance(proposed, tools, open_ids)
     proposed, modules = mend_module_runs(proposed, tools, open_ids)
     proposed, runs = mend_runs(proposed, tools, open_ids)
-    mended = [*named, *untied, *data_runs, *mended, *modules, *runs]
+    proposed, kept_commands = mend_kept_runs(plan, proposed, open_ids)
+    mended = [*named, *untied, *data_runs, *mended, *modules, *runs, *kept_commands]
     reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
     if not reasons:
         notes = [*mended, *([f"done steps kept as they are: {', '.join(kept)}"] if kept else [])]
