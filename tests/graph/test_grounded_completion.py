@@ -1230,6 +1230,13 @@ def test_mend_runs_adds_a_run_only_where_a_printing_script_is_run_by_nothing() -
     assert one("Write app.py with add(a, b)", "app.py exists") == "app.py exists"  # says nothing of printing
     assert one("Write notes.txt that shows the plan", "notes.txt exists") == "notes.txt exists"  # not a script
     assert one(says, "app.py exists", tools=("read_file",)) == "app.py exists"  # writes nothing
+    # a test file pytest collects is run by pytest (a test that compiles is not a test that passes)
+    test = "Write test_shapes.py with a test of area_square"
+    assert one(test, "test_shapes.py exists") == "test_shapes.py exists and `pytest test_shapes.py` passes"
+    assert one(test, "`python -m pytest test_shapes.py` passes") == "`python -m pytest test_shapes.py` passes"
+    assert one(test, "`pytest test_shapes.py` passes") == "`pytest test_shapes.py` passes"
+    assert one("Write shapes_test.py", "shapes_test.py exists").endswith("and `pytest shapes_test.py` passes")
+    assert one("Write testing.py with helpers", "testing.py exists") == "testing.py exists"  # not a test file
 
 
 def test_mend_tools_replaces_a_tool_name_that_means_exactly_one_of_the_graphs_tools() -> None:

@@ -202,16 +202,28 @@ def mend_acceptance(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str]) -
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
+#: A file pytest collects: test_x.py, x_test.py.
+_TEST_FILE = re.compile(r"test_\w+\.py|\w+_test\.py")
+
+
 def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
     """``plan`` with each write step (of ``ids``, or all) that says the Python script it writes prints something,
-    and whose acceptance runs nothing that runs it, given `` and `python <script>` runs`` in its acceptance; and
-    what was changed. What a script prints is then evidence (its output shown to the judge, a silent run failed)
-    under an acceptance the plan's approval covers. Two false "completed" on the 1.5B came from acceptance that ran
-    nothing ("report.py exists and correctly reads temps.txt and prints c_to_f"): a report.py that read stdin was
-    passed by the judge on its source alone."""
+    and whose acceptance runs nothing that runs it, given `` and `python <script>` runs`` in its acceptance (a test
+    file pytest collects, `` and `pytest <file>` passes``); and what was changed. What a script prints is then
+    evidence (its output shown to the judge, a silent run failed) under an acceptance the plan's approval covers.
+    Two false "completed" on the 1.5B came from acceptance that ran nothing ("report.py exists and correctly reads
+    temps.txt and prints c_to_f"): a report.py that read stdin was passed by the judge on its source alone."""
     notes: list[str] = []
     steps = list(plan.steps)
     for i, step, script in _python_writers(steps, tools, ids):
+        if _TEST_FILE.fullmatch(script.rsplit("/", 1)[-1]) and step.acceptance.strip():
+            if not any("pytest" in c and script in c for c in commands(step.acceptance)):  # a test file is run
+                added = f"`pytest {script}` passes"
+                steps[i] = step.model_copy(update={"acceptance": f"{step.acceptance.strip().rstrip('.')} and {added}"})
+                notes.append(
+                    f"step {step.id!r} writes the test {script} and ran nothing: its acceptance runs it ({added})"
+                )
+            continue
         if not says_prints(step.description):
             continue
         if not step.acceptance.strip() or f"python {script}" in commands(step.acceptance):
