@@ -367,6 +367,49 @@ def test_a_files_data_given_as_a_literal_is_compared_as_data(
 
 
 @pytest.mark.parametrize(
+    ("name", "content", "acceptance", "settled", "failed"),
+    [  # the 1.5B's acceptance; its judge failed the empty util/__init__.py four times ("it is not empty")
+        ("util/__init__.py", b"", "util/__init__.py exists and is empty", True, False),
+        ("util/__init__.py", b"\n", "util/__init__.py exists and is empty", True, False),
+        ("util/__init__.py", b"x = 1\n", "util/__init__.py exists and is empty", False, True),
+        # and a right util/strings.py, written on two lines, on this acceptance
+        (
+            "util/strings.py",
+            b"def shout(s):\n    return s.upper() + '!'\n",
+            "util/strings.py exists and contains `def shout(s): return s.upper() + '!'`",
+            True,
+            False,
+        ),
+        (  # written another way: not failed, left to the judge
+            "util/strings.py",
+            b"def shout(text):\n    return f'{text.upper()}!'\n",
+            "util/strings.py exists and contains `def shout(s): return s.upper() + '!'`",
+            False,
+            False,
+        ),
+        (
+            "app.py",
+            b"from util.strings import shout\nprint(shout('hi'))\n",
+            "app.py has `print(shout('hi'))`",
+            True,
+            False,
+        ),
+    ],
+)
+def test_an_empty_file_and_a_piece_of_code_are_checked_without_a_model(
+    tmp_path: Path, name: str, content: bytes, acceptance: str, settled: bool, failed: bool
+) -> None:
+    """ "is empty" is checked on the file; code an acceptance quotes is looked for as parsed Python (layout aside),
+    and code not found so is the judge's to read, not a failure."""
+    (tmp_path / "util").mkdir()
+    evidence = gather(step(acceptance), wrote(tmp_path, name, content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, f"Write {name}") is settled
+    assert bool(evidence.failed) is failed
+    if failed:
+        assert evidence.reason() == "util/__init__.py is empty: it holds 'x = 1'"
+
+
+@pytest.mark.parametrize(
     ("acceptance", "settled", "failed"),
     [
         ("run.py prints '49' when executed", False, "`python run.py` prints '49': it printed '16', not '49'"),  # 1.5B
@@ -554,6 +597,7 @@ def test_a_name_imported_from_a_module_that_is_not_there_is_told_its_module(tmp_
         ("The file `util/strings.py` does not contain the `shout` function as described by the step.", True),
         ("the function `shout` is not defined", True),
         ("does not define shout()", True),
+        ("The file util/strings.py exists but does not contain the expected function shout.", True),  # the 1.5B's
         ("does not contain the whisper function", False),  # defined nowhere: a judgement, not contradicted
         ("does not contain the expected output", False),
         ("The file does not contain the missing '!' at the end.", False),

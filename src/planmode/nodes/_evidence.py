@@ -370,7 +370,8 @@ _NOTHING_WRITTEN = re.compile(
 #: define shout()", "the function `shout` is not defined".
 _LACKS = (
     re.compile(
-        r"\b(?:does not|doesn't|did not|didn't|do not)\s+(?:contain|define|include|have)\s+(?:the\s+|a\s+)?"
+        r"\b(?:does not|doesn't|did not|didn't|do not)\s+(?:contain|define|include|have)\s+(?:the\s+|a\s+|an\s+)?"
+        r"(?:expected\s+|required\s+|correct\s+|right\s+|specified\s+)?"
         r"(?:function\s+|class\s+)?`?(?P<n>[A-Za-z_]\w*)`?(?:\(\))?\s*(?:function|class|method)?\b",
         re.IGNORECASE,
     ),
@@ -511,11 +512,38 @@ def _literal(text: str) -> Any:
 _NO_VALUE = object()
 
 
+#: "contains `def shout(s): return s.upper() + '!'`": a file holds a piece of Python code, compared as code.
+_CODE_CLAUSE = re.compile(
+    r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.py)`?\s+|it\s+)?(?:contains|has|includes|defines)\s+"
+    r"(?:the\s+(?:code|function|line|definition|statement)\s+)?`(?P<code>[^`\n]*[(=:][^`\n]*)`",
+    re.IGNORECASE,
+)
+#: "util/__init__.py exists and is empty", "it is empty".
+_EMPTY_CLAUSE = re.compile(
+    r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:is|stays|remains)\s+(?:an?\s+)?empty(?:\s+file)?",
+    re.IGNORECASE,
+)
+
+
+def _code_of(text: str) -> ast.Module | None:
+    """``text`` parsed as Python (None when it is not Python)."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
 def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | None:
     """What a content clause asks: (file, "contains", "first line" or "value", the text), the file the
     acceptance's only file when the clause names none; None when the clause is not one."""
     if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
         return (m.group("f"), "text", m.group("text"))
+    if (m := _EMPTY_CLAUSE.fullmatch(clause)) is not None:
+        name = m.group("f") or default
+        return (name, "empty", "") if name else None
+    if (m := _CODE_CLAUSE.fullmatch(clause)) is not None and _code_of(m.group("code")) is not None:
+        name = m.group("f") or default
+        return (name, "code", m.group("code")) if name and name.endswith(".py") else None
     if (m := _LITERAL_CLAUSE.fullmatch(clause)) is not None and _literal(m.group("lit")) is not _NO_VALUE:
         name = m.group("f") or m.group("f2") or default
         return (name, "value", m.group("lit")) if name else None
@@ -562,6 +590,10 @@ def _content_what(name: str, kind: str, text: str) -> str:
         return f"{name} holds {text}"
     if kind == "text":
         return f"{name} reads {text!r}"
+    if kind == "empty":
+        return f"{name} is empty"
+    if kind == "code":
+        return f"{name} has the code {text!r}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
 
 
@@ -918,6 +950,10 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         if held is not _NO_VALUE and held == _literal(text):
             return Check(what, True)
         return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
+    if kind == "empty":
+        return Check(what, True) if not body.strip() else Check(what, False, f"it holds {clip(body, 80)!r}")
+    if kind == "code":  # each statement of the code, as Python, somewhere in the file; else the judge reads it
+        return _has_code(what, body, text)
     if kind == "text":  # the whole text, line by line, as `cat` prints it; a backslash-n written out is a break
         said = text.replace("\\n", "\n").strip().splitlines()
         if [line.rstrip() for line in body.strip().splitlines()] == [line.rstrip() for line in said]:
@@ -930,6 +966,20 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         ok = text in body if kind == "contains" else first.strip() == text.strip()
     first = clip(first, 80, fold=False)
     return Check(what, True) if ok else Check(what, False, f"it does not (its first line is {first!r})")
+
+
+def _has_code(what: str, body: str, code: str) -> Check:
+    """Whether every statement of ``code`` is one of the file's (compared as parsed Python: its layout, and how it
+    is wrapped, aside). The 1.5B's judge failed a right util/strings.py on "contains `def shout(s): return
+    s.upper() + '!'`" (the file had it on two lines). Code that is not found there is left to the judge: it may be
+    written another way."""
+    wanted, tree = _code_of(code), _code_of(body)
+    if wanted is None or tree is None or not wanted.body:
+        return Check(what, None, "it is not Python that parses")
+    have = {ast.dump(node) for node in ast.walk(tree) if isinstance(node, ast.stmt)}
+    if all(ast.dump(stmt) in have for stmt in wanted.body):
+        return Check(what, True)
+    return Check(what, None, "not found written this way (it may be written another way)")
 
 
 _SILENT = (
