@@ -1366,6 +1366,32 @@ def test_a_plan_that_reads_back_a_file_it_wrote_runs_without_that_step(tmp_path:
     assert model.calls("execute") == 2 and model.calls("verify") == 0  # a write a step, each settled by its checks
 
 
+def test_mend_new_files_lets_a_step_that_edits_a_file_no_one_writes_write_it(tmp_path: Path) -> None:
+    from planmode.nodes._coverage import mend_new_files
+    from planmode.state.models import Plan
+
+    (tmp_path / "calc.py").write_text("def double(x):\n    return x + 2\n")
+
+    def tools_of(*steps: Step) -> tuple[list[list[str]], list[str]]:
+        plan, notes = mend_new_files(Plan(goal="g", version=1, steps=list(steps)), workspace_tools(tmp_path))
+        return [list(s.tools) for s in plan.steps], notes
+
+    # the 1.5B's step: app.py does not exist and no step writes it
+    app = Step(id="import_util", description="Import util in app.py", tools=["edit_file"], acceptance="app.py exists")
+    assert tools_of(app) == (
+        [["edit_file", "write_file"]],
+        ["step 'import_util' changes app.py, which does not exist and no step writes: it may write_file it"],
+    )
+    fix = Step(id="fix", description="Fix double in calc.py", tools=["edit_file"], acceptance="calc.py exists")
+    assert tools_of(fix)[1] == []  # calc.py exists: an edit
+    writer = Step(id="w", description="Write app.py", tools=["write_file"], acceptance="app.py exists")
+    assert tools_of(writer, app)[1] == []  # another step writes app.py whole
+    both = app.model_copy(update={"tools": ["write_file", "edit_file"]})
+    assert tools_of(both)[1] == []  # it may write already
+    reads = app.model_copy(update={"tools": ["read_file"]})
+    assert tools_of(reads)[1] == []  # it changes nothing
+
+
 def test_mend_length_drops_only_steps_that_can_do_nothing_and_only_to_meet_the_limit() -> None:
     from planmode.nodes._coverage import mend_length
     from planmode.state.models import Plan

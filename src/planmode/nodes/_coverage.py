@@ -48,6 +48,7 @@ __all__ = [
     "mend_acceptance",
     "mend_kept_runs",
     "mend_module_runs",
+    "mend_new_files",
     "mend_plan",
     "mend_reads",
     "mend_runs",
@@ -308,6 +309,35 @@ def mend_module_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] |
 
 def _runs_only(module: str, m: re.Match[str]) -> str:
     return f"`python {module}` runs" if m.group("f") == module else m.group(0)
+
+
+def mend_new_files(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
+    """``plan`` with a whole-file write tool (one that takes ``path`` and ``content``) added to each step that
+    changes its one file only in place (``edit_file``) when that file does not exist in the workspace and no other
+    step that writes files whole names it; and what was changed. The 1.5B's plan gave "Import util in app.py" the
+    tool edit_file, and app.py, which nothing else wrote, did not exist: no edit can make it."""
+    root = workspace_root(tools)
+    whole = [t.name for t in tools if {"path", "content"} <= set(t.args) and t.name in write_tool_names(tools)]
+    if root is None or not whole:
+        return plan, []
+    tool = "write_file" if "write_file" in whole else whole[0]
+    writes = write_tool_names(tools)
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        declared = declared_writes(step, writes)
+        if not declared or set(declared) & set(whole):
+            continue
+        made = produced_file(step.description, step.acceptance)
+        if made is None or (root / made).exists():
+            continue
+        if any(
+            o.id != step.id and set(o.tools) & set(whole) and made in f"{o.description} {o.acceptance}" for o in steps
+        ):
+            continue
+        steps[i] = step.model_copy(update={"tools": [*step.tools, tool]})
+        notes.append(f"step {step.id!r} changes {made}, which does not exist and no step writes: it may {tool} it")
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
 def mend_tools(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:

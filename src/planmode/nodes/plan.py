@@ -22,6 +22,7 @@ from planmode.nodes._coverage import (
     mend_dependencies,
     mend_length,
     mend_module_runs,
+    mend_new_files,
     mend_plan,
     mend_reads,
     mend_runs,
@@ -82,10 +83,11 @@ def request_plan(
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
         plan, fixed = mend_tools(plan, tools)  # "write" for write_file: fixed, not asked again
         plan, untied = mend_dependencies(plan, tools)  # a tool named as a dependency: dropped, not asked again
+        plan, new_files = mend_new_files(plan, tools)  # "Import util in app.py" with edit_file, and no app.py
         plan, read_back = mend_reads(plan, tools)  # "Read data.csv and verify it" after the step that writes it
         plan, trimmed = mend_length(plan, tools, settings.max_steps)  # a step past the limit that can do nothing
         plan, data_runs = mend_data_runs(plan)  # "`python config.json` prints the port": left out
-        named[id(plan)] = [*fixed, *untied, *trimmed, *data_runs, *read_back]
+        named[id(plan)] = [*fixed, *untied, *new_files, *trimmed, *data_runs, *read_back]
         reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
