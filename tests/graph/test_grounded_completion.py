@@ -1392,6 +1392,47 @@ def test_mend_new_files_lets_a_step_that_edits_a_file_no_one_writes_write_it(tmp
     assert tools_of(reads)[1] == []  # it changes nothing
 
 
+def test_mend_run_steps_puts_a_run_step_into_the_acceptance_of_the_step_that_writes_the_script() -> None:
+    from planmode.nodes._coverage import mend_run_steps
+    from planmode.state.models import Plan
+
+    def mended(*steps: Step) -> tuple[list[tuple[str, list[str], str]], list[str]]:
+        plan, notes = mend_run_steps(Plan(goal="g", version=1, steps=list(steps)), workspace_tools(Path(".")))
+        return [(s.id, list(s.dependencies), s.acceptance) for s in plan.steps], notes
+
+    app = Step(
+        id="write_app",
+        description="Write app.py that prints shout('hi')",
+        tools=["write_file"],
+        acceptance="app.py exists",
+    )
+    run = Step(id="run_app", description="Run app.py", tools=["run_file"], dependencies=["write_app"], acceptance="")
+    after = Step(
+        id="after",
+        description="Write notes.md",
+        tools=["write_file"],
+        dependencies=["run_app"],
+        acceptance="notes.md exists",
+    )
+    # the 1.5B's plan: "Run app.py" with run_file
+    assert mended(app, run, after) == (
+        [("write_app", [], "app.py exists and `python app.py` runs"), ("after", ["write_app"], "notes.md exists")],
+        ["step 'run_app' only runs app.py with run_file: step 'write_app' runs it (`python app.py` runs)"],
+    )
+    test = Step(id="write_test", description="Write test_app.py", tools=["write_file"], acceptance="test_app.py exists")
+    pytest_step = Step(
+        id="t", description="Test test_app.py using pytest", tools=["pytest"], dependencies=["write_test"]
+    )
+    assert mended(test, pytest_step)[0] == [("write_test", [], "test_app.py exists and `pytest test_app.py` passes")]
+    ran = app.model_copy(update={"acceptance": "`python app.py` runs"})
+    assert mended(ran, run)[0] == [("write_app", [], "`python app.py` runs")]  # it runs it already
+    # kept: a tool of the graph; a script no step before it writes; a step that is not a run; two scripts
+    assert mended(app, run.model_copy(update={"tools": ["read_file"]}))[1] == []
+    assert mended(app, run.model_copy(update={"dependencies": []}))[1] == []
+    assert mended(app, run.model_copy(update={"description": "Explain app.py"}))[1] == []
+    assert mended(app, run.model_copy(update={"description": "Run app.py and b.py"}))[1] == []
+
+
 def test_mend_length_drops_only_steps_that_can_do_nothing_and_only_to_meet_the_limit() -> None:
     from planmode.nodes._coverage import mend_length
     from planmode.state.models import Plan

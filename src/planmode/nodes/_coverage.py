@@ -51,6 +51,7 @@ __all__ = [
     "mend_new_files",
     "mend_plan",
     "mend_reads",
+    "mend_run_steps",
     "mend_runs",
     "mend_tools",
     "plan_problems",
@@ -416,6 +417,77 @@ def mend_kept_runs(before: Plan, plan: Plan, ids: Sequence[str]) -> tuple[Plan, 
             steps[i] = step.model_copy(update={"acceptance": acceptance})
             notes.append(f"step {step.id!r} keeps {', '.join(f'`{c}`' for c in lost)} in its acceptance")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+_RUN_STEP = re.compile(r"\s*(?:run|execute|test|launch|start)\b", re.IGNORECASE)
+
+
+def mend_run_steps(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
+    """``plan`` without the steps that only run a script an earlier step writes, with tools the graph does not have
+    ("Run app.py" with ``run_file``, "Test app.py using pytest" with ``pytest``): the run goes into the acceptance of
+    the step that writes the script (`` `python app.py` runs``, ``pytest`` for a test file), where verify runs it;
+    the step's dependents depend on what it depended on. And what was changed. No tool of the graph runs a
+    script: such a step answered in words, and its judge failed it."""
+    names = {t.name for t in tools}
+    writes = write_tool_names(tools)
+    if not writes:
+        return plan, []
+    steps = {s.id: s for s in plan.steps}
+    order = [s.id for s in plan.steps]
+    dropped: dict[str, list[str]] = {}
+    notes: list[str] = []
+    for sid in order:
+        step = steps[sid]
+        if not step.tools or set(step.tools) & names or not _RUN_STEP.match(step.description):
+            continue
+        scripts = [f for f in file_names(f"{step.description} {step.acceptance}") if f.endswith(".py")]
+        if len(scripts) != 1:
+            continue
+        script = scripts[0]
+        ancestors, todo = set(), list(step.dependencies)
+        while todo:
+            d = todo.pop()
+            if d in steps and d not in ancestors:
+                ancestors.add(d)
+                todo.extend(steps[d].dependencies)
+        writer = next(
+            (
+                steps[a]
+                for a in reversed(order)
+                if a in ancestors
+                and declared_writes(steps[a], writes)
+                and produced_file(steps[a].description, steps[a].acceptance) == script
+            ),
+            None,
+        )
+        if writer is None:
+            continue
+        run = (
+            f"`pytest {script}` passes"
+            if _TEST_FILE.fullmatch(script.rsplit("/", 1)[-1])
+            else f"`python {script}` runs"
+        )
+        if run.split("`")[1] not in commands(writer.acceptance):
+            steps[writer.id] = writer.model_copy(
+                update={"acceptance": f"{writer.acceptance.strip().rstrip('.')} and {run}".removeprefix(" and ")}
+            )
+        dropped[sid] = list(step.dependencies)
+        notes.append(
+            f"step {sid!r} only runs {script} with {', '.join(step.tools)}: step {writer.id!r} runs it ({run})"
+        )
+    if not dropped:
+        return plan, []
+
+    def tied(deps: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for d in deps:
+            out.extend(tied(dropped[d]) if d in dropped else [d])
+        return list(dict.fromkeys(out))
+
+    kept = [
+        steps[s].model_copy(update={"dependencies": tied(steps[s].dependencies)}) for s in order if s not in dropped
+    ]
+    return plan.model_copy(update={"steps": kept}), notes
 
 
 def mend_reads(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:

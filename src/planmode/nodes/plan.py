@@ -25,6 +25,7 @@ from planmode.nodes._coverage import (
     mend_new_files,
     mend_plan,
     mend_reads,
+    mend_run_steps,
     mend_runs,
     mend_tools,
     plan_problems,
@@ -85,9 +86,10 @@ def request_plan(
         plan, untied = mend_dependencies(plan, tools)  # a tool named as a dependency: dropped, not asked again
         plan, new_files = mend_new_files(plan, tools)  # "Import util in app.py" with edit_file, and no app.py
         plan, read_back = mend_reads(plan, tools)  # "Read data.csv and verify it" after the step that writes it
+        plan, run_steps = mend_run_steps(plan, tools)  # "Run app.py" with run_file: the writer's acceptance runs it
         plan, trimmed = mend_length(plan, tools, settings.max_steps)  # a step past the limit that can do nothing
         plan, data_runs = mend_data_runs(plan)  # "`python config.json` prints the port": left out
-        named[id(plan)] = [*fixed, *untied, *new_files, *trimmed, *data_runs, *read_back]
+        named[id(plan)] = [*fixed, *untied, *new_files, *trimmed, *data_runs, *read_back, *run_steps]
         reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
