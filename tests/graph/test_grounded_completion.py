@@ -140,7 +140,7 @@ def test_an_executor_that_only_claims_a_write_does_not_complete(tmp_path: Path, 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_path: Path, mode: str) -> None:
-    step = write_step("mathx.py exists, `python mathx.py` runs and add(2, 3) returns 5")  # the last: the judge's
+    step = write_step("mathx.py exists, `python mathx.py` runs and add(a, b) returns their sum")  # the last: the judge's
     script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD), final="Wrote mathx.py.")
 
     out, model, ws = run(tmp_path, script, mode=mode)
@@ -208,7 +208,8 @@ TOOL_STEPS = plan_of(
 
 def test_a_plan_naming_tools_as_steps_is_sent_back_with_the_fix(tmp_path: Path) -> None:
     """The reasons name the fix; the corrected plan, which reads the file back after writing it, is accepted
-    (only reading before anything is written is exploration)."""
+    (only reading before anything is written is exploration), its read-back step left out (verify reads what the
+    write step wrote)."""
     read_back = {
         "id": "read_back",
         "description": "Read mathx.py back",
@@ -232,7 +233,8 @@ def test_a_plan_naming_tools_as_steps_is_sent_back_with_the_fix(tmp_path: Path) 
     assert "no step writes mathx.py" in reasons and "tools ['write_file']" in reasons
     assert "step 'read_file' only reads" in reasons
     assert out["status"] == "completed", out.get("error")
-    assert out["plan"].ids() == ["write_mathx", "read_back"]
+    assert out["plan"].ids() == ["write_mathx"]
+    assert "step 'read_back' left out: it only reads back mathx.py" in (out["plan"].history[0].reason or "")
 
 
 def test_a_write_step_without_acceptance_is_sent_back(tmp_path: Path) -> None:
@@ -266,7 +268,8 @@ def test_a_missing_deliverable_is_sent_back_then_added_by_planmode(tmp_path: Pat
     plan = out["plan"]
     assert plan.ids() == ["write_mathx", "write_test_mathx_py"]
     added = plan.get("write_test_mathx_py")
-    assert added.tools == ["write_file"] and added.acceptance == "test_mathx.py exists"
+    assert added.tools == ["write_file"]
+    assert added.acceptance == "test_mathx.py exists and `pytest test_mathx.py` passes"  # a test is run
     assert added.dependencies == ["write_mathx"]
     assert "completed by planmode: no step wrote test_mathx.py: added step 'write_test_mathx_py'" in (
         plan.history[0].reason
@@ -686,10 +689,12 @@ def test_a_fenced_answer_is_written_only_by_a_write_tool_the_step_declares(tmp_p
     no nudge: its fenced answer is its result, and nothing is written."""
     fenced = f"```python\n{GOOD}```"
     step = write_step(tools=["edit_file"])
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "mathx.py").write_text("")  # an edit of a file that exists (of none, it may write it)
     out, model, ws = run(tmp_path, PurposeScript(plan=plan_of(step), execute=lambda req: fenced, reflect=GIVE_UP))
     asked = [r.messages[-1].content for r in model.requests if r.purpose == "execute"]
     assert len(asked) == 2 and "fenced" not in str(asked[-1])
-    assert not list(ws.iterdir())
+    assert [p.name for p in ws.iterdir()] == ["mathx.py"] and (ws / "mathx.py").read_text() == ""
 
     (tmp_path / "b").mkdir()
     reader = {"id": "show", "description": "Show the code of add(a, b)", "tools": ["read_file"]}
@@ -985,7 +990,7 @@ def test_an_empty_report_is_not_mentioned_to_the_judge(tmp_path: Path) -> None:
     """Qwen2.5-Coder-1.5B's judge failed a step whose file existed and ran because 'the executor's report is
     empty'; told instead that no report is not a failure, it failed right steps because 'the executor did not
     provide a report' (three of four judgements in a run). With no report, the judge reads no word of one."""
-    step = write_step("mathx.py exists, `python mathx.py` runs and add(2, 3) returns 5")
+    step = write_step("mathx.py exists, `python mathx.py` runs and add(a, b) returns their sum")
     script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD, then=""))
 
     out, model, _ = run(tmp_path, script)
@@ -1001,7 +1006,7 @@ def test_the_judge_of_a_write_step_that_wrote_reads_the_evidence_not_the_report(
     """The 1.5B's judge failed a step that wrote temps.txt, twice, because 'the claim does not specify any direct
     output'. A write step's deliverable is its change: when it made one, the judge is shown the evidence alone. A
     step that changes nothing is still judged on its answer."""
-    step = write_step("mathx.py exists and add(2, 3) returns 5")
+    step = write_step("mathx.py exists and add(a, b) returns their sum")
     report = "There is no direct output specified for the write_file call."
     out, model, _ = run(tmp_path, PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD, then=report)))
     assert out["status"] == "completed", out.get("error")
@@ -1051,7 +1056,7 @@ def test_twice_contradicted_the_checks_decide_only_where_they_cover_every_clause
     assert model.calls("verify") == 2
 
     (tmp_path / "b").mkdir()
-    step = write_step("mathx.py exists and add(2, 3) returns 5")
+    step = write_step("mathx.py exists and add(a, b) returns their sum")
     failed = {"assessment": "failed", "reasoning": "the judge says no"}
     script = PurposeScript(
         plan=plan_of(step), execute=writer("mathx.py", GOOD), verify=[DENIED, NO_REPORT], reflect=failed

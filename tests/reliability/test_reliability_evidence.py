@@ -409,6 +409,52 @@ def test_an_empty_file_and_a_piece_of_code_are_checked_without_a_model(
         assert evidence.reason() == "util/__init__.py is empty: it holds 'x = 1'"
 
 
+CALC = (
+    b"def double(x):\n    return x * 2\n\ndef is_even(n):\n    return n % 2 == 0\n\ndef add(a, b):\n    return a + b\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "settled", "failed"),
+    [
+        ("calc.py exists and double(21) returns 42", True, None),  # the 1.5B's; its judge failed a right calc.py
+        ("`double(21)` returns `42`", True, None),
+        ("add(2, 3) == 5", True, None),  # the comma in the call is not a clause's end
+        ("is_even(4) is True and is_even(3) is False", True, None),
+        ("is_even(4) returns 1", False, "is_even(4) returns 1: is_even(4) returned True, not 1"),  # True is not 1
+        ("double(21) returns 43", False, "double(21) returns 43: double(21) returned 42, not 43"),
+        ("double('a', 'b') returns 1", False, "double('a', 'b') returns 1: it raised"),
+        ("triple(2) returns 6", False, None),  # defined nowhere: not decided, the judge's
+        ("double(x) returns twice x", False, None),  # not literals: not a call planmode makes
+    ],
+)
+def test_a_call_an_acceptance_says_returns_a_value_is_made(
+    tmp_path: Path, acceptance: str, settled: bool, failed: str | None
+) -> None:
+    """The 1.5B's judge failed a calc.py whose double(21) returned 42 on "calc.py exists and double(21) returns
+    42". A clause that says what a call with literal arguments returns is a check: the one workspace module that
+    defines the function is imported in a child process and the call made; the value settles the clause."""
+    evidence = gather(step(acceptance), wrote(tmp_path, "calc.py", CALC), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Fix calc.py") is settled
+    reasons = [f"{c.what}: {c.detail}" for c in evidence.failed]
+    assert len(reasons) == (1 if failed else 0) and (not failed or reasons[0].startswith(failed))
+
+
+def test_a_call_that_never_returns_or_prints_at_import_is_bounded_and_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_evidence, "COMMAND_TIMEOUT", 1.0)
+    source = (
+        b"print('loading')\ndef f(n):\n    print('noise')\n    return n + 1\ndef g():\n    while True:\n        pass\n"
+    )
+    evidence = gather(
+        step("f(1) returns 2 and g() returns 0"), wrote(tmp_path, "m.py", source), workspace_tools(tmp_path)
+    )
+    by = {c.what: c for c in evidence.checks}
+    assert by["f(1) returns 2"].passed is True  # what it printed is not what it returned
+    assert by["g() returns 0"].passed is False and "still running" in by["g() returns 0"].detail
+
+
 @pytest.mark.parametrize(
     ("acceptance", "settled", "failed"),
     [

@@ -13,7 +13,10 @@ A step is judged on evidence — the tool calls that ran (`StepOutcome.tool_runs
 - **Python files** the step wrote, or its acceptance names, compile (``compile()``: nothing is executed or written);
 - **commands** the acceptance names in backticks (`` `python hello.py` ``, `` `pytest test_mathx.py` ``) run in the
   workspace with a timeout and must exit 0 — only when the approved acceptance says so, only inside a known
-  workspace, and only a Python file of the workspace or pytest (no ``python -c``, no paths out of it).
+  workspace, and only a Python file of the workspace or pytest (no ``python -c``, no paths out of it);
+- **calls** the acceptance says return a value ("double(21) returns 42", "is_prime(8) is False"): the function
+  of the one workspace module that defines it, called with the literal arguments in a child process in the
+  workspace, with the same timeout, returns that literal value.
 
 What no check covers is left to the judge (`planmode.executors.llm_verifier`), which is shown the evidence
 (`Evidence.to_prompt`), with the executor's report marked as a claim. finalize uses the same file look-ups:
@@ -148,7 +151,7 @@ class Evidence:
         kinds = self._kinds(acceptance)
         if says_prints(description) and "printed" not in kinds and not self._prints_as_described(description):
             return False
-        return bool(kinds) and None not in kinds and bool({"runs", "printed", "content"} & set(kinds))
+        return bool(kinds) and None not in kinds and bool({"runs", "printed", "content", "returns"} & set(kinds))
 
     def _prints_as_described(self, description: str) -> bool:
         """Whether a command printed exactly the text the step's description gives as the whole output: a Python
@@ -310,7 +313,7 @@ def _printed_clause(clause: str) -> tuple[str, str] | None:
 
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
-_BRACKETED = re.compile(r"\[[^\[\]\n]*\]|\{[^{}\n]*\}")
+_BRACKETED = re.compile(r"\[[^\[\]\n]*\]|\{[^{}\n]*\}|\([^()\n]*\)")
 
 _DENIAL = (
     r"{f}\s+(?:does|did|do)\s*n[o']?t\s+exist",
@@ -430,7 +433,7 @@ def _clauses(acceptance: str) -> list[str]:
     """An acceptance split at commas, semicolons and "and" that are not inside quotes or backticks."""
     text = acceptance.strip().rstrip(".")
     masked = _QUOTED.sub(lambda m: "\x00" * len(m.group(0)), text)
-    masked = _BRACKETED.sub(lambda m: "\x00" * len(m.group(0)), masked)  # "[3, 5, 7]" is one value
+    masked = _BRACKETED.sub(lambda m: "\x00" * len(m.group(0)), masked)  # "[3, 5, 7]", "add(2, 3)": one value
     out, start = [], 0
     for sep in _CLAUSES.finditer(masked):
         out.append(text[start : sep.start()])
@@ -607,6 +610,8 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
         return "runs" if f"`{m.group('c').strip()}` runs" in passed else None
     if (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
         return "runs" if f"`python {m.group('f')}` runs" in passed else None
+    if (asked := _returns_clause(clause)) is not None:
+        return "returns" if _returned(asked[0], asked[4]) in passed else None
     if (said := _printed_clause(clause)) is not None:
         printed = passed.get(f"`{said[0]}` runs")
         return "printed" if printed is not None and printed.strip() == said[1].strip() else None
@@ -651,6 +656,75 @@ def commands(acceptance: str) -> list[str]:
     found = [m.group(1).strip() for m in _COMMAND.finditer(acceptance)]
     found += [f"python {m.group(1)}" for m in _RUNS.finditer(acceptance)]
     return list(dict.fromkeys(found))
+
+
+#: "double(21) returns 42", "`is_prime(7)` returns True", "add(2, 3) == 5": a call of a workspace function with
+#: literal arguments, and the literal value it returns.
+_RETURNS_CLAUSE = re.compile(
+    r"(?:calling\s+)?`?(?P<call>(?P<fn>[A-Za-z_]\w*)\((?P<args>[^()`\n]*)\))`?\s+"
+    r"(?:returns|should return|must return|gives|evaluates to|equals|==|is)\s+`?(?P<value>[^`\n]+?)`?",
+    re.IGNORECASE,
+)
+#: The child that makes the call: the module imported from the workspace, the arguments read as literals.
+_CALL = (
+    "import ast, importlib, sys\n"
+    "fn = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])\n"
+    "print('\\x00' + repr(fn(*ast.literal_eval(sys.argv[3]))))\n"
+)
+
+
+def _returns_clause(clause: str) -> tuple[str, str, tuple[Any, ...], Any, str] | None:
+    """(the call as written, the function, its arguments, the value, the value as written) of a clause that says
+    what a call with literal arguments returns; None when it is not one."""
+    m = _RETURNS_CLAUSE.fullmatch(clause.strip())
+    if m is None:
+        return None
+    args = _literal(f"({m.group('args')},)") if m.group("args").strip() else ()
+    value = _literal(m.group("value").strip().rstrip("."))
+    if not isinstance(args, tuple) or value is _NO_VALUE:
+        return None
+    return m.group("call"), m.group("fn"), args, value, m.group("value").strip().rstrip(".")
+
+
+def _returned(call: str, text: str) -> str:
+    return f"{call} returns {text}"
+
+
+def _returns(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> Check:
+    """Call the workspace function a "returns" clause names (the one module that defines it, imported in a child
+    process in the workspace, bounded in time) and compare what it returns."""
+    call, fn, args, value, text = clause
+    what = _returned(call, text)
+    module = _defined_in(fn, root)
+    if module is None:
+        return Check(what, None, f"no one module of the workspace defines {fn}")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CALL, module, fn, repr(args)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=COMMAND_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Check(what, False, f"still running after {COMMAND_TIMEOUT:.0f} s")
+    except OSError as exc:
+        return Check(what, None, f"could not start: {exc}")
+    if done.returncode != 0:
+        output = _relative((done.stderr or "") + (done.stdout or ""), root)
+        return Check(what, False, f"it raised: {clip(output[-400:], 400)}{_hint(output, root)}")
+    said = (done.stdout or "").rpartition("\x00")[2].strip()
+    got = _literal(said)
+    if got is not _NO_VALUE and type(got) is not bool and type(value) is not bool and got == value:
+        return Check(what, True, said)
+    if got is not _NO_VALUE and got is value:  # True, False: as themselves (1 == True in Python)
+        return Check(what, True, said)
+    return Check(what, False, f"{call} returned {clip(said, 120, fold=False)}, not {text}")
 
 
 def _run(command: str, root: Path) -> Check:
@@ -868,6 +942,9 @@ def gather(
                 check = Check(check.what, False, _SILENT)
             evidence.checks.append(_elsewhere(check, root, wrote))
         evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
+        for clause in _clauses(acceptance):
+            if (call := _returns_clause(clause)) is not None:
+                evidence.checks.append(_returns(call, root))
     return evidence
 
 
