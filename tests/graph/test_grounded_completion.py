@@ -140,7 +140,9 @@ def test_an_executor_that_only_claims_a_write_does_not_complete(tmp_path: Path, 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_path: Path, mode: str) -> None:
-    step = write_step("mathx.py exists, `python mathx.py` runs and add(a, b) returns their sum")  # the last: the judge's
+    step = write_step(
+        "mathx.py exists, `python mathx.py` runs and add(a, b) returns their sum"
+    )  # the last: the judge's
     script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD), final="Wrote mathx.py.")
 
     out, model, ws = run(tmp_path, script, mode=mode)
