@@ -409,6 +409,63 @@ def test_an_empty_file_and_a_piece_of_code_are_checked_without_a_model(
         assert evidence.reason() == "util/__init__.py is empty: it holds 'x = 1'"
 
 
+@pytest.mark.parametrize(
+    ("name", "description", "content", "settled"),
+    [  # the 1.5B's steps, each failed by its judge on acceptance that said only "with the correct content"
+        ("temps.txt", "Write temps.txt with the numbers 0 and 100, one per line", b"0\n100\n", True),
+        ("temps.txt", "Write temps.txt with the numbers 0 and 100, one per line", b"0 100\n", False),
+        (
+            "words.txt",
+            "Write words.txt with the words apple, banana and kiwi, one per line",
+            b"apple\nbanana\nkiwi",
+            True,
+        ),
+        ("words.txt", "Write words.txt with the words apple, banana and kiwi, one per line", b"apple\nkiwi\n", False),
+        ("notes.txt", "Write notes.txt with exactly three lines of text", b"a\nb\nc\n", True),
+        ("notes.txt", "Write notes.txt with exactly three lines of text", b"a\nb\n", False),
+        ("README.md", "Write README.md whose first line is # Counter", b"# Counter\n\nText\n", True),
+        ("README.md", "Write README.md whose first line is # Counter", b"Counter\n", False),
+        ("data.csv", "Write data.csv with the header line name,score and three rows", b"name,score\na,1\n", True),
+        ("scores.json", "Write scores.json containing the list [3, 5, 7]", b"[3, 5, 7]", True),
+        ("scores.json", "Write scores.json containing the list [3, 5, 7]", b"[3, 5]", False),
+        ("temps.txt", "Write temps.txt", b"0\n100\n", False),  # the description gives nothing to check
+    ],
+)
+def test_a_data_file_with_vague_acceptance_is_checked_against_its_step_description(
+    tmp_path: Path, name: str, description: str, content: bytes, settled: bool
+) -> None:
+    """A clause that only says the content is right ("temps.txt exists with the correct content") is decided by
+    what the step's description gives the file, when all of that is checked and holds; what does not hold is not
+    a failure (the description may be read wrong) but the judge's, shown what was found."""
+    acceptance = f"{name} exists with the correct content"
+    s = Step(id="s", description=description, tools=["write_file"], acceptance=acceptance)
+    evidence = gather(s, wrote(tmp_path, name, content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, description) is settled
+    assert not evidence.failed
+    described = [c for c in evidence.checks if c.what.startswith("as the step describes: ")]
+    assert bool(described) is (description != "Write temps.txt")
+    # a clause that says what the content is, not only that it is right, is not overruled by the description
+    exact = f"{name} exists and contains 'zzz'"
+    s = Step(id="s", description=description, tools=["write_file"], acceptance=exact)
+    assert not gather(s, wrote(tmp_path, name, content), workspace_tools(tmp_path)).settles(exact, description)
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "content", "settled"),
+    [
+        ("notes.txt exists and contains exactly three lines", b"a\nb\nc\n", True),  # the 1.5B's acceptance
+        ("notes.txt exists and contains exactly three lines", b"a\nb\nc\nd\n", False),
+        ("notes.txt has 2 lines of text", b"a\nb", True),
+    ],
+)
+def test_how_many_lines_a_file_has_is_counted(tmp_path: Path, acceptance: str, content: bytes, settled: bool) -> None:
+    evidence = gather(step(acceptance), wrote(tmp_path, "notes.txt", content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write notes.txt") is settled
+    assert bool(evidence.failed) is (not settled)
+    if not settled:
+        assert "it has 4" in evidence.reason()
+
+
 CALC = (
     b"def double(x):\n    return x * 2\n\ndef is_even(n):\n    return n % 2 == 0\n\ndef add(a, b):\n    return a + b\n"
 )

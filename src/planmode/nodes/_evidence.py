@@ -151,7 +151,8 @@ class Evidence:
         kinds = self._kinds(acceptance)
         if says_prints(description) and "printed" not in kinds and not self._prints_as_described(description):
             return False
-        return bool(kinds) and None not in kinds and bool({"runs", "printed", "content", "returns"} & set(kinds))
+        decisive = {"runs", "printed", "content", "returns", "described"}
+        return bool(kinds) and None not in kinds and bool(decisive & set(kinds))
 
     def _prints_as_described(self, description: str) -> bool:
         """Whether a command printed exactly the text the step's description gives as the whole output: a Python
@@ -171,15 +172,22 @@ class Evidence:
         return bool(kinds) and None not in kinds
 
     def _kinds(self, acceptance: str) -> list[str | None]:
-        """How the passed checks decide each clause of ``acceptance`` (`_settled`)."""
+        """How the passed checks decide each clause of ``acceptance`` (`_settled`); a clause that only says the
+        content is right ("with the correct content"), when the checks of what the step's description gives its
+        data file (`_described`) all passed, is "described"."""
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
         default = _only_file(acceptance)
-        return [
+        clauses = _with_subjects(_with_commands(_clauses(acceptance)), default)
+        kinds = [
             ("content" if _content_what(*asked) in passed else None)
             if (asked := _content_check(clause, default)) is not None
             else _settled(clause, passed)
-            for clause in _with_subjects(_with_commands(_clauses(acceptance)), default)
+            for clause in clauses
         ]
+        described = [c for c in self.checks if c.what.startswith(_AS_DESCRIBED)]
+        if described and all(c.passed is True for c in described):
+            kinds = [k if k is not None or not _vague(c) else "described" for c, k in zip(clauses, kinds, strict=True)]
+        return kinds
 
     def refutes(self, reason: str, report_shown: bool) -> str:
         """How the evidence contradicts a judge's reason for failing the step ("" when it does not): the reason
@@ -528,6 +536,74 @@ _EMPTY_CLAUSE = re.compile(
 )
 
 
+_NUMBERS = {
+    w: i for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])
+}
+_COUNT = r"(?P<n>\d+|" + "|".join(_NUMBERS) + ")"
+#: "notes.txt contains exactly three lines", "it has 3 lines of text": how many lines a file has.
+_LINES_CLAUSE = re.compile(
+    r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|has|holds|consists of|is)\s+"
+    rf"(?:exactly\s+|only\s+)?{_COUNT}\s+(?:non-empty\s+)?lines?(?:\s+(?:of\s+text|long))?",
+    re.IGNORECASE,
+)
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBERS[word.lower()]
+
+
+#: A clause that only says a file's content is right, and not what it is: "temps.txt exists with the correct
+#: content", "has the specified content".
+_VAGUE = re.compile(
+    r"\b(?:correct|expected|specified|right|proper|required|desired|described|appropriate|requested|intended)\b",
+    re.IGNORECASE,
+)
+#: The checks of what a step's description gives its data file are named so (`_described`).
+_AS_DESCRIBED = "as the step describes: "
+
+
+def _vague(clause: str) -> bool:
+    return bool(_VAGUE.search(clause)) and not re.search(r"['\"`\d\[\]{}]", clause)
+
+
+_ONE_PER_LINE = re.compile(r"\bone per line\b|\beach on (?:its own|a) line\b|\bone on each line\b", re.IGNORECASE)
+_ITEMS = re.compile(
+    r"\b(?:numbers|words|names|values|items|lines|entries)\s+(?P<items>[^.;:\n]+?),?\s+"
+    r"(?:one per line|each on (?:its own|a) line|one on each line)",
+    re.IGNORECASE,
+)
+_FIRST = re.compile(
+    r"\b(?:(?:whose|its|the|with\s+the|with\s+a)\s+)?(?:first line|header(?:\s+line|\s+row)?)\s+(?:is\s+|reads\s+)?"
+    r"(?P<q>['\"`]?)(?P<text>[^'\"`\n]+?)(?P=q)(?=\s*(?:,\s|;|\.\s|\.?$|\s+(?:and|then|with|followed)\b))",
+    re.IGNORECASE,
+)
+_DESCRIBED_LINES = re.compile(rf"\b(?:exactly\s+)?{_COUNT}\s+(?:non-empty\s+)?lines?\b", re.IGNORECASE)
+_DESCRIBED_LITERAL = re.compile(r"\[[^\[\]\n]*\]|\{[^{}\n]*\}")
+
+
+def _described(description: str, name: str) -> list[tuple[str, str, str]]:
+    """The content checks (as `_content_check` gives them) of what a step's description says its data file
+    ``name`` holds: a literal ("containing the list [3, 5, 7]"), its first line or header ("whose first line is #
+    Counter", "with the header line name,score"), how many lines ("exactly three lines"), or the items it holds
+    one per line ("the numbers 0 and 100, one per line"). The 1.5B's judge failed a right temps.txt, words.txt and
+    notes.txt on acceptance that said only "with the correct content"."""
+    out: list[tuple[str, str, str]] = []
+    literal = next(
+        (m.group(0) for m in _DESCRIBED_LITERAL.finditer(description) if _literal(m.group(0)) is not _NO_VALUE), None
+    )
+    if literal is not None:
+        out.append((name, "value", literal))
+    if (first := _FIRST.search(description)) is not None:
+        out.append((name, "first line", first.group("text").strip()))
+    if (lines := _DESCRIBED_LINES.search(description)) is not None:
+        out.append((name, "lines", str(_count(lines.group("n")))))
+    if _ONE_PER_LINE.search(description) and (listed := _ITEMS.search(description)) is not None:
+        items = [i.strip().strip("'\"`") for i in re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", listed.group("items"))]
+        if items and all(items):
+            out.append((name, "text", "\n".join(items)))
+    return out
+
+
 def _code_of(text: str) -> ast.Module | None:
     """``text`` parsed as Python (None when it is not Python)."""
     try:
@@ -541,6 +617,9 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     acceptance's only file when the clause names none; None when the clause is not one."""
     if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
         return (m.group("f"), "text", m.group("text"))
+    if (m := _LINES_CLAUSE.fullmatch(clause)) is not None:
+        name = m.group("f") or default
+        return (name, "lines", str(_count(m.group("n")))) if name else None
     if (m := _EMPTY_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or default
         return (name, "empty", "") if name else None
@@ -595,6 +674,8 @@ def _content_what(name: str, kind: str, text: str) -> str:
         return f"{name} reads {text!r}"
     if kind == "empty":
         return f"{name} is empty"
+    if kind == "lines":
+        return f"{name} has {text} lines"
     if kind == "code":
         return f"{name} has the code {text!r}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
@@ -924,6 +1005,12 @@ def gather(
         for clause in _with_subjects(_clauses(acceptance), default):
             if (asked := _content_check(clause, default)) is not None:
                 evidence.checks.append(_holds(*asked, root, wrote))
+        data = produced_file(step.description, acceptance)
+        if data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
+            for asked in _described(step.description, data):  # not as the step describes: the judge reads it
+                held = _holds(*asked, root, wrote)
+                detail = held.detail if held.passed is not True else ""
+                evidence.checks.append(Check(_AS_DESCRIBED + held.what, True if held.passed else None, detail))
     if root is not None and (declared or outcome.writes):
         evidence.checks.extend(_inputs_named(step, root, wrote))
     if root is not None and not evidence.failed:
@@ -1029,6 +1116,9 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
     if kind == "empty":
         return Check(what, True) if not body.strip() else Check(what, False, f"it holds {clip(body, 80)!r}")
+    if kind == "lines":  # as Python counts them (a last line break ends a line, it does not start one)
+        n = len(body.rstrip("\n").splitlines()) if body.strip() else 0
+        return Check(what, True) if n == int(text) else Check(what, False, f"it has {n}")
     if kind == "code":  # each statement of the code, as Python, somewhere in the file; else the judge reads it
         return _has_code(what, body, text)
     if kind == "text":  # the whole text, line by line, as `cat` prints it; a backslash-n written out is a break
