@@ -32,7 +32,7 @@ PLAN = {
         },
         {
             "id": "check",
-            "description": "Read notes.md back; pip install 'planmode[postgres]'",
+            "description": "Check the notes; pip install 'planmode[postgres]'",
             "dependencies": ["draft"],
             "tools": ["read_file"],
         },

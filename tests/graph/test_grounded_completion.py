@@ -1242,6 +1242,8 @@ def test_mend_runs_adds_a_run_only_where_a_printing_script_is_run_by_nothing() -
     assert one(test, "test_shapes.py exists") == "test_shapes.py exists and `pytest test_shapes.py` passes"
     assert one(test, "`python -m pytest test_shapes.py` passes") == "`python -m pytest test_shapes.py` passes"
     assert one(test, "`pytest test_shapes.py` passes") == "`pytest test_shapes.py` passes"
+    assert one(test, "`python test_shapes.py` runs") == "`python test_shapes.py` runs"  # run as a script: left
+    assert one(test, "python test_shapes.py passes") == "python test_shapes.py passes"  # said, unquoted (the demo)
     assert one("Write shapes_test.py", "shapes_test.py exists").endswith("and `pytest shapes_test.py` passes")
     assert one("Write testing.py with helpers", "testing.py exists") == "testing.py exists"  # not a test file
 

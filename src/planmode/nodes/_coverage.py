@@ -219,7 +219,8 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
     steps = list(plan.steps)
     for i, step, script in _python_writers(steps, tools, ids):
         if _TEST_FILE.fullmatch(script.rsplit("/", 1)[-1]) and step.acceptance.strip():
-            if not any("pytest" in c and script in c for c in commands(step.acceptance)):  # a test file is run
+            said = re.search(rf"\b(?:python3?|pytest)\s+{re.escape(script)}", step.acceptance)  # `quoted` or not
+            if said is None:  # run by nothing: pytest runs it
                 added = f"`pytest {script}` passes"
                 steps[i] = step.model_copy(update={"acceptance": f"{step.acceptance.strip().rstrip('.')} and {added}"})
                 notes.append(
