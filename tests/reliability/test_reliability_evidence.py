@@ -466,6 +466,30 @@ def test_how_many_lines_a_file_has_is_counted(tmp_path: Path, acceptance: str, c
         assert "it has 4" in evidence.reason()
 
 
+FIZZ = "1\n2\nFizz\n4\nBuzz\nFizz\n7\n8\nFizz\nBuzz\n11\nFizz\n13\n14\nFizzBuzz"
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (  # the 1.5B's judge on a right fizzbuzz.py: it then passed a wrong one
+            f"The expected output should be:\n\n{FIZZ}\n\nInstead, the actual output is:\n\n"
+            + "\n".join(str(i) for i in range(1, 16)),
+            "the output the reason expects is what `python fizzbuzz.py` printed",
+        ),
+        ("the actual output is 1 2 3 4 5. It is wrong.", "`python fizzbuzz.py` printed '1 2 Fizz"),
+        (f"the expected output is: {FIZZ.replace(chr(10), ' ')}, but it is not shown", "the output the reason"),
+        ("the expected output should be 1 2 Fizz 4 Buzz, instead it stops", None),  # not what it printed
+        ("the actual output is FizzBuzz. It should print more.", None),  # one word: not a misreading to name
+        ("The output is wrong: FizzBuzz is missing", None),
+    ],
+)
+def test_a_reason_that_misreads_what_a_command_printed_is_contradicted(reason: str, said: str | None) -> None:
+    evidence = _evidence.Evidence(runs=[], files={}, checks=[_evidence.Check("`python fizzbuzz.py` runs", True, FIZZ)])
+    got = evidence.refutes(reason, report_shown=False)
+    assert got.startswith(said) if said else got == ""
+
+
 CALC = (
     b"def double(x):\n    return x * 2\n\ndef is_even(n):\n    return n % 2 == 0\n\ndef add(a, b):\n    return a + b\n"
 )

@@ -207,6 +207,8 @@ class Evidence:
             return f"the checks show output: {shown}"
         if (same := _same_both_ways(reason)) is not None:
             return f"the reason gives {same!r} as both what is expected and what is there"
+        if (misread := self._misread_output(reason)) is not None:
+            return misread
         ran = [c.what for c in self.checks if c.passed is True and c.what.endswith(" runs")]
         if ran and _NOT_RUN.search(reason):
             return f"the checks ran it: {'; '.join(f'{w}: passed' for w in ran)}"
@@ -219,6 +221,29 @@ class Evidence:
         if (defined := self._defines(reason)) is not None:
             return defined
         return ""
+
+    def _misread_output(self, reason: str) -> str | None:
+        """How a reason misreads what a command printed: the output it says is expected is what the command printed
+        (whole), or the output it says the command gave is not; None when it says neither. The 1.5B's judge failed
+        a right fizzbuzz.py with "the expected output should be: 1 2 Fizz … FizzBuzz. Instead, the actual output
+        is: 1 2 3 … 15", its check having printed the first; told nothing, it then passed a wrong one."""
+        outputs = {
+            c.what.removesuffix(" runs"): _flat(c.detail)
+            for c in self.checks
+            if c.passed is True and c.what.endswith(" runs") and c.detail.strip() and not c.detail.endswith("…")
+        }
+        if not outputs:
+            return None
+        if (m := _EXPECTED_OUTPUT.search(reason)) is not None:
+            said = _flat(m.group("text"))
+            for command, printed in outputs.items():
+                if said == printed:
+                    return f"the output the reason expects is what {command} printed"
+        if len(outputs) == 1 and (m := _ACTUAL_OUTPUT.search(reason)) is not None:
+            said, ((command, printed),) = _flat(m.group("text")), outputs.items()
+            if said and said != printed and len(said.split()) > 1:
+                return f"{command} printed {clip(printed, 80)!r}, not {clip(said, 80)!r}"
+        return None
 
     def _defines(self, reason: str) -> str | None:
         """Where a file the step wrote defines every function or class the reason says it lacks ("does not contain
@@ -356,6 +381,24 @@ _BOTH_WAYS = (
         re.IGNORECASE,
     ),
 )
+
+
+#: "the expected output should be: 1 2 Fizz …" up to where the reason turns to what it found.
+_EXPECTED_OUTPUT = re.compile(
+    r"\bexpected output (?:should be|is|would be|must be)\s*:?\s*(?P<text>.+?)"
+    r"(?=\s*(?:\binstead\b|\bbut\b|\bhowever\b|\bwhile\b|\bthe actual\b|\bactual output\b)|$)",
+    re.IGNORECASE | re.DOTALL,
+)
+#: "the actual output is: 1 2 3 …" to the reason's end or its next sentence that is not output.
+_ACTUAL_OUTPUT = re.compile(
+    r"\b(?:the\s+)?actual output (?:is|was)\s*:?\s*(?P<text>.+?)(?=\s*(?:\.\s+[A-Z]|\bwhich\b|$))",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _flat(text: str) -> str:
+    """An output as words: escaped and real line breaks, quotes and a closing full stop aside."""
+    return " ".join(text.replace("\\n", "\n").split()).strip(" .,:;\"'`")
 
 
 def _same_both_ways(reason: str) -> str | None:
