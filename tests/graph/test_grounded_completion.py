@@ -1502,6 +1502,11 @@ def test_a_plan_one_step_over_the_limit_with_a_step_that_can_do_nothing_runs_wit
         ("words.txt exists, `python words.txt` runs", "words.txt exists"),
         ("a.py exists and `python a.py` prints 1", None),  # Python: kept
         ("`python -m pytest test_a.py` passes", None),
+        (  # the 1.5B's, on llama-server: what it says is printed is what the file holds
+            "config.json exists and `python -m json.loads config.json)` prints `{'port': 8080}`",
+            "config.json exists and config.json contains {'port': 8080}",
+        ),
+        ("`python -m json.tool data.json` runs", "data.json exists"),
     ],
 )
 def test_mend_data_runs_leaves_out_a_clause_that_runs_a_data_file_with_python(

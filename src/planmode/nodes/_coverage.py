@@ -238,13 +238,16 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
 
 
 #: A backticked command that runs a file that is not Python with Python: "`python config.json` prints the port".
-_RUNS_DATA = re.compile(r"`python3?\s+(?P<f>[\w/.\-]+\.(?!py\b)[A-Za-z0-9]+)\b[^`]*`")
+_RUNS_DATA = re.compile(r"`python3?\s+(?:-m\s+[\w.]+\s+)?(?P<f>[\w/.\-]+\.(?!py\b)[A-Za-z0-9]+)\b[^`]*`")
+#: What such a clause says it prints, when that is data: "prints `{'port': 8080}`".
+_PRINTS_DATA = re.compile(r"\b(?:prints|outputs|shows|returns|gives)\s+`?(?P<lit>\{[^{}\n]*\}|\[[^\[\]\n]*\])`?")
 
 
 def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
     """``plan`` with each acceptance clause (of the steps of ``ids``, or all) that runs a data file with Python
-    (`` `python config.json` prints the port``, `` `python notes.txt` writes ...``) left out, the file's
-    existence kept; and what was changed. Such a clause cannot pass: no check runs it, and the 1.5B's judge failed
+    (`` `python config.json` prints the port``, `` `python notes.txt` writes ...``, `` `python -m json.tool
+    config.json` ...``) left out, the file's existence kept, or the data it says it prints as what the file
+    holds; and what was changed. Such a clause cannot pass: no check runs it, and the 1.5B's judge failed
     a right config.json on "`python config.json` did not print the port" (the 0.5B's plans wrote the same)."""
     notes: list[str] = []
     steps = list(plan.steps)
@@ -255,6 +258,10 @@ def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, 
         dropped = [c for c in parts if _RUNS_DATA.search(c)]
         kept = [c for c in parts if not _RUNS_DATA.search(c)]
         files = list(dict.fromkeys(m.group("f") for c in dropped for m in _RUNS_DATA.finditer(c)))
+        for c in dropped:  # "`python -m json.tool config.json` prints `{'port': 8080}`": what the file holds
+            run, data = _RUNS_DATA.search(c), _PRINTS_DATA.search(c)
+            if run is not None and data is not None:
+                kept.append(f"{run.group('f')} contains {data.group('lit')}")
         kept += [f"{f} exists" for f in files if not any(f in c for c in kept)]
         steps[i] = step.model_copy(update={"acceptance": " and ".join(kept)})
         said = "; ".join(f'"{c}"' for c in dropped)
