@@ -504,6 +504,31 @@ def test_a_call_named_after_the_step_writes_the_steps_file(tmp_path: Path, mode:
     assert res.tool_names == ["write_file"]
 
 
+@pytest.mark.parametrize(
+    ("content", "written"),
+    [  # the 1.5B's run.py, in both rounds of a suite: one bracket short at the end
+        (
+            "from shapes import area_square\nprint(area_square(4)",
+            "from shapes import area_square\nprint(area_square(4))\n",
+        ),
+        ("if True:\n    print([1, 2", "if True:\n    print([1, 2])\n"),
+        ("x = (1,\ny = 2\n", "x = (1,\ny = 2\n"),  # open before the last line: not a bracket short, left
+        ("print(1))\n", "print(1))\n"),  # another error: left
+        ("print(1)\n", "print(1)\n"),
+    ],
+)
+def test_a_python_file_one_bracket_short_at_its_end_is_written_closed(
+    tmp_path: Path, content: str, written: str
+) -> None:
+    from planmode.tools.loop import WholeFile
+
+    ws = workspace(tmp_path)
+    call = {"tool_calls": [tool_call("write_file", path="run.py", content=content)]}
+    res = loop("sync", texter(call, then="done"), ws, whole_file=WholeFile("write_file", "run.py", alias="s"))
+    assert res.tool_names == ["write_file"]
+    assert (ws / "run.py").read_text() == written
+
+
 def test_a_call_named_after_the_step_is_not_a_write_without_a_content_or_the_steps_tool(tmp_path: Path) -> None:
     from planmode.tools.loop import WholeFile
 
