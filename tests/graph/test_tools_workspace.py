@@ -58,6 +58,21 @@ def call(root: Path, name: str, limits: WorkspaceLimits | None = None, **args: o
     return result
 
 
+def test_a_file_named_under_a_workspace_folder_that_is_not_there_is_the_workspaces_file(ws: Path) -> None:
+    """The 1.5B edited 'workspace/calc.py' fourteen times, each "no such file", for the workspace's calc.py. A
+    read or an edit of a path under a folder called "workspace" (or the root's own name) that the workspace does
+    not have is of the file it names inside; a write goes where it says."""
+    assert "# Title" in call(ws, "read_file", path="workspace/README.md")
+    assert "# Title" in call(ws, "read_file", path=f"{ws.name}/README.md")
+    assert "Replaced 1" in call(ws, "edit_file", path="workspace/src/notes.txt", old_string="nothing", new_string="all")
+    assert (ws / "src" / "notes.txt").read_text() == "all here\n"
+    assert "no such file" in call(ws, "read_file", path="workspace/missing.txt")
+    assert "no such file" in call(ws, "read_file", path="other/README.md")  # another folder name: not guessed
+    (ws / "workspace").mkdir()  # the folder is there: the path is what it says
+    assert "no such file" in call(ws, "read_file", path="workspace/README.md")
+    assert "outside the workspace" in call(ws, "read_file", path="workspace/../../outside/secret.txt")
+
+
 # -- factories and read-only marking ------------------------------------------------------------------
 
 
