@@ -490,6 +490,25 @@ def test_a_reason_that_misreads_what_a_command_printed_is_contradicted(reason: s
     assert got.startswith(said) if said else got == ""
 
 
+@pytest.mark.parametrize(
+    ("acceptance", "content", "settled", "failed"),
+    [  # the 1.5B's acceptance; its judge failed a mathx.py that defined add ("not defined, as the errors show")
+        ("The `add` function is defined in mathx.py", b"def add(a, b):\n    return a + b\n", True, False),
+        ("mathx.py defines add(a, b)", b"def add(a, b):\n    return a + b\n", True, False),
+        ("mathx.py has the function add", b"class add:\n    pass\n", True, False),
+        ("The `add` function is defined in mathx.py", b"def plus(a, b):\n    return a + b\n", False, True),
+        ("The `add` function is defined in mathx.py", b"def other():\n    def add(a, b):\n        pass\n", False, True),
+        ("The `add` function is defined in mathx.py", b"def add(a, b) return a\n", False, True),
+    ],
+)
+def test_a_function_an_acceptance_says_a_file_defines_is_looked_for(
+    tmp_path: Path, acceptance: str, content: bytes, settled: bool, failed: bool
+) -> None:
+    evidence = gather(step(acceptance), wrote(tmp_path, "mathx.py", content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Add add to mathx.py") is settled
+    assert bool(evidence.failed) is failed
+
+
 CALC = (
     b"def double(x):\n    return x * 2\n\ndef is_even(n):\n    return n % 2 == 0\n\ndef add(a, b):\n    return a + b\n"
 )

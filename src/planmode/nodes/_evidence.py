@@ -647,6 +647,17 @@ def _described(description: str, name: str) -> list[tuple[str, str, str]]:
     return out
 
 
+#: "The `add` function is defined in mathx.py", "mathx.py defines add(a, b)", "shout is defined in util/strings.py".
+_DEFINES_CLAUSE = re.compile(
+    r"(?:the\s+)?(?:(?:function|class)\s+)?`?(?P<n>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?(?:\s+(?:function|class))?\s+"
+    r"(?:is|was)\s+defined\s+in\s+`?(?P<f>[\w/.\-]+\.py)`?"
+    r"|`?(?P<f2>[\w/.\-]+\.py)`?\s+(?:defines|has|contains)\s+(?:the\s+|a\s+)?(?:function|class)\s+"
+    r"`?(?P<n2>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?"
+    r"|`?(?P<f3>[\w/.\-]+\.py)`?\s+defines\s+`?(?P<n3>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?",
+    re.IGNORECASE,
+)
+
+
 def _code_of(text: str) -> ast.Module | None:
     """``text`` parsed as Python (None when it is not Python)."""
     try:
@@ -660,6 +671,9 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     acceptance's only file when the clause names none; None when the clause is not one."""
     if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
         return (m.group("f"), "text", m.group("text"))
+    if (m := _DEFINES_CLAUSE.fullmatch(clause)) is not None:
+        name = m.group("f") or m.group("f2") or m.group("f3")
+        return (name, "defines", m.group("n") or m.group("n2") or m.group("n3"))
     if (m := _LINES_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or default
         return (name, "lines", str(_count(m.group("n")))) if name else None
@@ -719,6 +733,8 @@ def _content_what(name: str, kind: str, text: str) -> str:
         return f"{name} is empty"
     if kind == "lines":
         return f"{name} has {text} lines"
+    if kind == "defines":
+        return f"{name} defines {text}"
     if kind == "code":
         return f"{name} has the code {text!r}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
@@ -1162,6 +1178,15 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
     if kind == "lines":  # as Python counts them (a last line break ends a line, it does not start one)
         n = len(body.rstrip("\n").splitlines()) if body.strip() else 0
         return Check(what, True) if n == int(text) else Check(what, False, f"it has {n}")
+    if kind == "defines":  # a function or class of that name, at the file's top level
+        tree = _code_of(body)
+        if tree is None:
+            return Check(what, False, f"{name} does not compile")
+        if any(
+            isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == text for n in tree.body
+        ):
+            return Check(what, True)
+        return Check(what, False, f"no function or class {text} at its top level")
     if kind == "code":  # each statement of the code, as Python, somewhere in the file; else the judge reads it
         return _has_code(what, body, text)
     if kind == "text":  # the whole text, line by line, as `cat` prints it; a backslash-n written out is a break
