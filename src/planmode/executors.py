@@ -76,6 +76,9 @@ class StepContext:
     binding: StepTools | None = None
     """The step's binding (its bound tools, what it declares, the graph's tools it may not call): the default
     executor's tool loop refuses, and records, a call to any of the withheld ones."""
+    done_files: frozenset[str] = frozenset()
+    """Files the plan's done steps produced that this step does not: the default executor's tool loop refuses a
+    write to one (a done step's work is never redone by another step)."""
     evidence: str | None = None
     """For a verifier: the attempt's evidence as text (the tool calls that ran, the files written, the checks made
     without a model, and the executor's report marked as a claim: `planmode.nodes._evidence`). The default judge
@@ -251,9 +254,22 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
             root = workspace_root(ctx.tools)
             top = str(root) if root is not None else None
             empty = bool(_EMPTY_FILE.search(f"{step.description}\n{step.acceptance or ''}"))
-            return WholeFile(tool=name, path=path, alias=step.id, root=top, named=named, empty=empty, shapes=shapes)
+            return WholeFile(
+                tool=name,
+                path=path,
+                alias=step.id,
+                root=top,
+                named=named,
+                empty=empty,
+                shapes=shapes,
+                kept=ctx.done_files,
+            )
     if shapes:  # no whole-file write (edit_file, read_file): a call named after the step may be one of its tools
-        return WholeFile(tool=shapes[0][0], path=None, alias=step.id, whole=False, shapes=shapes)
+        root = workspace_root(ctx.tools)
+        top = str(root) if root is not None else None
+        return WholeFile(
+            tool=shapes[0][0], path=None, alias=step.id, root=top, whole=False, shapes=shapes, kept=ctx.done_files
+        )
     return None
 
 

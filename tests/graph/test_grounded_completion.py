@@ -487,6 +487,73 @@ def test_a_call_named_after_the_step_with_an_edits_arguments_is_a_call_of_the_ed
     assert [(m.name, m.status) for m in ran[: len(calls)]] == [*refused, ("edit_file", "success")]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_cannot_rewrite_the_file_of_a_done_step(tmp_path: Path, mode: str) -> None:
+    """The 1.5B, in the step that writes count_lines.py, called write_file on notes.txt three times: the done
+    step's three lines became four and the task failed on its first file. Where the step runs, a write to a
+    file a done step produced and this step does not is refused (the model is told); its own file is written."""
+    notes = {
+        "id": "write_notes",
+        "description": "Write notes.txt with three lines",
+        "tools": ["write_file"],
+        "acceptance": "notes.txt exists",
+    }
+    count = {
+        "id": "write_count",
+        "description": "Write count_lines.py that prints the number of lines in notes.txt",
+        "dependencies": ["write_notes"],
+        "tools": ["write_file", "edit_file"],
+        "acceptance": "`python count_lines.py` prints '3'",
+    }
+    source = "print(len(open('notes.txt').read().splitlines()))\n"
+
+    def execute(req: ScriptRequest) -> Any:
+        if "Step `write_notes`" in req.text():
+            return (
+                "done"
+                if req.tool_results()
+                else {"tool_calls": [tool_call("write_file", path="notes.txt", content="a\nb\nc\n")]}
+            )
+        if req.tool_results():  # told the two were refused: its own file
+            return {"tool_calls": [tool_call("write_file", path="count_lines.py", content=source)]}
+        return {
+            "tool_calls": [
+                tool_call("write_file", path="notes.txt", content="x\n"),
+                tool_call("edit_file", path="./notes.txt", old_string="a", new_string="z"),
+            ]
+        }
+
+    script = PurposeScript(plan=plan_of(notes, count), execute=execute, reflect=GIVE_UP)
+    out, model, ws = run(tmp_path, script, task="write notes.txt and count_lines.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "notes.txt").read_text() == "a\nb\nc\n"  # the done step's work, as it was
+    assert (ws / "count_lines.py").read_text() == source
+    ran = [
+        m
+        for r in model.requests
+        if r.purpose == "execute" and "Step `write_count`" in r.text()
+        for m in r.tool_results()
+    ]
+    assert [(m.name, m.status) for m in ran[:2]] == [("write_file", "error"), ("edit_file", "error")]
+    assert "refused: notes.txt is the work of a step that is done" in str(ran[0].content)
+
+
+def test_done_files_are_the_done_steps_files_the_step_does_not_produce() -> None:
+    from planmode.state.models import Plan, StepStatus
+    from planmode.tools.files import done_files
+
+    def step(i: str, description: str, status: StepStatus = StepStatus.PENDING) -> Step:
+        return Step(id=i, description=description, tools=["write_file"], status=status)
+
+    done = [step("a", "Write notes.txt", StepStatus.DONE), step("b", "Write stats.py with mean", StepStatus.DONE)]
+    plan = Plan(goal="g", version=1, steps=[*done, step("p", "Write later.py")])
+    assert done_files(plan, step("c", "Write count.py that counts the lines in notes.txt")) == {"notes.txt", "stats.py"}
+    assert done_files(plan, step("c", "Fix median() in stats.py")) == {"notes.txt"}  # its own file: a fix
+    assert done_files(plan, step("c", "Update notes.txt and stats.py")) == frozenset()  # names both to change
+    assert done_files(plan, done[0]) == {"stats.py"}  # a step is never kept from its own file
+
+
 def test_a_call_named_after_a_reading_step_with_a_read_tools_arguments_reads(tmp_path: Path) -> None:
     """The 1.5B called ``read_data`` with read_file's arguments six times for a step that declares read_file, each
     refused as an unknown tool. A call that fits no declared tool (a write for a step that only reads) is still

@@ -56,6 +56,7 @@ from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransi
 from planmode.state.reducer import PlanUpdate
 from planmode.tools import bind_step_tools
 from planmode.tools._writes import journaling
+from planmode.tools.files import done_files
 
 __all__ = [
     "GUARDED_KEYS",
@@ -247,6 +248,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             tools=binding.tools,
             model=model,
             binding=binding,
+            done_files=done_files(cleared.plan, step),
         )
 
     def dependency_info(cleared: Cleared) -> dict[str, dict[str, str | None]]:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["deliverables", "file_names", "produced_file"]
+if TYPE_CHECKING:
+    from planmode.state.models import Plan, Step
+
+__all__ = ["deliverables", "done_files", "file_names", "produced_file"]
 
 _EXTENSIONS = "py|txt|csv|tsv|md|rst|json|jsonl|yaml|yml|toml|ini|cfg|html|css|js|ts|sh|sql|xml|log|dat|ipynb"
 _FILE = re.compile(rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:{_EXTENSIONS}))(?![\w\-]|\.\w)", re.IGNORECASE)
@@ -72,3 +76,19 @@ def _placed(name: str, acceptance: str) -> str:
         return name
     paths = {f for f in file_names(acceptance or "") if "/" in f and f.rsplit("/", 1)[1] == name}
     return paths.pop() if len(paths) == 1 else name
+
+
+def done_files(plan: Plan, step: Step) -> frozenset[str]:
+    """The files the plan's done steps (other than ``step``) produce (`produced_file`) that ``step`` does not: its
+    own file, or, when it names no one file, every file it names to produce (`deliverables`). A write to one of
+    them from ``step`` is refused where the step runs (`planmode.tools.loop.ToolGate`)."""
+    own_one = produced_file(step.description, step.acceptance or "")
+    own = {own_one} if own_one is not None else set(deliverables(step.description, inputs=_USED))
+    done = set()
+    for other in plan.steps:
+        if other.id == step.id or other.status.value != "done":
+            continue
+        made = produced_file(other.description, other.acceptance or "")
+        if made is not None:
+            done.add(made)
+    return frozenset(done - own)

@@ -102,9 +102,18 @@ class ToolGate:
     (after approval), refuses every tool a step is not bound to (``binding``), and names the tool in the error
     of a tool that raised."""
 
-    def __init__(self, *, allow_writes: bool, binding: StepTools | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        allow_writes: bool,
+        binding: StepTools | None = None,
+        kept: frozenset[str] = frozenset(),
+        root: str | None = None,
+    ) -> None:
         self.allow_writes = allow_writes
         self.binding = binding
+        self.kept = kept
+        self.root = root
 
     def refusal(self, request: ToolCallRequest) -> ToolResult | None:
         """The answer to a call that must not run now (an error tool message; for a tool the step is not bound
@@ -114,6 +123,14 @@ class ToolGate:
         unbound = _unbound(binding, request) if binding is not None else None
         if binding is not None and unbound is not None:
             return _refused(binding, unbound, request.tool_call.get("id") or "")
+        if tool is not None and not is_read_only(tool) and (done := self._done_file(request)) is not None:
+            return ToolMessage(
+                content=f"refused: {done} is the work of a step that is done; this step does not change it "
+                "(write this step's own file)",
+                tool_call_id=request.tool_call.get("id") or "",
+                name=request.tool_call["name"],
+                status="error",
+            )
         if self.allow_writes or tool is None or is_read_only(tool):
             return None  # an unknown tool gets the ToolNode's own error message
         name = request.tool_call["name"]
@@ -123,6 +140,22 @@ class ToolGate:
             name=name,
             status="error",
         )
+
+    def _done_file(self, request: ToolCallRequest) -> str | None:
+        """The done step's file a call's ``path`` names, or None. The 1.5B, in the step that writes
+        count_lines.py, called write_file on notes.txt (the done step's file) three times: its three lines became
+        four, and the task failed on its first file."""
+        path = (request.tool_call.get("args") or {}).get("path") if self.kept else None
+        if not isinstance(path, str) or not path.strip():
+            return None
+        given = PurePosixPath(path.replace("\\", "/"))
+        if given.is_absolute() and self.root is not None:
+            try:
+                given = given.relative_to(PurePosixPath(self.root))
+            except ValueError:
+                return None
+        name = given.as_posix().removeprefix("./")
+        return name if name in self.kept else None
 
     def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
         """The synchronous wrapper."""
@@ -196,6 +229,9 @@ class WholeFile:
     whole: bool = True
     """``tool`` writes a file whole (takes ``path`` and ``content``); False for a step that declares no such tool
     (only ``edit_file``, only tools that read): then only ``shapes`` applies."""
+    kept: frozenset[str] = frozenset()
+    """Files (relative to ``root``) that the plan's done steps produced and this step does not: a call of a tool
+    that changes things whose ``path`` is one of them is refused (`ToolGate`)."""
     shapes: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = ()
     """The step's declared tools as (name, required arguments, all arguments): a call named after the step whose
     arguments fit exactly one of them, and that is no whole-file write, is a call of that one."""
@@ -444,7 +480,12 @@ def _build_loop(
     call_model, acall_model = _model_turn(
         model, tools, settings, max_tool_calls, _known(tools, binding), whole_file, _changers(tools)
     )
-    gate = ToolGate(allow_writes=allow_writes, binding=binding)
+    gate = ToolGate(
+        allow_writes=allow_writes,
+        binding=binding,
+        kept=whole_file.kept if whole_file is not None else frozenset(),
+        root=whole_file.root if whole_file is not None else None,
+    )
 
     def after_model(state: _LoopState) -> Literal["tools", "model", "bound", "__end__"]:
         history = state.get("messages") or []
