@@ -1500,6 +1500,9 @@ def test_mend_run_steps_puts_a_run_step_into_the_acceptance_of_the_step_that_wri
         id="t", description="Test test_app.py using pytest", tools=["pytest"], dependencies=["write_test"]
     )
     assert mended(test, pytest_step)[0] == [("write_test", [], "test_app.py exists and `pytest test_app.py` passes")]
+    # the 1.5B's replan: "Check that main.py runs correctly with 'Ada'" with the tool "run"
+    check = run.model_copy(update={"description": "Check that app.py runs correctly", "tools": ["run"]})
+    assert mended(app, check)[0] == [("write_app", [], "app.py exists and `python app.py` runs")]
     ran = app.model_copy(update={"acceptance": "`python app.py` runs"})
     assert mended(ran, run)[0] == [("write_app", [], "`python app.py` runs")]  # it runs it already
     # kept: a tool of the graph; a script no step before it writes; a step that is not a run; two scripts

@@ -427,7 +427,7 @@ def mend_kept_runs(before: Plan, plan: Plan, ids: Sequence[str]) -> tuple[Plan, 
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
-_RUN_STEP = re.compile(r"\s*(?:run|execute|test|launch|start)\b", re.IGNORECASE)
+_RUN_STEP = re.compile(r"\s*(?:run|execute|test|launch|start|check|verify|validate|confirm)\b", re.IGNORECASE)
 
 
 def mend_run_steps(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
