@@ -1577,6 +1577,12 @@ def test_a_plan_one_step_over_the_limit_with_a_step_that_can_do_nothing_runs_wit
             "config.json exists and config.json contains {'port': 8080}",
         ),
         ("`python -m json.tool data.json` runs", "data.json exists"),
+        (  # the 1.5B's: code on the command line (no check runs it), its quotes not even closed
+            "config.json exists and `python -c 'import json; print(json.load(open(\\'config.json\\')))\"` returns "
+            "{'port': 8080}'",
+            "config.json exists and config.json contains {'port': 8080}",
+        ),
+        ("a.py exists and `python -c 'print(1)'` prints 1", "a.py exists"),
     ],
 )
 def test_mend_data_runs_leaves_out_a_clause_that_runs_a_data_file_with_python(

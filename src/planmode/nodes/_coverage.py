@@ -239,6 +239,8 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
 
 #: A backticked command that runs a file that is not Python with Python: "`python config.json` prints the port".
 _RUNS_DATA = re.compile(r"`python3?\s+(?:-m\s+[\w.]+\s+)?(?P<f>[\w/.\-]+\.(?!py\b)[A-Za-z0-9]+)\b[^`]*`")
+#: A backticked `python -c CODE`: no check runs code given on the command line.
+_RUNS_CODE = re.compile(r"`python3?\s+-c\b[^`]*`")
 #: What such a clause says it prints, when that is data: "prints `{'port': 8080}`".
 _PRINTS_DATA = re.compile(r"\b(?:prints|outputs|shows|returns|gives)\s+`?(?P<lit>\{[^{}\n]*\}|\[[^\[\]\n]*\])`?")
 
@@ -251,21 +253,29 @@ def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, 
     a right config.json on "`python config.json` did not print the port" (the 0.5B's plans wrote the same)."""
     notes: list[str] = []
     steps = list(plan.steps)
+
+    def unrun(clause: str) -> bool:
+        return bool(_RUNS_DATA.search(clause) or _RUNS_CODE.search(clause))
+
     for i, step in enumerate(steps):
-        if (ids is not None and step.id not in ids) or not _RUNS_DATA.search(step.acceptance or ""):
+        if (ids is not None and step.id not in ids) or not unrun(step.acceptance or ""):
             continue
         parts = _clauses(step.acceptance)
-        dropped = [c for c in parts if _RUNS_DATA.search(c)]
-        kept = [c for c in parts if not _RUNS_DATA.search(c)]
+        dropped = [c for c in parts if unrun(c)]
+        kept = [c for c in parts if not unrun(c)]
         files = list(dict.fromkeys(m.group("f") for c in dropped for m in _RUNS_DATA.finditer(c)))
         for c in dropped:  # "`python -m json.tool config.json` prints `{'port': 8080}`": what the file holds
             run, data = _RUNS_DATA.search(c), _PRINTS_DATA.search(c)
-            if run is not None and data is not None:
-                kept.append(f"{run.group('f')} contains {data.group('lit')}")
+            named = [f for f in file_names(c) if not f.endswith(".py")]
+            target = run.group("f") if run is not None else (named[0] if len(named) == 1 else None)
+            if target is not None and data is not None:
+                kept.append(f"{target} contains {data.group('lit')}")
+            elif target is not None and target not in files:
+                files.append(target)
         kept += [f"{f} exists" for f in files if not any(f in c for c in kept)]
         steps[i] = step.model_copy(update={"acceptance": " and ".join(kept)})
         said = "; ".join(f'"{c}"' for c in dropped)
-        notes.append(f"step {step.id!r} ran a file that is not Python with Python, left out: {said}")
+        notes.append(f"step {step.id!r} ran a file that is not Python, or code given to `python -c`, left out: {said}")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
