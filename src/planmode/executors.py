@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, Field
 
@@ -276,7 +277,7 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
 def _shape(tool: BaseTool) -> tuple[str, frozenset[str], frozenset[str]]:
     """A tool's name, required arguments and all its arguments."""
     try:
-        required = tool.tool_call_schema.model_json_schema().get("required", [])  # type: ignore[union-attr]
+        required = list(convert_to_openai_tool(tool)["function"]["parameters"].get("required", []))
     except Exception:  # a schema that cannot be read: every argument is required
         required = list(tool.args)
     return tool.name, frozenset(required), frozenset(tool.args)

@@ -275,7 +275,10 @@ def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, 
         kept += [f"{f} exists" for f in files if not any(f in c for c in kept)]
         steps[i] = step.model_copy(update={"acceptance": " and ".join(kept)})
         said = "; ".join(f'"{c}"' for c in dropped)
-        notes.append(f"step {step.id!r} ran a file that is not Python with Python (or code given to `python -c`), left out: {said}")
+        notes.append(
+            f"step {step.id!r} ran a file that is not Python with Python (or code given to `python -c`), "
+            f"left out: {said}"
+        )
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
