@@ -509,6 +509,27 @@ def test_a_function_an_acceptance_says_a_file_defines_is_looked_for(
     assert bool(evidence.failed) is failed
 
 
+@pytest.mark.parametrize(
+    ("acceptance", "passing", "settled"),
+    [  # the 1.5B's acceptance: its judge failed a test run that printed "1 passed"
+        ("test_shapes.py exists and `pytest test_shapes.py` passes with `s = 3` returning `9`", True, True),
+        ("test_shapes.py exists and `pytest test_shapes.py` passes with `s = 3` returning `9`", False, False),
+        ("`python shapes_test.py` passes with s = 3", True, False),  # not a test run: the judge's
+    ],
+)
+def test_a_test_run_that_passes_settles_its_clause_whatever_it_says_it_checks(
+    tmp_path: Path, acceptance: str, passing: bool, settled: bool
+) -> None:
+    (tmp_path / "shapes.py").write_text("def area_square(s):\n    return s * s\n")
+    body = b"from shapes import area_square\n\ndef test_a():\n    assert area_square(3) == " + (
+        b"9" if passing else b"8"
+    )
+    name = "shapes_test.py" if "shapes_test" in acceptance else "test_shapes.py"
+    evidence = gather(step(acceptance), wrote(tmp_path, name, body + b"\n"), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write the test") is settled
+    assert bool(evidence.failed) is (not passing)
+
+
 CALC = (
     b"def double(x):\n    return x * 2\n\ndef is_even(n):\n    return n % 2 == 0\n\ndef add(a, b):\n    return a + b\n"
 )

@@ -322,6 +322,11 @@ _FILE_RUNS_CLAUSE = re.compile(
 )
 
 
+#: "`pytest test_shapes.py` passes with `s = 3` returning `9`": a test run passes, whatever the clause says it
+#: checks (that is the tests' to check; the 1.5B's judge failed a test run that printed "1 passed" on such a tail).
+_PYTEST_PASSES = re.compile(
+    r"(?:running\s+)?`(?P<c>(?:python3?\s+-m\s+)?pytest\b[^`]*)`\s+(?:passes|succeeds)\b.*", re.IGNORECASE | re.DOTALL
+)
 _WHEN_RUN = r"(?:\s+when\s+(?:it\s+is\s+)?(?:executed|run))?"
 _PRINTS_CLAUSE = re.compile(
     r"(?:running\s+)?`(?P<c>[^`]+)`\s+(?:prints|outputs|shows)\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<out>.*)(?P=q)"
@@ -746,7 +751,7 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
     check decides it."""
     if (m := _EXISTS_CLAUSE.fullmatch(clause)) is not None:
         return "exists" if f"{m.group('f')} exists" in passed else None
-    if (m := _RUNS_CLAUSE.fullmatch(clause)) is not None:
+    if (m := _RUNS_CLAUSE.fullmatch(clause) or _PYTEST_PASSES.fullmatch(clause)) is not None:
         return "runs" if f"`{m.group('c').strip()}` runs" in passed else None
     if (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
         return "runs" if f"`python {m.group('f')}` runs" in passed else None
