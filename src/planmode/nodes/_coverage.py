@@ -440,6 +440,31 @@ def mend_kept_runs(before: Plan, plan: Plan, ids: Sequence[str]) -> tuple[Plan, 
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 
 
+def _ancestors(by_id: dict[str, Step], step: Step) -> list[Step]:
+    """The steps ``step`` comes after, directly or not."""
+    seen: dict[str, Step] = {}
+    todo = list(step.dependencies)
+    while todo:
+        d = todo.pop()
+        if d in by_id and d not in seen:
+            seen[d] = by_id[d]
+            todo.extend(by_id[d].dependencies)
+    return list(seen.values())
+
+
+def _left_out(plan: Plan, dropped: dict[str, list[str]]) -> list[Step]:
+    """``plan``'s steps but the ``dropped`` ones (id -> what it depended on), each dependent of a dropped step tied
+    to what that step depended on instead."""
+
+    def tied(deps: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for d in deps:
+            out.extend(tied(dropped[d]) if d in dropped else [d])
+        return list(dict.fromkeys(out))
+
+    return [s.model_copy(update={"dependencies": tied(s.dependencies)}) for s in plan.steps if s.id not in dropped]
+
+
 _RUN_STEP = re.compile(r"\s*(?:run|execute|test|launch|start|check|verify|validate|confirm)\b", re.IGNORECASE)
 
 
@@ -465,12 +490,7 @@ def mend_run_steps(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[st
         if len(scripts) != 1:
             continue
         script = scripts[0]
-        ancestors, todo = set(), list(step.dependencies)
-        while todo:
-            d = todo.pop()
-            if d in steps and d not in ancestors:
-                ancestors.add(d)
-                todo.extend(steps[d].dependencies)
+        ancestors = {a.id for a in _ancestors(steps, step)}
         writer = next(
             (
                 steps[a]
@@ -498,17 +518,8 @@ def mend_run_steps(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[st
         )
     if not dropped:
         return plan, []
-
-    def tied(deps: Sequence[str]) -> list[str]:
-        out: list[str] = []
-        for d in deps:
-            out.extend(tied(dropped[d]) if d in dropped else [d])
-        return list(dict.fromkeys(out))
-
-    kept = [
-        steps[s].model_copy(update={"dependencies": tied(steps[s].dependencies)}) for s in order if s not in dropped
-    ]
-    return plan.model_copy(update={"steps": kept}), notes
+    plan = plan.model_copy(update={"steps": [steps[s] for s in order]})  # the writers' acceptance as changed
+    return plan.model_copy(update={"steps": _left_out(plan, dropped)}), notes
 
 
 def mend_reads(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
@@ -521,24 +532,13 @@ def mend_reads(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
     if not writes:
         return plan, []
     by_id = {s.id: s for s in plan.steps}
-
-    def before(step: Step) -> list[Step]:  # the steps ``step`` comes after, directly or not
-        seen: dict[str, Step] = {}
-        todo = list(step.dependencies)
-        while todo:
-            d = todo.pop()
-            if d in by_id and d not in seen:
-                seen[d] = by_id[d]
-                todo.extend(by_id[d].dependencies)
-        return list(seen.values())
-
     dropped: dict[str, list[str]] = {}  # id -> the dependencies its dependents take instead
     notes = []
     for step in plan.steps:
         if not step.tools or not set(step.tools) <= read_only or not step.dependencies:
             continue
         named = file_names(f"{step.description} {step.acceptance or ''}")
-        writers = [s for s in before(step) if declared_writes(s, writes)]
+        writers = [s for s in _ancestors(by_id, step) if declared_writes(s, writes)]
         if not named or not all(any(n in f"{w.description} {w.acceptance or ''}" for w in writers) for n in named):
             continue
         dropped[step.id] = list(step.dependencies)
@@ -548,15 +548,7 @@ def mend_reads(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
         )
     if not dropped:
         return plan, []
-
-    def tied(deps: Sequence[str]) -> list[str]:
-        out: list[str] = []
-        for d in deps:
-            out.extend(tied(dropped[d]) if d in dropped else [d])
-        return list(dict.fromkeys(out))
-
-    kept = [s.model_copy(update={"dependencies": tied(s.dependencies)}) for s in plan.steps if s.id not in dropped]
-    return plan.model_copy(update={"steps": kept}), notes
+    return plan.model_copy(update={"steps": _left_out(plan, dropped)}), notes
 
 
 #: At most this many steps are dropped to bring a plan within its step limit (`mend_length`); a plan further over

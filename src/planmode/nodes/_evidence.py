@@ -843,23 +843,9 @@ def _returns(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> 
     module = _defined_in(fn, root)
     if module is None:
         return Check(what, None, f"no one module of the workspace defines {fn}")
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root)}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _CALL, module, fn, repr(args)],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=COMMAND_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Check(what, False, f"still running after {COMMAND_TIMEOUT:.0f} s")
-    except OSError as exc:
-        return Check(what, None, f"could not start: {exc}")
+    done = _in_workspace(what, ["-c", _CALL, module, fn, repr(args)], root, PYTHONPATH=str(root))
+    if isinstance(done, Check):
+        return done
     if done.returncode != 0:
         output = _relative((done.stderr or "") + (done.stdout or ""), root)
         return Check(what, False, f"it raised: {clip(output[-400:], 400)}{_hint(output, root)}")
@@ -870,6 +856,27 @@ def _returns(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> 
     if got is not _NO_VALUE and got is value:  # True, False: as themselves (1 == True in Python)
         return Check(what, True, said)
     return Check(what, False, f"{call} returned {clip(said, 120, fold=False)}, not {text}")
+
+
+def _in_workspace(what: str, args: list[str], root: Path, **env: str) -> subprocess.CompletedProcess[str] | Check:
+    """This interpreter run with ``args`` in the workspace, no input, bounded by `COMMAND_TIMEOUT`; or the check
+    ``what`` failed (still running) or undecided (it could not start)."""
+    try:
+        return subprocess.run(
+            [sys.executable, *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=COMMAND_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **env},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Check(what, False, f"still running after {COMMAND_TIMEOUT:.0f} s")
+    except OSError as exc:
+        return Check(what, None, f"could not start: {exc}")
 
 
 def _run(command: str, root: Path) -> Check:
@@ -888,23 +895,9 @@ def _run(command: str, root: Path) -> Check:
         args = [*args, "-q", "-p", "no:cacheprovider"]
     elif not args or args[0].startswith("-") or not args[0].endswith(".py"):  # no `-c code`, no other module
         return Check(what, None, "only `python <file>.py` and pytest are run")
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    try:
-        done = subprocess.run(
-            [sys.executable, *args],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=COMMAND_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Check(what, False, f"still running after {COMMAND_TIMEOUT:.0f} s")
-    except OSError as exc:
-        return Check(what, None, f"could not start: {exc}")
+    done = _in_workspace(what, args, root)
+    if isinstance(done, Check):
+        return done
     # paths as the model knows them: the 1.5B, shown "can't open file '/tmp/…/ws/hello.py'", wrote its next try
     # to that path under the workspace ("tmp/…/ws/hello.py")
     output = _relative((done.stdout or "") + (done.stderr or ""), root)
