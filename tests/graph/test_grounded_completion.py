@@ -520,6 +520,7 @@ def test_a_step_cannot_rewrite_the_file_of_a_done_step(tmp_path: Path, mode: str
             "tool_calls": [
                 tool_call("write_file", path="notes.txt", content="x\n"),
                 tool_call("edit_file", path="./notes.txt", old_string="a", new_string="z"),
+                tool_call("write_file", path="sub/../notes.txt", content="y\n"),
             ]
         }
 
@@ -535,7 +536,11 @@ def test_a_step_cannot_rewrite_the_file_of_a_done_step(tmp_path: Path, mode: str
         if r.purpose == "execute" and "Step `write_count`" in r.text()
         for m in r.tool_results()
     ]
-    assert [(m.name, m.status) for m in ran[:2]] == [("write_file", "error"), ("edit_file", "error")]
+    assert [(m.name, m.status) for m in ran[:3]] == [
+        ("write_file", "error"),
+        ("edit_file", "error"),
+        ("write_file", "error"),
+    ]
     assert "refused: notes.txt is the work of a step that is done" in str(ran[0].content)
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import operator
+import posixpath
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -154,7 +155,7 @@ class ToolGate:
                 given = given.relative_to(PurePosixPath(self.root))
             except ValueError:
                 return None
-        name = given.as_posix().removeprefix("./")
+        name = posixpath.normpath(given.as_posix())  # "x/../notes.txt", "./notes.txt": notes.txt
         return name if name in self.kept else None
 
     def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
