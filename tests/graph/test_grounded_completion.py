@@ -159,6 +159,22 @@ def test_a_step_with_a_real_write_passes_and_the_judge_sees_the_evidence(tmp_pat
     assert out["report"]["files_changed"] == ["mathx.py"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_reflection_that_calls_the_run_complete_does_not_skip_a_failed_step(tmp_path: Path, mode: str) -> None:
+    """A false 'completed' on the 0.5B: main.py did not compile, its step failed verification, the reflection
+    answered "complete", the step was skipped and the run ended `completed`. A "complete" over a failed step is
+    read as "failed": the run ends failed, saying why, and the step stays failed."""
+    script = PurposeScript(
+        plan=plan_of(write_step()),
+        execute=writer("mathx.py", BROKEN),
+        reflect={"assessment": "complete", "reasoning": "the error is in the syntax"},
+    )
+    out, _, _ = run(tmp_path, script, mode=mode)
+    assert out["status"] == "failed"
+    assert "the reflection called the run complete, but write_mathx failed verification" in out["report"]["error"]
+    assert out["plan"].get("write_mathx").status.value == "failed"
+
+
 def test_a_python_file_that_does_not_compile_fails_the_step(tmp_path: Path) -> None:
     script = PurposeScript(
         plan=plan_of(write_step()), execute=writer("mathx.py", "def add(a, b:\n"), reflect={"assessment": "failed"}

@@ -64,6 +64,11 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             return {"status": "failed", "error": msg, "reflections": count}
         if result.assessment == "on_track" and trouble.startswith("deadlock"):
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
+        if result.assessment == "complete" and (unmet := plan.by_status(S.FAILED)):
+            # a model's "complete" does not skip a step its verification failed: the 0.5B's reflection called the
+            # run complete over a main.py that did not compile, the step was skipped, and the run ended `completed`
+            said = f"the reflection called the run complete, but {', '.join(s.id for s in unmet)} failed verification"
+            result = result.model_copy(update={"assessment": "failed", "reasoning": f"{said}: {result.reasoning}"})
         # a small model's first "failed" over failed steps is read as a retry of them, told what it found
         failed = plan.by_status(S.FAILED) if result.assessment == "failed" else []
         retried = settings.retry_judged_failed and count == 1 and bool(failed)
