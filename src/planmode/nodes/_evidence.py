@@ -517,9 +517,11 @@ def _with_commands(clauses: list[str]) -> list[str]:
     return out
 
 
+#: The file a content clause is about, or "it" (the acceptance's only file): "data.csv ", "the file `x.txt` ", "it ".
+_SUBJECT = r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?"
 #: "data.csv contains 'name,score'", "`notes.txt` has the line "x"": a file's content holds a quoted text.
 _CONTAINS_CLAUSE = re.compile(
-    r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|has|includes|holds)\s+"
+    _SUBJECT + r"(?:contains|has|includes|holds)\s+"
     r"(?:the\s+(?:text|line|header|row|word|number)s?\s+)?"
     r"(?:(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q)|(?P<number>-?\d+(?:\.\d+)?))",
     re.IGNORECASE,
@@ -579,7 +581,7 @@ _CODE_CLAUSE = re.compile(
 )
 #: "util/__init__.py exists and is empty", "it is empty".
 _EMPTY_CLAUSE = re.compile(
-    r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:is|stays|remains)\s+(?:an?\s+)?empty(?:\s+file)?",
+    _SUBJECT + r"(?:is|stays|remains)\s+(?:an?\s+)?empty(?:\s+file)?",
     re.IGNORECASE,
 )
 
@@ -590,7 +592,7 @@ _NUMBERS = {
 _COUNT = r"(?P<n>\d+|" + "|".join(_NUMBERS) + ")"
 #: "notes.txt contains exactly three lines", "it has 3 lines of text": how many lines a file has.
 _LINES_CLAUSE = re.compile(
-    r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|has|holds|consists of|is)\s+"
+    _SUBJECT + r"(?:contains|has|holds|consists of|is)\s+"
     rf"(?:exactly\s+|only\s+)?{_COUNT}\s+(?:non-empty\s+)?lines?(?:\s+(?:of\s+text|long))?",
     re.IGNORECASE,
 )
