@@ -187,6 +187,27 @@ def test_a_python_file_that_does_not_compile_fails_the_step(tmp_path: Path) -> N
     assert step.error is not None and "mathx.py compiles" in step.error and "fix the syntax" in step.error
 
 
+def test_a_python_file_holding_plain_text_is_told_it_is_not_code(tmp_path: Path) -> None:
+    """The 0.5B wrote hello.py as the text it was to print, and was told "line 1: invalid syntax; fix the syntax";
+    it wrote the same text again. The reason names what the file holds and the fix; code that does not compile
+    keeps the plain reason."""
+    script = PurposeScript(
+        plan=plan_of(write_step()), execute=writer("mathx.py", "Hello, world!"), reflect={"assessment": "failed"}
+    )
+
+    out, _, _ = run(tmp_path, script)
+
+    error = out["plan"].get("write_mathx").error or ""
+    assert "mathx.py holds plain text ('Hello, world!'), not Python code" in error
+    assert "print('Hello, world!')" in error
+
+    from planmode.nodes._evidence import _compiles
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("def add(a, b) return a + b\n")
+    assert "plain text" not in (_compiles(broken).detail or "")
+
+
 def test_a_command_named_in_the_acceptance_must_exit_zero(tmp_path: Path) -> None:
     step = write_step("`python mathx.py` runs")
     script = PurposeScript(
@@ -253,6 +274,41 @@ def test_a_plan_naming_tools_as_steps_is_sent_back_with_the_fix(tmp_path: Path) 
     assert out["status"] == "completed", out.get("error")
     assert out["plan"].ids() == ["write_mathx"]
     assert "step 'read_back' left out: it only reads back mathx.py" in (out["plan"].history[0].reason or "")
+
+
+def test_a_plan_that_copies_the_shapes_placeholders_is_sent_back(tmp_path: Path) -> None:
+    """The 0.5B answered the plan request with the shape it was shown, ``{"id": "step_1", "description": "...",
+    "acceptance": "..."}``; the step ran with no task to do. Placeholders are sent back with the fix."""
+    copied = {"id": "step_1", "description": "...", "tools": [], "acceptance": "\u2026"}
+    script = PurposeScript(plan=[plan_of(copied), plan_of(write_step())], execute=writer("mathx.py", GOOD))
+
+    out, model, _ = run(tmp_path, script)
+
+    reasons = retry_reasons(model)
+    assert "step 'step_1' has the placeholder '...' as its description" in reasons
+    assert "step 'step_1' has the placeholder '\u2026' as its acceptance" in reasons
+    assert out["status"] == "completed" and out["plan"].ids() == ["write_mathx"]
+
+
+def test_the_full_plan_fallback_is_held_to_the_coverage_a_first_plan_is(tmp_path: Path) -> None:
+    """The 0.5B's fallback plan was the shape's example (one step, "...", no tools): it replaced the failed step
+    that wrote hello.py, ran, and the run spent its time on a step with no task. A fallback plan that leaves a file
+    of the task unwritten, or has placeholders, is refused like a first plan."""
+    copied = {"id": "step_1", "description": "...", "tools": [], "acceptance": "..."}
+    script = PurposeScript(
+        plan=[plan_of(write_step()), plan_of(copied)],
+        execute=writer("mathx.py", BROKEN),
+        reflect={"assessment": "needs_adjustment", "reasoning": "mathx.py does not compile"},
+        patch="{not json",
+    )
+
+    out, model, _ = run(tmp_path, script, max_reflections=1, max_patch_attempts=1)
+
+    assert out["status"] == "failed" and model.calls("plan") == 2
+    assert "step_1" not in out["plan"].ids() and model.calls("execute") == 1  # the copied step never ran
+    reasons = [r for rej in out["plan"].rejections for r in rej.reasons]
+    assert any("no step writes mathx.py" in r for r in reasons), reasons
+    assert any("placeholder '...' as its description" in r for r in reasons), reasons
 
 
 def test_a_write_step_without_acceptance_is_sent_back(tmp_path: Path) -> None:

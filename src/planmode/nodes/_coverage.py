@@ -25,7 +25,7 @@ plan and the task without judgement, and says what it changed. The plan is then 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 
 from langchain_core.tools import BaseTool
@@ -85,18 +85,33 @@ def step_problems(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | No
                 f"step {step.id!r} writes but has no acceptance: add acceptance that names the file, e.g. "
                 f"'out.py exists and `python out.py` runs'"
             )
+        for field, text in (("description", step.description), ("acceptance", step.acceptance)):
+            if text.strip() and _PLACEHOLDER.fullmatch(text.strip()):
+                problems.append(
+                    f"step {step.id!r} has the placeholder {text.strip()!r} as its {field}, copied from the "
+                    f"shape: write what the step does and what shows it is done, for this task"
+                )
     return problems
 
 
-def plan_problems(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
-    """Why ``plan`` does not cover its task as a plan must (empty: it does), each reason naming the fix."""
+#: A field a model copied from the shape it was shown instead of filling it: dots, an ellipsis, a type's name.
+_PLACEHOLDER = re.compile(r"[.\u2026\s_\-?]+|<[^<>]*>|string|str|text|description|acceptance", re.IGNORECASE)
+
+
+def plan_problems(
+    plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None, made: Collection[str] = ()
+) -> list[str]:
+    """Why ``plan`` does not cover its task as a plan must (empty: it does), each reason naming the fix. With
+    ``ids``, only those steps are held to the rules of single steps (a repair's open steps: its done steps were
+    held to them when they were planned); every step counts as writing what it names. ``made``: the files the run
+    wrote so far, still the task's to produce though they exist (`planmode.tools.files.deliverables`)."""
     names = {t.name.lower() for t in tools}
     writes = write_tool_names(tools)
-    problems = step_problems(plan, tools)
+    problems = step_problems(plan, tools, ids)
     if not writes:
         return problems
     example = preferred_write(writes)
-    wanted = deliverables(plan.goal, workspace_root(tools))
+    wanted = deliverables(plan.goal, workspace_root(tools), made=made)
     writers = [s for s in plan.steps if declared_writes(s, writes)]
     for name in wanted:
         if not any(name in f"{s.description} {s.acceptance}" for s in writers):
@@ -106,6 +121,8 @@ def plan_problems(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
             )
     if wanted:  # a step that only reads before anything is written is exploring (reading back later is fine)
         for step in plan.steps:
+            if ids is not None and step.id not in ids:
+                continue
             reads = step.tools and all(t.lower() in names for t in step.tools) and not declared_writes(step, writes)
             if reads and not step.dependencies:
                 problems.append(

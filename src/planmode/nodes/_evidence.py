@@ -792,10 +792,22 @@ def _compiles(path: Path) -> Check:
         source = path.read_bytes()
         compile(source, str(path), "exec", dont_inherit=True)
     except SyntaxError as exc:
-        return Check(f"{path.name} compiles", False, f"line {exc.lineno}: {exc.msg}; fix the syntax")
+        said = f"line {exc.lineno}: {exc.msg}; fix the syntax"
+        text = source.decode("utf-8", "replace").strip()
+        if text and not _CODE_MARKS.search(text):  # the 0.5B wrote hello.py as the text it was to print
+            shown = text.splitlines()[0][:80]
+            said = (
+                f"line {exc.lineno}: {exc.msg}: {path.name} holds plain text ({shown!r}), not Python code; write "
+                f"the code, e.g. print({shown!r}) for a script that prints it"
+            )
+        return Check(f"{path.name} compiles", False, said)
     except (OSError, ValueError) as exc:
         return Check(f"{path.name} compiles", False, f"{type(exc).__name__}: {exc}")
     return Check(f"{path.name} compiles", True)
+
+
+#: What Python code has and a line of prose does not: a bracket, an assignment or a block's colon at a line's end.
+_CODE_MARKS = re.compile(r"[()\[\]{}=]|:\s*$|^\s*(?:(?:import|from|def|class|return)\b|#)", re.MULTILINE)
 
 
 def commands(acceptance: str) -> list[str]:

@@ -32,6 +32,7 @@ from planmode.nodes._coverage import (
     mend_module_runs,
     mend_runs,
     mend_tools,
+    plan_problems,
     step_problems,
 )
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
@@ -108,7 +109,8 @@ def make_patch(deps: Deps) -> RunnableCallable:
         )
         chosen = asked.value
         if chosen is None:
-            chosen = yield from _full_plan_fallback(model, settings, plan, trouble, rejections, deps.tools)
+            made = list(state.get("run_writes") or {})
+            chosen = yield from _full_plan_fallback(model, settings, plan, trouble, rejections, deps.tools, made)
         if chosen is None:
             msg = f"no valid patch after {settings.max_patch_attempts} attempt(s) and a full-plan fallback"
             return {
@@ -235,10 +237,13 @@ def _full_plan_fallback(
     trouble: str,
     rejections: list[Rejection],
     tools: Sequence[BaseTool] = (),
+    made: Sequence[str] = (),
 ) -> Body[tuple[PlanUpdate, Preview] | None]:
     """A whole plan asked for, converted into a patch by diff: the update and what it does; None (the
-    reasons recorded in ``rejections``) when there is none that applies. A step of the node's body (``yield
-    from``): the call is ``call_structured`` on the sync path, ``acall_structured`` on the async one."""
+    reasons recorded in ``rejections``) when there is none that applies. The plan is held to the coverage of a
+    first plan (`planmode.nodes._coverage.plan_problems`; the files the run wrote, ``made``, are still the task's).
+    A step of the node's body (``yield from``): the call is ``call_structured`` on the sync path,
+    ``acall_structured`` on the async one."""
     messages: list[BaseMessage] = [
         SystemMessage(
             content=prompts.PLAN_SYSTEM.format(max_steps=plan.max_steps or settings.max_steps, tools="as before")
@@ -268,6 +273,8 @@ def _full_plan_fallback(
     proposed, kept_commands = mend_kept_runs(plan, proposed, open_ids)
     mended = [*named, *untied, *data_runs, *mended, *modules, *runs, *kept_commands]
     reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
+    if not reasons:  # and cover the task as a first plan must (the 0.5B sent back the shape's example, "...")
+        reasons = plan_problems(proposed, tools, open_ids, made)
     if not reasons:
         notes = [*mended, *([f"done steps kept as they are: {', '.join(kept)}"] if kept else [])]
         reason = "full plan converted into a patch by diff" + (f" ({'; '.join(notes)})" if notes else "")

@@ -7,6 +7,7 @@ small model that answers a write step in words to write the one file the step pr
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,17 +32,20 @@ def file_names(text: str) -> list[str]:
     return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
 
 
-def deliverables(goal: str, root: Path | None = None, *, inputs: frozenset[str] = _NOT_PRODUCED) -> list[str]:
+def deliverables(
+    goal: str, root: Path | None = None, *, inputs: frozenset[str] = _NOT_PRODUCED, made: Collection[str] = ()
+) -> list[str]:
     """The files a task asks to produce: those it names, less the ones named as inputs or to remove (``read
     data.csv``, ``delete old.py``: one of ``inputs`` among the two words before) and, when the workspace is known,
-    the ones that exist in it already."""
+    the ones that exist in it already — unless the run made them (``made``: the paths it wrote; a repair is
+    planned after some of its files exist)."""
     out: list[str] = []
     for m in _FILE.finditer(goal or ""):
         before = re.findall(r"[A-Za-z]+", goal[: m.start()])[-2:]
         if any(w.lower() in inputs for w in before):
             continue
         name = m.group(1)
-        if root is not None and (root / name).exists():
+        if root is not None and (root / name).exists() and not any(p == name or p.endswith("/" + name) for p in made):
             continue
         out.append(name)
     return list(dict.fromkeys(out))
