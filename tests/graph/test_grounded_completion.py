@@ -208,6 +208,55 @@ def test_a_python_file_holding_plain_text_is_told_it_is_not_code(tmp_path: Path)
     assert "plain text" not in (_compiles(broken).detail or "")
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_of_a_tool_that_does_not_exist_is_told_how_to_write_the_steps_file(tmp_path: Path, mode: str) -> None:
+    """The 0.5B, in the step that writes count_lines.py, called the step before it, ``write_notes_txt``, and was
+    told "not a valid tool, try one of [...]" five times. A write step's reply names the call that writes its file."""
+    told: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        results = req.tool_results()
+        if not results:
+            return {"tool_calls": [tool_call("write_notes_txt", path="mathx.py", content=GOOD)]}
+        told.append(str(results[-1].content))
+        if len(results) == 1:
+            return {"tool_calls": [tool_call("write_file", path="mathx.py", content=GOOD)]}
+        return "done"
+
+    out, _, ws = run(tmp_path, PurposeScript(plan=plan_of(write_step()), execute=execute), mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert told[0].startswith("Error: write_notes_txt is not a tool. This step writes mathx.py: call write_file")
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_same_failing_call_sent_twice_ends_the_attempt(tmp_path: Path, mode: str) -> None:
+    """The 0.5B sent one failing call six turns in a row; the attempt ran to its turn bound. Two turns that make
+    the same calls, all failed, end the attempt with the error, and the next attempt reads it."""
+    seen: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        seen.append(req.text())
+        if "same failing call" in req.text():
+            return writer("mathx.py", GOOD)(req)
+        return {"tool_calls": [tool_call("write_file", path="mathx.py")]}  # no content: its arguments fail
+
+    out, _, ws = run(
+        tmp_path,
+        PurposeScript(plan=plan_of(write_step()), execute=execute),
+        mode=mode,
+        max_attempts=2,
+        max_executor_iterations=6,
+    )
+
+    assert out["status"] == "completed", out.get("error")
+    first_attempt = [t for t in seen if "same failing call" not in t]
+    assert len(first_attempt) == 2  # two turns, not six
+    assert "the model sent the same failing call twice (write_file)" in seen[2]
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
 def test_a_command_named_in_the_acceptance_must_exit_zero(tmp_path: Path) -> None:
     step = write_step("`python mathx.py` runs")
     script = PurposeScript(

@@ -110,11 +110,15 @@ class ToolGate:
         binding: StepTools | None = None,
         kept: frozenset[str] = frozenset(),
         root: str | None = None,
+        step_file: tuple[str, str] | None = None,
     ) -> None:
         self.allow_writes = allow_writes
         self.binding = binding
         self.kept = kept
         self.root = root
+        self.step_file = step_file
+        """(the write tool, the path) of the one file the step writes whole, when it has one (`WholeFile`): a
+        call of a tool that does not exist is told how to write it."""
 
     def refusal(self, request: ToolCallRequest) -> ToolResult | None:
         """The answer to a call that must not run now (an error tool message; for a tool the step is not bound
@@ -130,6 +134,16 @@ class ToolGate:
                 "(write this step's own file)",
                 tool_call_id=request.tool_call.get("id") or "",
                 name=request.tool_call["name"],
+                status="error",
+            )
+        if tool is None and self.step_file is not None:  # the 0.5B called the step before, write_notes_txt, 5 times
+            write, path = self.step_file
+            name = request.tool_call["name"]
+            return ToolMessage(
+                content=f"Error: {name} is not a tool. This step writes {path}: call {write} with "
+                f'{{"path": "{path}", "content": "<the whole text of {path}>"}}',
+                tool_call_id=request.tool_call.get("id") or "",
+                name=name,
                 status="error",
             )
         if self.allow_writes or tool is None or is_read_only(tool):
@@ -486,6 +500,9 @@ def _build_loop(
         binding=binding,
         kept=whole_file.kept if whole_file is not None else frozenset(),
         root=whole_file.root if whole_file is not None else None,
+        step_file=(whole_file.tool, whole_file.path)
+        if whole_file is not None and whole_file.whole and whole_file.path and allow_writes
+        else None,
     )
 
     def after_model(state: _LoopState) -> Literal["tools", "model", "bound", "__end__"]:
@@ -504,13 +521,16 @@ def _build_loop(
             return "__end__"
         if whole_file is not None and _step_file_written(state.get("messages") or [], whole_file) is not None:
             return "written"
+        if _repeated_failure(state.get("messages") or []) is not None:
+            return "bound"  # the same calls failed the same way twice: a third turn would send them again
         return "bound" if state.get("turns", 0) >= max_iterations else "model"
 
     def written(state: _LoopState) -> dict[str, Any]:
         return {"written": _step_file_written(state.get("messages") or [], whole_file) if whole_file else None}
 
     def bound_reached(state: _LoopState) -> dict[str, Any]:
-        return {"error": _text_call_error(state) or _bound_error(max_iterations)}
+        repeated = _repeated_failure(state.get("messages") or [])
+        return {"error": _text_call_error(state) or repeated or _bound_error(max_iterations)}
 
     builder: StateGraph[_LoopState, None, _LoopState, _LoopState] = StateGraph(_LoopState)
     builder.add_node("model", RunnableCallable(call_model, acall_model, name="model", trace=False))
@@ -548,6 +568,37 @@ def _step_file_written(history: Sequence[BaseMessage], whole_file: WholeFile) ->
         if isinstance(path, str) and PurePosixPath(path) == target:
             return text_of(m)
     return None
+
+
+def _repeated_failure(history: Sequence[BaseMessage]) -> str | None:
+    """Why the loop stops early when the model's last two turns made the same calls (names and arguments) and
+    every one of them failed (None otherwise). The 0.5B sent a call of a tool that does not exist six turns in a
+    row, each one told the same error: the step's attempt ended on its turn bound a minute later, with nothing
+    learned after the second."""
+    rounds: list[tuple[AIMessage, list[ToolMessage]]] = []
+    results: list[ToolMessage] = []
+    for message in reversed(history):
+        if isinstance(message, ToolMessage):
+            results.append(message)
+        elif isinstance(message, AIMessage) and message.tool_calls:
+            rounds.append((message, results))
+            results = []
+            if len(rounds) == 2:
+                break
+        else:
+            break
+    if len(rounds) < 2:
+        return None
+
+    def calls(m: AIMessage) -> list[tuple[str, str]]:
+        return [(c["name"], json.dumps(c.get("args"), sort_keys=True, default=str)) for c in m.tool_calls]
+
+    (last, last_results), (before, before_results) = rounds
+    failed = all(r.status == "error" for r in (*last_results, *before_results)) and last_results and before_results
+    if not failed or calls(last) != calls(before):
+        return None
+    errors = list(dict.fromkeys(text_of(r) for r in last_results))
+    return f"the model sent the same failing call twice ({last.tool_calls[0]['name']}): {_excerpt(errors[0])}"
 
 
 def _bound_error(max_iterations: int) -> str:
