@@ -1846,6 +1846,30 @@ def test_a_module_is_not_asked_to_print_what_its_users_print() -> None:
     assert one("Write rev.py that reverses its input", "`python rev.py` prints 'cba'") == "`python rev.py` prints 'cba'"
 
 
+def test_in_a_step_naming_two_files_printing_is_said_of_the_file_it_follows(tmp_path: Path) -> None:
+    """The 0.5B's step "Write greet.py with a function greet(name) ..., and main.py that imports greet and prints
+    greet('Ada')", accepted by "`python greet.py` runs": greet.py ran, printed nothing (a module), and failed for
+    "the step asks it to print" twice. The printing is main.py's."""
+    from planmode.nodes._evidence import says_prints
+
+    both = "Write greet.py with a function greet(name) that returns 'Hello, ' + name + '!', and main.py that prints it"
+    assert not says_prints(both, "greet.py") and says_prints(both, "main.py") and says_prints(both)
+    assert says_prints("Print the numbers in fizz.py, then notes.txt", "fizz.py")  # before the first name: its
+    assert says_prints("Write count.py that prints the lines of notes.txt", "count.py")
+
+    step = {
+        "id": "write_greet",
+        "description": both,
+        "tools": ["write_file"],
+        "acceptance": "greet.py exists and `python greet.py` runs",
+    }
+    module = "def greet(name):\n    return 'Hello, ' + name + '!'\n"
+    out, _, _ = run(
+        tmp_path, PurposeScript(plan=plan_of(step), execute=writer("greet.py", module)), task="write greet.py"
+    )
+    assert out["plan"].get("write_greet").status.value == "done", out["plan"].get("write_greet").error
+
+
 MARKUP = (
     '<tools>\n<function name="update_code" description="Edit the specified file. Read-only." '
     'parameters={"properties": {"file": {"type": "string"}}}>\n</tools>'

@@ -244,7 +244,7 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
                     f"step {step.id!r} writes the test {script} and ran nothing: its acceptance runs it ({added})"
                 )
             continue
-        if not says_prints(step.description):
+        if not says_prints(step.description, script):
             continue
         if not step.acceptance.strip() or f"python {script}" in commands(step.acceptance):
             continue
@@ -334,7 +334,7 @@ def mend_module_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] |
     notes: list[str] = []
     steps = list(plan.steps)
     for i, step, module in _python_writers(steps, tools, ids):
-        if not _DEFINES.search(step.description) or says_prints(step.description):
+        if not _DEFINES.search(step.description) or says_prints(step.description, module):
             continue
         acceptance = _RUN_EXPECTS.sub(partial(_runs_only, module), step.acceptance)
         if acceptance != step.acceptance:

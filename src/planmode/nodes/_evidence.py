@@ -45,7 +45,7 @@ from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.text import clip
 from planmode.tools.binding import read_only_names
-from planmode.tools.files import deliverables, file_names, produced_file
+from planmode.tools.files import deliverables, file_mentions, file_names, produced_file
 from planmode.tools.workspace import workspace_root
 
 __all__ = [
@@ -1088,7 +1088,7 @@ def gather(
         printing = _asked_to_print(acceptance)
         run = commands(acceptance)
         produced = produced_file(step.description, acceptance)
-        if produced is not None and produced.endswith(".py") and says_prints(step.description):
+        if produced is not None and produced.endswith(".py") and says_prints(step.description, produced):
             printing.add(f"python {produced}")  # the step says its script prints: a silent run fails too
             if f"python {produced}" not in run:  # nothing runs it: the judge is told so
                 unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
@@ -1238,9 +1238,24 @@ _SILENT = (
 _SAYS_PRINTS = re.compile(r"\b(?:prints?|printing|outputs?|displays?|shows?)\b", re.IGNORECASE)
 
 
-def says_prints(description: str) -> bool:
-    """Whether a step's description says it prints something ("a script that prints the sum")."""
-    return bool(_SAYS_PRINTS.search(description or ""))
+def says_prints(description: str, name: str | None = None) -> bool:
+    """Whether a step's description says it prints something ("a script that prints the sum"); with ``name``,
+    whether it says so of that file: in a description that names several files, what follows a file's name (up to
+    the next file's) is said of it, and what comes before the first name of the first. The 0.5B's step "Write
+    greet.py with a function greet(name) that returns ..., and main.py that imports greet and prints greet('Ada')"
+    failed its module greet.py for printing nothing."""
+    text = description or ""
+    mentions = file_mentions(text)
+    if name is None or len({n for n, _ in mentions}) < 2:
+        return bool(_SAYS_PRINTS.search(text))
+    said = ""
+    for i, (named, at) in enumerate(mentions):
+        if named != name:
+            continue
+        start = 0 if i == 0 else at
+        end = next((later for other, later in mentions[i + 1 :] if other != name), len(text))
+        said += " " + text[start:end]
+    return bool(_SAYS_PRINTS.search(said))
 
 
 def _asked_to_print(acceptance: str) -> set[str]:

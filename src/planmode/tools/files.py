@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from planmode.state.models import Plan, Step
 
-__all__ = ["deliverables", "done_files", "file_names", "produced_file"]
+__all__ = ["deliverables", "done_files", "file_mentions", "file_names", "produced_file"]
 
 _EXTENSIONS = "py|txt|csv|tsv|md|rst|json|jsonl|yaml|yml|toml|ini|cfg|html|css|js|ts|sh|sql|xml|log|dat|ipynb"
 _FILE = re.compile(rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:{_EXTENSIONS}))(?![\w\-]|\.\w)", re.IGNORECASE)
@@ -30,6 +30,11 @@ _USED = _NOT_PRODUCED | {"import", "imports", "importing", "run", "runs", "execu
 def file_names(text: str) -> list[str]:
     """The file names ``text`` mentions (``mathx.py``, ``data/in.csv``), once each, in order."""
     return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
+
+
+def file_mentions(text: str) -> list[tuple[str, int]]:
+    """Every mention of a file name in ``text``: (the name, where it starts), in order."""
+    return [(m.group(1), m.start()) for m in _FILE.finditer(text or "")]
 
 
 def deliverables(
