@@ -1856,6 +1856,7 @@ def test_in_a_step_naming_two_files_printing_is_said_of_the_file_it_follows(tmp_
     assert not says_prints(both, "greet.py") and says_prints(both, "main.py") and says_prints(both)
     assert says_prints("Print the numbers in fizz.py, then notes.txt", "fizz.py")  # before the first name: its
     assert says_prints("Write count.py that prints the lines of notes.txt", "count.py")
+    assert says_prints("Write report.py that reads temps.txt and prints each", "report.py")  # a file it uses
 
     step = {
         "id": "write_greet",

@@ -1241,11 +1241,11 @@ _SAYS_PRINTS = re.compile(r"\b(?:prints?|printing|outputs?|displays?|shows?)\b",
 def says_prints(description: str, name: str | None = None) -> bool:
     """Whether a step's description says it prints something ("a script that prints the sum"); with ``name``,
     whether it says so of that file: in a description that names several files, what follows a file's name (up to
-    the next file's) is said of it, and what comes before the first name of the first. The 0.5B's step "Write
-    greet.py with a function greet(name) that returns ..., and main.py that imports greet and prints greet('Ada')"
-    failed its module greet.py for printing nothing."""
+    the next file's, a file it uses aside) is said of it, and what comes before the first name of the first. The
+    0.5B's step "Write greet.py with a function greet(name) that returns ..., and main.py that imports greet and
+    prints greet('Ada')" failed its module greet.py for printing nothing."""
     text = description or ""
-    mentions = file_mentions(text)
+    mentions = file_mentions(text, used=False)  # "reads temps.txt and prints": what report.py prints
     if name is None or len({n for n, _ in mentions}) < 2:
         return bool(_SAYS_PRINTS.search(text))
     said = ""

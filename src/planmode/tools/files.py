@@ -32,9 +32,14 @@ def file_names(text: str) -> list[str]:
     return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
 
 
-def file_mentions(text: str) -> list[tuple[str, int]]:
-    """Every mention of a file name in ``text``: (the name, where it starts), in order."""
-    return [(m.group(1), m.start()) for m in _FILE.finditer(text or "")]
+def file_mentions(text: str, *, used: bool = True) -> list[tuple[str, int]]:
+    """Every mention of a file name in ``text``: (the name, where it starts), in order; without ``used``, only
+    those not named as a file used (``reads temps.txt``, ``imports util.py``: one of the two words before)."""
+    text = text or ""
+    found = [(m.group(1), m.start()) for m in _FILE.finditer(text)]
+    if used:
+        return found
+    return [(n, at) for n, at in found if not any(w.lower() in _USED for w in re.findall(r"[A-Za-z]+", text[:at])[-2:])]
 
 
 def deliverables(
