@@ -426,6 +426,45 @@ def test_planmode_mends_only_what_follows_from_the_plan_and_the_task(tmp_path: P
     assert not list(ws.iterdir())
 
 
+def test_a_step_that_only_uses_a_file_of_the_task_does_not_count_as_writing_it(tmp_path: Path) -> None:
+    """The 0.5B's plan for "write data.csv ..., then avg.py that reads data.csv" had no step for data.csv: its step
+    "Write avg.py that reads data.csv" counted as writing it. It is sent back; when the planner repeats it,
+    planmode adds the step that writes data.csv before the step that reads it."""
+    avg = {
+        "id": "write_avg",
+        "description": "Write avg.py that reads data.csv and prints the average",
+        "tools": ["write_file"],
+        "acceptance": "avg.py exists and `python avg.py` runs",
+    }
+    program = "print(sum(int(r.split(',')[1]) for r in open('data.csv').read().split()[1:]) / 3)\n"
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.step_id == "write_data_csv":
+            return writer("data.csv", "name,score\na,10\nb,20\nc,30\n")(req)
+        return writer("avg.py", program)(req)
+
+    task = "Write data.csv with three scores, then write avg.py that reads data.csv and prints the average"
+    script = PurposeScript(plan=plan_of(avg), execute=execute)
+    out, model, ws = run(tmp_path, script, task=task, max_plan_attempts=2)
+
+    assert "no step writes data.csv" in retry_reasons(model)
+    assert out["plan"].ids() == ["write_data_csv", "write_avg"]
+    assert out["plan"].get("write_avg").dependencies == ["write_data_csv"]
+    assert "added step 'write_data_csv' before 'write_avg', which uses it" in out["plan"].history[0].reason
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "data.csv").is_file()
+
+    from planmode.nodes._coverage import plan_problems
+    from planmode.state.models import Plan
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    writes_both = Step(**{**avg, "description": "Write data.csv, then avg.py that reads data.csv"})
+    assert plan_problems(Plan(goal=task, steps=[writes_both]), workspace_tools(empty)) == []
+    only_reads = Step(**avg)
+    assert plan_problems(Plan(goal=task, steps=[only_reads]), workspace_tools(empty)) != []
+
+
 # -- finalize states only what the record shows -------------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ from planmode.nodes._evidence import (
 )
 from planmode.state.draft import free_id
 from planmode.state.models import Plan, Step, as_step_id
-from planmode.tools.files import deliverables, file_names, produced_file
+from planmode.tools.files import deliverables, file_mentions, file_names, produced_file
 
 __all__ = [
     "kept_runs",
@@ -114,7 +114,7 @@ def plan_problems(
     wanted = deliverables(plan.goal, workspace_root(tools), made=made)
     writers = [s for s in plan.steps if declared_writes(s, writes)]
     for name in wanted:
-        if not any(name in f"{s.description} {s.acceptance}" for s in writers):
+        if not any(_names_to_write(s, name) for s in writers):
             problems.append(
                 f"no step writes {name}: add a step (or change one) whose description names {name}, with "
                 f"tools [{example!r}] and acceptance '{name} exists'"
@@ -130,6 +130,17 @@ def plan_problems(
                     "planning: remove it, or make it a step that writes"
                 )
     return problems
+
+
+def _names_to_write(step: Step, name: str, text: str | None = None) -> bool:
+    """Whether ``step`` (its description and acceptance, or ``text``) names file ``name`` as one to write, not only
+    as one it uses: the 0.5B's plan for "write data.csv ..., then avg.py that reads data.csv" had no step for
+    data.csv, and its "Write avg.py that reads data.csv" step counted as writing it."""
+    text = f"{step.description} {step.acceptance}" if text is None else text
+    if name not in text:
+        return False
+    mentions = [n for n, _ in file_mentions(text) if n == name]
+    return not mentions or any(n == name for n, _ in file_mentions(text, used=False))
 
 
 def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = None) -> tuple[Plan, list[str]] | None:
@@ -172,9 +183,16 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
     if removed:
         notes.append(f"removed the steps that only read ({', '.join(removed)}): exploring did that")
     for name in wanted:
-        if any(name in f"{s.description} {s.acceptance}" for s in steps if declared_writes(s, writes)):
+        if any(_names_to_write(s, name) for s in steps if declared_writes(s, writes)):
             continue
-        at = next((i for i, s in enumerate(steps) if name in f"{s.id} {s.description}"), None)
+        at = next(
+            (
+                i
+                for i, s in enumerate(steps)
+                if not declared_writes(s, writes) and _names_to_write(s, name, f"{s.id} {s.description}")
+            ),
+            None,
+        )
         if at is not None:
             step = steps[at]
             steps[at] = step.model_copy(update={"tools": [*step.tools, write]})
@@ -182,16 +200,33 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
             continue
         ids = {s.id for s in steps}
         new_id = free_id(as_step_id("write_" + name.lower())[:56], ids)
-        steps.append(
+        user = next((i for i, s in enumerate(steps) if name in f"{s.description} {s.acceptance}"), None)
+        if user is None:
+            steps.append(
+                Step(
+                    id=new_id,
+                    description=f"Write {name} as the task asks",
+                    tools=[write],
+                    acceptance=f"{name} exists",
+                    dependencies=[steps[-1].id] if steps else [],
+                )
+            )
+            notes.append(f"no step wrote {name}: added step {new_id!r}")
+            continue
+        # a step uses it ("Write avg.py that reads data.csv"): it is written before, and that step waits for it
+        first = steps[user]
+        steps.insert(
+            user,
             Step(
                 id=new_id,
                 description=f"Write {name} as the task asks",
                 tools=[write],
                 acceptance=f"{name} exists",
-                dependencies=[steps[-1].id] if steps else [],
-            )
+                dependencies=list(first.dependencies),
+            ),
         )
-        notes.append(f"no step wrote {name}: added step {new_id!r}")
+        steps[user + 1] = first.model_copy(update={"dependencies": [*first.dependencies, new_id]})
+        notes.append(f"no step wrote {name}: added step {new_id!r} before {first.id!r}, which uses it")
     for i, step in enumerate(steps):
         if declared_writes(step, writes) and not step.acceptance.strip():
             acceptance = _exists_acceptance(step, wanted)
