@@ -486,6 +486,56 @@ def test_a_run_whose_deliverables_are_missing_is_not_completed(tmp_path: Path) -
     assert not (ws / "mathx.py").exists()
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_run_whose_later_step_breaks_what_a_done_step_ran_is_not_completed(tmp_path: Path, mode: str) -> None:
+    """Each step is verified when it is done; a later step can still break it (rewrite the module a done step's
+    script imports). "Completed" means every command the done steps' acceptance ran still runs at the end."""
+    steps = (
+        {
+            "id": "write_lib",
+            "description": "Write lib.py with f()",
+            "tools": ["write_file"],
+            "acceptance": "lib.py exists",
+        },
+        {
+            "id": "write_app",
+            "description": "Write app.py that imports lib and prints f()",
+            "tools": ["write_file"],
+            "acceptance": "app.py exists and `python app.py` runs",
+            "dependencies": ["write_lib"],
+        },
+        {
+            "id": "rewrite_lib",
+            "description": "Rewrite lib.py with g() instead",
+            "tools": ["write_file"],
+            "acceptance": "lib.py exists",
+            "dependencies": ["write_app"],
+        },
+    )
+    files = {
+        "write_lib": ("lib.py", "def f():\n    return 1\n"),
+        "write_app": ("app.py", "import lib\nprint(lib.f())\n"),
+        "rewrite_lib": ("lib.py", "def g():\n    return 2\n"),
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        return writer(*files[req.step_id or ""])(req)
+
+    task = "write lib.py and app.py"
+    out, _, _ = run(tmp_path, PurposeScript(plan=plan_of(*steps), execute=execute), task=task, mode=mode)
+
+    assert [s.status.value for s in out["plan"].steps] == ["done", "done", "done"]
+    assert out["status"] == "failed"
+    error = out["report"]["error"]
+    assert "`python app.py` (step 'write_app''s acceptance) fails now" in error
+    assert "AttributeError" in error
+
+    files["rewrite_lib"] = ("lib.py", "def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    (tmp_path / "b").mkdir()
+    out, _, _ = run(tmp_path / "b", PurposeScript(plan=plan_of(*steps), execute=execute), task=task, mode=mode)
+    assert out["status"] == "completed", out.get("error")
+
+
 def test_the_final_answer_never_names_a_file_that_does_not_exist(tmp_path: Path) -> None:
     script = PurposeScript(
         plan=plan_of(write_step()),

@@ -52,6 +52,7 @@ __all__ = [
     "COMMAND_TIMEOUT",
     "Check",
     "Evidence",
+    "broken_runs",
     "changed_files",
     "commands",
     "gather",
@@ -1282,6 +1283,26 @@ def missing_deliverables(plan: Plan, tools: Sequence[BaseTool], run_writes: Mapp
         if declared_writes(step, writes) and not _GONE.search(step.acceptance or ""):
             promised += file_names(step.acceptance or "")
     return [n for n in dict.fromkeys(promised) if _exists(n, root, run_writes) is False]
+
+
+def broken_runs(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
+    """The commands the done steps' acceptance ran (`` `python x.py` ``, `` `pytest test_x.py` ``) that fail when run
+    again at the end of the run, each with its step and why: a step done early is not a promise kept if a later
+    step broke what it ran (a module its script imports, a file its test reads). Empty without a workspace."""
+    root = workspace_root(tools)
+    if root is None:
+        return []
+    broken: list[str] = []
+    ran: set[str] = set()
+    for step in plan.by_status(StepStatus.DONE):
+        for command in commands(step.acceptance or ""):
+            if command in ran:
+                continue
+            ran.add(command)
+            check = _run(command, root)
+            if check.passed is False:
+                broken.append(f"`{command}` (step {step.id!r}'s acceptance) fails now: {clip(check.detail, 300)}")
+    return broken
 
 
 def unsupported_files(text: str, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> list[str]:

@@ -19,7 +19,7 @@ from planmode._compat import RunnableCallable
 from planmode.budget import BudgetSkipped, finalize_fits
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
-from planmode.nodes._evidence import changed_files, missing_deliverables, unsupported_files
+from planmode.nodes._evidence import broken_runs, changed_files, missing_deliverables, unsupported_files
 from planmode.nodes._outputs import adependency_output, dependency_output, summarize
 from planmode.nodes._twin import Body, call, chat, model_for, twin_node
 from planmode.observability.events import emit
@@ -117,6 +117,8 @@ def make_finalize(deps: Deps) -> RunnableCallable:
                 error = (
                     f"the run ended without the files it was to produce: {', '.join(missing)} (not in the workspace)"
                 )
+            elif broken := broken_runs(plan, deps.tools):  # what a done step ran still runs at the end
+                status, error = "failed", "a done step's check fails at the end of the run: " + "; ".join(broken)
         if status == "failed" and not error:
             error = "the run did not complete"
         report = build_report(plan, status, error, state.get("reflections") or 0)
