@@ -1966,7 +1966,15 @@ MARKUP = (
 )
 
 
-@pytest.mark.parametrize("answer", [MARKUP, '{"name": "update_code", "arguments": {"file": "calc.py"}}'])
+PROSE_WITH_CALLS = (  # the 1.5B's exploring answer on greet_names; the planner copied the calls as its "plan"
+    "To plan this task, I need to read names.txt.\n\nHere's the detailed plan in JSON format:\n\n```json\n"
+    '{\n  "name": "read_names",\n  "arguments": {\n    "path": "names.txt"\n  }\n}\n```\nThis plan reads it.'
+)
+
+
+@pytest.mark.parametrize(
+    "answer", [MARKUP, '{"name": "update_code", "arguments": {"file": "calc.py"}}', PROSE_WITH_CALLS]
+)
 def test_an_exploring_answer_that_is_tool_markup_is_not_what_exploring_found(tmp_path: Path, answer: str) -> None:
     """The 1.5B answered exploring with a made-up tool's declaration (`<tools><function name="update_code" ...>`);
     shown it as what exploring found, the planner gave a step the tool update_code, and the run failed. Such an
@@ -1982,7 +1990,7 @@ def test_an_exploring_answer_that_is_tool_markup_is_not_what_exploring_found(tmp
     out, model, _ = run(tmp_path, script, max_explore_calls=2)
     assert out["status"] == "completed", out.get("error")
     shown = next(r for r in model.requests if r.purpose == "plan").text()
-    assert "update_code" not in shown
+    assert "update_code" not in shown and "read_names" not in shown
     assert "What exploring found (the tools' results):" in shown and "return x + 2" in shown
 
 

@@ -116,13 +116,14 @@ def _example(tools: Sequence[BaseTool]) -> str:
     return prompts.PLAN_EXAMPLE.format(write=preferred_write(writes))
 
 
-_MARKUP = re.compile(r"<tools>|<function[\s>=]|<tool_call>|\"parameters\"\s*:", re.IGNORECASE)
+_MARKUP = re.compile(r"<tools>|<function[\s>=]|<tool_call>|\"(?:parameters|arguments)\"\s*:", re.IGNORECASE)
 
 
 def _tool_markup(text: str) -> bool:
     """Whether an exploring answer is a tool call or a tool's declaration written as text, not findings: the
     1.5B answered with a made-up ``<tools><function name="update_code" ...>``, and the planner, shown it as what
-    exploring found, planned with a tool named update_code."""
+    exploring found, planned with a tool named update_code; another time with prose around a fenced
+    ``{"name": "read_names", "arguments": {...}}``, which the planner sent back twice as its plan."""
     return read_text_calls(text) is not None or bool(_MARKUP.search(text))
 
 
