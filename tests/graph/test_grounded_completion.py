@@ -1248,6 +1248,45 @@ def test_a_failed_step_the_fallback_plan_keeps_unchanged_runs_again(tmp_path: Pa
     assert (ws / "mathx.py").read_text() == GOOD
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failed_step_a_patch_keeps_runs_again(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's reflection added "fix the syntax of mathx.py" after the failed step that wrote it and left that
+    step failed: the new step waited on a failed step, and the run gave up on its next reflection. A failed step
+    the patch keeps runs again (with its last error), then the steps the patch added (given the write tool: the
+    reflection's steps name none)."""
+    fix = {
+        "id": "fix_mathx",
+        "description": "Fix the syntax of mathx.py",
+        "tools": ["write_file"],
+        "acceptance": "mathx.py compiles",
+        "dependencies": ["write_mathx"],
+    }
+    seen: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        seen.append(req.step_id or "")
+        content = GOOD if len(seen) > 2 else BROKEN  # two broken attempts, then right
+        return {"tool_calls": [tool_call("write_file", path="mathx.py", content=content)]}
+
+    script = PurposeScript(
+        plan=plan_of(write_step("mathx.py exists and `python mathx.py` runs")),
+        execute=execute,
+        reflect={"assessment": "needs_adjustment", "reasoning": "a bracket is wrong", "add_steps": [fix]},
+    )
+    out, model, ws = run(tmp_path, script, mode=mode, max_reflections=1, max_attempts=2)
+
+    assert out["status"] == "completed", out.get("error")
+    assert seen == ["write_mathx", "write_mathx", "write_mathx", "fix_mathx"]
+    assert model.calls("patch") == 0  # the reflection's own patch, applied
+    assert [s.status.value for s in out["plan"].steps] == ["done", "done"]
+    # the reflection's compact step named no tools: the step that writes mathx.py is given the write tool, said so
+    assert out["plan"].get("fix_mathx").tools == ["write_file"]
+    assert "new step 'fix_mathx' writes mathx.py: given write_file" in (out["plan"].history[-1].reason or "")
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 

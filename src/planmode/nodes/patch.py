@@ -36,6 +36,7 @@ from planmode.nodes._coverage import (
     step_problems,
 )
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
+from planmode.nodes._evidence import preferred_write, write_tool_names
 from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
@@ -57,6 +58,7 @@ from planmode.state.models import (
 )
 from planmode.state.patch import diff_to_patch, validate_plan
 from planmode.state.reducer import PlanUpdate, Preview, preview
+from planmode.tools.files import produced_file
 
 __all__ = ["make_patch"]
 
@@ -87,7 +89,9 @@ def make_patch(deps: Deps) -> RunnableCallable:
 
         def accept(candidate: PlanPatch) -> tuple[tuple[PlanUpdate, Preview] | None, list[str]]:
             candidate = _as_meant(candidate, plan, deps.tools)
-            update = PlanUpdate(patch=candidate, source=PlanSource.PATCH)
+            # a failed step the patch keeps runs again (kept failed, the plan could only end failed: the 1.5B's
+            # patch added "fix the syntax of mathx.py" after the failed step that wrote it, and the run gave up)
+            update = PlanUpdate(patch=candidate, transitions=_retrying_failed(candidate, plan), source=PlanSource.PATCH)
             outcome = preview(plan, update)
             if not outcome.applied or outcome.plan is None:
                 return None, outcome.reasons
@@ -173,7 +177,10 @@ def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pl
       ``write_convert_py`` again to fix it; the reducer refuses a duplicate id). A done step's id stays an add, and
       is refused: done steps never change;
     - a dependency that names a tool of the graph and no step is dropped (``"dependencies": ["write_file"]``); an
-      update left with no dependency changes none (it does not clear the step's own)."""
+      update left with no dependency changes none (it does not clear the step's own);
+    - a new step with no tools that produces one file ("Fix the syntax of mathx.py") is given the graph's write
+      tool, said in the patch's reason: the reflection's compact steps have no tools, and the 1.5B's fix step had
+      its write refused (the step declared none)."""
     updated_ids = {u.id for u in candidate.update_steps}
     added: list[NewStep] = []
     updates = list(candidate.update_steps)
@@ -188,6 +195,12 @@ def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pl
     names = {t.name for t in tools} - {s.id for s in plan.steps} - {a.id for a in added}
     added = [a.model_copy(update={"dependencies": [d for d in a.dependencies if d not in names]}) for a in added]
     fixed, notes = [], []
+    writes = write_tool_names(tools)
+    for i, a in enumerate(added):  # the reflection's compact steps name no tools
+        made = produced_file(a.description, a.acceptance) if writes and not a.tools else None
+        if made is not None:
+            added[i] = a.model_copy(update={"tools": [preferred_write(writes)]})
+            notes.append(f"new step {a.id!r} writes {made}: given {preferred_write(writes)}")
     for u in updates:
         if u.acceptance is not None and (old := plan.get(u.id)) is not None:
             acceptance, lost = kept_runs(old.acceptance or "", u.acceptance)
@@ -218,10 +231,11 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
 
 
 def _retrying_failed(candidate: PlanPatch, plan: Plan) -> list[StepTransition]:
-    """The failed or blocked steps the corrected whole plan keeps unchanged, sent back to pending with their last
-    error (as an ``on_track`` retry does): the corrected plan is the plan to run, and a failed step it keeps as it
-    was is one to run again. Kept failed, its trouble stayed, and the run gave up on its next reflection (the
-    1.5B's `test_shapes.py`, written on one line twice). A step the patch updates is reset by the update."""
+    """The failed or blocked steps a patch (or the corrected whole plan) keeps unchanged, sent back to pending with
+    their last error (as an ``on_track`` retry does): the patched plan is the plan to run, and a failed step it
+    keeps as it was is one to run again. Kept failed, its trouble stayed, and the run gave up on its next
+    reflection (the 1.5B's `test_shapes.py`, written on one line twice; its patch that added a step to fix
+    mathx.py after the failed step that wrote it). A step the patch updates is reset by the update."""
     untouched = {u.id for u in candidate.update_steps} | set(candidate.remove_steps)
     return [
         StepTransition(id=s.id, status=StepStatus.PENDING, attempts=0)
