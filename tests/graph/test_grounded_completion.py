@@ -1287,6 +1287,48 @@ def test_a_failed_step_a_patch_keeps_runs_again(tmp_path: Path, mode: str) -> No
     assert (ws / "mathx.py").read_text() == GOOD
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_script_asked_for_one_value_that_prints_a_sentence_around_it_fails(tmp_path: Path, mode: str) -> None:
+    """A false "completed" on the 1.5B, twice: "Write count_lines.py that prints the number of lines in notes.txt",
+    accepted by "`python count_lines.py` runs correctly"; the script printed "The number of lines in notes.txt is
+    3.", the judge passed it, and the task's check reads 3. The value alone is asked for: words around it fail the
+    step with the fix; the value alone passes. (The judge had failed the right script first, reading "passed (3)"
+    as exit code 3: a run's output is shown as what it printed.)"""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("a\nb\nc\n")
+    step = {
+        "id": "write_count",
+        "description": "Write count_lines.py that prints the number of lines in notes.txt",
+        "tools": ["write_file"],
+        "acceptance": "count_lines.py exists and `python count_lines.py` runs correctly",
+    }
+    sentence = "n = len(open('notes.txt').read().splitlines())\nprint(f'The number of lines in notes.txt is {n}.')\n"
+    bare = "print(len(open('notes.txt').read().splitlines()))\n"
+    seen: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        seen.append(req.text())
+        content = sentence if len(seen) == 1 else bare
+        return {"tool_calls": [tool_call("write_file", path="count_lines.py", content=content)]}
+
+    judged: list[str] = []
+
+    def verify(req: ScriptRequest) -> Any:
+        judged.append(req.text())
+        return {"reason": "it prints the number", "passed": True}
+
+    script = PurposeScript(plan=plan_of(step), execute=execute, verify=verify)
+    out, _, _ = run(tmp_path, script, mode=mode, task="write count_lines.py", max_attempts=2)
+
+    assert out["status"] == "completed", out.get("error")
+    assert len(seen) == 2
+    assert "it printed 'The number of lines in notes.txt is 3.': the step asks for the number alone" in seen[1]
+    assert "print just the value ('3')" in seen[1]
+    assert len(judged) == 1 and "`python count_lines.py` runs: passed, printing: 3" in judged[0]
+
+
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
     from planmode.nodes._evidence import Check, Evidence
 

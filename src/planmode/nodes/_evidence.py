@@ -114,6 +114,8 @@ class Check:
         mark = {True: "passed", False: "FAILED", None: "not checked"}[self.passed]
         if "\n" in self.detail:  # a command's output of several lines, shown as lines
             return f"- {self.what}: {mark}, printing:\n" + "\n".join(f"    {row}" for row in self.detail.split("\n"))
+        if self.passed and self.detail and self.what.endswith("` runs"):  # "passed (3)" was read as exit code 3
+            return f"- {self.what}: {mark}, printing: {self.detail}"
         return f"- {self.what}: {mark}" + (f" ({self.detail})" if self.detail else "")
 
 
@@ -1099,6 +1101,10 @@ def gather(
             if check.passed and command in printing and not check.detail.strip():
                 # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing
                 check = Check(check.what, False, _SILENT)
+            elif check.passed and produced is not None and command == f"python {produced}":
+                wrapped = _wrapped_value(step.description, acceptance, produced, check.detail)
+                if wrapped is not None:
+                    check = Check(check.what, False, wrapped)
             evidence.checks.append(_elsewhere(check, root, wrote))
         evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
         for clause in _clauses(acceptance):
@@ -1228,6 +1234,42 @@ def _has_code(what: str, body: str, code: str) -> Check:
     if all(ast.dump(stmt) in have for stmt in wanted.body):
         return Check(what, True)
     return Check(what, None, "not found written this way (it may be written another way)")
+
+
+#: "prints the number of lines", "prints the sum of the list": a step that asks for one value, not a sentence.
+_PRINTS_VALUE = re.compile(
+    r"\b(?:prints?|outputs?)\s+(?:out\s+)?(?:only\s+|just\s+)?(?:the|its)\s+(?:total\s+|final\s+)?"
+    r"(?P<what>number|count|sum|total|average|mean|median|maximum|minimum|max|min|length|size|product|port|"
+    r"result|value|answer|score|difference|square|cube|factorial)\b",
+    re.IGNORECASE,
+)
+#: One line that is a value and words around it: "The number of lines in notes.txt is 3.", "Total lines: 3".
+_WRAPPED = re.compile(
+    r"(?P<words>.*[A-Za-z]{2}.*?)(?P<value>-?\d+(?:\.\d+)?)\.?\s*$|(?P<value2>-?\d+(?:\.\d+)?)\s+[A-Za-z].*"
+)
+
+
+def _wrapped_value(description: str, acceptance: str, script: str, output: str) -> str | None:
+    """Why a script's one-line output wraps in words the one value its step asks it to print (None when it does
+    not): a step "Write count_lines.py that prints the number of lines in notes.txt" (no quote: the step gives no
+    wording of its own) whose script printed "The number of lines in notes.txt is 3." A false "completed" on the
+    1.5B came from this twice: the task's check reads 3; the executor is told to print just the result, and here
+    the evidence holds it to that. A step or acceptance that quotes anything (a wording of its own) is left to
+    the other checks."""
+    text = description or ""
+    said = _COMMAND.sub("", f"{text} {acceptance}")  # its commands aside: "`python x.py` runs" quotes no wording
+    if not says_prints(text, script) or _QUOTED.search(said) or "\n" in output.strip():
+        return None
+    asked = _PRINTS_VALUE.search(text)
+    line = output.strip()
+    m = _WRAPPED.fullmatch(line) if asked is not None else None
+    if m is None:
+        return None
+    value = m.group("value") or m.group("value2")
+    return (
+        f"it printed {clip(line, 100, fold=False)!r}: the step asks for the {asked.group('what')} alone; print just "
+        f"the value ({value!r}), not words around it"
+    )
 
 
 _SILENT = (
