@@ -1893,6 +1893,40 @@ def test_mend_data_runs_leaves_out_a_clause_that_runs_a_data_file_with_python(
     assert bool(notes) == (mended is not None)
 
 
+def test_a_run_of_a_script_nothing_writes_named_after_the_steps_data_file_is_left_out(tmp_path: Path) -> None:
+    """The 1.5B's step "Write data.csv with the header line name,score ..." was accepted by "data.csv exists and
+    `python data.py` runs": the right data.csv failed twice on "data.py was not created", and the run gave up. A
+    script that is nowhere else (task, steps, workspace) is left out; a script the task or a step names stays."""
+    from planmode.nodes._coverage import mend_stem_runs
+    from planmode.state.models import Plan
+
+    task = "Write data.csv with three scores. Then write avg.py that reads data.csv and prints the average"
+    data = Step(id="d", description="Write data.csv with three scores", tools=["write_file"], acceptance="x")
+
+    def mended(acceptance: str, *others: Step, goal: str = task) -> str:
+        plan = Plan(goal=goal, steps=[data.model_copy(update={"acceptance": acceptance}), *others])
+        out, notes = mend_stem_runs(plan, workspace_tools(tmp_path))
+        assert bool(notes) == (out.steps[0].acceptance != acceptance)
+        return out.steps[0].acceptance
+
+    assert mended("data.csv exists and `python data.py` runs") == "data.csv exists"
+    assert mended("`python data.py` runs") == "data.csv exists"
+    assert mended("data.csv exists and `python avg.py` runs") == "data.csv exists and `python avg.py` runs"
+    assert mended("`python data.py` runs", goal="Write data.csv and data.py") == "`python data.py` runs"
+    writer_of_it = Step(id="w", description="Write data.py that loads data.csv", tools=["write_file"])
+    assert mended("`python data.py` runs", writer_of_it) == "`python data.py` runs"
+    (tmp_path / "data.py").write_text("print(1)\n")
+    assert mended("`python data.py` runs") == "`python data.py` runs"
+
+    step = {"id": "write_data", "description": "Write data.csv with three scores", "tools": ["write_file"]}
+    step["acceptance"] = "data.csv exists and `python data.py` runs"
+    script = PurposeScript(plan=plan_of(step), execute=writer("data.csv", "name,score\na,10\n"))
+    (tmp_path / "graph").mkdir()
+    out, _, _ = run(tmp_path / "graph", script, task="Write data.csv with three scores")
+    assert out["status"] == "completed", out.get("error")  # planned, approved and run without the stray clause
+    assert "ran `python data.py`, a script nothing writes" in (out["plan"].history[0].reason or "")
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_plan_that_runs_a_json_file_with_python_is_mended_and_its_step_passes(tmp_path: Path, mode: str) -> None:
     """The 1.5B's plan accepted config.json by "`python config.json` prints the port": no check runs that, and its

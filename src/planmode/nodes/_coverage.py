@@ -53,6 +53,7 @@ __all__ = [
     "mend_reads",
     "mend_run_steps",
     "mend_runs",
+    "mend_stem_runs",
     "mend_tools",
     "plan_problems",
     "step_problems",
@@ -330,6 +331,44 @@ def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, 
         notes.append(
             f"step {step.id!r} ran a file that is not Python with Python (or code given to `python -c`), "
             f"left out: {said}"
+        )
+    return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def mend_stem_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
+    """``plan`` with each acceptance clause (of the steps of ``ids``, or all) that runs ``x.py`` left out, when the
+    step writes a data file of that stem (``x.csv``) and ``x.py`` is nowhere else: not in the task, not in any
+    step's description, not in the workspace; and what was changed. The 1.5B's step "Write data.csv with the
+    header line name,score ..." was accepted by "data.csv exists and `python data.py` runs": the right data.csv
+    failed twice on "data.py was not created", and the run gave up before avg.py."""
+    root = workspace_root(tools)
+    wanted = set(deliverables(plan.goal)) | set(file_names(plan.goal))
+    described = {f for s in plan.steps for f in file_names(s.description)}
+    notes: list[str] = []
+    steps = list(plan.steps)
+    for i, step in enumerate(steps):
+        if ids is not None and step.id not in ids:
+            continue
+        data = {f.rsplit(".", 1)[0]: f for f in file_names(step.description) if not f.endswith(".py")}
+        stray = [
+            c
+            for c in commands(step.acceptance or "")
+            if (script := c.split()[-1]).endswith(".py")
+            and len(c.split()) == 2
+            and script[:-3] in data
+            and script not in wanted | described
+            and not (root is not None and (root / script).exists())
+        ]
+        if not stray:
+            continue
+        parts = _clauses(step.acceptance)
+        kept = [c for c in parts if not any(s in c for s in stray)]
+        files = [data[c.split()[-1][:-3]] for c in stray]
+        kept += [f"{f} exists" for f in dict.fromkeys(files) if not any(f in c for c in kept)]
+        steps[i] = step.model_copy(update={"acceptance": " and ".join(kept)})
+        notes.append(
+            f"step {step.id!r} ran {', '.join(f'`{c}`' for c in stray)}, a script nothing writes named after its "
+            f"data file: left out"
         )
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
 

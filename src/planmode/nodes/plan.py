@@ -27,6 +27,7 @@ from planmode.nodes._coverage import (
     mend_reads,
     mend_run_steps,
     mend_runs,
+    mend_stem_runs,
     mend_tools,
     plan_problems,
 )
@@ -89,7 +90,8 @@ def request_plan(
         plan, run_steps = mend_run_steps(plan, tools)  # "Run app.py" with run_file: the writer's acceptance runs it
         plan, trimmed = mend_length(plan, tools, settings.max_steps)  # a step past the limit that can do nothing
         plan, data_runs = mend_data_runs(plan)  # "`python config.json` prints the port": left out
-        named[id(plan)] = [*fixed, *untied, *new_files, *trimmed, *data_runs, *read_back, *run_steps]
+        plan, stem_runs = mend_stem_runs(plan, tools)  # "data.csv exists and `python data.py` runs": left out
+        named[id(plan)] = [*fixed, *untied, *new_files, *trimmed, *data_runs, *stem_runs, *read_back, *run_steps]
         reasons = valid(plan)
         if not reasons:
             reasons = plan_problems(plan, tools)
