@@ -598,6 +598,15 @@ def llamacpp_server(gguf: Path, alias: str, threads: int, log_path: Path, timeou
             proc.wait()
 
 
+def server_alive(base_url: str, timeout: float = 10.0) -> bool:
+    """Whether the OpenAI-compatible server at ``base_url`` (ending in ``/v1``) answers its model list."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["_one"]:  # the child: one run, its result as JSON
@@ -665,19 +674,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for name in args.model:
         gguf = assemble(name)
-        with tempfile.TemporaryDirectory(prefix="planmode-real-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="planmode-real-") as tmp, contextlib.ExitStack() as stack:
             threads = ["--n_threads", str(args.threads), "--n_threads_batch", str(args.threads)]
-            log = Path(tmp) / "server.log"
-            serving = (
-                llama_server(gguf, n_ctx=N_CTX, alias=name, extra_args=threads, chat_format=chat_format, log_path=log)
-                if args.server == "llama-cpp-python"
-                else llamacpp_server(gguf, name, args.threads, log)
-            )
-            with serving as server, CountingProxy(server.base_url) as proxy:
+            started_servers = 0
+
+            def serve(gguf: Path = gguf, name: str = name, threads: list[str] = threads) -> tuple[Any, CountingProxy]:
+                """A server (a new one after a lost one) and a counting proxy in front of it, for the block."""
+                nonlocal started_servers
+                started_servers += 1
+                log = Path(tmp) / f"server-{started_servers}.log"
+                serving = (
+                    llama_server(
+                        gguf, n_ctx=N_CTX, alias=name, extra_args=threads, chat_format=chat_format, log_path=log
+                    )
+                    if args.server == "llama-cpp-python"
+                    else llamacpp_server(gguf, name, args.threads, log)
+                )
+                server: Any = stack.enter_context(serving)
+                proxy = CountingProxy(server.base_url)
+                stack.enter_context(proxy)
                 proxy.keep_exchanges = args.transcripts is not None
-                for task in tasks:
-                    for system in args.systems:
-                        workdir = Path(tmp) / f"{task.id}-{system}"
+                return server, proxy
+
+            server, proxy = serve()
+            for task in tasks:
+                for system in args.systems:
+                    for attempt in range(2):  # a run that lost the server runs once more on a new one
+                        workdir = Path(tmp) / f"{task.id}-{system}{f'-{attempt}' if attempt else ''}"
                         (workdir / "ws").mkdir(parents=True)
                         for rel, text in task.files.items():
                             (workdir / "ws" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -690,53 +713,62 @@ def main(argv: Sequence[str] | None = None) -> int:
                         proxy.wait_idle(REQUEST_TIMEOUT)  # a killed run's last call: counted with its run
                         calls = proxy.take()
                         purposes = proxy.take_purposes()
-                        if args.transcripts is not None:
-                            args.transcripts.mkdir(parents=True, exist_ok=True)
-                            lines = [json.dumps(c.exchange, ensure_ascii=False) for c in calls if c.exchange]
-                            (args.transcripts / f"{name}-{task.id}-{system}.jsonl").write_text("\n".join(lines) + "\n")
-                        checks = check_task(task, workdir / "ws")
-                        done = all(c["passed"] for c in checks)
-                        claimed = system == "planmode" and result["status"] == "completed"
-                        files = sorted(
-                            str(p.relative_to(workdir / "ws"))
-                            for p in (workdir / "ws").rglob("*")
-                            if p.is_file() and ".planmode" not in p.parts and "__pycache__" not in p.parts
-                        )
-                        record = Record(
-                            model=name,
-                            server=server_name,
-                            system=system,
-                            task=task.id,
-                            steps=task.steps,
-                            status=result["status"],
-                            claimed=claimed,
-                            done=done,
-                            false_claim=claimed and not done,
-                            seconds=round(seconds, 1),
-                            calls=len(calls),
-                            prompt_tokens=sum(c.prompt_tokens or 0 for c in calls),
-                            completion_tokens=sum(c.completion_tokens or 0 for c in calls),
-                            error=result.get("error"),
-                            answer=result.get("answer", ""),
-                            checks=checks,
-                            files=files,
-                            purposes=purposes if system == "planmode" else {},
-                            repairs=result.get("repairs") or {},
-                        )
-                        data["runs"] = [
-                            r
-                            for r in data["runs"]
-                            if (r["model"], r["server"], r["system"], r["task"]) != (name, server_name, system, task.id)
-                        ]
-                        data["runs"].append(asdict(record))
-                        data["summary"] = summarise(data["runs"])
-                        save()
-                        mark = "DONE" if done else ("FALSE CLAIM" if record.false_claim else "not done")
-                        print(
-                            f"[real_tasks] {name} {system} {task.id}: {mark} ({result['status']}, {seconds:.0f} s, "
-                            f"{len(calls)} calls)",
-                            flush=True,
-                        )
+                        if attempt == 0 and not server_alive(server.base_url):
+                            # llama-server segfaulted mid-round twice on this machine; every later run then ended
+                            # model_unavailable in 3 s. The run is not the system's failure: it runs again.
+                            print(
+                                f"[real_tasks] the server was lost during {task.id} ({system}): restarted", flush=True
+                            )
+                            server, proxy = serve()
+                            continue
+                        break
+                    if args.transcripts is not None:
+                        args.transcripts.mkdir(parents=True, exist_ok=True)
+                        lines = [json.dumps(c.exchange, ensure_ascii=False) for c in calls if c.exchange]
+                        (args.transcripts / f"{name}-{task.id}-{system}.jsonl").write_text("\n".join(lines) + "\n")
+                    checks = check_task(task, workdir / "ws")
+                    done = all(c["passed"] for c in checks)
+                    claimed = system == "planmode" and result["status"] == "completed"
+                    files = sorted(
+                        str(p.relative_to(workdir / "ws"))
+                        for p in (workdir / "ws").rglob("*")
+                        if p.is_file() and ".planmode" not in p.parts and "__pycache__" not in p.parts
+                    )
+                    record = Record(
+                        model=name,
+                        server=server_name,
+                        system=system,
+                        task=task.id,
+                        steps=task.steps,
+                        status=result["status"],
+                        claimed=claimed,
+                        done=done,
+                        false_claim=claimed and not done,
+                        seconds=round(seconds, 1),
+                        calls=len(calls),
+                        prompt_tokens=sum(c.prompt_tokens or 0 for c in calls),
+                        completion_tokens=sum(c.completion_tokens or 0 for c in calls),
+                        error=result.get("error"),
+                        answer=result.get("answer", ""),
+                        checks=checks,
+                        files=files,
+                        purposes=purposes if system == "planmode" else {},
+                        repairs=result.get("repairs") or {},
+                    )
+                    data["runs"] = [
+                        r
+                        for r in data["runs"]
+                        if (r["model"], r["server"], r["system"], r["task"]) != (name, server_name, system, task.id)
+                    ]
+                    data["runs"].append(asdict(record))
+                    data["summary"] = summarise(data["runs"])
+                    save()
+                    mark = "DONE" if done else ("FALSE CLAIM" if record.false_claim else "not done")
+                    print(
+                        f"[real_tasks] {name} {system} {task.id}: {mark} ({result['status']}, {seconds:.0f} s, "
+                        f"{len(calls)} calls)",
+                        flush=True,
+                    )
     print(table(data))
     return 0
 

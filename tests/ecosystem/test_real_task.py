@@ -190,3 +190,35 @@ def test_a_real_task_on_a_real_model_does_the_work_or_does_not_claim_it(tmp_path
         assert done, f"planmode claimed completed but the work does not run: {checks}; its answer: {result['answer']}"
     else:  # no claim: failed, or paused because a call ran past its timeout, with the reason
         assert result["status"] in ("failed", "model_unavailable") and result["error"], result
+
+
+def test_the_suite_tells_a_lost_server_from_a_live_one() -> None:
+    """llama-server segfaulted mid-round twice on this machine, and every later run ended ``model_unavailable`` in
+    3 s, counted as the system's failures. The suite asks the server after a run; a lost one is restarted and the
+    run made again."""
+    import http.server
+    import socket
+    import threading
+
+    from bench.real_tasks import server_alive
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.end_headers()
+            self.wfile.write(b'{"data": []}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    live = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=live.serve_forever, daemon=True).start()
+    try:
+        assert server_alive(f"http://127.0.0.1:{live.server_address[1]}/v1")
+    finally:
+        live.shutdown()
+        live.server_close()
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert not server_alive(f"http://127.0.0.1:{port}/v1", timeout=2)
