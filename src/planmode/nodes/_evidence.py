@@ -801,7 +801,7 @@ def _compiles(path: Path) -> Check:
             shown = text.splitlines()[0][:80]
             said = (
                 f"line {exc.lineno}: {exc.msg}: {path.name} holds plain text ({shown!r}), not Python code; write "
-                f"the code, e.g. print({shown!r}) for a script that prints it"
+                "the Python code the step asks for"
             )
         return Check(f"{path.name} compiles", False, said)
     except (OSError, ValueError) as exc:

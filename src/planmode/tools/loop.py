@@ -693,6 +693,9 @@ def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     if content is None:
         return None
     path = whole_file.path or args.get("path")
+    said = args.get("path")
+    if isinstance(said, str) and said.strip() and posixpath.normpath(said.replace("\\", "/")) in whole_file.kept:
+        path = said  # a done step's file, not this step's: the gate refuses it (the 1.5B sent notes.txt's lines so)
     if not isinstance(path, str) or not path.strip():
         return None
     return {"path": path, "content": content}
