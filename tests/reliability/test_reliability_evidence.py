@@ -782,3 +782,29 @@ def test_a_reason_that_a_function_is_missing_is_contradicted_where_a_file_define
     assert bool(said) == contradicted
     if contradicted:
         assert said == "util/strings.py defines shout"
+
+
+GREET = "def greet(name):\n    return 'Hello, ' + name + '!'\nif __name__ == '__main__':\n    print(greet('Ada'))\n"
+
+
+@pytest.mark.parametrize(
+    ("reason", "contradicted"),
+    [  # the 1.5B's judge on a right greet.py, twice; then what a judgement of the content says
+        ("The content of 'greet.py' does not match the expected content: '" + GREET.replace("\n", "\\n") + "'", True),
+        (
+            "The step wrote '" + GREET.rstrip() + "', but the file only contains 'def greet(name):\n"
+            "    return 'Hello, ' + name + '!'",
+            True,
+        ),
+        ("greet.py does not match the task: it should return 'Hi, ' + name", False),
+        ("The file holds '" + GREET + "' and prints Hello, Ada!", False),  # quotes it without a mismatch
+    ],
+)
+def test_a_reason_that_quotes_the_files_whole_content_as_not_matching_is_contradicted(
+    reason: str, contradicted: bool
+) -> None:
+    evidence = _evidence.Evidence(runs=[], files={"greet.py": GREET}, checks=[_evidence.Check("greet.py exists", True)])
+    said = evidence.refutes(reason, report_shown=False)
+    assert bool(said) == contradicted, said
+    if contradicted:
+        assert said == "the reason quotes greet.py as it is: that is the file's whole content"

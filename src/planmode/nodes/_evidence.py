@@ -223,7 +223,22 @@ class Evidence:
             return there
         if (defined := self._defines(reason)) is not None:
             return defined
+        if (quoted := self._quotes_a_file(reason)) is not None:
+            return quoted
         return ""
+
+    def _quotes_a_file(self, reason: str) -> str | None:
+        """Which file's whole content a reason quotes while saying the file does not match or holds less (None when
+        it does not): the 1.5B's judge failed a right greet.py on "does not match the expected content: '<greet.py,
+        as written>'", then on "the step wrote '<it>', but the file only contains '<its first lines>'"."""
+        if not _MISMATCH.search(reason):
+            return None
+        said = _bare_text(reason)
+        for name, body in self.files.items():
+            held = _bare_text(body)
+            if len(held) >= 20 and held in said:
+                return f"the reason quotes {name} as it is: that is the file's whole content"
+        return None
 
     def _misread_output(self, reason: str) -> str | None:
         """How a reason misreads what a command printed: the output it says is expected is what the command printed
@@ -451,6 +466,18 @@ _PRINTS_EXACTLY = re.compile(
     r"\b(?:prints?|outputs?)\s+exactly\s*:?\s*(?:(?P<q>['\"`])(?P<quoted>[^'\"`\n]+)(?P=q)|(?P<rest>[^'\"`\n]+?)\s*$)",
     re.IGNORECASE,
 )
+
+
+#: A judge's reason that says a file is not what it should be: "does not match", "only contains", "differs".
+_MISMATCH = re.compile(
+    r"\b(?:does\s+not|doesn't|do\s+not|did\s+not)\s+match|\bnot\s+match|\bmismatch|\bonly\s+contains?\b|\bdiffers?\b",
+    re.IGNORECASE,
+)
+
+
+def _bare_text(text: str) -> str:
+    """``text`` without white space, quote marks and backslashes (a file's content, as a reason quotes it)."""
+    return re.sub(r"[\s'\"`\\]+", "", re.sub(r"\\[ntr]", "", text))  # "\n" as a reason writes a line break
 
 
 def _expected_texts(reason: str) -> list[tuple[bool, str]]:
