@@ -808,3 +808,15 @@ def test_a_reason_that_quotes_the_files_whole_content_as_not_matching_is_contrad
     assert bool(said) == contradicted, said
     if contradicted:
         assert said == "the reason quotes greet.py as it is: that is the file's whole content"
+
+
+def test_a_reason_that_misquotes_a_one_number_output_is_contradicted_and_its_but_clause_is_not_output() -> None:
+    """The 1.5B's judge failed a right run.py (it printed 16) on "The expected output was 16, but the actual output
+    was 64." A one-number output the reason gives wrongly is contradicted; what follows "but" is not output."""
+    ran = _evidence.Evidence(
+        runs=[], files={"run.py": "print(16)\n"}, checks=[_evidence.Check("`python run.py` runs", True, "16")]
+    )
+    said = "The script printed 16 as expected. The expected output was 16, but the actual output was 64."
+    assert ran.refutes(said, report_shown=False) == "`python run.py` printed '16', not '64'"
+    assert ran.refutes("The actual output was 16, but the step asks for 17.", report_shown=False) == ""
+    assert ran.refutes("The actual output was 16 while 17 is asked for.", report_shown=False) == ""

@@ -259,7 +259,8 @@ class Evidence:
                     return f"the output the reason expects is what {command} printed"
         if len(outputs) == 1 and (m := _ACTUAL_OUTPUT.search(reason)) is not None:
             said, ((command, printed),) = _flat(m.group("text")), outputs.items()
-            if said and said != printed and len(said.split()) > 1:
+            number = re.fullmatch(r"-?\d+(?:\.\d+)?", said) is not None  # "the actual output was 64" (it printed 16)
+            if said and said != printed and (len(said.split()) > 1 or number):
                 return f"{command} printed {clip(printed, 80)!r}, not {clip(said, 80)!r}"
         return None
 
@@ -414,7 +415,8 @@ _EXPECTED_OUTPUT = re.compile(
 )
 #: "the actual output is: 1 2 3 …" to the reason's end or its next sentence that is not output.
 _ACTUAL_OUTPUT = re.compile(
-    r"\b(?:the\s+)?actual output (?:is|was)\s*:?\s*(?P<text>.+?)(?=\s*(?:\.\s+[A-Z]|\bwhich\b|$))",
+    r"\b(?:the\s+)?actual output (?:is|was)\s*:?\s*(?P<text>.+?)"
+    r"(?=\s*(?:\.\s+[A-Z]|\bwhich\b|,?\s*\b(?:but|while|whereas|however|instead)\b|$))",
     re.IGNORECASE | re.DOTALL,
 )
 
