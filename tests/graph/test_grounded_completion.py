@@ -226,6 +226,7 @@ def test_a_call_of_a_tool_that_does_not_exist_is_told_how_to_write_the_steps_fil
 
     assert out["status"] == "completed", out.get("error")
     assert told[0].startswith("Error: write_notes_txt is not a tool. This step writes mathx.py: call write_file")
+    assert "<" not in told[0]  # no placeholder to copy as the content
     assert (ws / "mathx.py").read_text() == GOOD
 
 
@@ -1019,6 +1020,32 @@ def test_an_acceptance_the_checks_decide_is_not_sent_to_the_judge(tmp_path: Path
     assert out["status"] == "completed", out.get("error")
     assert model.calls("verify") == 0
     assert (ws / "mathx.py").read_text() == GOOD
+
+
+def test_the_function_is_defined_without_a_file_is_looked_up_in_the_acceptances_one_file(tmp_path: Path) -> None:
+    """The 1.5B's judge failed a right util/strings.py on "util/strings.py exists and the shout function is
+    defined" ("The shout function is not defined in util/strings.py"): the clause names no file, so the check looked
+    nowhere. It is looked up in the acceptance's one file; a file without it fails the step; and the judge's
+    reason, had it been asked, is contradicted."""
+    step = write_step("mathx.py exists and the add function is defined")
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", GOOD), verify={"passed": False})
+    out, model, _ = run(tmp_path, script)
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("verify") == 0  # the checks decided
+
+    (tmp_path / "b").mkdir()
+    other = "def sub(a, b):\n    return a - b\n"
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", other), reflect=GIVE_UP)
+    out, model, _ = run(tmp_path / "b", script)
+    assert out["status"] == "failed" and model.calls("verify") == 0
+    assert "add" in (out["plan"].get("write_mathx").error or "")
+
+    from planmode.nodes._evidence import Check, Evidence
+
+    found = Evidence(runs=[], files={"util/strings.py": "def shout(s): return s.upper() + '!'\n"}, checks=[])
+    found.checks.append(Check("util/strings.py exists", True))
+    said = "The shout function is not defined in util/strings.py. The file exists but the function is missing."
+    assert "shout" in found.refutes(said, report_shown=False)
 
 
 def test_a_write_step_without_acceptance_is_settled_by_its_write_not_its_report(tmp_path: Path) -> None:

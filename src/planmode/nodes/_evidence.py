@@ -455,6 +455,10 @@ _LACKS = (
         re.IGNORECASE,
     ),
     re.compile(r"\b(?:function|class)\s+`?(?P<n>[A-Za-z_]\w*)`?\s+(?:is|was)\s+not\s+defined\b", re.IGNORECASE),
+    # "The shout function is not defined in util/strings.py" (the 1.5B's judge, on a file that defines it)
+    re.compile(
+        r"\b`?(?P<n>[A-Za-z_]\w*)`?(?:\(\))?\s+(?:function|class)\s+(?:is|was)\s+not\s+defined\b", re.IGNORECASE
+    ),
 )
 #: A judge's reason that says what a file or output should hold: "should contain 'X'", "expected to print "X"".
 _SHOULD_HOLD = re.compile(
@@ -692,7 +696,10 @@ _DEFINES_CLAUSE = re.compile(
     r"(?:is|was)\s+defined\s+in\s+`?(?P<f>[\w/.\-]+\.py)`?"
     r"|`?(?P<f2>[\w/.\-]+\.py)`?\s+(?:defines|has|contains)\s+(?:the\s+|a\s+)?(?:function|class)\s+"
     r"`?(?P<n2>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?"
-    r"|`?(?P<f3>[\w/.\-]+\.py)`?\s+defines\s+`?(?P<n3>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?",
+    r"|`?(?P<f3>[\w/.\-]+\.py)`?\s+defines\s+`?(?P<n3>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?"
+    # "the shout function is defined" (no file: the acceptance's one file)
+    r"|(?:the\s+)?(?:(?:function|class)\s+`?(?P<n4>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?"
+    r"|`?(?P<n5>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?\s+(?:function|class))\s+(?:is|was)\s+defined",
     re.IGNORECASE,
 )
 
@@ -711,8 +718,9 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
         return (m.group("f"), "text", m.group("text"))
     if (m := _DEFINES_CLAUSE.fullmatch(clause)) is not None:
-        name = m.group("f") or m.group("f2") or m.group("f3")
-        return (name, "defines", m.group("n") or m.group("n2") or m.group("n3"))
+        name = m.group("f") or m.group("f2") or m.group("f3") or default
+        defined = m.group("n") or m.group("n2") or m.group("n3") or m.group("n4") or m.group("n5")
+        return (name, "defines", defined) if name else None
     if (m := _LINES_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or default
         return (name, "lines", str(_count(m.group("n")))) if name else None

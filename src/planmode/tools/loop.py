@@ -140,8 +140,9 @@ class ToolGate:
             write, path = self.step_file
             name = request.tool_call["name"]
             return ToolMessage(
-                content=f"Error: {name} is not a tool. This step writes {path}: call {write} with "
-                f'{{"path": "{path}", "content": "<the whole text of {path}>"}}',
+                # no placeholder to copy: the 1.5B wrote "<the whole text of calc.py>" as calc.py
+                content=f"Error: {name} is not a tool. This step writes {path}: call {write} with path {path!r} "
+                f"and, as content, the whole new text of {path}",
                 tool_call_id=request.tool_call.get("id") or "",
                 name=name,
                 status="error",
