@@ -1048,6 +1048,33 @@ def test_the_function_is_defined_without_a_file_is_looked_up_in_the_acceptances_
     assert "shout" in found.refutes(said, report_shown=False)
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_first_line_the_task_gives_a_file_wins_over_the_acceptances(tmp_path: Path, mode: str) -> None:
+    """A false "completed" on the 1.5B: the task said "README.md whose first line is # Counter", the plan's
+    acceptance "'Counter' is the first line"; the right "# Counter" failed on it, the step then wrote "Counter" and
+    passed. The task's first line is checked, and a first-line check of the acceptance that asks for another is
+    dropped: "# Counter" passes, "Counter" fails."""
+    step = {
+        "id": "write_readme",
+        "description": "Write README.md with the title 'Counter' and a first line '# Counter'",
+        "tools": ["write_file"],
+        "acceptance": "README.md exists and 'Counter' is the first line",
+    }
+    task = "Write README.md whose first line is # Counter, then stop."
+    out, _, _ = run(
+        tmp_path, PurposeScript(plan=plan_of(step), execute=writer("README.md", "# Counter\n")), task=task, mode=mode
+    )
+    assert out["status"] == "completed", out.get("error")
+
+    (tmp_path / "b").mkdir()
+    script = PurposeScript(plan=plan_of(step), execute=writer("README.md", "Counter\n"), reflect=GIVE_UP)
+    out, _, _ = run(tmp_path / "b", script, task=task, mode=mode)
+    assert out["status"] == "failed"
+    assert "as the task says: the first line of README.md is '# Counter'" in (
+        out["plan"].get("write_readme").error or ""
+    )
+
+
 def test_a_write_step_without_acceptance_is_settled_by_its_write_not_its_report(tmp_path: Path) -> None:
     """Qwen2.5-Coder-1.5B's repaired plan had a write step without acceptance; the step wrote list_primes.py and
     answered with nothing, and 'the step produced no output' failed it. Its write is its evidence; a step that

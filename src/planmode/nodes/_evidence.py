@@ -1060,12 +1060,17 @@ def others_write(plan: Plan, step: Step) -> frozenset[str]:
 
 
 def gather(
-    step: Step, outcome: StepOutcome, tools: Sequence[BaseTool], elsewhere: frozenset[str] = frozenset()
+    step: Step,
+    outcome: StepOutcome,
+    tools: Sequence[BaseTool],
+    elsewhere: frozenset[str] = frozenset(),
+    goal: str = "",
 ) -> Evidence:
     """The evidence of one successful attempt of ``step`` and the checks made on it (see the module). A file its
     acceptance names that another open step writes (``elsewhere``, `others_write`) is not looked for: the 1.5B's
     README step, whose acceptance asked for "a link to counter.py", failed twice because counter.py, the next
-    step's file, did not exist yet."""
+    step's file, did not exist yet. The first line the task (``goal``) gives the step's data file is checked too,
+    and wins over an acceptance that gives another (`_task_first_line`)."""
     root = workspace_root(tools)
     writes = write_tool_names(tools)
     evidence = Evidence(runs=outcome.tool_runs)
@@ -1117,6 +1122,8 @@ def gather(
             if (asked := _content_check(clause, default)) is not None:
                 evidence.checks.append(_holds(*asked, root, wrote))
         data = produced_file(step.description, acceptance)
+        if goal and data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
+            _task_first_line(evidence, goal, data, root, wrote)
         if data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
             for asked in _described(step.description, data):  # not as the step describes: the judge reads it
                 held = _holds(*asked, root, wrote)
@@ -1213,6 +1220,23 @@ def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
     return checks
 
 
+def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None, wrote: Iterable[str]) -> None:
+    """Check the first line the task gives data file ``name`` ("Write README.md whose first line is # Counter"), and
+    drop a failed first-line check of the acceptance that asks for another (a false "completed" on the 1.5B: its
+    plan accepted README.md by "'Counter' is the first line"; the right "# Counter" failed on it, the step wrote
+    "Counter" and passed). The task is what the run is for; a plan's acceptance is a small model's reading of it."""
+    first = _FIRST.search(said_of(goal, name))
+    if first is None:
+        return
+    text = first.group("text").strip()
+    held = _holds(name, "first line", text, root, wrote)
+    other = _content_what(name, "first line", "").removesuffix("''")  # "the first line of README.md is "
+    evidence.checks = [
+        c for c in evidence.checks if not (c.passed is False and c.what.startswith(other) and c.what != held.what)
+    ]
+    evidence.checks.append(Check(f"as the task says: {held.what}", held.passed, held.detail))
+
+
 def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[str]) -> Check:
     """Whether file ``name`` holds ``text`` (``kind`` "contains") or starts with it as its first line ("first
     line"), compared without surrounding spaces."""
@@ -1300,7 +1324,7 @@ def _wrapped_value(description: str, acceptance: str, script: str, output: str) 
     asked = _PRINTS_VALUE.search(text)
     line = output.strip()
     m = _WRAPPED.fullmatch(line) if asked is not None else None
-    if m is None:
+    if m is None or asked is None:
         return None
     value = m.group("value") or m.group("value2")
     return (
@@ -1324,10 +1348,16 @@ def says_prints(description: str, name: str | None = None) -> bool:
     the next file's, a file it uses aside) is said of it, and what comes before the first name of the first. The
     0.5B's step "Write greet.py with a function greet(name) that returns ..., and main.py that imports greet and
     prints greet('Ada')" failed its module greet.py for printing nothing."""
-    text = description or ""
+    return bool(_SAYS_PRINTS.search(said_of(description or "", name)))
+
+
+def said_of(text: str, name: str | None) -> str:
+    """What ``text`` says of file ``name``: all of it when it names fewer than two files (or no ``name``), else what
+    follows each mention of ``name`` up to the next file's (a file it uses aside: "reads temps.txt and prints" is
+    said of the script), and what comes before the first name, when ``name`` is the first."""
     mentions = file_mentions(text, used=False)  # "reads temps.txt and prints": what report.py prints
     if name is None or len({n for n, _ in mentions}) < 2:
-        return bool(_SAYS_PRINTS.search(text))
+        return text
     said = ""
     for i, (named, at) in enumerate(mentions):
         if named != name:
@@ -1335,7 +1365,7 @@ def says_prints(description: str, name: str | None = None) -> bool:
         start = 0 if i == 0 else at
         end = next((later for other, later in mentions[i + 1 :] if other != name), len(text))
         said += " " + text[start:end]
-    return bool(_SAYS_PRINTS.search(said))
+    return said
 
 
 def _asked_to_print(acceptance: str) -> set[str]:

@@ -73,8 +73,8 @@ def make_verify(deps: Deps) -> RunnableCallable:
             # the checks without a model first: the facts (a command may run: a thread on the async path)
             elsewhere = others_write(plan, step)  # files the plan's other open steps write
             evidence = yield from call(
-                partial(gather, step, outcome, deps.tools, elsewhere),
-                partial(asyncio.to_thread, gather, step, outcome, deps.tools, elsewhere),
+                partial(gather, step, outcome, deps.tools, elsewhere, plan.goal),
+                partial(asyncio.to_thread, gather, step, outcome, deps.tools, elsewhere, plan.goal),
             )
             if evidence.failed:
                 return Verdict(passed=False, reason=evidence.reason())
