@@ -820,3 +820,22 @@ def test_a_reason_that_misquotes_a_one_number_output_is_contradicted_and_its_but
     assert ran.refutes(said, report_shown=False) == "`python run.py` printed '16', not '64'"
     assert ran.refutes("The actual output was 16, but the step asks for 17.", report_shown=False) == ""
     assert ran.refutes("The actual output was 16 while 17 is asked for.", report_shown=False) == ""
+
+
+@pytest.mark.parametrize(
+    ("reason", "contradicted"),
+    [  # the 1.5B's judge on a README.md whose first line is # Counter, beside the check that passed on it
+        ("The first line of README.md is '# Counter', which does not match the acceptance criteria.", True),
+        ("the first line of README.md is  '# Counter' and the title is not present", True),
+        ("The first line of README.md is '# Count', not '# Counter'.", False),
+        ("README.md has no second line describing counter.py", False),
+    ],
+)
+def test_a_reason_that_states_a_passed_check_as_its_ground_is_contradicted(reason: str, contradicted: bool) -> None:
+    evidence = _evidence.Evidence(
+        runs=[],
+        files={"README.md": "# Counter\n"},
+        checks=[_evidence.Check("as the task says: the first line of README.md is '# Counter'", True)],
+    )
+    said = evidence.refutes(reason, report_shown=False)
+    assert bool(said) == contradicted, said

@@ -225,7 +225,23 @@ class Evidence:
             return defined
         if (quoted := self._quotes_a_file(reason)) is not None:
             return quoted
+        if (stated := self._states_a_passed_check(reason)) is not None:
+            return stated
         return ""
+
+    def _states_a_passed_check(self, reason: str) -> str | None:
+        """The passed content check whose statement a failing reason makes as its ground ("The first line of
+        README.md is '# Counter', which does not match the acceptance criteria": the 1.5B's judge, beside the
+        passed check that says so), or None."""
+        said = " ".join(reason.lower().split())
+        for check in self.checks:
+            if check.passed is not True:
+                continue
+            what = check.what.removeprefix("as the task says: ").removeprefix(_AS_DESCRIBED)
+            content = what.startswith("the first line of ") or " holds " in what or " reads " in what
+            if content and " ".join(what.lower().split()) in said:
+                return f"the check {what!r} passed: that is what the step was to do"
+        return None
 
     def _quotes_a_file(self, reason: str) -> str | None:
         """Which file's whole content a reason quotes while saying the file does not match or holds less (None when
