@@ -1074,6 +1074,13 @@ def test_the_first_line_the_task_gives_a_file_wins_over_the_acceptances(tmp_path
         out["plan"].get("write_readme").error or ""
     )
 
+    # words about the line, not the line: not a failure of its own (the judge reads the file)
+    dated = {**step, "description": "Write README.md with the date first", "acceptance": "README.md exists"}
+    (tmp_path / "c").mkdir()
+    script = PurposeScript(plan=plan_of(dated), execute=writer("README.md", "2026-11-27\n"), verify={"passed": True})
+    out, _, _ = run(tmp_path / "c", script, task="Write README.md whose first line is the date.", mode=mode)
+    assert out["status"] == "completed", out.get("error")
+
 
 def test_a_write_step_without_acceptance_is_settled_by_its_write_not_its_report(tmp_path: Path) -> None:
     """Qwen2.5-Coder-1.5B's repaired plan had a write step without acceptance; the step wrote list_primes.py and

@@ -1246,6 +1246,11 @@ def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None
         return
     text = first.group("text").strip()
     held = _holds(name, "first line", text, root, wrote)
+    literal = bool(first.group("q")) or not re.match(r"(?:the|a|an|its|their|some)\s", text, re.IGNORECASE)
+    if not literal:  # "whose first line is the date": words about the line, not the line; the judge reads it
+        detail = held.detail if held.passed is not True else ""
+        evidence.checks.append(Check(f"as the task says: {held.what}", True if held.passed else None, detail))
+        return
     other = _content_what(name, "first line", "").removesuffix("''")  # "the first line of README.md is "
     evidence.checks = [
         c for c in evidence.checks if not (c.passed is False and c.what.startswith(other) and c.what != held.what)
