@@ -536,6 +536,19 @@ def test_a_run_whose_later_step_breaks_what_a_done_step_ran_is_not_completed(tmp
     assert out["status"] == "completed", out.get("error")
 
 
+def test_the_end_of_run_recheck_never_repeats_a_done_steps_effect_in_the_workspace(tmp_path: Path) -> None:
+    """The re-check at the end runs the done steps' commands again: in a copy of the workspace. A script that
+    appends a line each time it runs left one line (its verification's), not two."""
+    step = write_step("log.py exists and `python log.py` runs")
+    step["description"] = "Write log.py that appends a line to out.txt"
+    appender = "with open('out.txt', 'a') as f:\n    f.write('ran\\n')\n"
+    script = PurposeScript(plan=plan_of(step), execute=writer("log.py", appender))
+    out, _, ws = run(tmp_path, script, task="write log.py")
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "out.txt").read_text() == "ran\n"  # verify ran it once; the re-check ran it elsewhere
+    assert not list(tmp_path.glob("planmode-recheck-*"))
+
+
 def test_the_final_answer_never_names_a_file_that_does_not_exist(tmp_path: Path) -> None:
     script = PurposeScript(
         plan=plan_of(write_step()),

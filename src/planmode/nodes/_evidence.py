@@ -32,8 +32,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1415,23 +1417,37 @@ def missing_deliverables(plan: Plan, tools: Sequence[BaseTool], run_writes: Mapp
     return [n for n in dict.fromkeys(promised) if _exists(n, root, run_writes) is False]
 
 
+#: A workspace with more files than this is not copied for `broken_runs` (the check is skipped, not run in place).
+_COPY_LIMIT = 2000
+
+
 def broken_runs(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
     """The commands the done steps' acceptance ran (`` `python x.py` ``, `` `pytest test_x.py` ``) that fail when run
     again at the end of the run, each with its step and why: a step done early is not a promise kept if a later
-    step broke what it ran (a module its script imports, a file its test reads). Empty without a workspace."""
+    step broke what it ran (a module its script imports, a file its test reads). They run in a copy of the
+    workspace: a done step's effect is never made again in it (a script that appends to a file would append twice).
+    Empty without a workspace, or with one of more than `_COPY_LIMIT` files."""
     root = workspace_root(tools)
-    if root is None:
+    wanted = list(dict.fromkeys(c for s in plan.by_status(StepStatus.DONE) for c in commands(s.acceptance or "")))
+    if root is None or not wanted:
         return []
+    skip = {".planmode", ".git", "__pycache__", ".venv", "node_modules"}
+    files = 0
+    for _, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in skip]
+        files += len(names)
+        if files > _COPY_LIMIT:
+            return []
+    by_command = {c: s.id for s in plan.by_status(StepStatus.DONE) for c in reversed(commands(s.acceptance or ""))}
     broken: list[str] = []
-    ran: set[str] = set()
-    for step in plan.by_status(StepStatus.DONE):
-        for command in commands(step.acceptance or ""):
-            if command in ran:
-                continue
-            ran.add(command)
-            check = _run(command, root)
+    with tempfile.TemporaryDirectory(prefix="planmode-recheck-") as tmp:
+        copy = Path(tmp) / root.name
+        shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(*skip))
+        for command in wanted:
+            check = _run(command, copy)
             if check.passed is False:
-                broken.append(f"`{command}` (step {step.id!r}'s acceptance) fails now: {clip(check.detail, 300)}")
+                step = by_command[command]
+                broken.append(f"`{command}` (step {step!r}'s acceptance) fails now: {clip(check.detail, 300)}")
     return broken
 
 
