@@ -222,3 +222,68 @@ def test_the_suite_tells_a_lost_server_from_a_live_one() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     assert not server_alive(f"http://127.0.0.1:{port}/v1", timeout=2)
+
+
+#: A right answer to each held-out task (bench/real_tasks.py's HELDOUT): its checks must pass on it and fail on the
+#: workspace the task starts from, or the set would count a wrong answer done or a right one not.
+HELDOUT_ANSWERS: dict[str, dict[str, str]] = {
+    "countdown": {"countdown.py": "for n in (3, 2, 1):\n    print(n)\nprint('Go!')\n"},
+    "ops_test": {
+        "ops.py": "def mul(a, b):\n    return a * b\n",
+        "test_ops.py": "from ops import mul\n\n\ndef test_mul():\n    assert mul(4, 5) == 20\n",
+    },
+    "biggest": {
+        "numbers.txt": "4\n9\n2\n",
+        "biggest.py": "print(max(int(x) for x in open('numbers.txt').read().split()))\n",
+    },
+    "person_name": {
+        "person.json": '{"name": "Ada", "age": 36}\n',
+        "show_name.py": "import json\nprint(json.load(open('person.json'))['name'])\n",
+    },
+    "evens": {"evens.py": "print(','.join(str(n) for n in range(2, 11, 2)))\n"},
+    "fix_square": {
+        "geometry.py": "def square(x):\n    return x * x\n",
+        "show_square.py": "import geometry\nprint(geometry.square(7))\n",
+    },
+    "word_count": {
+        "poem.txt": "the cat sat on the mat\n",
+        "count_words.py": "print(len(open('poem.txt').read().split()))\n",
+    },
+    "vowels": {
+        "vowels.py": "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)\n",
+        "show_vowels.py": "from vowels import count_vowels\nprint(count_vowels('banana'))\n",
+    },
+    "shout_file": {
+        "text_utils.py": "def to_upper(s):\n    return s.upper()\n",
+        "input.txt": "hello\n",
+        "shout.py": "from text_utils import to_upper\nprint(to_upper(open('input.txt').readline().strip()))\n",
+    },
+    "stats_three": {
+        "stats.py": "def mean(xs):\n    return sum(xs) / len(xs)\n",
+        "test_stats.py": "from stats import mean\n\n\ndef test_mean():\n    assert mean([2, 4, 6]) == 4\n",
+        "show_mean.py": "from stats import mean\nprint(mean([1, 2, 3, 4]))\n",
+    },
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(HELDOUT_ANSWERS))
+def test_a_held_out_task_counts_a_right_answer_done_and_its_start_not(task_id: str, tmp_path: Path) -> None:
+    from bench.real_tasks import HELDOUT
+
+    task = next(t for t in HELDOUT if t.id == task_id)
+    start, answered = tmp_path / "start", tmp_path / "answered"
+    for ws, files in ((start, task.files), (answered, {**task.files, **HELDOUT_ANSWERS[task_id]})):
+        ws.mkdir()
+        for rel, text in files.items():
+            (ws / rel).write_text(text)
+    assert all(c["passed"] for c in check_task(task, answered)), check_task(task, answered)
+    assert not all(c["passed"] for c in check_task(task, start))
+    assert task.steps == len(HELDOUT_ANSWERS[task_id])  # a step is a file to write or change
+
+
+def test_every_held_out_task_has_an_answer_and_no_id_is_used_twice() -> None:
+    from bench.real_tasks import HELDOUT
+
+    assert sorted(t.id for t in HELDOUT) == sorted(HELDOUT_ANSWERS)
+    ids = [t.id for t in (*TASKS, *HELDOUT)]
+    assert len(ids) == len(set(ids))
