@@ -456,6 +456,8 @@ def test_a_data_file_with_vague_acceptance_is_checked_against_its_step_descripti
         ("notes.txt exists and contains exactly three lines", b"a\nb\nc\n", True),  # the 1.5B's acceptance
         ("notes.txt exists and contains exactly three lines", b"a\nb\nc\nd\n", False),
         ("notes.txt has 2 lines of text", b"a\nb", True),
+        ("notes.txt exists with three lines of text", b"a\nb\nc", True),  # the 1.5B's; its judge failed it 3 times
+        ("notes.txt exists with three lines of text", b"a\nb\nc\nd", False),
     ],
 )
 def test_how_many_lines_a_file_has_is_counted(tmp_path: Path, acceptance: str, content: bytes, settled: bool) -> None:
@@ -839,3 +841,75 @@ def test_a_reason_that_states_a_passed_check_as_its_ground_is_contradicted(reaso
     )
     said = evidence.refutes(reason, report_shown=False)
     assert bool(said) == contradicted, said
+
+
+@pytest.mark.parametrize(
+    ("content", "acceptance", "settled", "why"),
+    [  # the 1.5B's acceptance; its judge failed the right config.json four times ("config.json does not exist")
+        (b'{"port": 8080}', "config.json exists and its port is 8080", True, ""),
+        (b'{"port": 80}', "config.json exists and its port is 8080", False, "its port is 80"),
+        (b'{"port": "8080"}', "config.json exists and its port is 8080", False, 'its port is "8080"'),  # text
+        (b'{"port": 8080}', "config.json's port is '8080'", True, ""),  # quoted: the number written so matches
+        (b'{"server": {"Port": 8080}}', "the port in config.json is set to 8080", True, ""),  # nested, any case
+        (b'{"host": "x"}', "config.json has the key port set to 8080", False, "it has no key 'port'"),
+        (b"port = 8080", 'config.json contains "port": 8080', False, "it is not JSON data"),
+        (b'{"port": true}', "the file config.json has port 1", False, "its port is true"),  # True is not 1
+        (b'{"port": 8080}', "config.json exists and the port is correct", False, ""),  # no value: the judge's
+    ],
+)
+def test_a_key_of_a_json_file_and_its_value_are_checked_as_data(
+    tmp_path: Path, content: bytes, acceptance: str, settled: bool, why: str
+) -> None:
+    evidence = gather(step(acceptance), wrote(tmp_path, "config.json", content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write config.json") is settled
+    assert evidence.reason().endswith(why) and bool(evidence.failed) is bool(why)
+
+
+def test_a_key_clause_of_a_file_that_is_not_json_is_the_judges(tmp_path: Path) -> None:
+    acceptance = "notes.txt exists and its port is 8080"
+    evidence = gather(step(acceptance), wrote(tmp_path, "notes.txt", b"port 8080\n"), workspace_tools(tmp_path))
+    assert not evidence.settles(acceptance, "Write notes.txt") and not evidence.failed
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "script", "settled", "why"),
+    [  # the 1.5B's acceptance; its judge failed the right count_lines.py ("the output is 3 lines, but ...")
+        (
+            "count_lines.py exists and `python count_lines.py` outputs the number of lines in notes.txt",
+            b"print(len(open('notes.txt').read().splitlines()))\n",
+            True,
+            "",
+        ),
+        (
+            "count_lines.py prints the number of lines in notes.txt",
+            b"print(len(open('notes.txt').read().split()))\n",  # words, not lines
+            False,
+            "notes.txt has 3 lines; it printed 6",
+        ),
+        (
+            "`python count_lines.py` prints how many words notes.txt has",
+            b"print(len(open('notes.txt').read().split()))\n",
+            True,
+            "",
+        ),
+        (  # not one number: not counted here (the check of a value printed with words around it fails it)
+            "count_lines.py prints the number of lines in notes.txt",
+            b"n = len(open('notes.txt').readlines())\nprint(f'{n} lines')\n",
+            False,
+            "print just the value ('3'), not words around it",
+        ),
+    ],
+)
+def test_a_count_of_a_data_file_a_script_prints_is_counted_without_a_model(
+    tmp_path: Path, acceptance: str, script: bytes, settled: bool, why: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("one two\nthree four\nfive six\n")
+    s = Step(
+        id="s",
+        description="Write count_lines.py that prints the number of lines in notes.txt",
+        tools=["write_file"],
+        acceptance=acceptance,
+    )
+    evidence = gather(s, wrote(tmp_path, "count_lines.py", script), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, s.description) is settled
+    assert evidence.reason().endswith(why) and bool(evidence.failed) is bool(why)

@@ -378,6 +378,74 @@ _FILE_PRINTS_CLAUSE = re.compile(
 )
 
 
+#: "`python count_lines.py` outputs the number of lines in notes.txt", "count_words.py prints how many words
+#: poem.txt has": a count of a data file the checks can make themselves (the 1.5B's judge failed a count_lines.py
+#: that printed 3 for a three-line notes.txt, on "the output is 3 lines, but it should be the number of lines").
+_COUNTED = r"(?P<what>lines|words|characters|chars)"
+_DATA_FILE = r"`?(?P<d>[\w/.\-]+\.(?!py\b)\w+)`?"
+_COUNT_CLAUSE = re.compile(
+    r"(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?P<f>[\w/.\-]+\.py)`?)"
+    + _AND
+    + _WHEN_RUN
+    + r"\s+(?:correctly\s+)?(?:prints|outputs|shows|displays|returns)\s+(?:out\s+)?(?:the\s+)?(?:"
+    r"(?:total\s+)?(?:number|count)\s+of\s+"
+    + _COUNTED
+    + r"\s+(?:in|of)\s+(?:the\s+file\s+)?"
+    + _DATA_FILE
+    + r"|how\s+many\s+"
+    + _COUNTED.replace("what", "what2")
+    + r"\s+"
+    r"(?:`?(?P<d2>[\w/.\-]+\.(?!py\b)\w+)`?\s+(?:has|contains)|(?:are\s+)?in\s+`?(?P<d3>[\w/.\-]+\.(?!py\b)\w+)`?)"
+    r")",
+    re.IGNORECASE,
+)
+
+
+def _count_clause(clause: str) -> tuple[str, str, str] | None:
+    """The command, what it counts ("lines", "words", "characters") and the data file, of a clause that says a
+    command prints a count of a file; None when the clause is not one."""
+    if (m := _COUNT_CLAUSE.fullmatch(clause)) is None:
+        return None
+    command = m.group("c").strip() if m.group("c") else f"python {m.group('f')}"
+    what = (m.group("what") or m.group("what2")).lower().replace("chars", "characters")
+    return command, what, m.group("d") or m.group("d2") or m.group("d3")
+
+
+def _counted(body: str, what: str) -> int:
+    """How many lines (as Python splits them), words (split at white space) or characters (the text as written,
+    without a last line break) ``body`` has."""
+    if what == "lines":
+        return len(body.splitlines())
+    if what == "words":
+        return len(body.split())
+    return len(body.removesuffix("\n"))
+
+
+def _counts(acceptance: str, checks: list[Check], root: Path, wrote: Iterable[str]) -> list[Check]:
+    """For each clause of ``acceptance`` that says a command prints a count of a data file, whether the command's
+    run (passed, its whole output one number) printed the count the file has. An output that is not one number
+    is left to the other checks and the judge."""
+    outputs = {c.what: c.detail.strip() for c in checks if c.passed is True and c.what.endswith(" runs")}
+    out = []
+    for clause in _clauses(acceptance):
+        asked = _count_clause(clause)
+        printed = outputs.get(f"`{asked[0]}` runs") if asked is not None else None
+        if asked is None or printed is None or re.fullmatch(r"-?\d+", printed) is None:
+            continue
+        command, what, name = asked
+        where = _locate(name, root, wrote)
+        if not isinstance(where, Path):
+            continue
+        try:
+            n = _counted(where.read_text(errors="replace"), what)
+        except OSError:
+            continue
+        check = f"`{command}` prints the number of {what} in {name}"
+        detail = "" if int(printed) == n else f"{name} has {n} {what}; it printed {printed}"
+        out.append(Check(check, int(printed) == n, detail))
+    return out
+
+
 def _printed_clause(clause: str) -> tuple[str, str] | None:
     """The command a clause says prints a quoted text, and that text; None when the clause is not one."""
     if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
@@ -612,6 +680,63 @@ _CAT_CLAUSE = re.compile(
 )
 
 
+_JSON_VALUE = r"(?P<{g}>-?\d+(?:\.\d+)?|'[^'\n]*'|\"[^\"\n]*\"|true|false|null)"
+_JSON_FILE = r"`?(?P<{g}>[\w/.\-]+\.json)`?"
+_KEY = r"['\"`]?(?P<{g}>[A-Za-z_]\w*)['\"`]?"
+#: "its port is 8080", "config.json's port is 8080", "the port in config.json is set to 8080", "config.json has
+#: the key port set to 8080", "config.json contains "port": 8080": one key of a JSON file's data and its value (the
+#: 1.5B's "config.json exists and its port is 8080"; its judge failed the right file four times, "config.json does
+#: not exist").
+_KEY_CLAUSE = re.compile(
+    rf"(?:(?:its|the)\s+|{_JSON_FILE.format(g='f')}(?:'s)?\s+)(?:value\s+of\s+)?{_KEY.format(g='k')}"
+    rf"(?:\s+(?:key|field|value|setting))?(?:\s+(?:in|of)\s+{_JSON_FILE.format(g='f2')})?"
+    rf"\s+(?:is(?:\s+set\s+to)?|equals|=|has\s+the\s+value|has\s+value)\s+{_JSON_VALUE.format(g='v')}"
+    rf"|(?:the\s+file\s+)?{_JSON_FILE.format(g='f3')}\s+(?:has|contains|sets|holds)\s+(?:the\s+|a\s+)?(?:key\s+)?"
+    rf"{_KEY.format(g='k2')}(?:\s*(?:(?:is\s+)?set\s+to|=|:|of|with\s+(?:the\s+)?value|equal\s+to)\s*|\s+)"
+    rf"{_JSON_VALUE.format(g='v2')}",
+    re.IGNORECASE,
+)
+#: Words that name a file's whole content or form, not a key: "its content is ...", "the format is ...".
+_NOT_KEYS = frozenset({"content", "contents", "text", "data", "output", "file", "format", "structure", "line", "lines"})
+
+
+def _key_value(body: str, key: str, said: str) -> tuple[bool | None, str]:
+    """Whether the JSON data ``body`` has ``key`` (in any object of it; exactly, else ignoring case) with the value
+    ``said`` (a JSON number, ``true``/``false``/``null``, or a quoted text, which a number written so also
+    matches): (True, ""), (False, what it holds instead), or (None, why it cannot be read)."""
+    data = _literal(body.strip())
+    if data is _NO_VALUE:
+        return False, "it is not JSON data"
+    found: list[Any] = []
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found += [v for k, v in node.items() if isinstance(k, str) and k == key]
+            stack += list(node.values())
+        elif isinstance(node, list):
+            stack += node
+    if not found:
+        lowered = key.lower()
+        stack = [data]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                found += [v for k, v in node.items() if isinstance(k, str) and k.lower() == lowered]
+                stack += list(node.values())
+            elif isinstance(node, list):
+                stack += node
+    if not found:
+        return False, f"it has no key {key!r}"
+    quoted = said[:1] in "'\"" and len(said) >= 2
+    want = said[1:-1] if quoted else _literal(said)
+    for value in found:
+        same_type = isinstance(value, bool) is isinstance(want, bool)
+        if (same_type and value == want) or (quoted and not isinstance(value, (dict, list)) and str(value) == want):
+            return True, ""
+    return False, f"its {key} is {clip(json.dumps(found[0]), 80, fold=False)}"
+
+
 def _literal(text: str) -> Any:
     """A JSON or Python literal's value, or ``_NO_VALUE``."""
     try:
@@ -644,9 +769,10 @@ _NUMBERS = {
     w: i for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])
 }
 _COUNT = r"(?P<n>\d+|" + "|".join(_NUMBERS) + ")"
-#: "notes.txt contains exactly three lines", "it has 3 lines of text": how many lines a file has.
+#: "notes.txt contains exactly three lines", "it has 3 lines of text", "notes.txt exists with three lines of text"
+#: (the 1.5B's; its judge failed the right file three times on it): how many lines a file has.
 _LINES_CLAUSE = re.compile(
-    _SUBJECT + r"(?:contains|has|holds|consists of|is)\s+"
+    _SUBJECT + r"(?:contains|has|holds|consists of|is|(?:exists|is created|is written|was written)\s+with|with)\s+"
     rf"(?:exactly\s+|only\s+)?{_COUNT}\s+(?:non-empty\s+)?lines?(?:\s+(?:of\s+text|long))?",
     re.IGNORECASE,
 )
@@ -751,6 +877,10 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     if (m := _LITERAL_CLAUSE.fullmatch(clause)) is not None and _literal(m.group("lit")) is not _NO_VALUE:
         name = m.group("f") or m.group("f2") or default
         return (name, "value", m.group("lit")) if name else None
+    if (m := _KEY_CLAUSE.fullmatch(clause)) is not None and (m.group("k") or m.group("k2")).lower() not in _NOT_KEYS:
+        name = m.group("f") or m.group("f2") or m.group("f3") or default
+        key, value = m.group("k") or m.group("k2"), m.group("v") or m.group("v2")
+        return (name, "key", f"{key} = {value}") if name and name.endswith(".json") else None
     if (m := _CONTAINS_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or default
         return (name, "contains", m.group("text") or m.group("number")) if name else None
@@ -800,6 +930,9 @@ def _content_what(name: str, kind: str, text: str) -> str:
         return f"{name} has {text} lines"
     if kind == "defines":
         return f"{name} defines {text}"
+    if kind == "key":
+        key, value = text.split(" = ", 1)
+        return f"the {key} of {name} is {value}"
     if kind == "code":
         return f"{name} has the code {text!r}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
@@ -820,6 +953,9 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
     if (said := _printed_clause(clause)) is not None:
         printed = passed.get(f"`{said[0]}` runs")
         return "printed" if printed is not None and printed.strip() == said[1].strip() else None
+    if (counted := _count_clause(clause)) is not None:
+        command, what, name = counted
+        return "printed" if f"`{command}` prints the number of {what} in {name}" in passed else None
     return None
 
 
@@ -1169,6 +1305,7 @@ def gather(
                     check = Check(check.what, False, wrapped)
             evidence.checks.append(_elsewhere(check, root, wrote))
         evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
+        evidence.checks.extend(_counts(acceptance, evidence.checks, root, wrote))
         for clause in _clauses(acceptance):
             if (call := _returns_clause(clause)) is not None:
                 evidence.checks.append(_returns(call, root))
@@ -1278,6 +1415,10 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
     if kind == "empty":
         return Check(what, True) if not body.strip() else Check(what, False, f"it holds {clip(body, 80)!r}")
+    if kind == "key":
+        key, value = text.split(" = ", 1)
+        held, why = _key_value(body, key, value)
+        return Check(what, held, why)
     if kind == "lines":  # as Python counts them (a last line break ends a line, it does not start one)
         n = len(body.rstrip("\n").splitlines()) if body.strip() else 0
         return Check(what, True) if n == int(text) else Check(what, False, f"it has {n}")
