@@ -666,6 +666,9 @@ def test_a_data_file_the_step_names_that_does_not_exist_or_a_module_it_names_is_
         (b"0 100\n", "temps.txt exists and `cat temps.txt` outputs `0\n100`", False),
         (b"0\n100\n200\n", "`cat temps.txt` outputs `0\n100`", False),
         (b"100\n0\n", "`cat temps.txt` outputs `0\n100`", False),
+        (b"0\n100", "temps.txt exists and `cat temps.txt` outputs: 0\n100", True),  # the lines after a colon
+        (b"0\n100\n", "`cat temps.txt` outputs exactly:\n0\n100", True),
+        (b"0\n", "temps.txt exists and `cat temps.txt` outputs: 0\n100", False),
     ],
 )
 def test_what_cat_prints_of_a_file_is_checked_on_its_text_without_a_command(

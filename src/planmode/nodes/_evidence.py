@@ -670,12 +670,13 @@ _LITERAL_CLAUSE = re.compile(
 )
 
 
-#: "`cat temps.txt` outputs `0\n100`", "running `cat notes.txt` prints 'a\nb'": what a file reads, given as what
-#: ``cat`` prints. No command runs: the file's text is compared (the 1.5B's judge failed a right temps.txt four
-#: times on this clause).
+#: "`cat temps.txt` outputs `0\n100`", "running `cat notes.txt` prints 'a\nb'", "`cat words.txt` outputs:" and the
+#: lines after the colon: what a file reads, given as what ``cat`` prints. No command runs: the file's text is
+#: compared (the 1.5B's judge failed a right temps.txt four times on this clause, and a right words.txt four times
+#: on the one with a colon).
 _CAT_CLAUSE = re.compile(
-    r"(?:running\s+)?`cat\s+(?P<f>[\w/.\-]+\.\w+)`\s+(?:prints|outputs|shows|displays|gives|returns)\s+"
-    r"(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<text>.*)(?P=q)",
+    r"(?:running\s+)?`cat\s+(?P<f>[\w/.\-]+\.\w+)`\s+(?:prints|outputs|shows|displays|gives|returns)"
+    r"(?:\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<text>.*)(?P=q)|(?:\s+exactly)?\s*:\s*(?P<bare>\S.*))",
     re.IGNORECASE | re.DOTALL,
 )
 
@@ -860,7 +861,7 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     """What a content clause asks: (file, "contains", "first line" or "value", the text), the file the
     acceptance's only file when the clause names none; None when the clause is not one."""
     if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
-        return (m.group("f"), "text", m.group("text"))
+        return (m.group("f"), "text", m.group("text") if m.group("q") else m.group("bare"))
     if (m := _DEFINES_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or m.group("f2") or m.group("f3") or default
         defined = m.group("n") or m.group("n2") or m.group("n3") or m.group("n4") or m.group("n5")
