@@ -1833,7 +1833,12 @@ def test_mend_new_files_lets_a_step_that_edits_a_file_no_one_writes_write_it(tmp
     fix = Step(id="fix", description="Fix double in calc.py", tools=["edit_file"], acceptance="calc.py exists")
     assert tools_of(fix)[1] == []  # calc.py exists: an edit
     writer = Step(id="w", description="Write app.py", tools=["write_file"], acceptance="app.py exists")
-    assert tools_of(writer, app)[1] == []  # another step writes app.py whole
+    after = app.model_copy(update={"dependencies": ["w"]})
+    assert tools_of(writer, after)[1] == []  # a step it comes after writes app.py whole
+    # the 1.5B's greet_names plan: the edit comes first, the writer after it; the edit may write the file
+    later = writer.model_copy(update={"dependencies": ["import_util"]})
+    assert tools_of(app, later)[0] == [["edit_file", "write_file"], ["write_file"]]
+    assert tools_of(app, writer)[0][0] == ["edit_file", "write_file"]  # no order between them: no help either
     both = app.model_copy(update={"tools": ["write_file", "edit_file"]})
     assert tools_of(both)[1] == []  # it may write already
     reads = app.model_copy(update={"tools": ["read_file"]})

@@ -426,9 +426,11 @@ def _runs_only(module: str, m: re.Match[str]) -> str:
 
 def mend_new_files(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
     """``plan`` with a whole-file write tool (one that takes ``path`` and ``content``) added to each step that
-    changes its one file only in place (``edit_file``) when that file does not exist in the workspace and no other
-    step that writes files whole names it; and what was changed. The 1.5B's plan gave "Import util in app.py" the
-    tool edit_file, and app.py, which nothing else wrote, did not exist: no edit can make it."""
+    changes its one file only in place (``edit_file``) when that file does not exist in the workspace and no step
+    it comes after writes it whole; and what was changed. The 1.5B's plan gave "Import util in app.py" the tool
+    edit_file, and app.py, which nothing else wrote, did not exist: no edit can make it. Another of its plans gave
+    the first step edit_file for greet_all.py and a later one write_file for it: the first edited nothing, four
+    times, and the run failed."""
     root = workspace_root(tools)
     whole = [t.name for t in tools if {"path", "content"} <= set(t.args) and t.name in write_tool_names(tools)]
     if root is None or not whole:
@@ -437,6 +439,7 @@ def mend_new_files(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[st
     writes = write_tool_names(tools)
     notes: list[str] = []
     steps = list(plan.steps)
+    by_id = {s.id: s for s in steps}
     for i, step in enumerate(steps):
         declared = declared_writes(step, writes)
         if not declared or set(declared) & set(whole):
@@ -444,9 +447,8 @@ def mend_new_files(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[st
         made = produced_file(step.description, step.acceptance)
         if made is None or (root / made).exists():
             continue
-        if any(
-            o.id != step.id and set(o.tools) & set(whole) and made in f"{o.description} {o.acceptance}" for o in steps
-        ):
+        before = _ancestors(by_id, step)  # a writer that runs after the edit is no help to it
+        if any(set(o.tools) & set(whole) and made in f"{o.description} {o.acceptance}" for o in before):
             continue
         steps[i] = step.model_copy(update={"tools": [*step.tools, tool]})
         notes.append(f"step {step.id!r} changes {made}, which does not exist and no step writes: it may {tool} it")
