@@ -701,32 +701,23 @@ _KEY_CLAUSE = re.compile(
 _NOT_KEYS = frozenset({"content", "contents", "text", "data", "output", "file", "format", "structure", "line", "lines"})
 
 
-def _key_value(body: str, key: str, said: str) -> tuple[bool | None, str]:
+def _key_value(body: str, key: str, said: str) -> tuple[bool, str]:
     """Whether the JSON data ``body`` has ``key`` (in any object of it; exactly, else ignoring case) with the value
     ``said`` (a JSON number, ``true``/``false``/``null``, or a quoted text, which a number written so also
-    matches): (True, ""), (False, what it holds instead), or (None, why it cannot be read)."""
+    matches): (True, "") or (False, what it holds instead)."""
     data = _literal(body.strip())
     if data is _NO_VALUE:
         return False, "it is not JSON data"
-    found: list[Any] = []
+    pairs: list[tuple[str, Any]] = []  # every key of every object in the data, with its value
     stack = [data]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            found += [v for k, v in node.items() if isinstance(k, str) and k == key]
+            pairs += [(k, v) for k, v in node.items() if isinstance(k, str)]
             stack += list(node.values())
         elif isinstance(node, list):
             stack += node
-    if not found:
-        lowered = key.lower()
-        stack = [data]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, dict):
-                found += [v for k, v in node.items() if isinstance(k, str) and k.lower() == lowered]
-                stack += list(node.values())
-            elif isinstance(node, list):
-                stack += node
+    found = [v for k, v in pairs if k == key] or [v for k, v in pairs if k.lower() == key.lower()]
     if not found:
         return False, f"it has no key {key!r}"
     quoted = said[:1] in "'\"" and len(said) >= 2
