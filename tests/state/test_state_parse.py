@@ -261,3 +261,19 @@ def test_a_list_closed_by_the_brace_around_it_gets_its_bracket(text: str, expect
     assert extract_json(text) == expected
     if all("description" in step for step in expected.get("steps", [{}])):
         assert [s.id for s in parse_plan(text, goal="g").steps] == [s["id"] for s in expected["steps"]]
+
+
+def test_a_fence_inside_a_string_of_a_fenced_object_does_not_end_it() -> None:
+    """The 1.5B's reflection put a ```python example in its guidance; read up to that fence, the reply was taken
+    for its inner step object ("assessment: Field required") three times, and the run ended."""
+    reply = (
+        '```json\n{\n  "assessment": "needs_adjustment",\n  "guidance": "Write it like this:\\n```python\\n'
+        'c_to_f = lambda c: c * 9 / 5 + 32\\n```\\nThen retry.",\n  "update_steps": [\n    {"id": "write_convert", '
+        '"acceptance": "convert.py exists"}\n  ],\n  "remove_steps": []\n}\n```'
+    )
+    data = extract_json(reply)
+    assert data["assessment"] == "needs_adjustment"
+    assert data["update_steps"] == [{"id": "write_convert", "acceptance": "convert.py exists"}]
+    assert "```python" in data["guidance"]
+    # two fenced blocks are not one object: read as before (the larger one)
+    assert extract_json('```json\n{"a": 1}\n```\nand\n```json\n{"b": 22}\n```') == {"b": 22}

@@ -192,6 +192,8 @@ def extract_json(text: str) -> dict[str, Any]:
         raise PlanParseError("the JSON in the model output is nested too deeply") from exc
     if isinstance(whole, dict):
         return whole
+    if (fenced := _one_fenced_object(stripped)) is not None:
+        return fenced
     listed = _steps_listed(whole, text)
     if listed is not None:
         return listed
@@ -212,6 +214,21 @@ def extract_json(text: str) -> dict[str, Any]:
     if not dicts:
         raise PlanParseError("no JSON object found in the model output; answer with one JSON object")
     return max(dicts, key=lambda d: len(json.dumps(d)))
+
+
+def _one_fenced_object(text: str) -> dict[str, Any] | None:
+    """The object of a text that is one fenced block (```json, then the object, then ```), read whole: a fence
+    inside one of its strings does not end it. The 1.5B's reflection put a ```python example in its "guidance";
+    read up to that fence, the reply was taken for one of its inner objects, three times ("assessment: Field
+    required"), and the run ended."""
+    if not (text.startswith("```") and text.endswith("```")) or "\n" not in text:
+        return None
+    inner = text[text.index("\n") + 1 : -3].strip()
+    try:
+        value = json.loads(inner)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _steps_listed(whole: Any, text: str) -> dict[str, Any] | None:
