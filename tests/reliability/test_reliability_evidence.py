@@ -916,3 +916,97 @@ def test_a_count_of_a_data_file_a_script_prints_is_counted_without_a_model(
     evidence = gather(s, wrote(tmp_path, "count_lines.py", script), workspace_tools(tmp_path))
     assert evidence.settles(acceptance, s.description) is settled
     assert evidence.reason().endswith(why) and bool(evidence.failed) is bool(why)
+
+
+@pytest.mark.parametrize(
+    ("goal", "name", "code", "passed", "why"),
+    [
+        (  # the 1.5B's judge failed the right convert.py ("does not match the step's description")
+            "Create convert.py with a function c_to_f(c) that returns c * 9 / 5 + 32. Create temps.txt.",
+            "convert.py",
+            b"def c_to_f(c):\n    return c * 9 / 5 + 32\n",
+            True,
+            "",
+        ),
+        (
+            "Create convert.py with a function c_to_f(c) that returns c * 9 / 5 + 32. Create temps.txt.",
+            "convert.py",
+            b"def c_to_f(c):\n    return c * 9 / 5\n",
+            False,
+            "c_to_f(3) returned 5.4; c * 9 / 5 + 32 gives 37.4: make it return c * 9 / 5 + 32",
+        ),
+        (  # texts: the expression does not add a number to a text, so texts are tried
+            "Create greet.py with a function greet(name) that returns 'Hello, ' + name + '!', and main.py",
+            "greet.py",
+            b"def greet(name):\n    return f'Hello, {name}!'\n",
+            True,
+            "",
+        ),
+        (
+            "Create greet.py with a function greet(name) that returns 'Hello, ' + name + '!', and main.py",
+            "greet.py",
+            b"def greet(name):\n    print('Hello, ' + name + '!')\n",
+            False,
+            "greet('abc') returned None; 'Hello, ' + name + '!' gives 'Hello, abc!': make it return 'Hello, ' + name"
+            " + '!'",
+        ),
+        (  # the fix_double task: the bug is found without a model
+            "calc.py has a bug: double(x) should return x * 2. Fix it, then write check.py",
+            "calc.py",
+            b"def double(x):\n    return x + 2\n",
+            False,
+            "double(3) returned 5; x * 2 gives 6: make it return x * 2",
+        ),
+        (
+            "Create mathx.py with a function add(a, b) that returns a + b, and test_mathx.py",
+            "mathx.py",
+            b"def add(a, b):\n    return int(a) + int(b)\n",
+            True,
+            "",
+        ),
+        (
+            "Create mathx.py with a function add(a, b) that returns a + b, and test_mathx.py",
+            "mathx.py",
+            b"def add(a, b):\n    raise ValueError('no')\n",
+            False,
+            "add(3, 4) raised ValueError: no",
+        ),
+    ],
+)
+def test_a_function_the_task_defines_by_an_expression_is_called_and_compared(
+    tmp_path: Path, goal: str, name: str, code: bytes, passed: bool, why: str
+) -> None:
+    s = Step(id="s", description=f"Write {name}", tools=["write_file"], acceptance=f"{name} exists")
+    evidence = gather(s, wrote(tmp_path, name, code), workspace_tools(tmp_path), goal=goal)
+    checks = [c for c in evidence.checks if c.what.startswith("as the task says: ")]
+    assert len(checks) == 1 and checks[0].passed is passed
+    assert checks[0].detail == why
+
+
+def test_a_function_in_a_package_module_is_imported_by_its_package_path(tmp_path: Path) -> None:
+    (tmp_path / "util").mkdir()
+    (tmp_path / "util" / "__init__.py").write_text("")
+    goal = "Create util/strings.py with a function shout(s) that returns s.upper() + '!'."
+    s = Step(id="s", description="Write util/strings.py", tools=["write_file"], acceptance="util/strings.py exists")
+    code = b"def shout(s):\n    return s.upper() + '!'\n"
+    evidence = gather(s, wrote(tmp_path, "util/strings.py", code), workspace_tools(tmp_path), goal=goal)
+    assert [c.passed for c in evidence.checks if c.what.startswith("as the task says: shout(s)")] == [True]
+
+
+@pytest.mark.parametrize(
+    "goal",
+    [
+        "Write rev.py with a function reverse(s) that returns the string s reversed",  # words, not an expression
+        "Write f.py with a function f(x) that returns __import__('os').getcwd()",  # a name that is not a parameter
+        "Write f.py with a function f(x) that returns x.__class__",  # a private attribute
+        "Write f.py with a function f(x) that returns (lambda: x)()",
+        "Write f.py with a function g(x) that returns x + 1",  # f.py does not define g
+    ],
+)
+def test_a_function_the_task_does_not_define_by_a_plain_expression_is_not_called(tmp_path: Path, goal: str) -> None:
+    marker = tmp_path / "called"
+    code = f"def f(x):\n    open({str(marker)!r}, 'w').close()\n    return x\n\n\ndef reverse(s):\n    return s\n"
+    s = Step(id="s", description="Write f.py", tools=["write_file"], acceptance="f.py exists")
+    evidence = gather(s, wrote(tmp_path, "f.py", code.encode()), workspace_tools(tmp_path), goal=goal)
+    assert not [c for c in evidence.checks if c.what.startswith("as the task says: ")]
+    assert not marker.exists()

@@ -1058,6 +1058,144 @@ def _returns(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> 
     return Check(what, False, f"{call} returned {clip(said, 120, fold=False)}, not {text}")
 
 
+#: "a function add(a, b) that returns a + b", "double(x) should return x * 2": a function the task defines by an
+#: expression of its parameters (the expression is taken up to the first point where it parses, `_task_functions`).
+_DEFINED_BY = re.compile(
+    r"\b(?P<n>[A-Za-z_]\w*)\((?P<p>\s*[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*\s*)\)\s+"
+    r"(?:that\s+|which\s+|should\s+|must\s+|to\s+)?returns?\s+(?P<rest>[^\n]+)",
+)
+_EXPR_END = re.compile(r",\s|\.\s|\.$|;|$")
+#: The builtins an expression of the task may call (`_task_functions`); its names are these and its parameters.
+_EXPR_BUILTINS = ("abs", "len", "max", "min", "round", "sorted", "str", "sum", "int", "float", "reversed")
+#: The child that checks a function against the task's expression: the module imported from the workspace, the
+#: function called on two samples of the first kind of arguments (numbers, else texts) the expression takes.
+_BEHAVES = (
+    "import builtins, importlib, json, math, sys\n"
+    "module, name, params, expr, names = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], "
+    "json.loads(sys.argv[5])\n"
+    "fn = getattr(importlib.import_module(module), name)\n"
+    "safe = {k: getattr(builtins, k) for k in names}\n"
+    "code = compile(expr, '<the task>', 'eval')\n"
+    "kinds = (([3, 4, 5, 6], [7, 2, 9, 1]), (['abc', 'Ada', 'xyz', 'q'], ['hi', 'Bo', 'k', 'mn']))\n"
+    "def value(sample):\n"
+    "    return eval(code, {'__builtins__': safe}, dict(zip(params, sample[: len(params)])))\n"
+    "def fits(kind):\n"
+    "    try:\n"
+    "        return [value(sample) for sample in kind]\n"
+    "    except Exception:\n"
+    "        return None\n"
+    "kind = next(((k, w) for k in kinds if (w := fits(k)) is not None), ((), []))\n"
+    "for sample, want in zip(*kind):\n"
+    "    args = sample[: len(params)]\n"
+    "    call = f\"{name}({', '.join(map(repr, args))})\"\n"
+    "    try:\n"
+    "        got = fn(*args)\n"
+    "    except Exception as exc:\n"
+    "        print('\\x00' + json.dumps({'call': call, 'raised': f'{type(exc).__name__}: {exc}'}))\n"
+    "        break\n"
+    "    if isinstance(got, float) and isinstance(want, (int, float)) and not isinstance(want, bool):\n"
+    "        same = math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)\n"
+    "    else:\n"
+    "        same = type(got) is type(want) and got == want or (type(got) in (int, float) and "
+    "type(want) in (int, float) and got == want)\n"
+    "    if not same:\n"
+    "        print('\\x00' + json.dumps({'call': call, 'want': repr(want), 'got': repr(got)}))\n"
+    "        break\n"
+    "else:\n"
+    "    print('\\x00' + json.dumps({'same': bool(kind[0])}))\n"
+)
+
+
+def _task_functions(text: str) -> dict[str, tuple[list[str], str]]:
+    """The functions ``text`` defines by an expression of their parameters: name -> (parameters, expression).
+    The expression is the shortest run after "returns" that ends at a comma, a full stop or a semicolon and parses
+    as a Python expression of only those parameters and a few builtins (`_EXPR_BUILTINS`), with no private
+    attribute and no lambda; "returns the string s reversed" gives none. The first one given for a name wins."""
+    out: dict[str, tuple[list[str], str]] = {}
+    for m in _DEFINED_BY.finditer(text):
+        name, params = m.group("n"), [p.strip() for p in m.group("p").split(",")]
+        if name in out or len(set(params)) != len(params):
+            continue
+        rest = m.group("rest")
+        for end in _EXPR_END.finditer(rest):
+            expr = rest[: end.start()].strip().strip("`")
+            if expr and (tree := _expression(expr)) is not None and _only_names(tree, {*params, *_EXPR_BUILTINS}):
+                out[name] = (params, expr)
+                break
+    return out
+
+
+def _expression(text: str) -> ast.Expression | None:
+    try:
+        return ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _only_names(tree: ast.Expression, allowed: set[str]) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in allowed:
+            return False
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            return False
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+            return False
+    return True
+
+
+def _behaves(name: str, params: list[str], expr: str, module: str, root: Path) -> Check:
+    """Call workspace function ``name`` (of ``module``, imported in a child process in the workspace, bounded in
+    time) on sample arguments and compare it with the expression the task defines it by."""
+    what = f"as the task says: {name}({', '.join(params)}) returns {expr}"
+    args = ["-c", _BEHAVES, module, name, json.dumps(params), expr, json.dumps(_EXPR_BUILTINS)]
+    done = _in_workspace(what, args, root, PYTHONPATH=str(root))
+    if isinstance(done, Check):
+        return done
+    said = (done.stdout or "").rpartition("\x00")[2].strip()
+    if done.returncode != 0 or not said:
+        output = _relative((done.stderr or "") + (done.stdout or ""), root)
+        return Check(what, False, f"importing {module} failed: {clip(output[-400:], 400)}{_hint(output, root)}")
+    try:
+        result = json.loads(said)
+    except ValueError:
+        return Check(what, None, "the check gave no answer")
+    if result.get("same"):
+        return Check(what, True)
+    if "raised" in result:
+        return Check(what, False, f"{result['call']} raised {clip(str(result['raised']), 200)}")
+    if "call" in result:
+        got, want = clip(str(result.get("got")), 80, fold=False), clip(str(result.get("want")), 80, fold=False)
+        return Check(what, False, f"{result['call']} returned {got}; {expr} gives {want}: make it return {expr}")
+    return Check(what, None, "no sample arguments fit the expression")
+
+
+def _functions_checked(step: Step, goal: str, root: Path, wrote: Iterable[str]) -> list[Check]:
+    """For each function the task (``goal``), or else the step's description, defines by an expression of its
+    parameters ("add(a, b) that returns a + b") and that a Python file the step wrote defines at its top level,
+    whether it returns what the expression gives on sample arguments. The 1.5B's judge failed a right convert.py
+    ("does not match the step's description") and passed wrong ones; the task says what the function returns."""
+    wanted = {**_task_functions(step.description), **_task_functions(goal)}
+    if not wanted:
+        return []
+    checks = []
+    for path in dict.fromkeys(Path(p) for p in wrote):
+        if path.suffix != ".py" or not path.is_file():
+            continue
+        try:
+            rel = path.resolve().relative_to(root.resolve()).with_suffix("")
+            tree = _code_of(path.read_text(errors="replace"))
+        except (ValueError, OSError):
+            continue
+        parts = list(rel.parts[:-1]) if rel.parts[-1] == "__init__" else list(rel.parts)
+        if tree is None or not parts or not all(p.isidentifier() for p in parts):
+            continue
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for name, (params, expr) in wanted.items():
+            if name in defined:
+                checks.append(_behaves(name, params, expr, ".".join(parts), root))
+    return checks
+
+
 def _in_workspace(what: str, args: list[str], root: Path, **env: str) -> subprocess.CompletedProcess[str] | Check:
     """This interpreter run with ``args`` in the workspace, no input, bounded by `COMMAND_TIMEOUT`; or the check
     ``what`` failed (still running) or undecided (it could not start)."""
@@ -1301,6 +1439,8 @@ def gather(
         for clause in _clauses(acceptance):
             if (call := _returns_clause(clause)) is not None:
                 evidence.checks.append(_returns(call, root))
+    if root is not None and (declared or outcome.writes):
+        evidence.checks.extend(_functions_checked(step, goal, root, wrote))
     return evidence
 
 
