@@ -1010,3 +1010,39 @@ def test_a_function_the_task_does_not_define_by_a_plain_expression_is_not_called
     evidence = gather(s, wrote(tmp_path, "f.py", code.encode()), workspace_tools(tmp_path), goal=goal)
     assert not [c for c in evidence.checks if c.what.startswith("as the task says: ")]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "acceptance", "settled"),
+    [  # the 1.5B's (held-out `biggest`): its judge failed the right numbers.txt five times ("does not exist")
+        (b"4\n9\n2", "numbers.txt exists and contains '4\n9\n2'", True),
+        (b"4\n9\n2\n", "numbers.txt exists and contains '4\n9\n2'", True),
+        (b"x\n4\n9\n2\ny\n", "numbers.txt contains '4\\n9\\n2'", True),  # written out, among other lines
+        (b"4 9 2\n", "numbers.txt exists and contains '4\n9\n2'", False),
+        (b"4\n2\n9\n", "numbers.txt exists and contains '4\n9\n2'", False),
+    ],
+)
+def test_a_quoted_text_of_several_lines_a_file_contains_is_looked_for_line_by_line(
+    tmp_path: Path, content: bytes, acceptance: str, settled: bool
+) -> None:
+    evidence = gather(step(acceptance), wrote(tmp_path, "numbers.txt", content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write numbers.txt") is settled
+    assert bool(evidence.failed) is (not settled)
+
+
+@pytest.mark.parametrize(
+    ("content", "settled"),
+    [  # the 1.5B's (held-out `person_name`): the right person.json failed on its Python notation twice
+        (b'{"name": "Ada", "age": 36}', True),
+        (b'{"age": 36, "name": "Ada"}\n', True),
+        (b'{"name": "Ada", "age": 37}', False),
+        (b"name: Ada, age: 36", False),
+    ],
+)
+def test_data_cat_is_said_to_print_in_another_notation_is_compared_as_data(
+    tmp_path: Path, content: bytes, settled: bool
+) -> None:
+    acceptance = "person.json exists and `cat person.json` outputs `{'name': 'Ada', 'age': 36}`"
+    evidence = gather(step(acceptance), wrote(tmp_path, "person.json", content), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write person.json") is settled
+    assert bool(evidence.failed) is (not settled)
