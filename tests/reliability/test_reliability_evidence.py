@@ -1046,3 +1046,56 @@ def test_data_cat_is_said_to_print_in_another_notation_is_compared_as_data(
     evidence = gather(step(acceptance), wrote(tmp_path, "person.json", content), workspace_tools(tmp_path))
     assert evidence.settles(acceptance, "Write person.json") is settled
     assert bool(evidence.failed) is (not settled)
+
+
+@pytest.mark.parametrize(
+    ("goal", "script", "printed", "why"),
+    [  # the 1.5B's judge passed this evens.py (held-out `evens`); the run failed later, on another step
+        (
+            "Write evens.py that prints the even numbers from 2 to 10 on one line, separated by commas.",
+            b"print(2, 4, 6, 8, 10)\n",
+            False,
+            "it printed '2 4 6 8 10': the items are to be separated by commas",
+        ),
+        (
+            "Write evens.py that prints the even numbers from 2 to 10 on one line, separated by commas.",
+            b"print(','.join(str(n) for n in range(2, 11, 2)))\n",
+            True,
+            "",
+        ),
+        (
+            "Write evens.py that prints the numbers 1 to 5 on one line separated by spaces.",
+            b"print(*range(1, 6), sep='\\n')\n",
+            False,
+            "it printed 5 lines: the items are to be on one line",
+        ),
+        (
+            "Write evens.py that prints the numbers 1 to 5 on one line separated by spaces.",
+            b"print(', '.join(map(str, range(1, 6))))\n",
+            False,
+            "it printed '1, 2, 3, 4, 5': the items are to be separated by spaces, without commas",
+        ),
+        (
+            "Write evens.py that prints the numbers from 1 to 3, one per line.",
+            b"print(1, 2, 3)\n",
+            False,
+            "it printed '1 2 3' on one line: the items are to be one per line",
+        ),
+        (
+            "Write evens.py that prints the numbers from 1 to 3, one per line.",
+            b"print(1)\nprint(2)\nprint(3)\n",
+            True,
+            "",
+        ),
+        ("Write evens.py that prints Hello, world!", b"print('Hello, world!')\n", True, ""),  # no layout given
+    ],
+)
+def test_a_script_that_prints_in_another_layout_than_the_task_gives_fails(
+    tmp_path: Path, goal: str, script: bytes, printed: bool, why: str
+) -> None:
+    s = Step(id="s", description=goal, tools=["write_file"], acceptance="`python evens.py` runs")
+    evidence = gather(s, wrote(tmp_path, "evens.py", script), workspace_tools(tmp_path), goal=goal)
+    run = next(c for c in evidence.checks if c.what == "`python evens.py` runs")
+    assert run.passed is printed
+    if not printed:
+        assert run.detail == why

@@ -1431,8 +1431,10 @@ def gather(
                 check = Check(check.what, False, _SILENT)
             elif check.passed and produced is not None and command == f"python {produced}":
                 wrapped = _wrapped_value(step.description, acceptance, produced, check.detail)
-                if wrapped is not None:
-                    check = Check(check.what, False, wrapped)
+                said = f"{said_of(goal, produced)} {said_of(step.description, produced)}"
+                wrong = wrapped or _misprinted(said, check.detail)
+                if wrong is not None:
+                    check = Check(check.what, False, wrong)
             evidence.checks.append(_elsewhere(check, root, wrote))
         evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
         evidence.checks.extend(_counts(acceptance, evidence.checks, root, wrote))
@@ -1635,6 +1637,40 @@ def _wrapped_value(description: str, acceptance: str, script: str, output: str) 
         f"it printed {clip(line, 100, fold=False)!r}: the step asks for the {asked.group('what')} alone; print just "
         f"the value ({value!r}), not words around it"
     )
+
+
+_BY_COMMAS = re.compile(r"\bseparated\s+by\s+(?:a\s+)?commas?\b|\bcomma[- ]separated\b", re.IGNORECASE)
+_BY_SPACES = re.compile(
+    r"\bseparated\s+by\s+(?:a\s+)?(?:single\s+)?(?:spaces?|blanks?)\b|\bspace[- ]separated\b", re.IGNORECASE
+)
+_ON_ONE_LINE = re.compile(r"\bon\s+(?:one|a\s+single|a|the\s+same|a\s+single)\s+line\b", re.IGNORECASE)
+_EACH_ON_A_LINE = re.compile(
+    r"\bone\s+per\s+line\b|\beach\s+on\s+(?:its\s+own|a\s+separate|a\s+new|a)\s+line\b|\bone\s+line\s+per\b"
+    r"|\bon\s+separate\s+lines\b",
+    re.IGNORECASE,
+)
+
+
+def _misprinted(text: str, output: str) -> str | None:
+    """How a script's output breaks the layout ``text`` (what the task and the step say of the script) gives it,
+    or None: several items without a comma for "separated by commas", a comma for "separated by spaces", several
+    lines for "on one line", several items on one line for "one per line". The 1.5B's judge passed an evens.py
+    that printed "2 4 6 8 10" for "prints the even numbers from 2 to 10 on one line, separated by commas"."""
+    out = output.strip()
+    lines = [line for line in out.splitlines() if line.strip()]
+    if not out or out.endswith("…"):
+        return None
+    shown = clip(out, 80, fold=False)
+    if _BY_COMMAS.search(text) and "," not in out and len(out.split()) > 1:
+        return f"it printed {shown!r}: the items are to be separated by commas"
+    if _BY_SPACES.search(text) and "," in out and len(re.split(r"[\s,]+", out)) > 1:
+        return f"it printed {shown!r}: the items are to be separated by spaces, without commas"
+    if _ON_ONE_LINE.search(text) and not _EACH_ON_A_LINE.search(text) and len(lines) > 1:
+        return f"it printed {len(lines)} lines: the items are to be on one line"
+    one_per_line = _EACH_ON_A_LINE.search(text) and not _ON_ONE_LINE.search(text)
+    if one_per_line and len(lines) == 1 and len(re.split(r"[\s,]+", out)) >= 3:
+        return f"it printed {shown!r} on one line: the items are to be one per line"
+    return None
 
 
 _SILENT = (
