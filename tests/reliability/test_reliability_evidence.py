@@ -1099,3 +1099,30 @@ def test_a_script_that_prints_in_another_layout_than_the_task_gives_fails(
     assert run.passed is printed
     if not printed:
         assert run.detail == why
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "settled"),
+    [  # the 1.5B's (held-out `word_count`): its judge failed the right poem.txt four times on it
+        ("poem.txt exists and 'cat sat on the mat' is in it", True),
+        ("'the cat sat' is in poem.txt", True),
+        ("poem.txt exists and 'a dog' is in it", False),
+    ],
+)
+def test_a_quoted_text_said_to_be_in_a_file_is_looked_for(tmp_path: Path, acceptance: str, settled: bool) -> None:
+    evidence = gather(
+        step(acceptance), wrote(tmp_path, "poem.txt", b"the cat sat on the mat\n"), workspace_tools(tmp_path)
+    )
+    assert evidence.settles(acceptance, "Write poem.txt") is settled
+    assert bool(evidence.failed) is (not settled)
+
+
+def test_a_reason_that_a_file_does_not_contain_what_it_contains_is_contradicted(tmp_path: Path) -> None:
+    acceptance = "poem.txt exists"
+    evidence = gather(
+        step(acceptance), wrote(tmp_path, "poem.txt", b"the cat sat on the mat\n"), workspace_tools(tmp_path)
+    )
+    assert "poem.txt contains 'cat sat on the mat'" in evidence.refutes(
+        "The poem.txt file does not contain 'cat sat on the mat'.", report_shown=False
+    )
+    assert evidence.refutes("The poem.txt file does not contain 'a dog'.", report_shown=False) == ""

@@ -548,7 +548,8 @@ _LACKS = (
 )
 #: A judge's reason that says what a file or output should hold: "should contain 'X'", "expected to print "X"".
 _SHOULD_HOLD = re.compile(
-    r"\b(?:should|must|needs? to|is expected to|expected to)\s+(?P<verb>contain|include|have|read|print|output|show)"
+    r"\b(?:should|must|needs? to|is expected to|expected to|does\s+not|doesn't|did\s+not|do\s+not)\s+"
+    r"(?P<verb>contain|include|have|read|print|output|show)"
     r"\s*:?\s*(?P<q>['\"`])",
     re.IGNORECASE,
 )
@@ -641,6 +642,13 @@ def _with_commands(clauses: list[str]) -> list[str]:
 
 #: The file a content clause is about, or "it" (the acceptance's only file): "data.csv ", "the file `x.txt` ", "it ".
 _SUBJECT = r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?"
+#: "'cat sat on the mat' is in it", "'x' is in notes.txt": the same, said the other way round (the 1.5B's; its
+#: judge failed the right poem.txt four times on it).
+_IN_FILE_CLAUSE = re.compile(
+    r"(?P<q>['\"`])(?P<text>[^'\"`]*[^'\"`\s][^'\"`]*)(?P=q)\s+(?:is|appears)\s+(?:written\s+|present\s+|found\s+)?"
+    r"(?:in|inside)\s+(?:it|the\s+file|(?:the\s+file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?)",
+    re.IGNORECASE,
+)
 #: "data.csv contains 'name,score'", "`notes.txt` has the line "x"": a file's content holds a quoted text.
 _CONTAINS_CLAUSE = re.compile(
     _SUBJECT + r"(?:contains|has|includes|holds)\s+"
@@ -876,6 +884,9 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     if (m := _CONTAINS_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or default
         return (name, "contains", m.group("text") or m.group("number")) if name else None
+    if (m := _IN_FILE_CLAUSE.fullmatch(clause)) is not None:
+        name = m.group("f") or default
+        return (name, "contains", m.group("text")) if name else None
     if (m := _FIRST_LINE_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or m.group("f2") or default
         return (name, "first line", m.group("text") or m.group("text2")) if name else None
