@@ -645,7 +645,7 @@ _SUBJECT = r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?"
 #: "'cat sat on the mat' is in it", "'x' is in notes.txt": the same, said the other way round (the 1.5B's; its
 #: judge failed the right poem.txt four times on it).
 _IN_FILE_CLAUSE = re.compile(
-    r"(?P<q>['\"`])(?P<text>[^'\"`]*[^'\"`\s][^'\"`]*)(?P=q)\s+(?:is|appears)\s+(?:written\s+|present\s+|found\s+)?"
+    r"(?P<q>['\"`])(?P<text>(?=[^'\"`]*[^'\"`\s])[^'\"`]+)(?P=q)\s+(?:is|appears)\s+(?:written\s+|present\s+|found\s+)?"
     r"(?:in|inside)\s+(?:it|the\s+file|(?:the\s+file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?)",
     re.IGNORECASE,
 )
@@ -653,7 +653,7 @@ _IN_FILE_CLAUSE = re.compile(
 _CONTAINS_CLAUSE = re.compile(
     _SUBJECT + r"(?:contains|has|includes|holds)\s+"
     r"(?:the\s+(?:text|line|header|row|word|number)s?\s+)?"
-    r"(?:(?P<q>['\"`])(?P<text>[^'\"`]*[^'\"`\s][^'\"`]*)(?P=q)|(?P<number>-?\d+(?:\.\d+)?))",
+    r"(?:(?P<q>['\"`])(?P<text>(?=[^'\"`]*[^'\"`\s])[^'\"`]+)(?P=q)|(?P<number>-?\d+(?:\.\d+)?))",
     re.IGNORECASE,
 )
 #: "the first line of data.csv is 'name,score'", "'name,score' is the first row", "its first line is "# Counter"".
@@ -1127,7 +1127,7 @@ def _task_functions(text: str) -> dict[str, tuple[list[str], str]]:
         name, params = m.group("n"), [p.strip() for p in m.group("p").split(",")]
         if name in out or len(set(params)) != len(params):
             continue
-        rest = m.group("rest")
+        rest = m.group("rest")[:300]  # an expression of a task is short: a long line is not parsed at each comma
         for end in _EXPR_END.finditer(rest):
             expr = rest[: end.start()].strip().strip("`")
             if expr and (tree := _expression(expr)) is not None and _only_names(tree, {*params, *_EXPR_BUILTINS}):
