@@ -430,7 +430,7 @@ def _counts(acceptance: str, checks: list[Check], root: Path, wrote: Iterable[st
     for clause in _clauses(acceptance):
         asked = _count_clause(clause)
         printed = outputs.get(f"`{asked[0]}` runs") if asked is not None else None
-        if asked is None or printed is None or re.fullmatch(r"-?\d+", printed) is None:
+        if asked is None or printed is None or re.fullmatch(r"-?\d{1,18}", printed) is None:
             continue
         command, what, name = asked
         where = _locate(name, root, wrote)
