@@ -1509,6 +1509,18 @@ def test_twice_contradicted_the_checks_decide_only_where_they_cover_every_clause
     assert out["plan"].get("write_mathx").error == NO_REPORT["reason"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_second_reason_that_only_repeats_the_contradiction_is_contradicted_again(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's judge, shown the contradiction of its first reason, failed the step again on the contradiction
+    itself ("The evidence contradicts it (the checks found show_vowels.py: it exists)."). Where the checks decide
+    every clause, they decide."""
+    echo = {"passed": False, "reason": "The evidence contradicts it (the checks found mathx.py: it exists)."}
+    script = PurposeScript(plan=plan_of(write_step()), execute=writer("mathx.py", GOOD), verify=[DENIED, echo])
+    out, model, _ = run(tmp_path, script, mode=mode)
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("verify") == 2
+
+
 def test_a_judges_reason_the_evidence_does_not_contradict_stands(tmp_path: Path) -> None:
     """A reason about the content ('mathx.py is missing the function sub') is a judgement: not asked again."""
     lacking = {"passed": False, "reason": "mathx.py is missing the function sub"}

@@ -133,7 +133,9 @@ def _second_look(
     second = yield from ask(again)
     if second.passed:
         return second
-    refuted_again = evidence.refutes(second.reason, report_shown)
+    # a second reason that only repeats the contradiction it was shown is no reason: the 1.5B's judge answered
+    # "The evidence contradicts it (the checks found show_vowels.py: it exists)." and failed the step on it
+    refuted_again = evidence.refutes(second.reason, report_shown) or (refuted if refuted in second.reason else "")
     if refuted_again and evidence.covers(step.acceptance):
         overruled = f"the checks decide: the judge's reasons were contradicted by the evidence ({refuted_again})"
         return Verdict(passed=True, reason=overruled)
