@@ -211,6 +211,19 @@ def test_edit_file_zero_matches(ws: Path) -> None:
     assert (ws / "README.md").read_text() == before
 
 
+def test_an_edit_that_needs_the_files_text_is_shown_it(ws: Path) -> None:
+    """The 1.5B, fixing a square() that returned x * 3 without reading geometry.py, sent "return x * x" as both
+    strings twice: the error shows the file as it is, to copy old_string from (a long file clipped)."""
+    (ws / "geometry.py").write_text("def square(x):\n    return x * 3\n")
+    same = call(ws, "edit_file", path="geometry.py", old_string="return x * x", new_string="return x * x")
+    assert "identical" in same and same.endswith("geometry.py now reads:\ndef square(x):\n    return x * 3\n")
+    absent = call(ws, "edit_file", path="geometry.py", old_string="return x + 3", new_string="return x * x")
+    assert "not found in 'geometry.py'" in absent and "    return x * 3" in absent
+    (ws / "long.py").write_text("x = 1\n" * 1000)
+    out = call(ws, "edit_file", path="long.py", old_string="y = 2", new_string="y = 3")
+    assert "[the rest not shown: read_file reads it]" in out and len(out) < 1700
+
+
 def test_edit_file_multiple_matches_without_replace_all(ws: Path) -> None:
     before = (ws / "src" / "pkg" / "mod.py").read_text()
     out = call(ws, "edit_file", path="src/pkg/mod.py", old_string="return", new_string="yield")

@@ -50,6 +50,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field, ValidationError
 
 from planmode.errors import PlanModeError
+from planmode.text import clip
 from planmode.tools._writes import discard_change, journal_open, record_change, record_write
 
 __all__ = [
@@ -95,6 +96,9 @@ _SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
 """Directories that recursive listing and search show but do not descend into (they can be named directly)."""
 
 _SNIFF_BYTES = 8192
+#: Characters of a file shown with an edit_file error that needs its text (old_string not found, or no change).
+_EDIT_SHOWN = 1500
+_EDIT_CUT = "\n…[the rest not shown: read_file reads it]"
 
 PLANMODE_DIR = ".planmode"
 """planmode's own folder in a workspace (the CLI's default database lives there): always protected."""
@@ -433,13 +437,16 @@ class _Workspace:
         _require_text("new_string", new_string)
         if not old_string:
             raise WorkspaceError("old_string is empty; use write_file to write a whole file")
-        if old_string == new_string:
-            raise WorkspaceError("old_string and new_string are identical; nothing to change")
         resolved = self._file(path)
         text = self._read_text(path, resolved)
+        # the file as it is, with the error: a small model that never read it (the 1.5B sent "return x * x" for
+        # both strings, twice, to fix a square() that returned x * 3) gets what to copy into old_string
+        shown = f"; {path} now reads:\n{clip(text, _EDIT_SHOWN, marker=_EDIT_CUT, fold=False)}"
+        if old_string == new_string:
+            raise WorkspaceError(f"old_string and new_string are identical; nothing to change{shown}")
         count = text.count(old_string)
         if count == 0:
-            raise WorkspaceError(f"old_string was not found in {path!r}; read the file and copy the text exactly")
+            raise WorkspaceError(f"old_string was not found in {path!r}; copy the text to replace exactly{shown}")
         if count > 1 and not replace_all:
             raise WorkspaceError(
                 f"old_string occurs {count} times in {path!r}; include more surrounding text to make it "
