@@ -627,9 +627,10 @@ def test_a_script_the_step_says_uses_a_workspace_file_must_name_it(
     if module is not None:
         (tmp_path / "counting.py").write_bytes(module)
     acceptance = "count_lines.py exists and runs successfully with the correct output"
+    counted = "words" if "words" in acceptance else "lines"  # the step's description says what it counts too
     s = Step(
         id="s",
-        description="Write count_lines.py that prints the number of lines in notes.txt",
+        description=f"Write count_lines.py that prints the number of {counted} in notes.txt",
         tools=["write_file"],
         acceptance=acceptance,
     )
@@ -895,6 +896,18 @@ def test_a_key_clause_of_a_file_that_is_not_json_is_the_judges(tmp_path: Path) -
             True,
             "",
         ),
+        (  # the 1.5B's next acceptance; its judge failed the right script on "the actual output is 0" twice
+            "count_lines.py exists and correctly counts the lines in notes.txt and `python count_lines.py` runs",
+            b"print(len(open('notes.txt').readlines()))\n",
+            True,
+            "",
+        ),
+        (  # the step's description says what it prints: the count is checked whatever the acceptance says
+            "count_lines.py exists and `python count_lines.py` runs",
+            b"print(len(open('notes.txt').read()))\n",
+            False,
+            "notes.txt has 3 lines; it printed 28",
+        ),
         (  # not one number: not counted here (the check of a value printed with words around it fails it)
             "count_lines.py prints the number of lines in notes.txt",
             b"n = len(open('notes.txt').readlines())\nprint(f'{n} lines')\n",
@@ -907,9 +920,10 @@ def test_a_count_of_a_data_file_a_script_prints_is_counted_without_a_model(
     tmp_path: Path, acceptance: str, script: bytes, settled: bool, why: str
 ) -> None:
     (tmp_path / "notes.txt").write_text("one two\nthree four\nfive six\n")
+    counted = "words" if "words" in acceptance else "lines"  # the step's description says what it counts too
     s = Step(
         id="s",
-        description="Write count_lines.py that prints the number of lines in notes.txt",
+        description=f"Write count_lines.py that prints the number of {counted} in notes.txt",
         tools=["write_file"],
         acceptance=acceptance,
     )

@@ -382,33 +382,35 @@ _FILE_PRINTS_CLAUSE = re.compile(
 #: poem.txt has": a count of a data file the checks can make themselves (the 1.5B's judge failed a count_lines.py
 #: that printed 3 for a three-line notes.txt, on "the output is 3 lines, but it should be the number of lines").
 _COUNTED = r"(?P<what>lines|words|characters|chars)"
-_DATA_FILE = r"`?(?P<d>[\w/.\-]+\.(?!py\b)\w+)`?"
+_DATA = r"`?(?P<{g}>[\w/.\-]+\.(?!py\b)\w+)`?"
 _COUNT_CLAUSE = re.compile(
-    r"(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?P<f>[\w/.\-]+\.py)`?)"
+    r"(?:(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?P<f>[\w/.\-]+\.py)`?)"
     + _AND
     + _WHEN_RUN
-    + r"\s+(?:correctly\s+)?(?:prints|outputs|shows|displays|returns)\s+(?:out\s+)?(?:the\s+)?(?:"
-    r"(?:total\s+)?(?:number|count)\s+of\s+"
-    + _COUNTED
-    + r"\s+(?:in|of)\s+(?:the\s+file\s+)?"
-    + _DATA_FILE
-    + r"|how\s+many\s+"
-    + _COUNTED.replace("what", "what2")
-    + r"\s+"
-    r"(?:`?(?P<d2>[\w/.\-]+\.(?!py\b)\w+)`?\s+(?:has|contains)|(?:are\s+)?in\s+`?(?P<d3>[\w/.\-]+\.(?!py\b)\w+)`?)"
-    r")",
+    + r"(?:\s+(?:that|which))?\s+|it\s+)?(?:correctly\s+|accurately\s+)?(?:"
+    r"(?:prints|outputs|shows|displays|returns)\s+(?:out\s+)?(?:the\s+)?(?:"
+    rf"(?:total\s+)?(?:number|count)\s+of\s+{_COUNTED}\s+(?:in|of)\s+(?:the\s+file\s+)?{_DATA.format(g='d')}"
+    rf"|how\s+many\s+{_COUNTED.replace('what', 'what2')}\s+"
+    rf"(?:{_DATA.format(g='d2')}\s+(?:has|contains)|(?:are\s+)?in\s+{_DATA.format(g='d3')})"
+    rf")|counts\s+(?:the\s+)?(?:number\s+of\s+)?{_COUNTED.replace('what', 'what3')}\s+(?:in|of)\s+"
+    rf"(?:the\s+file\s+)?{_DATA.format(g='d4')})",
     re.IGNORECASE,
 )
 
 
-def _count_clause(clause: str) -> tuple[str, str, str] | None:
+def _count_clause(clause: str, script: str | None = None, *, within: bool = False) -> tuple[str, str, str] | None:
     """The command, what it counts ("lines", "words", "characters") and the data file, of a clause that says a
-    command prints a count of a file; None when the clause is not one."""
-    if (m := _COUNT_CLAUSE.fullmatch(clause)) is None:
+    command prints a count of a file ("`python count_lines.py` outputs the number of lines in notes.txt",
+    "correctly counts the lines in notes.txt", said of ``script`` when it names no command); None when it is not
+    one. ``within``: looked for inside a longer text (a step's description, the task), not as the whole clause."""
+    m = _COUNT_CLAUSE.search(clause) if within else _COUNT_CLAUSE.fullmatch(clause)
+    if m is None:
         return None
-    command = m.group("c").strip() if m.group("c") else f"python {m.group('f')}"
-    what = (m.group("what") or m.group("what2")).lower().replace("chars", "characters")
-    return command, what, m.group("d") or m.group("d2") or m.group("d3")
+    command = m.group("c").strip() if m.group("c") else f"python {m.group('f') or script}"
+    if not (m.group("c") or m.group("f") or script):
+        return None
+    what = (m.group("what") or m.group("what2") or m.group("what3")).lower().replace("chars", "characters")
+    return command, what, m.group("d") or m.group("d2") or m.group("d3") or m.group("d4")
 
 
 def _counted(body: str, what: str) -> int:
@@ -421,18 +423,21 @@ def _counted(body: str, what: str) -> int:
     return len(body.removesuffix("\n"))
 
 
-def _counts(acceptance: str, checks: list[Check], root: Path, wrote: Iterable[str]) -> list[Check]:
-    """For each clause of ``acceptance`` that says a command prints a count of a data file, whether the command's
-    run (passed, its whole output one number) printed the count the file has. An output that is not one number
-    is left to the other checks and the judge."""
+def _counts(
+    acceptance: str, said: Sequence[str], script: str | None, checks: list[Check], root: Path, wrote: Iterable[str]
+) -> list[Check]:
+    """For each count of a data file that a clause of ``acceptance``, or the texts ``said`` of the step's
+    ``script`` (its description, the task), says a command prints, whether the command's run (passed, its whole
+    output one number) printed the count the file has. An output that is not one number is left to the other
+    checks and the judge."""
     outputs = {c.what: c.detail.strip() for c in checks if c.passed is True and c.what.endswith(" runs")}
+    asked = [_count_clause(clause, script) for clause in _clauses(acceptance)]
+    asked += [_count_clause(text, script, within=True) for text in said]
     out = []
-    for clause in _clauses(acceptance):
-        asked = _count_clause(clause)
-        printed = outputs.get(f"`{asked[0]}` runs") if asked is not None else None
-        if asked is None or printed is None or re.fullmatch(r"-?\d{1,18}", printed) is None:
+    for command, what, name in dict.fromkeys(a for a in asked if a is not None):
+        printed = outputs.get(f"`{command}` runs")
+        if printed is None or re.fullmatch(r"-?\d{1,18}", printed) is None:
             continue
-        command, what, name = asked
         where = _locate(name, root, wrote)
         if not isinstance(where, Path):
             continue
@@ -440,9 +445,8 @@ def _counts(acceptance: str, checks: list[Check], root: Path, wrote: Iterable[st
             n = _counted(where.read_text(errors="replace"), what)
         except OSError:
             continue
-        check = f"`{command}` prints the number of {what} in {name}"
         detail = "" if int(printed) == n else f"{name} has {n} {what}; it printed {printed}"
-        out.append(Check(check, int(printed) == n, detail))
+        out.append(Check(f"`{command}` prints the number of {what} in {name}", int(printed) == n, detail))
     return out
 
 
@@ -956,9 +960,11 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
     if (said := _printed_clause(clause)) is not None:
         printed = passed.get(f"`{said[0]}` runs")
         return "printed" if printed is not None and printed.strip() == said[1].strip() else None
-    if (counted := _count_clause(clause)) is not None:
+    if (counted := _count_clause(clause, "*")) is not None:  # no command named: the check of any script counts
         command, what, name = counted
-        return "printed" if f"`{command}` prints the number of {what} in {name}" in passed else None
+        count = f" prints the number of {what} in {name}"
+        found = any(w.endswith(count) and command in ("python *", w.removesuffix(count).strip("`")) for w in passed)
+        return "printed" if found else None
     return None
 
 
@@ -1448,7 +1454,8 @@ def gather(
                     check = Check(check.what, False, wrong)
             evidence.checks.append(_elsewhere(check, root, wrote))
         evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
-        evidence.checks.extend(_counts(acceptance, evidence.checks, root, wrote))
+        texts = [step.description, goal] if produced else []  # whole: "in notes.txt" is cut off by said_of
+        evidence.checks.extend(_counts(acceptance, texts, produced, evidence.checks, root, wrote))
         for clause in _clauses(acceptance):
             if (call := _returns_clause(clause)) is not None:
                 evidence.checks.append(_returns(call, root))
