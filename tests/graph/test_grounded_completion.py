@@ -465,6 +465,59 @@ def test_a_step_that_only_uses_a_file_of_the_task_does_not_count_as_writing_it(t
     assert plan_problems(Plan(goal=task, steps=[only_reads]), workspace_tools(empty)) != []
 
 
+def test_a_plan_that_writes_a_file_the_task_gives_to_read_is_sent_back_and_mended(tmp_path: Path) -> None:
+    """A false "completed" on the 1.5B: for "Read names.txt, then write greet_all.py ...", told that its step that
+    only read names.txt should be removed "or made a step that writes", its plan wrote names.txt with three names of
+    its own, and greet_all.py greeted them. A step that writes a file the task gives to read is sent back; when the
+    planner repeats it, planmode removes it. The task's names.txt is never written."""
+    names = {
+        "id": "write_names",
+        "description": "Write names.txt with the list of names",
+        "tools": ["write_file"],
+        "acceptance": "names.txt exists",
+    }
+    greet = {
+        "id": "write_greet_all",
+        "description": "Write greet_all.py that prints 'Hi ' followed by each name in names.txt",
+        "dependencies": ["write_names"],
+        "tools": ["write_file"],
+        "acceptance": "greet_all.py exists and `python greet_all.py` runs",
+    }
+    program = "for name in open('names.txt').read().split():\n    print('Hi ' + name)\n"
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.step_id == "write_names":
+            return writer("names.txt", "John\nJane\n")(req)
+        return writer("greet_all.py", program)(req)
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.txt").write_text("Ada\nGrace\n")
+    task = "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt."
+    out, model, ws = run(tmp_path, PurposeScript(plan=plan_of(names, greet), execute=execute), task=task)
+    assert "step 'write_names' writes names.txt, a file the task gives to read" in retry_reasons(model)
+    assert out["plan"].ids() == ["write_greet_all"] and out["plan"].get("write_greet_all").dependencies == []
+    assert "removed the steps that wrote a file the task gives to read (write_names)" in out["plan"].history[0].reason
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "names.txt").read_text() == "Ada\nGrace\n"
+
+    from planmode.nodes._coverage import plan_problems
+    from planmode.state.models import Plan
+
+    fresh = tmp_path / "fresh"  # before the run: greet_all.py is still to write
+    fresh.mkdir()
+    (fresh / "names.txt").write_text("Ada\n")
+    reader = Step(id="read_names", description="Read names.txt", tools=["read_file"], acceptance="")
+    written = Step(**greet | {"dependencies": []})
+    problems = plan_problems(Plan(goal=task, steps=[reader, written]), workspace_tools(fresh))
+    assert problems == [
+        "step 'read_names' only reads (read_file); looking around was done before planning: remove it"
+    ]  # no "make it a step that writes": every file of the task has its writer
+    fix = "calc.py has a bug: double(x) should return x * 2. Fix it."
+    (ws / "calc.py").write_text("def double(x):\n    return x + 2\n")
+    fixing = Step(id="fix", description="Fix calc.py", tools=["write_file"], acceptance="calc.py exists")
+    assert plan_problems(Plan(goal=fix, steps=[fixing]), workspace_tools(ws)) == []  # a file to change, not given
+
+
 # -- finalize states only what the record shows -------------------------------------------------------------
 
 

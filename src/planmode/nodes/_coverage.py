@@ -41,7 +41,7 @@ from planmode.nodes._evidence import (
 )
 from planmode.state.draft import free_id
 from planmode.state.models import Plan, Step, as_step_id
-from planmode.tools.files import deliverables, file_mentions, file_names, produced_file
+from planmode.tools.files import deliverables, file_mentions, file_names, given_files, produced_file
 
 __all__ = [
     "kept_runs",
@@ -120,17 +120,41 @@ def plan_problems(
                 f"no step writes {name}: add a step (or change one) whose description names {name}, with "
                 f"tools [{example!r}] and acceptance '{name} exists'"
             )
+    unwritten = any(not any(_names_to_write(s, n) for s in writers) for n in wanted)
     if wanted:  # a step that only reads before anything is written is exploring (reading back later is fine)
         for step in plan.steps:
             if ids is not None and step.id not in ids:
                 continue
             reads = step.tools and all(t.lower() in names for t in step.tools) and not declared_writes(step, writes)
             if reads and not step.dependencies:
+                # "or make it a step that writes" only where a file of the task has no writer: the 1.5B, told so,
+                # turned "Read names.txt" into a step that wrote names.txt over the task's own
+                fix = "remove it, or make it the step that writes a file no step writes" if unwritten else "remove it"
                 problems.append(
                     f"step {step.id!r} only reads ({', '.join(step.tools)}); looking around was done before "
-                    "planning: remove it, or make it a step that writes"
+                    f"planning: {fix}"
                 )
+    for step in _given_writers(plan, tools, ids):
+        problems.append(
+            f"step {step.id!r} writes {produced_file(step.description, step.acceptance)}, a file the task gives to "
+            "read (it exists): do not change it; remove the step (a step that needs it reads it)"
+        )
     return problems
+
+
+def _given_writers(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> list[Step]:
+    """The steps (of ``ids``, or all) that write, as their one file, a file of the workspace the task only reads
+    (`given_files`): the 1.5B's plan for "Read names.txt, then write greet_all.py ..." wrote names.txt with three
+    names of its own, and the run claimed a done task that greeted them."""
+    given = given_files(plan.goal, workspace_root(tools))
+    writes = write_tool_names(tools)
+    return [
+        s
+        for s in plan.steps
+        if (ids is None or s.id in ids)
+        and declared_writes(s, writes)
+        and produced_file(s.description, s.acceptance) in given
+    ]
 
 
 def _names_to_write(step: Step, name: str, text: str | None = None) -> bool:
@@ -181,6 +205,14 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
             for s in steps
             if s.id not in readers
         ]
+    given = {s.id for s in _given_writers(plan.model_copy(update={"steps": steps}), tools)}
+    if given:
+        steps = [
+            s.model_copy(update={"dependencies": [d for d in s.dependencies if d not in given]})
+            for s in steps
+            if s.id not in given
+        ]
+        notes.append(f"removed the steps that wrote a file the task gives to read ({', '.join(sorted(given))})")
     if removed:
         notes.append(f"removed the steps that only read ({', '.join(removed)}): exploring did that")
     for name in wanted:

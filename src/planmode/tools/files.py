@@ -42,6 +42,29 @@ def file_mentions(text: str, *, used: bool = True) -> list[tuple[str, int]]:
     return [(n, at) for n, at in found if not any(w.lower() in _USED for w in re.findall(r"[A-Za-z]+", text[:at])[-2:])]
 
 
+#: Before a file's name, words that say the task reads it: "Read names.txt", "each name in names.txt".
+_READ_ONLY = frozenset({"read", "reads", "reading", "from", "open", "opens", "load", "loads", "parse", "parses"}) | {
+    "using",
+    "uses",
+    "in",
+    "of",
+    "existing",
+}
+
+
+def given_files(goal: str, root: Path | None) -> list[str]:
+    """The files of the workspace a task only reads: each exists, and every mention of it in ``goal`` follows a word
+    that reads it (``Read names.txt``, ``each name in names.txt``) among the two words before. "calc.py has a bug:
+    fix it" and "Update names.txt" are files to change, not given ones."""
+    if root is None:
+        return []
+    mentions: dict[str, list[bool]] = {}
+    for m in _FILE.finditer(goal or ""):
+        before = re.findall(r"[A-Za-z]+", goal[: m.start()])[-2:]
+        mentions.setdefault(m.group(1), []).append(any(w.lower() in _READ_ONLY for w in before))
+    return [name for name, reads in mentions.items() if all(reads) and (root / name).is_file()]
+
+
 def deliverables(
     goal: str, root: Path | None = None, *, inputs: frozenset[str] = _NOT_PRODUCED, made: Collection[str] = ()
 ) -> list[str]:
