@@ -518,6 +518,38 @@ def test_a_plan_that_writes_a_file_the_task_gives_to_read_is_sent_back_and_mende
     assert plan_problems(Plan(goal=fix, steps=[fixing]), workspace_tools(ws)) == []  # a file to change, not given
 
 
+def test_a_write_to_a_file_the_task_gives_to_read_is_refused_where_the_step_runs(tmp_path: Path) -> None:
+    """Where the step runs, a call that writes a file the task only reads is refused (the plan check is advice;
+    this is the guarantee): the step writing greet_all.py first rewrote names.txt, and names.txt stays the task's."""
+    greet = {
+        "id": "write_greet_all",
+        "description": "Write greet_all.py that prints 'Hi ' followed by each name in names.txt",
+        "tools": ["write_file"],
+        "acceptance": "greet_all.py exists and `python greet_all.py` runs",
+    }
+    program = "for name in open('names.txt').read().split():\n    print('Hi ' + name)\n"
+    seen: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        results = req.tool_results()
+        seen.extend(str(r.content) for r in results)
+        if not results:
+            return {"tool_calls": [tool_call("write_file", path="names.txt", content="John\n")]}
+        if len(results) == 1:
+            return {"tool_calls": [tool_call("write_file", path="greet_all.py", content=program)]}
+        return "done"
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.txt").write_text("Ada\nGrace\n")
+    task = "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt."
+    out, _, ws = run(tmp_path, PurposeScript(plan=plan_of(greet), execute=execute), task=task)
+    assert (ws / "names.txt").read_text() == "Ada\nGrace\n"
+    assert any(
+        "refused: names.txt is the work of a step that is done, or a file the task gives to read" in t for t in seen
+    )
+    assert out["status"] == "completed", out.get("error")
+
+
 # -- finalize states only what the record shows -------------------------------------------------------------
 
 
@@ -820,7 +852,9 @@ def test_a_step_cannot_rewrite_the_file_of_a_done_step(tmp_path: Path, mode: str
         ("write_file", "error"),
         ("write_file", "error"),
     ]
-    assert "refused: notes.txt is the work of a step that is done" in str(ran[0].content)
+    assert "refused: notes.txt is the work of a step that is done, or a file the task gives to read" in str(
+        ran[0].content
+    )
 
 
 def test_done_files_are_the_done_steps_files_the_step_does_not_produce() -> None:

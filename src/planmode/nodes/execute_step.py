@@ -25,11 +25,12 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
@@ -41,6 +42,7 @@ from planmode.context import PlanModeContext, settings_of
 from planmode.errors import ModelUnavailableError
 from planmode.executors import StepContext, arun_executor, default_execution, run_executor
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, store_of
+from planmode.nodes._evidence import workspace_root
 from planmode.nodes._outputs import OUTPUT_NAMESPACE, adependency_output, aput_output, dependency_output, put_output
 from planmode.nodes._paused import unavailable_update
 from planmode.nodes._task import StepTask
@@ -56,7 +58,7 @@ from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransi
 from planmode.state.reducer import PlanUpdate
 from planmode.tools import bind_step_tools
 from planmode.tools._writes import journaling
-from planmode.tools.files import done_files
+from planmode.tools.files import done_files, given_files, produced_file
 
 __all__ = [
     "GUARDED_KEYS",
@@ -248,7 +250,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             tools=binding.tools,
             model=model,
             binding=binding,
-            done_files=done_files(cleared.plan, step),
+            done_files=done_files(cleared.plan, step) | _given(cleared.plan, step, deps.tools),
         )
 
     def dependency_info(cleared: Cleared) -> dict[str, dict[str, str | None]]:
@@ -367,3 +369,11 @@ def _kept(outcome: StepOutcome, key: str, settings: PlanModeContext) -> StepOutc
     then a checkpoint until verify clears it) keeps only its beginning; verify reads the rest with
     `stored_output`."""
     return outcome.model_copy(update={"output_ref": key, "output": outcome.output[: settings.result_chars]})
+
+
+def _given(plan: Plan, step: Step, tools: Sequence[BaseTool]) -> frozenset[str]:
+    """The files of the workspace the task only reads (`given_files`), less the step's own: a write to one is
+    refused where the step runs, as a write to a done step's file is. The 1.5B's plan wrote the task's names.txt
+    with names of its own (a false "completed"); the plan check sends such a step back, this refuses the call."""
+    own = produced_file(step.description, step.acceptance or "")
+    return frozenset(given_files(plan.goal, workspace_root(tools))) - {own}

@@ -130,8 +130,8 @@ class ToolGate:
             return _refused(binding, unbound, request.tool_call.get("id") or "")
         if tool is not None and not is_read_only(tool) and (done := self._done_file(request)) is not None:
             return ToolMessage(
-                content=f"refused: {done} is the work of a step that is done; this step does not change it "
-                "(write this step's own file)",
+                content=f"refused: {done} is the work of a step that is done, or a file the task gives to read; "
+                "this step does not change it (write this step's own file)",
                 tool_call_id=request.tool_call.get("id") or "",
                 name=request.tool_call["name"],
                 status="error",
