@@ -518,6 +518,29 @@ def test_a_plan_that_writes_a_file_the_task_gives_to_read_is_sent_back_and_mende
     assert plan_problems(Plan(goal=fix, steps=[fixing]), workspace_tools(ws)) == []  # a file to change, not given
 
 
+@pytest.mark.parametrize(
+    ("goal", "given"),
+    [
+        (
+            "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt.",
+            ["names.txt"],
+        ),
+        ("Read config.json and print its port from show.py", ["config.json"]),
+        ("Fix the bug in calc.py so that double(x) returns x * 2.", []),  # "in calc.py", in a clause that fixes it
+        ("calc.py has a bug: double(x) should return x * 2. Fix it, then write check.py.", []),
+        ("Read config.json, then update the port in config.json to 9000.", []),
+        ("Change the port in config.json to 9000, then write show.py that reads config.json", []),
+        ("Read missing.txt, then write out.py", []),  # not in the workspace
+    ],
+)
+def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, goal: str, given: list[str]) -> None:
+    from planmode.tools.files import given_files
+
+    for name in ("names.txt", "config.json", "calc.py"):
+        (tmp_path / name).write_text("x\n")
+    assert given_files(goal, tmp_path) == given
+
+
 def test_a_write_to_a_file_the_task_gives_to_read_is_refused_where_the_step_runs(tmp_path: Path) -> None:
     """Where the step runs, a call that writes a file the task only reads is refused (the plan check is advice;
     this is the guarantee): the step writing greet_all.py first rewrote names.txt, and names.txt stays the task's."""

@@ -52,16 +52,32 @@ _READ_ONLY = frozenset({"read", "reads", "reading", "from", "open", "opens", "lo
 }
 
 
+#: Words that say a task changes a file: "Fix the bug in calc.py" names calc.py after "in", and is not a read.
+_CHANGES = frozenset(
+    {"fix", "fixes", "change", "changes", "update", "updates", "edit", "edits", "modify", "modifies", "correct"}
+    | {"corrects", "add", "adds", "append", "appends", "replace", "replaces", "insert", "inserts", "set", "sets"}
+    | {"remove", "removes", "delete", "deletes", "rename", "renames", "overwrite", "overwrites", "rewrite"}
+)
+#: Where the clause a file is named in begins: a sentence's end, a semicolon or colon, or "then".
+_CLAUSE_START = re.compile(r"[.;:!?](?:\s|$)|,?\s+then\b", re.IGNORECASE)
+
+
 def given_files(goal: str, root: Path | None) -> list[str]:
     """The files of the workspace a task only reads: each exists, and every mention of it in ``goal`` follows a word
-    that reads it (``Read names.txt``, ``each name in names.txt``) among the two words before. "calc.py has a bug:
-    fix it" and "Update names.txt" are files to change, not given ones."""
+    that reads it (``Read names.txt``, ``each name in names.txt``) among the two words before, in a clause that says
+    no change ("Fix the bug in calc.py" changes calc.py). "calc.py has a bug: fix it" and "Update names.txt" are
+    files to change, not given ones."""
     if root is None:
         return []
+    goal = goal or ""
     mentions: dict[str, list[bool]] = {}
-    for m in _FILE.finditer(goal or ""):
-        before = re.findall(r"[A-Za-z]+", goal[: m.start()])[-2:]
-        mentions.setdefault(m.group(1), []).append(any(w.lower() in _READ_ONLY for w in before))
+    for m in _FILE.finditer(goal):
+        head = goal[: m.start()]
+        starts = [c.end() for c in _CLAUSE_START.finditer(head)]
+        clause = {w.lower() for w in re.findall(r"[A-Za-z]+", head[starts[-1] if starts else 0 :])}
+        before = re.findall(r"[A-Za-z]+", head)[-2:]
+        read = any(w.lower() in _READ_ONLY for w in before) and not clause & _CHANGES
+        mentions.setdefault(m.group(1), []).append(read)
     return [name for name, reads in mentions.items() if all(reads) and (root / name).is_file()]
 
 
