@@ -1203,13 +1203,13 @@ def _functions_checked(step: Step, goal: str, root: Path, wrote: Iterable[str]) 
             tree = _code_of(path.read_text(errors="replace"))
         except (ValueError, OSError):
             continue
-        parts = list(rel.parts[:-1]) if rel.parts[-1] == "__init__" else list(rel.parts)
-        if tree is None or not parts or not all(p.isidentifier() for p in parts):
+        module = _module_of(rel)
+        if tree is None or module is None:
             continue
         defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         for name, (params, expr) in wanted.items():
             if name in defined:
-                checks.append(_behaves(name, params, expr, ".".join(parts), root))
+                checks.append(_behaves(name, params, expr, module, root))
     return checks
 
 
@@ -1284,11 +1284,13 @@ def _defined_in(name: str, root: Path) -> str | None:
                 found.append(path.relative_to(root).with_suffix(""))
         except OSError:
             continue
-    if len(found) != 1:
-        return None
-    parts = [p for p in found[0].parts]
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
+    return _module_of(found[0]) if len(found) == 1 else None
+
+
+def _module_of(rel: Path) -> str | None:
+    """The module path (``util.strings``, ``util`` for util/__init__) of a workspace file's path without its suffix,
+    relative to the workspace; None when it is not importable by that name."""
+    parts = list(rel.parts[:-1]) if rel.parts and rel.parts[-1] == "__init__" else list(rel.parts)
     return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
 
 
