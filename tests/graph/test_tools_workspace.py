@@ -724,6 +724,8 @@ def test_a_python_file_sent_wrapped_is_written_as_its_code(ws: Path, content: st
         ("odd.py", f"<test>\n{TEST_BODY}</other>"),  # tags that do not pair
         ("ok.py", "x = '<test>'\n"),  # already Python
         ("nul.py", "<x>\n\x00\n</x>"),
+        ("deep.py", "x = " + "-" * 100_000 + "1"),  # too deep to compile: compile() raised MemoryError out of it
+        ("deeper.py", "```\nx = " + "-" * 100_000 + "1\n```"),
     ],
 )
 def test_other_content_is_written_exactly_as_sent(ws: Path, path: str, content: str) -> None:

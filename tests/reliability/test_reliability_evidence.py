@@ -136,6 +136,43 @@ def test_hostile_text_in_a_judges_reason_is_data() -> None:
     assert FOUND.refutes("", report_shown=False) == ""
 
 
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "x.py exists and " + " " * 30_000 + "x",  # a run of white space: the clause split was quadratic on it
+        "the output was " + " " * 30_000 + "instead of",  # "X instead of Y" read each start against the whole run
+        "the expected output is " + " " * 30_000 + "x",
+        "the actual output is: " + " " * 30_000 + "x",
+        "x.py when run" + " \n" * 15_000 + "x",
+    ],
+)
+def test_a_long_run_of_white_space_from_a_model_is_read_in_linear_time(tmp_path: Path, hostile: str) -> None:
+    """A model's acceptance or reason made of tens of thousands of spaces took minutes to read (120 s at 15,000
+    spaces): the clause split and three of the judge's-reason patterns matched white space around a separator
+    from every position. A bound of 10 s here is for a hang, not a measure of speed (the patterns are linear)."""
+    s = Step(id="s", description=hostile, tools=["write_file"], acceptance=hostile)
+    started = time.monotonic()
+    evidence = gather(s, wrote(tmp_path, "x.py", b"print(1)\n"), workspace_tools(tmp_path), goal=hostile)
+    evidence.settles(hostile, hostile), evidence.covers(hostile), evidence.refutes(hostile, report_shown=False)
+    assert time.monotonic() - started < 10
+    assert not evidence.failed
+
+
+def test_a_value_or_a_file_nested_too_deeply_to_read_is_not_an_error_of_the_run(tmp_path: Path) -> None:
+    """A literal of 5,000 brackets in an acceptance ("f(1) returns [[[[...") raised RecursionError out of the JSON
+    parser, and a Python file of 100,000 unary minuses out of ``compile()``: either ended the verify node with a
+    traceback. The literal is no value (the clause goes to the judge); the file fails its compile check with why."""
+    (tmp_path / "f.py").write_text("def f(x):\n    return x\n")
+    acceptance = "f(1) returns " + "[" * 5_000
+    evidence = gather(step(acceptance), wrote(tmp_path, "g.py", b"x = 1\n"), workspace_tools(tmp_path))
+    assert not evidence.failed and not evidence.settles(acceptance, "write it")
+
+    deep = b"x = " + b"-" * 100_000 + b"1\n"
+    evidence = gather(step("deep.py exists"), wrote(tmp_path, "deep.py", deep), workspace_tools(tmp_path))
+    assert [c.what for c in evidence.failed] == ["deep.py compiles"]
+    assert "nested too deeply" in evidence.reason()
+
+
 DEFINED_ONLY = b"def list_primes(limit):\n    return [n for n in range(2, limit) if all(n % d for d in range(2, n))]\n"
 
 
@@ -901,6 +938,20 @@ def test_a_key_clause_of_a_file_that_is_not_json_is_the_judges(tmp_path: Path) -
             b"print(len(open('notes.txt').readlines()))\n",
             True,
             "",
+        ),
+        (  # the 1.5B's (final-code re-run): "when run" stood alone between commas, and its judge failed the
+            # right script twice after every check passed ("it printed: 0")
+            "count_lines.py exists and when run, prints the number of lines in notes.txt and `python count_lines.py`"
+            " runs",
+            b"print(len(open('notes.txt').readlines()))\n",
+            True,
+            "",
+        ),
+        (
+            "count_lines.py exists and, when it is run, prints the number of lines in notes.txt",
+            b"print(len(open('notes.txt').read().split()))\n",
+            False,
+            "notes.txt has 3 lines; it printed 6",
         ),
         (  # the step's description says what it prints: the count is checked whatever the acceptance says
             "count_lines.py exists and `python count_lines.py` runs",

@@ -300,7 +300,7 @@ def _left_open(text: str, path: str) -> tuple[str, str] | None:
     body = "\n".join(lines[opened[0] + 1 :])
     try:
         compile(body, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # too deep to compile: not code to run
         return None
     return lines[opened[0]].strip()[3:].strip(), body
 

@@ -583,7 +583,7 @@ def unescape_lines(path: str, content: str) -> tuple[str, str]:
 def _compiles(source: str) -> bool:
     try:
         compile(source, "<content>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # too deep to compile: not code
         return False
     return True
 
