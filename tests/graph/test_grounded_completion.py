@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planmode.graph import build_graph
 from planmode.nodes.verify import COVERED
@@ -539,6 +541,59 @@ def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, 
     for name in ("names.txt", "config.json", "calc.py"):
         (tmp_path / name).write_text("x\n")
     assert given_files(goal, tmp_path) == given
+
+
+_TOKENS = ["Read ", "read ", "Fix ", "update ", "then ", "in ", "of ", "each ", "write ", "x.py", "names.txt"]
+_TOKENS += ["calc.py", "data/in.csv", " ", ", ", ". ", "; ", ": ", "and ", "from ", "Import ", "runs ", "qq"]
+
+
+def _words_before(text: str, at: int) -> list[str]:
+    import re
+
+    return [w.lower() for w in re.findall(r"[A-Za-z]+", text[:at])[-2:]]
+
+
+@given(st.lists(st.sampled_from(_TOKENS), max_size=40))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_file_readers_read_a_text_once_and_say_what_they_said_before(tmp_path: Path, tokens: list[str]) -> None:
+    """`file_mentions`, `given_files` and `deliverables` read each file name's words before it from one pass over
+    the text (they re-read the whole text before each name: quadratic). Against that former definition, written
+    out here, on random texts of the words they look at: the same answers."""
+    import re
+
+    from planmode.tools import files
+
+    text = "".join(tokens)
+    for name in ("names.txt", "calc.py"):
+        (tmp_path / name).write_text("x\n")
+    found = [(m.group(1), m.start()) for m in files._FILE.finditer(text)]
+    unused = [(n, at) for n, at in found if not any(w in files._USED for w in _words_before(text, at))]
+    assert files.file_mentions(text, used=False) == unused
+    wanted = [n for n, at in found if not any(w in files._NOT_PRODUCED for w in _words_before(text, at))]
+    wanted = [n for n in dict.fromkeys(wanted) if not (tmp_path / n).exists()]
+    assert files.deliverables(text, tmp_path) == wanted
+    reads: dict[str, list[bool]] = {}
+    for n, at in found:
+        starts = [c.end() for c in files._CLAUSE_START.finditer(text[:at])]
+        clause = {w.lower() for w in re.findall(r"[A-Za-z]+", text[:at][starts[-1] if starts else 0 :])}
+        read = any(w in files._READ_ONLY for w in _words_before(text, at)) and not clause & files._CHANGES
+        reads.setdefault(n, []).append(read)
+    assert files.given_files(text, tmp_path) == [n for n, r in reads.items() if all(r) and (tmp_path / n).is_file()]
+
+
+def test_a_text_of_thousands_of_file_names_is_read_in_linear_time(tmp_path: Path) -> None:
+    """An acceptance of 12,000 characters of file names took 12 s to verify (each name re-read the text before
+    it); 100,000 characters here. The bound is for a hang, not a measure of speed."""
+    import time
+
+    from planmode.tools.files import deliverables, file_mentions, given_files
+
+    text = "Read names.txt then fix x.py, " * 3_400
+    (tmp_path / "names.txt").write_text("x\n")
+    started = time.monotonic()
+    assert len(file_mentions(text, used=False)) == 3_400 and deliverables(text) == ["x.py"]
+    assert given_files(text, tmp_path) == []  # "fix" in the clause of each later mention
+    assert time.monotonic() - started < 10
 
 
 def test_a_write_to_a_file_the_task_gives_to_read_is_refused_where_the_step_runs(tmp_path: Path) -> None:

@@ -388,7 +388,7 @@ _FILE_PRINTS_CLAUSE = re.compile(
 _COUNTED = r"(?P<what>lines|words|characters|chars)"
 _DATA = r"`?(?P<{g}>[\w/.\-]+\.(?!py\b)\w+)`?"
 _COUNT_CLAUSE = re.compile(
-    r"(?:(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?P<f>[\w/.\-]+\.py)`?)"
+    r"(?:(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?<![\w/.\-])(?P<f>[\w/.\-]+\.py)`?)"
     + _AND
     + _WHEN_RUN
     + r"(?:\s+(?:that|which))?\s+|it\s+)?(?:correctly\s+|accurately\s+)?(?:"

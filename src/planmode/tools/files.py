@@ -7,6 +7,7 @@ small model that answers a write step in words to write the one file the step pr
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,31 @@ _NOT_PRODUCED = frozenset(
 _USED = _NOT_PRODUCED | {"import", "imports", "importing", "run", "runs", "execute", "executes"}
 
 
+class _Words:
+    """The words of a text, read once, asked for by position: the two words before a file name, and whether a word
+    of a set lies between two positions. Each file name of a long text asked again of the whole text before it was
+    quadratic (a 12,000-character acceptance of file names took 12 s to read)."""
+
+    def __init__(self, text: str, marked: frozenset[str] = frozenset()) -> None:
+        found = list(re.finditer(r"[A-Za-z]+", text))
+        self.starts = [m.start() for m in found]
+        self.ends = [m.end() for m in found]
+        self.words = [m.group(0).lower() for m in found]
+        self.marked = [0]  # how many of the first i words are in ``marked``
+        for word in self.words:
+            self.marked.append(self.marked[-1] + (word in marked))
+
+    def before(self, at: int, n: int = 2) -> list[str]:
+        """The ``n`` last words that end at or before ``at``."""
+        i = bisect_right(self.ends, at)
+        return self.words[max(0, i - n) : i]
+
+    def any_marked(self, start: int, at: int) -> bool:
+        """Whether a word of the marked set lies wholly between ``start`` and ``at``."""
+        first, last = bisect_left(self.starts, start), bisect_right(self.ends, at)
+        return last > first and self.marked[last] - self.marked[first] > 0
+
+
 def file_names(text: str) -> list[str]:
     """The file names ``text`` mentions (``mathx.py``, ``data/in.csv``), once each, in order."""
     return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
@@ -39,7 +65,8 @@ def file_mentions(text: str, *, used: bool = True) -> list[tuple[str, int]]:
     found = [(m.group(1), m.start()) for m in _FILE.finditer(text)]
     if used:
         return found
-    return [(n, at) for n, at in found if not any(w.lower() in _USED for w in re.findall(r"[A-Za-z]+", text[:at])[-2:])]
+    words = _Words(text)
+    return [(n, at) for n, at in found if not any(w in _USED for w in words.before(at))]
 
 
 #: Before a file's name, words that say the task reads it: "Read names.txt", "each name in names.txt".
@@ -71,12 +98,12 @@ def given_files(goal: str, root: Path | None) -> list[str]:
         return []
     goal = goal or ""
     mentions: dict[str, list[bool]] = {}
+    words = _Words(goal, _CHANGES)
+    starts = [c.end() for c in _CLAUSE_START.finditer(goal)]
     for m in _FILE.finditer(goal):
-        head = goal[: m.start()]
-        starts = [c.end() for c in _CLAUSE_START.finditer(head)]
-        clause = {w.lower() for w in re.findall(r"[A-Za-z]+", head[starts[-1] if starts else 0 :])}
-        before = re.findall(r"[A-Za-z]+", head)[-2:]
-        read = any(w.lower() in _READ_ONLY for w in before) and not clause & _CHANGES
+        at = m.start()
+        clause = starts[i - 1] if (i := bisect_right(starts, at)) else 0
+        read = any(w in _READ_ONLY for w in words.before(at)) and not words.any_marked(clause, at)
         mentions.setdefault(m.group(1), []).append(read)
     return [name for name, reads in mentions.items() if all(reads) and (root / name).is_file()]
 
@@ -89,9 +116,9 @@ def deliverables(
     the ones that exist in it already — unless the run made them (``made``: the paths it wrote; a repair is
     planned after some of its files exist)."""
     out: list[str] = []
+    words = _Words(goal or "")
     for m in _FILE.finditer(goal or ""):
-        before = re.findall(r"[A-Za-z]+", goal[: m.start()])[-2:]
-        if any(w.lower() in inputs for w in before):
+        if any(w in inputs for w in words.before(m.start())):
             continue
         name = m.group(1)
         if root is not None and (root / name).exists() and not any(p == name or p.endswith("/" + name) for p in made):
