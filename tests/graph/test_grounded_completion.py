@@ -649,6 +649,72 @@ def test_a_run_whose_deliverables_are_missing_is_not_completed(tmp_path: Path) -
     assert not (ws / "mathx.py").exists()
 
 
+@pytest.mark.parametrize(
+    ("demo_acceptance", "check", "later", "error"),
+    [
+        (  # the 1.5B's round at aaa6ec7: a repair step rewrote demo.py as a test that prints nothing, and completed
+            "demo.py exists and `python demo.py` runs with the expected output.",
+            "demo.py exists",
+            "from rev import reverse\nassert reverse('abc') == 'cba'\n",
+            "`python demo.py` prints nothing now (step 'write_demo' says it prints)",
+        ),
+        (
+            "`python demo.py` prints 'cba'",
+            "demo.py exists",
+            "from rev import reverse\nprint(reverse('xyz'))\n",
+            "`python demo.py` prints 'cba' (step 'write_demo''s acceptance) fails now: it printed 'zyx', not 'cba'",
+        ),
+        ("`python demo.py` prints 'cba'", "demo.py exists", "from rev import reverse\nprint(reverse('abc'))\n", None),
+    ],
+)
+def test_a_run_whose_later_step_changes_what_a_done_step_printed_is_not_completed(
+    tmp_path: Path, demo_acceptance: str, check: str, later: str, error: str | None
+) -> None:
+    """Each command a done step's acceptance ran is run again at the end; a step that said its script prints (in
+    its description or acceptance) is held to that there too: silent now, or not printing the quoted text, and the
+    run is not completed. The 1.5B's reflection added a step that rewrote a done demo.py as an assert; the run
+    claimed the task done while demo.py printed nothing."""
+    steps = (
+        {
+            "id": "write_rev",
+            "description": "Write rev.py with reverse(s)",
+            "tools": ["write_file"],
+            "acceptance": "rev.py exists",
+        },
+        {
+            "id": "write_demo",
+            "description": "Write demo.py that imports rev.py and prints reverse('abc').",
+            "tools": ["write_file"],
+            "acceptance": demo_acceptance,
+            "dependencies": ["write_rev"],
+        },
+        {
+            "id": "add_check",
+            "description": "Add a check after writing the code in demo.py",
+            "tools": ["write_file"],
+            "acceptance": check,
+            "dependencies": ["write_demo"],
+        },
+    )
+    files = {
+        "write_rev": ("rev.py", "def reverse(s):\n    return s[::-1]\n"),
+        "write_demo": ("demo.py", "from rev import reverse\nprint(reverse('abc'))\n"),
+        "add_check": ("demo.py", later),
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        return writer(*files[req.step_id or ""])(req)
+
+    task = "Write rev.py with reverse(s) and demo.py that prints reverse('abc')"
+    out, _, _ = run(tmp_path, PurposeScript(plan=plan_of(*steps), execute=execute), task=task)
+
+    assert [s.status.value for s in out["plan"].steps] == ["done", "done", "done"]
+    if error is None:
+        assert out["status"] == "completed", out.get("error")
+    else:
+        assert out["status"] == "failed" and error in out["report"]["error"]
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_run_whose_later_step_breaks_what_a_done_step_ran_is_not_completed(tmp_path: Path, mode: str) -> None:
     """Each step is verified when it is done; a later step can still break it (rewrite the module a done step's

@@ -181,6 +181,7 @@ DEFINED_ONLY = b"def list_primes(limit):\n    return [n for n in range(2, limit)
     [
         "list_primes.py exists and `python list_primes.py` prints the primes below 20",
         "list_primes.py prints the primes below 20 on one line",
+        "The `python list_primes.py` command should run without errors and print `2 3 5`.",  # the 1.5B's wording
     ],
 )
 def test_a_script_asked_to_print_that_prints_nothing_fails_with_the_fix(tmp_path: Path, acceptance: str) -> None:
@@ -623,6 +624,12 @@ def test_a_call_that_never_returns_or_prints_at_import_is_bounded_and_read(
         ('run.py exists and `python run.py` outputs "16"', True, None),
         ("`python run.py` prints '1'", False, None),  # a part of what it printed: the judge's to read
         ("`python run.py` runs and prints '4 4'", False, "`python run.py` prints '4 4': it printed '16', not '4 4'"),
+        (  # the 1.5B's repair step, whose judge passed a run.py printing nothing ("ran without errors and printed")
+            "The `python run.py` command should run without errors and print `49`.",
+            False,
+            "`python run.py` prints '49': it printed '16', not '49'",
+        ),
+        ("The `python run.py` command should run without errors and print `16`.", True, None),
     ],
 )
 def test_a_quoted_output_a_run_did_not_print_fails_the_step(

@@ -352,8 +352,10 @@ _EXISTS_CLAUSE = re.compile(
     r"(?:the file\s+)?`?(?P<f>[\w/.\-]+)`?\s+(?:exists|is created|was created|is written|was written|has been created)",
     re.IGNORECASE,
 )
+#: "The `python demo.py` command should run without errors" (the 1.5B's): an article, "command" and a modal around.
+_MODAL = r"(?:\s+command)?\s+(?:(?:should|must|will)\s+)?"
 _RUNS_CLAUSE = re.compile(
-    r"(?:running\s+)?`(?P<c>[^`]+)`\s+(?:runs|passes|succeeds|works|exits 0|executes)"
+    r"(?:the\s+)?(?:running\s+)?`(?P<c>[^`]+)`" + _MODAL + r"(?:runs?|pass(?:es)?|succeeds?|works?|exits? 0|executes?)"
     r"(?:\s+(?:without errors?|successfully|with exit code 0))?",
     re.IGNORECASE,
 )
@@ -370,7 +372,9 @@ _PYTEST_PASSES = re.compile(
 )
 _WHEN_RUN = r"(?:\s+when\s+(?:it\s+is\s+)?(?:executed|run))?"
 _PRINTS_CLAUSE = re.compile(
-    r"(?:running\s+)?`(?P<c>[^`]+)`\s+(?:prints|outputs|shows)\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<out>.*)(?P=q)"
+    r"(?:the\s+)?(?:running\s+)?`(?P<c>[^`]+)`"
+    + _MODAL
+    + r"(?:prints?|outputs?|shows?)\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<out>.*)(?P=q)"
     + _WHEN_RUN,
     re.IGNORECASE | re.DOTALL,
 )
@@ -644,7 +648,9 @@ _RUN_CONDITION = re.compile(
 )
 
 
-_BARE_PRINTS = re.compile(r"(?:it\s+)?(?:prints|outputs|shows)\s+(?:exactly\s*:?\s*)?(['\"`]).*\1", re.DOTALL)
+_BARE_PRINTS = re.compile(
+    r"(?:it\s+)?(?:(?:should|must|will)\s+)?(?:prints?|outputs?|shows?)\s+(?:exactly\s*:?\s*)?(['\"`]).*\1", re.DOTALL
+)
 
 
 def _with_commands(clauses: list[str]) -> list[str]:
@@ -1796,17 +1802,36 @@ def broken_runs(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
         files += len(names)
         if files > _COPY_LIMIT:
             return []
-    by_command = {c: s.id for s in plan.by_status(StepStatus.DONE) for c in reversed(commands(s.acceptance or ""))}
+    done = plan.by_status(StepStatus.DONE)
+    by_command = {c: s.id for s in done for c in reversed(commands(s.acceptance or ""))}
+    printing = {c: s.id for s in reversed(done) for c in _says_it_prints(s)}
     broken: list[str] = []
+    checks: list[Check] = []
     with tempfile.TemporaryDirectory(prefix="planmode-recheck-") as tmp:
         copy = Path(tmp) / root.name
         shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(*skip))
         for command in wanted:
             check = _run(command, copy)
+            checks.append(check)
             if check.passed is False:
                 step = by_command[command]
                 broken.append(f"`{command}` (step {step!r}'s acceptance) fails now: {clip(check.detail, 300)}")
-    return broken
+            elif check.passed and command in printing and not check.detail.strip():
+                broken.append(f"`{command}` prints nothing now (step {printing[command]!r} says it prints)")
+    for s in done:  # what a done step's acceptance says a command prints, printed at the end
+        for c in _other_outputs(s.acceptance or "", checks):
+            broken.append(f"{c.what} (step {s.id!r}'s acceptance) fails now: {c.detail}")
+    return list(dict.fromkeys(broken))
+
+
+def _says_it_prints(step: Step) -> set[str]:
+    """The commands a step says print something: its acceptance's (`_asked_to_print`), and its script's when its
+    description says the script prints (as verify runs them: `gather`)."""
+    said = _asked_to_print(step.acceptance or "")
+    produced = produced_file(step.description, step.acceptance or "")
+    if produced is not None and produced.endswith(".py") and says_prints(step.description, produced):
+        said.add(f"python {produced}")
+    return said
 
 
 def unsupported_files(text: str, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> list[str]:
