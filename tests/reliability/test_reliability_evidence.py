@@ -336,7 +336,10 @@ def test_a_clause_that_says_what_prints_without_the_command_takes_the_command_be
     acceptance = "hello.py exists and `python hello.py` runs and prints 'Hello, world!'"
     assert HELLO.settles(acceptance, "Write hello.py with the content 'Hello, world!'")
     assert not HELLO.settles("hello.py exists and `python hello.py` runs and prints 'Bye'")
-    assert not HELLO.settles("hello.py exists and prints 'Hello, world!'")  # no command before it
+    # no command before it: the acceptance's one script is what prints (its run printed the text)
+    assert HELLO.settles("hello.py exists and prints 'Hello, world!'")
+    assert not HELLO.settles("hello.py exists and prints 'Bye'")
+    assert not HELLO.settles("hello.py and app.py exist and it prints 'Hello, world!'")  # two scripts: not said
     silent = gather(step(acceptance), wrote(tmp_path, "hello.py", b"x = 1\n"), workspace_tools(tmp_path))
     assert [c.what for c in silent.failed] == ["`python hello.py` runs"] and "printed nothing" in silent.reason()
 
@@ -630,6 +633,13 @@ def test_a_call_that_never_returns_or_prints_at_import_is_bounded_and_read(
             "`python run.py` prints '49': it printed '16', not '49'",
         ),
         ("The `python run.py` command should run without errors and print `16`.", True, None),
+        # the 1.5B's hello.py acceptance: the printed text comes before any command; its judge failed the right file
+        ("run.py exists and when executed, prints '16' and `python run.py` runs", True, None),
+        (
+            "run.py exists and when executed, prints '49'",
+            False,
+            "`python run.py` prints '49': it printed '16', not '49'",
+        ),
     ],
 )
 def test_a_quoted_output_a_run_did_not_print_fails_the_step(

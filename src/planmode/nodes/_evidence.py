@@ -656,8 +656,11 @@ _BARE_PRINTS = re.compile(
 def _with_commands(clauses: list[str]) -> list[str]:
     """``clauses`` with a clause that says what is printed without saying by what ("prints 'Hello, world!'")
     given the command of the clause before it: "`python hello.py` runs and prints 'Hello, world!'" (the 1.5B's
-    acceptance) is a clause that runs and one that prints."""
-    out, last = [], None
+    acceptance) is a clause that runs and one that prints. Before any command, the one Python file the clauses
+    name runs: "hello.py exists and when executed, prints 'Hello, world!'" (the 1.5B's; its judge failed the right
+    hello.py twice, and the reflection rewrote the step to hold the text instead of the code)."""
+    scripts = {n for n in file_names(" ".join(clauses)) if n.endswith(".py")}
+    out, last = [], (f"python {scripts.pop()}" if len(scripts) == 1 else None)
     for clause in clauses:
         if (m := _RUNS_CLAUSE.fullmatch(clause) or _PRINTS_CLAUSE.fullmatch(clause)) is not None:
             last = m.group("c").strip()
