@@ -275,5 +275,11 @@ def test_a_fence_inside_a_string_of_a_fenced_object_does_not_end_it() -> None:
     assert data["assessment"] == "needs_adjustment"
     assert data["update_steps"] == [{"id": "write_convert", "acceptance": "convert.py exists"}]
     assert "```python" in data["guidance"]
+    # the same with the example's line breaks raw inside the string (the 1.5B's greet_main reflection, round 10):
+    # "no JSON object found", asked again, the run lost its reflection
+    raw = '```json\n{\n  "assessment": "failed",\n  "guidance": "As follows:\\n\\n```python\nfrom greet import greet\n'
+    raw += '\nprint(greet(\'Ada\'))\n```",\n  "add_steps": []\n}\n```'
+    data = extract_json(raw)
+    assert data["assessment"] == "failed" and "from greet import greet\n\nprint" in data["guidance"]
     # two fenced blocks are not one object: read as before (the larger one)
     assert extract_json('```json\n{"a": 1}\n```\nand\n```json\n{"b": 22}\n```') == {"b": 22}

@@ -224,8 +224,8 @@ def _one_fenced_object(text: str) -> dict[str, Any] | None:
     if not (text.startswith("```") and text.endswith("```")) or "\n" not in text:
         return None
     inner = text[text.index("\n") + 1 : -3].strip()
-    try:
-        value = json.loads(inner)
+    try:  # line breaks left raw inside a string (the 1.5B's ```python example in a "guidance") are read as written
+        value = json.loads(inner, strict=False)
     except (json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
