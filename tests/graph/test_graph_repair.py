@@ -177,6 +177,26 @@ def test_step_ids_a_small_model_quotes_or_spells_with_spaces_are_read_as_ids(che
     assert not plan.rejections
 
 
+def test_a_new_step_with_null_fields_or_one_dependency_as_text_is_read(checkpointer: SqliteSaver) -> None:
+    """The 1.5B's reflection added a step with ``"dependencies": null`` three times ("add_steps.0.dependencies:
+    Input should be a valid list") and the run ended without its assessment read: null is no value, and one
+    dependency sent as its id alone is that one dependency."""
+    reflect = {
+        "assessment": "needs_adjustment",
+        "reasoning": "b needs its toolchain installed first",
+        "add_steps": [
+            {"id": "fix_b", "description": "install it", "dependencies": "a", "acceptance": None, "after": "a"}
+        ],
+        "update_steps": [{"id": "b", "dependencies": ["a", "fix_b"]}],
+    }
+    plan = repaired(checkpointer, reflect)[0]["plan"]
+    assert plan.ids() == ["a", "fix_b", "c", "b", "d"] and plan.get("fix_b").dependencies == ["a"]
+    from planmode.nodes._repair import Reflection
+
+    step = {"id": "edit_total", "description": "d", "dependencies": None, "after": "print_sum"}  # the 1.5B's
+    assert Reflection.model_validate({"assessment": "failed", "add_steps": [step]}).add_steps[0].dependencies == []
+
+
 @pytest.mark.parametrize(
     ("proposal", "reason"),
     [

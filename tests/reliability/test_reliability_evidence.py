@@ -352,6 +352,9 @@ def test_a_clause_that_says_what_prints_without_the_command_takes_the_command_be
         ("data.csv contains 'a,10'", True),
         ('data.csv has the header "name,score"', True),
         ("data.csv exists and 'a,10' is the first row", False),
+        # the 1.5B's (readme_counter, round 10): its judge failed the right README.md five times
+        ("data.csv exists and has 'name,score' as the first line", True),
+        ("data.csv exists and has 'a,10' as the first line", False),
         ("data.csv contains 'b,20'", False),
         ("data.csv exists and has three rows", False),  # a clause no check decides: the judge's
         # the 1.5B's "words.txt exists and has the lines 'apple', 'banana', 'kiwi'": each quoted line is checked

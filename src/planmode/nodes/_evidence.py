@@ -693,7 +693,10 @@ _FIRST_LINE_CLAUSE = re.compile(
     r"(?:(?:the|its)\s+first\s+(?:line|row)(?:\s+of\s+`?(?P<f>[\w/.\-]+\.\w+)`?)?\s+is\s+"
     r"(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q))"
     r"|(?:(?P<q2>['\"`])(?P<text2>[^'\"`\n]+)(?P=q2)\s+is\s+the\s+first\s+(?:line|row)"
-    r"(?:\s+of\s+`?(?P<f2>[\w/.\-]+\.\w+)`?)?)",
+    r"(?:\s+of\s+`?(?P<f2>[\w/.\-]+\.\w+)`?)?)"
+    # "README.md has '# Counter' as the first line" (the 1.5B's; its judge failed the right file five times)
+    r"|(?:(?:(?:the file\s+)?`?(?P<f3>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:has|with|contains)\s+"
+    r"(?P<q3>['\"`])(?P<text3>[^'\"`\n]+)(?P=q3)\s+as\s+(?:the|its)\s+first\s+(?:line|row))",
     re.IGNORECASE,
 )
 
@@ -920,8 +923,8 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
         name = m.group("f") or default
         return (name, "contains", m.group("text")) if name else None
     if (m := _FIRST_LINE_CLAUSE.fullmatch(clause)) is not None:
-        name = m.group("f") or m.group("f2") or default
-        return (name, "first line", m.group("text") or m.group("text2")) if name else None
+        name = m.group("f") or m.group("f2") or m.group("f3") or default
+        return (name, "first line", m.group("text") or m.group("text2") or m.group("text3")) if name else None
     return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from planmode.state.models import Plan, PlanPatch, as_step_id, step_ids_read
 from planmode.text import clip
@@ -29,6 +29,18 @@ class ProposedStep(BaseModel):
     dependencies: list[str] = []
     acceptance: str = ""
     after: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_small_models_write_it(cls, data: Any) -> Any:
+        """``null`` for a field it has no value for, one dependency as its id alone: the 1.5B's reflection sent
+        ``"dependencies": null`` three times ("Input should be a valid list") and the run ended unread."""
+        if not isinstance(data, dict):
+            return data
+        out = {k: v for k, v in data.items() if not (v is None and k in ("dependencies", "acceptance", "after"))}
+        if isinstance(out.get("dependencies"), str):
+            out["dependencies"] = [out["dependencies"]] if out["dependencies"].strip() else []
+        return out
 
 
 class StepChange(BaseModel):
