@@ -377,6 +377,23 @@ def test_a_files_content_named_in_quotes_is_checked_without_a_model(
     assert "b,20" not in acceptance or [c.what for c in evidence.failed] == ["data.csv contains 'b,20'"]
 
 
+@pytest.mark.parametrize(
+    ("acceptance", "settled", "why"),
+    [  # the 1.5B's acceptance; its judge failed the right data.csv four times ("the actual sum is 66")
+        ("data.csv exists and the score column sums to 60", True, ""),
+        ("the sum of the score column in data.csv is 60.0", True, ""),
+        ("data.csv exists and the Score column adds up to 60", True, ""),
+        ("data.csv exists and the score column sums to 50", False, "its score column sums to 60"),
+        ("data.csv exists and the age column sums to 60", False, ""),  # no such column: the judge's
+    ],
+)
+def test_a_csv_columns_sum_is_checked_without_a_model(tmp_path: Path, acceptance: str, settled: bool, why: str) -> None:
+    body = b"name,score\nAlice,10\nBob,20\nCharlie,30\n"
+    evidence = gather(step(acceptance), wrote(tmp_path, "data.csv", body), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write data.csv") is settled
+    assert evidence.reason().endswith(why) and bool(evidence.failed) is bool(why)
+
+
 def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path: Path) -> None:
     """The 1.5B wrote `import greet` then `print(greet('Ada'))` three times, each failing with "'module' object is
     not callable": the failure names the fix."""

@@ -28,6 +28,8 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import csv
+import io
 import json
 import os
 import re
@@ -891,6 +893,18 @@ def _code_of(text: str) -> ast.Module | None:
         return None
 
 
+#: "the score column sums to 60", "the sum of the score column in data.csv is 60": a CSV column's total (the 1.5B's
+#: acceptance; its judge failed a right data.csv four times on it, "the actual sum is 66").
+_SUM_CLAUSE = re.compile(
+    r"(?:(?:`?(?P<f>[\w/.\-]+\.csv)`?(?:'s)?\s+|its\s+)?(?:the\s+)?['\"`]?(?P<col>\w+)['\"`]?\s+column"
+    r"(?:\s+(?:of|in)\s+`?(?P<f2>[\w/.\-]+\.csv)`?)?\s+(?:sums|adds\s+up|totals)\s+to"
+    r"|(?:the\s+)?(?:sum|total)\s+of\s+(?:the\s+)?['\"`]?(?P<col2>\w+)['\"`]?\s+column"
+    r"(?:\s+(?:of|in)\s+`?(?P<f3>[\w/.\-]+\.csv)`?)?\s+is)"
+    r"\s+(?P<n>-?\d{1,15}(?:\.\d{1,6})?)",
+    re.IGNORECASE,
+)
+
+
 def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | None:
     """What a content clause asks: (file, "contains", "first line" or "value", the text), the file the
     acceptance's only file when the clause names none; None when the clause is not one."""
@@ -925,6 +939,10 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     if (m := _FIRST_LINE_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or m.group("f2") or m.group("f3") or default
         return (name, "first line", m.group("text") or m.group("text2") or m.group("text3")) if name else None
+    if (m := _SUM_CLAUSE.fullmatch(clause)) is not None:
+        name = m.group("f") or m.group("f2") or m.group("f3") or default
+        column = m.group("col") or m.group("col2")
+        return (name, "sum", f"{column} = {m.group('n')}") if name and name.lower().endswith(".csv") else None
     return None
 
 
@@ -971,6 +989,9 @@ def _content_what(name: str, kind: str, text: str) -> str:
     if kind == "key":
         key, value = text.split(" = ", 1)
         return f"the {key} of {name} is {value}"
+    if kind == "sum":
+        column, total = text.split(" = ", 1)
+        return f"the {column} column of {name} sums to {total}"
     if kind == "code":
         return f"{name} has the code {text!r}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
@@ -1606,6 +1627,10 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         key, value = text.split(" = ", 1)
         held, why = _key_value(body, key, value)
         return Check(what, held, why)
+    if kind == "sum":
+        column, total = text.split(" = ", 1)
+        held, why = _column_sum(body, column, float(total))
+        return Check(what, held, why)
     if kind == "lines":  # as Python counts them (a last line break ends a line, it does not start one)
         n = len(body.rstrip("\n").splitlines()) if body.strip() else 0
         return Check(what, True) if n == int(text) else Check(what, False, f"it has {n}")
@@ -1640,6 +1665,27 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         ok = text in body if kind == "contains" else first.strip() == text.strip()
     first = clip(first, 80, fold=False)
     return Check(what, True) if ok else Check(what, False, f"it does not (its first line is {first!r})")
+
+
+def _column_sum(body: str, column: str, total: float) -> tuple[bool | None, str]:
+    """Whether the CSV text's column (named by its header, any case) sums to ``total``; None (the judge's) when the
+    text has no such column or a value of it is not a number."""
+    try:
+        rows = list(csv.reader(io.StringIO(body)))
+    except csv.Error as exc:  # a field over csv's size limit, a NUL: not read as CSV
+        return None, f"it cannot be read as CSV: {exc}"
+    header = [h.strip().lower() for h in rows[0]] if rows else []
+    if column.lower() not in header:
+        return None, f"it has no column {column!r} in its header"
+    at = header.index(column.lower())
+    try:
+        values = [float(r[at]) for r in rows[1:] if len(r) > at and r[at].strip()]
+    except ValueError:
+        return None, f"a value of its {column} column is not a number"
+    held = sum(values)
+    if abs(held - total) < 1e-9 * max(1.0, abs(total)):
+        return True, ""
+    return False, f"its {column} column sums to {held:g}"
 
 
 def _has_code(what: str, body: str, code: str) -> Check:
