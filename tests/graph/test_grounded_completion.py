@@ -533,6 +533,12 @@ def test_a_plan_that_writes_a_file_the_task_gives_to_read_is_sent_back_and_mende
         ("Read config.json, then update the port in config.json to 9000.", []),
         ("Change the port in config.json to 9000, then write show.py that reads config.json", []),
         ("Read missing.txt, then write out.py", []),  # not in the workspace
+        ("Read names.txt, then add Bob to it.", []),  # a pronoun in a clause that changes
+        ("Read config.json and set its port to 9000.", []),
+        ("Read names.txt, then update them.", []),
+        ("Read names.txt, then write greet.py that prints each name in it.", ["names.txt"]),  # "it" after greet.py
+        ("Read names.txt and print it, then write out.py.", ["names.txt"]),  # printing it changes nothing
+        ("Read names.txt, then write greet.py; fix it if it fails.", ["names.txt"]),
     ],
 )
 def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, goal: str, given: list[str]) -> None:
@@ -545,6 +551,7 @@ def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, 
 
 _TOKENS = ["Read ", "read ", "Fix ", "update ", "then ", "in ", "of ", "each ", "write ", "x.py", "names.txt"]
 _TOKENS += ["calc.py", "data/in.csv", " ", ", ", ". ", "; ", ": ", "and ", "from ", "Import ", "runs ", "qq"]
+_TOKENS += ["it ", "to it", "its ", "add "]
 
 
 def _words_before(text: str, at: int) -> list[str]:
@@ -577,6 +584,15 @@ def test_the_file_readers_read_a_text_once_and_say_what_they_said_before(tmp_pat
         starts = [c.end() for c in files._CLAUSE_START.finditer(text[:at])]
         clause = {w.lower() for w in re.findall(r"[A-Za-z]+", text[:at][starts[-1] if starts else 0 :])}
         read = any(w in files._READ_ONLY for w in _words_before(text, at)) and not clause & files._CHANGES
+        end = at + len(n)
+        later = [a for _, a in found if a > at]
+        gap = text[end : later[0] if later else len(text)]
+        for p in re.finditer(r"\b(?:it|its|them)\b", gap, re.IGNORECASE):  # a pronoun in a clause that changes
+            said = text[: end + p.start()]
+            ends = [c.end() for c in files._CLAUSE_START.finditer(said)]
+            since = max(ends[-1] if ends else 0, end)
+            if {w.lower() for w in re.findall(r"[A-Za-z]+", text[since : end + p.start()])} & files._CHANGES:
+                read = False
         reads.setdefault(n, []).append(read)
     assert files.given_files(text, tmp_path) == [n for n, r in reads.items() if all(r) and (tmp_path / n).is_file()]
 
@@ -626,6 +642,80 @@ def test_a_write_to_a_file_the_task_gives_to_read_is_refused_where_the_step_runs
         "refused: names.txt is the work of a step that is done, or a file the task gives to read" in t for t in seen
     )
     assert out["status"] == "completed", out.get("error")
+
+
+def test_a_repair_step_whose_own_file_the_task_gives_to_read_may_not_write_it(tmp_path: Path) -> None:
+    """A step a reflection adds is not plan-checked: "Write names.txt with the names John and Jane", added after the
+    greeting step failed, named the task's names.txt as its own file, and the own-file exemption let it overwrite
+    the task's names. Where the step runs, a file the task gives to read is refused to every step."""
+    greet = {
+        "id": "write_greet_all",
+        "description": "Write greet_all.py that prints 'Hi ' followed by each name in names.txt",
+        "tools": ["write_file"],
+        "acceptance": "greet_all.py exists and `python greet_all.py` runs",
+    }
+    program = "for name in open('names.txt').read().split():\n    print('Hi ' + name)\n"
+    seen: list[str] = []
+    greets = {"n": 0}
+
+    def execute(req: ScriptRequest) -> Any:
+        results = req.tool_results()
+        seen.extend(str(r.content) for r in results)
+        if req.step_id == "write_names":
+            if not results:
+                return {"tool_calls": [tool_call("write_file", path="names.txt", content="John\nJane\n")]}
+            return "done"
+        if not results:
+            greets["n"] += 1
+            content = "print(\n" if greets["n"] == 1 else program  # the first attempt does not compile
+            return {"tool_calls": [tool_call("write_file", path="greet_all.py", content=content)]}
+        return "done"
+
+    reflect = {
+        "assessment": "needs_adjustment",
+        "reasoning": "greet_all.py needs names",
+        "add_steps": [
+            {
+                "id": "write_names",
+                "description": "Write names.txt with the names John and Jane",
+                "acceptance": "names.txt exists",
+            }
+        ],
+        "update_steps": [{"id": "write_greet_all", "dependencies": ["write_names"], "status": "pending"}],
+    }
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.txt").write_text("Ada\nGrace\n")
+    task = "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt."
+    script = PurposeScript(plan=plan_of(greet), execute=execute, reflect=[reflect, GIVE_UP])
+    out, model, ws = run(tmp_path, script, task=task, max_reflections=2)
+
+    assert model.calls("reflect") >= 1 and "write_names" in out["plan"].ids(), out["plan"].ids()
+    assert (ws / "names.txt").read_text() == "Ada\nGrace\n"
+    assert any("a file the task gives to read" in t for t in seen), seen
+
+
+def test_a_task_that_changes_the_file_it_reads_by_a_pronoun_lets_its_step_write_it(tmp_path: Path) -> None:
+    """"Read names.txt, then add Bob to it": names.txt is the file to change, not one the task gives to read, so
+    neither the plan check nor the step's tool gate refuses the step that adds Bob to it."""
+    adding = {
+        "id": "add_bob",
+        "description": "Add Bob to names.txt",
+        "tools": ["write_file"],
+        "acceptance": "names.txt exists",
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        if not req.tool_results():
+            return {"tool_calls": [tool_call("write_file", path="names.txt", content="Ada\nGrace\nBob\n")]}
+        return "done"
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.txt").write_text("Ada\nGrace\n")
+    script = PurposeScript(plan=plan_of(adding), execute=execute, reflect=GIVE_UP)
+    out, model, ws = run(tmp_path, script, task="Read names.txt, then add Bob to it.")
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "names.txt").read_text() == "Ada\nGrace\nBob\n" and model.calls("plan") == 1
 
 
 # -- finalize states only what the record shows -------------------------------------------------------------

@@ -58,7 +58,7 @@ from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransi
 from planmode.state.reducer import PlanUpdate
 from planmode.tools import bind_step_tools
 from planmode.tools._writes import journaling
-from planmode.tools.files import done_files, given_files, produced_file
+from planmode.tools.files import done_files, given_files
 
 __all__ = [
     "GUARDED_KEYS",
@@ -250,7 +250,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             tools=binding.tools,
             model=model,
             binding=binding,
-            done_files=done_files(cleared.plan, step) | _given(cleared.plan, step, deps.tools),
+            done_files=done_files(cleared.plan, step) | _given(cleared.plan, deps.tools),
         )
 
     def dependency_info(cleared: Cleared) -> dict[str, dict[str, str | None]]:
@@ -371,9 +371,10 @@ def _kept(outcome: StepOutcome, key: str, settings: PlanModeContext) -> StepOutc
     return outcome.model_copy(update={"output_ref": key, "output": outcome.output[: settings.result_chars]})
 
 
-def _given(plan: Plan, step: Step, tools: Sequence[BaseTool]) -> frozenset[str]:
-    """The files of the workspace the task only reads (`given_files`), less the step's own: a write to one is
-    refused where the step runs, as a write to a done step's file is. The 1.5B's plan wrote the task's names.txt
-    with names of its own (a false "completed"); the plan check sends such a step back, this refuses the call."""
-    own = produced_file(step.description, step.acceptance or "")
-    return frozenset(given_files(plan.goal, workspace_root(tools))) - {own}
+def _given(plan: Plan, tools: Sequence[BaseTool]) -> frozenset[str]:
+    """The files of the workspace the task only reads (`given_files`): a write to one is refused where the step
+    runs, as a write to a done step's file is, to every step, its own file or not. The 1.5B's plan wrote the task's
+    names.txt with names of its own (a false "completed"); the plan check sends such a step back, but a step a
+    reflection adds ("Write names.txt with the names John and Jane") is not plan-checked, so this refuses the
+    call. A task that changes the file ("Read names.txt, then add Bob to it") does not give it (`given_files`)."""
+    return frozenset(given_files(plan.goal, workspace_root(tools)))

@@ -85,6 +85,8 @@ _CHANGES = frozenset(
     | {"corrects", "add", "adds", "append", "appends", "replace", "replaces", "insert", "inserts", "set", "sets"}
     | {"remove", "removes", "delete", "deletes", "rename", "renames", "overwrite", "overwrites", "rewrite"}
 )
+#: A word that points back at the file named before it ("add Bob to it", "set its port").
+_PRONOUN = re.compile(r"\b(?:it|its|them)\b", re.IGNORECASE)
 #: Where the clause a file is named in begins: a sentence's end, a semicolon or colon, or "then".
 _CLAUSE_START = re.compile(r"[.;:!?](?:\s|$)|,?\s+then\b", re.IGNORECASE)
 
@@ -92,18 +94,28 @@ _CLAUSE_START = re.compile(r"[.;:!?](?:\s|$)|,?\s+then\b", re.IGNORECASE)
 def given_files(goal: str, root: Path | None) -> list[str]:
     """The files of the workspace a task only reads: each exists, and every mention of it in ``goal`` follows a word
     that reads it (``Read names.txt``, ``each name in names.txt``) among the two words before, in a clause that says
-    no change ("Fix the bug in calc.py" changes calc.py). "calc.py has a bug: fix it" and "Update names.txt" are
-    files to change, not given ones."""
+    no change ("Fix the bug in calc.py" changes calc.py). "calc.py has a bug: fix it", "Update names.txt" and "Read
+    names.txt, then add Bob to it" (a pronoun, before the next file name, in a clause that changes) are files to
+    change, not given ones."""
     if root is None:
         return []
     goal = goal or ""
     mentions: dict[str, list[bool]] = {}
     words = _Words(goal, _CHANGES)
     starts = [c.end() for c in _CLAUSE_START.finditer(goal)]
-    for m in _FILE.finditer(goal):
+    found = list(_FILE.finditer(goal))
+    pronouns = [p.start() for p in _PRONOUN.finditer(goal)]
+    for k, m in enumerate(found):
         at = m.start()
         clause = starts[i - 1] if (i := bisect_right(starts, at)) else 0
         read = any(w in _READ_ONLY for w in words.before(at)) and not words.any_marked(clause, at)
+        # "Read names.txt, then add Bob to it": a pronoun before the next file name, in a clause that changes it
+        until = found[k + 1].start() if k + 1 < len(found) else len(goal)
+        for it in pronouns[bisect_left(pronouns, m.end()) : bisect_left(pronouns, until)]:
+            since = starts[j - 1] if (j := bisect_right(starts, it)) else 0
+            if words.any_marked(max(since, m.end()), it):
+                read = False
+                break
         mentions.setdefault(m.group(1), []).append(read)
     return [name for name, reads in mentions.items() if all(reads) and (root / name).is_file()]
 
