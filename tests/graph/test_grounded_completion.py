@@ -695,7 +695,7 @@ def test_a_repair_step_whose_own_file_the_task_gives_to_read_may_not_write_it(tm
 
 
 def test_a_task_that_changes_the_file_it_reads_by_a_pronoun_lets_its_step_write_it(tmp_path: Path) -> None:
-    """"Read names.txt, then add Bob to it": names.txt is the file to change, not one the task gives to read, so
+    """For "Read names.txt, then add Bob to it", names.txt is the file to change, not one the task gives to read, so
     neither the plan check nor the step's tool gate refuses the step that adds Bob to it."""
     adding = {
         "id": "add_bob",
