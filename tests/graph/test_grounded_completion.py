@@ -201,6 +201,7 @@ def test_a_python_file_holding_plain_text_is_told_it_is_not_code(tmp_path: Path)
 
     error = out["plan"].get("write_mathx").error or ""
     assert "mathx.py holds plain text ('Hello, world!'), not Python code; write the Python code" in error
+    assert "(a script that prints that text holds print('Hello, world!'))" in error  # the code, shown
 
     from planmode.nodes._evidence import _compiles
 

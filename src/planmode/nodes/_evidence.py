@@ -1050,10 +1050,14 @@ def _compiles(path: Path) -> Check:
         said = f"line {exc.lineno}: {exc.msg}; fix the syntax"
         text = source.decode("utf-8", "replace").strip()
         if text and not _CODE_MARKS.search(text):  # the 0.5B wrote hello.py as the text it was to print
-            shown = text.splitlines()[0][:80]
+            lines = text.splitlines()
+            shown = lines[0][:80]
+            # the 0.5B, told only "write the Python code", wrote the same text again: the reason shows the code that
+            # prints it, as Python's own "Did you mean print(...)?" does
+            example = f"print({shown!r})" + (", one print() for each line" if len(lines) > 1 else "")
             said = (
                 f"line {exc.lineno}: {exc.msg}: {path.name} holds plain text ({shown!r}), not Python code; write "
-                "the Python code the step asks for"
+                f"the Python code the step asks for (a script that prints that text holds {example})"
             )
         return Check(f"{path.name} compiles", False, said)
     except (OSError, ValueError) as exc:
