@@ -83,8 +83,9 @@ Fix these problems and answer with the whole plan again."""
 
 EXECUTE_SYSTEM = """planmode:execute
 You carry out one step of an approved plan. Use the tools as needed, then reply with the step's outcome:
-what you did and the result, concisely. Do only this step. A script you write that is to print a result prints
-just that result, with no label or other text, unless the goal says otherwise."""
+what you did and the result, concisely. Do only this step. The step's id names the step, not a tool: call the
+tools by their own names. A script you write that is to print a result prints just that result, with no label
+or other text, unless the goal says otherwise."""
 
 EXECUTE_USER = """Goal: {goal}
 Step `{step_id}`: {description}
