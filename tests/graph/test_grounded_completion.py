@@ -613,16 +613,19 @@ def test_a_text_of_thousands_of_file_names_is_read_in_linear_time(tmp_path: Path
     assert time.monotonic() - started < 10
 
 
+GREET_ALL = {
+    "id": "write_greet_all",
+    "description": "Write greet_all.py that prints 'Hi ' followed by each name in names.txt",
+    "tools": ["write_file"],
+    "acceptance": "greet_all.py exists and `python greet_all.py` runs",
+}
+GREET_PROGRAM = "for name in open('names.txt').read().split():\n    print('Hi ' + name)\n"
+GREET_TASK = "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt."
+
+
 def test_a_write_to_a_file_the_task_gives_to_read_is_refused_where_the_step_runs(tmp_path: Path) -> None:
     """Where the step runs, a call that writes a file the task only reads is refused (the plan check is advice;
     this is the guarantee): the step writing greet_all.py first rewrote names.txt, and names.txt stays the task's."""
-    greet = {
-        "id": "write_greet_all",
-        "description": "Write greet_all.py that prints 'Hi ' followed by each name in names.txt",
-        "tools": ["write_file"],
-        "acceptance": "greet_all.py exists and `python greet_all.py` runs",
-    }
-    program = "for name in open('names.txt').read().split():\n    print('Hi ' + name)\n"
     seen: list[str] = []
 
     def execute(req: ScriptRequest) -> Any:
@@ -631,13 +634,12 @@ def test_a_write_to_a_file_the_task_gives_to_read_is_refused_where_the_step_runs
         if not results:
             return {"tool_calls": [tool_call("write_file", path="names.txt", content="John\n")]}
         if len(results) == 1:
-            return {"tool_calls": [tool_call("write_file", path="greet_all.py", content=program)]}
+            return {"tool_calls": [tool_call("write_file", path="greet_all.py", content=GREET_PROGRAM)]}
         return "done"
 
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "names.txt").write_text("Ada\nGrace\n")
-    task = "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt."
-    out, _, ws = run(tmp_path, PurposeScript(plan=plan_of(greet), execute=execute), task=task)
+    out, _, ws = run(tmp_path, PurposeScript(plan=plan_of(GREET_ALL), execute=execute), task=GREET_TASK)
     assert (ws / "names.txt").read_text() == "Ada\nGrace\n"
     assert any(
         "refused: names.txt is the work of a step that is done, or a file the task gives to read" in t for t in seen
@@ -649,13 +651,6 @@ def test_a_repair_step_whose_own_file_the_task_gives_to_read_may_not_write_it(tm
     """A step a reflection adds is not plan-checked: "Write names.txt with the names John and Jane", added after the
     greeting step failed, named the task's names.txt as its own file, and the own-file exemption let it overwrite
     the task's names. Where the step runs, a file the task gives to read is refused to every step."""
-    greet = {
-        "id": "write_greet_all",
-        "description": "Write greet_all.py that prints 'Hi ' followed by each name in names.txt",
-        "tools": ["write_file"],
-        "acceptance": "greet_all.py exists and `python greet_all.py` runs",
-    }
-    program = "for name in open('names.txt').read().split():\n    print('Hi ' + name)\n"
     seen: list[str] = []
     greets = {"n": 0}
 
@@ -668,7 +663,7 @@ def test_a_repair_step_whose_own_file_the_task_gives_to_read_may_not_write_it(tm
             return "done"
         if not results:
             greets["n"] += 1
-            content = "print(\n" if greets["n"] == 1 else program  # the first attempt does not compile
+            content = "print(\n" if greets["n"] == 1 else GREET_PROGRAM  # the first attempt does not compile
             return {"tool_calls": [tool_call("write_file", path="greet_all.py", content=content)]}
         return "done"
 
@@ -686,9 +681,8 @@ def test_a_repair_step_whose_own_file_the_task_gives_to_read_may_not_write_it(tm
     }
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "names.txt").write_text("Ada\nGrace\n")
-    task = "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt."
-    script = PurposeScript(plan=plan_of(greet), execute=execute, reflect=[reflect, GIVE_UP])
-    out, model, ws = run(tmp_path, script, task=task, max_reflections=2)
+    script = PurposeScript(plan=plan_of(GREET_ALL), execute=execute, reflect=[reflect, GIVE_UP])
+    out, model, ws = run(tmp_path, script, task=GREET_TASK, max_reflections=2)
 
     assert model.calls("reflect") >= 1 and "write_names" in out["plan"].ids(), out["plan"].ids()
     assert (ws / "names.txt").read_text() == "Ada\nGrace\n"
