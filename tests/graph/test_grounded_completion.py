@@ -1156,6 +1156,40 @@ def test_a_call_named_after_the_file_it_writes_is_a_call_of_the_write_tool(
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_whose_name_mentions_its_file_or_holds_a_known_call_is_that_call(tmp_path: Path, mode: str) -> None:
+    """The 0.5B called "Create mathx.py and its test" with the path and the content of mathx.py, then with
+    ``{"write_file": {"path": ..., "content": ...}}``, and "pytest test_mathx.py" with test_mathx.py's: each refused
+    as an unknown tool. A name that mentions the file its call writes, and a call held as the one argument of
+    an unknown one, are the write tool's calls, through the same gate; "append main.py" is not a whole write."""
+    greet = "def greet(name):\n    return 'Hello, ' + name + '!'\n"
+    main = "import greet\nprint(greet.greet('Ada'))\n"
+    calls = [
+        {"name": "Create greet.py and its main", "args": {"path": "greet.py", "content": greet}},
+        {"name": "Write both files", "args": {"write_file": {"path": "main.py", "content": main}}},
+        {"name": "append main.py", "args": {"path": "main.py", "content": "junk\n"}},
+        {"name": "pytest other.py", "args": {"path": "main2.py", "content": main}},
+    ]
+    step = write_step("greet.py exists and main.py exists", description="Write greet.py and main.py")
+    step["id"] = "write_both"
+    script = PurposeScript(
+        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": calls}
+    )
+
+    out, model, ws = run(tmp_path, script, task="write greet.py and main.py", mode=mode)
+
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "main.py").read_text() == main and (ws / "greet.py").read_text() == greet
+    assert not (ws / "main2.py").exists()
+    ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
+    assert [(m.name, m.status) for m in ran[:4]] == [
+        ("write_file", "success"),
+        ("write_file", "success"),
+        ("append main.py", "error"),
+        ("pytest other.py", "error"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("name", ["write_file", "write_tests", "test_x.py"])
 def test_a_write_whose_content_is_a_list_of_lines_writes_the_lines(tmp_path: Path, mode: str, name: str) -> None:
     """The 1.5B sent test_shapes.py's content as a list of lines (``["import pytest", "from shapes import ..."]``),

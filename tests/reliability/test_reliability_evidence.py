@@ -405,6 +405,22 @@ def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path
 
 
 @pytest.mark.parametrize(
+    ("test", "told"),
+    [  # the 0.5B's two tries: a bare assert, then a copy of add(); a test that fails is a failure, not "no tests"
+        (b"from mathx import add\nassert add(2, 3) == 5\n", True),
+        (b"def add(a, b): return a + b\n", True),
+        (b"from mathx import add\ndef test_add():\n    assert add(2, 3) == 6\n", False),
+    ],
+)
+def test_a_test_file_without_a_test_is_told_what_pytest_runs(tmp_path: Path, test: bytes, told: bool) -> None:
+    (tmp_path / "mathx.py").write_text("def add(a, b):\n    return a + b\n")
+    acceptance = "`pytest test_mathx.py` passes"
+    evidence = gather(step(acceptance), wrote(tmp_path, "test_mathx.py", test), workspace_tools(tmp_path))
+    assert evidence.failed and ("exit code 5" in evidence.reason()) is told
+    assert ("functions whose names start with test_" in evidence.reason()) is told
+
+
+@pytest.mark.parametrize(
     ("name", "content", "acceptance", "settled"),
     [  # the 1.5B's acceptance, and its judge failed the right config.json four times
         ("config.json", b'{"port": 8080}', "config.json exists and its content is {'port': 8080}", True),

@@ -1317,11 +1317,19 @@ def _run(command: str, root: Path) -> Check:
     if "No module named pytest" in output:
         return Check(what, None, "pytest is not installed here")
     if done.returncode != 0:
-        return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}{_hint(output, root)}")
+        hint = _NO_TESTS if args[:2] == ["-m", "pytest"] and done.returncode == 5 else _hint(output, root)
+        return Check(what, False, f"exit code {done.returncode}: {clip(output[-600:], 600)}{hint}")
     # what it printed, its lines kept: folded to one line, one number a line read as "2 3 5" to a judge asked
     # whether a script prints them on one line
     return Check(what, True, clip((done.stdout or "").rstrip("\n"), 200, fold=False))
 
+
+#: pytest's exit code 5, no test collected: the 0.5B wrote test_mathx.py as a bare ``assert add(2, 3) == 5``, then
+#: as a copy of add(), and was told only "no tests ran".
+_NO_TESTS = (
+    ". Fix: pytest runs only functions whose names start with test_, in files named test_*.py: write the test as "
+    "`def test_<what it checks>():` with an assert in its body"
+)
 
 #: "module 'util' has no attribute 'shout'", "name 'shout' is not defined", "cannot import name 'shout'".
 _MISSING_NAME = re.compile(

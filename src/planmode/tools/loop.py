@@ -77,6 +77,7 @@ from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import StepTools, is_read_only
+from planmode.tools.files import file_names
 from planmode.tools.text_calls import TextCall, TextCalls, read_text_calls, whole_file_content
 from planmode.tools.workspace import IDEMPOTENT_METADATA_KEY
 
@@ -763,11 +764,25 @@ def _alias_args(
 def _aliased_args(
     name: str, args: Any, whole_file: WholeFile, known: frozenset[str]
 ) -> tuple[str, dict[str, Any]] | None:
+    nested = _nested_call(name, args, known)
+    if nested is not None:
+        again = _aliased_args(*nested, whole_file, known)
+        return again if again is not None else nested
     if name == whole_file.alias:
         written = _step_write(args, whole_file) if whole_file.whole else None
         return (whole_file.tool, written) if written is not None else _shaped(args, whole_file)
     found = _own_alias_args(name, args, whole_file, known)
     return (whole_file.tool, found) if found is not None else None
+
+
+def _nested_call(name: str, args: Any, known: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
+    """The call an unknown tool's arguments hold as their one key, a known tool's name, with its arguments: the
+    0.5B called "Create mathx.py and its test" with ``{"write_file": {"path": "mathx.py", "content": ...}}``,
+    twice. The inner call is that tool's: the gate and the step's declared tools decide as for any call of it."""
+    if name in known or not isinstance(args, dict) or len(args) != 1:
+        return None
+    ((inner, given),) = args.items()
+    return (inner, dict(given)) if inner in known and isinstance(given, dict) else None
 
 
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
@@ -838,9 +853,22 @@ def _file_named_write(name: str, args: Any) -> dict[str, Any] | None:
     if not isinstance(path, str) or not path.strip():
         return None
     where = PurePosixPath(path.replace("\\", "/"))
-    if name.strip() not in (where.name, where.stem) or not where.suffix:
+    if not where.suffix:
+        return None
+    if name.strip() not in (where.name, where.stem) and not _names_its_write(name, where.name):
         return None
     return {"path": path, "content": content}
+
+
+#: In a call's name, a word that says it changes a file otherwise than writing it whole.
+_NOT_WHOLE = re.compile(r"append|insert|delete|remove|rename|replace|edit|patch|move|copy|update", re.IGNORECASE)
+
+
+def _names_its_write(name: str, file: str) -> bool:
+    """Whether an unknown tool's name mentions the file its call writes, and no other change: the 0.5B called
+    "Create mathx.py and its test" and "pytest test_mathx.py", each with the path and the content of the file its
+    name mentions. "append notes.txt" is not a whole-file write, and stays an unknown tool."""
+    return file in file_names(name) and _NOT_WHOLE.search(name) is None
 
 
 def _as_write(reply: AIMessage, whole_file: WholeFile) -> AIMessage:
