@@ -132,7 +132,7 @@ class ToolGate:
         if tool is not None and not is_read_only(tool) and (done := self._done_file(request)) is not None:
             return ToolMessage(
                 content=f"refused: {done} is the work of a step that is done, or a file the task gives to read; "
-                "this step does not change it (write this step's own file)",
+                f"this step does not change it ({_own_file(self.step_file)})",
                 tool_call_id=request.tool_call.get("id") or "",
                 name=request.tool_call["name"],
                 status="error",
@@ -219,6 +219,15 @@ def _refused(binding: StepTools, name: str, call_id: str) -> Command[Any]:
     """The refusal of a call to ``name``, a tool the step is not bound to: the model gets the message, the loop
     records the name."""
     return Command(update={"messages": [_refusal_message(binding, name, call_id)], "refused": [name]})
+
+
+def _own_file(step_file: tuple[str, str] | None) -> str:
+    """What a step refused a write to a kept file is to write instead: its own file by name, when it has one (the
+    0.5B, told "write this step's own file", wrote notes.txt again, then listed the workspace three times)."""
+    if step_file is None:
+        return "write this step's own file"
+    tool, path = step_file
+    return f"write this step's own file, {path}, with {tool}"
 
 
 def _raised(request: ToolCallRequest, exc: Exception) -> ToolRaised:
