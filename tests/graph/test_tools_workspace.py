@@ -133,6 +133,17 @@ def test_list_files_recursive_with_pattern(ws: Path) -> None:
     assert "No entries" in call(ws, "list_files", pattern="*.rs")
 
 
+def test_a_pattern_that_matches_nothing_is_told_what_the_folder_holds(ws: Path) -> None:
+    """The 0.5B listed with ".*" and "*/" (a regex, a folder) four times beside the file it had written, each
+    answered "No entries": the answer says the pattern is a glob and what the folder holds."""
+    assert call(ws, "list_files", pattern=".*") == (
+        "No entries in '.' matching '.*' (the pattern is a glob such as '*.py'; '.' holds: README.md, src/)"
+    )
+    assert call(ws, "list_files", path="src/pkg", pattern="*.rs").endswith("'src/pkg' holds: src/pkg/mod.py)")
+    (ws / "empty").mkdir()
+    assert call(ws, "list_files", path="empty", pattern="*") == "No entries in 'empty' matching '*'"
+
+
 def test_list_files_recursive_skips_git(ws: Path) -> None:
     (ws / ".git").mkdir()
     (ws / ".git" / "HEAD").write_text("ref\n")

@@ -38,6 +38,7 @@ import contextlib
 import errno
 import fnmatch
 import hashlib
+import itertools
 import os
 import stat
 import time
@@ -323,7 +324,14 @@ class _Workspace:
             else:
                 lines.append(f"{shown}/" if entry.is_dir() else shown)
         if not lines:
-            return f"No entries in {path!r}" + (f" matching {pattern!r}" if pattern else "")
+            said = f"No entries in {path!r}" + (f" matching {pattern!r}" if pattern else "")
+            if pattern:  # the 0.5B asked for ".*" and "*/" (a regex, a folder) four times beside a file it had written
+                held = [
+                    self._rel(e) + ("/" if e.is_dir() else "") for e in itertools.islice(self._walk(top, False), 20)
+                ]
+                if held:
+                    said += f" (the pattern is a glob such as '*.py'; {path!r} holds: {', '.join(held)})"
+            return said
         return "\n".join(lines)
 
     def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
