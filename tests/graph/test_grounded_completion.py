@@ -363,6 +363,27 @@ def test_the_full_plan_fallback_is_held_to_the_coverage_a_first_plan_is(tmp_path
     assert any("placeholder '...' as its description" in r for r in reasons), reasons
 
 
+def test_a_plan_cut_off_while_it_repeats_itself_is_told_the_item_it_repeated(tmp_path: Path) -> None:
+    """The 0.5B's plan listed "write_file" as a step's tools and then its dependencies until the output cap cut it
+    off, twice, and was told only "no JSON object found ... raise the setting". The reason names the item it
+    repeated and the fix; a plan cut off in prose keeps the plain reason."""
+    from langchain_core.messages import AIMessage
+
+    runaway = '{"title": "t", "steps": [{"id": "write_mathx", "tools": [' + '"write_file", ' * 120 + '"wri'
+    prose = '{"title": "t", "steps": [{"id": "write_mathx", "description": "Write mathx.py, a module that'
+    cut = {"finish_reason": "length"}
+    plans = [AIMessage(content=runaway, response_metadata=cut), AIMessage(content=prose, response_metadata=cut)]
+    script = PurposeScript(plan=[*plans, plan_of(write_step())], execute=writer("mathx.py", GOOD))
+
+    out, model, _ = run(tmp_path, script, max_plan_attempts=3)
+
+    first, second = [r.text() for r in model.requests if r.purpose == "plan"][1:3]
+    assert "the answer repeated 'write_file' over and over until the max_output_tokens cap cut it off" in first
+    assert "write each item once" in first
+    assert "the answer was cut off at the max_output_tokens cap" in second
+    assert out["status"] == "completed", out.get("error")
+
+
 def test_a_write_step_without_acceptance_is_sent_back(tmp_path: Path) -> None:
     bare = plan_of(write_step(""))
     script = PurposeScript(plan=[bare, plan_of(write_step())], execute=writer("mathx.py", GOOD))

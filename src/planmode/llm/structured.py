@@ -467,6 +467,21 @@ def _read(out: Any, schema: type[T]) -> tuple[T | None, str | None, AIMessage | 
 
 def _cut_off(raw: AIMessage | None) -> str:
     reason = (raw.response_metadata or {}).get("finish_reason") if raw is not None else None
-    if reason == "length":
-        return " (the answer was cut off at the max_output_tokens cap: raise the setting if answers need more)"
-    return ""
+    if reason != "length" or raw is None:
+        return ""
+    # the 0.5B's plans listed "write_file" as a step's tool, then as its dependency, until the cap cut them off
+    runaway = _RUNAWAY.search(text_of(raw)[-_RUNAWAY_TAIL:])
+    if runaway is not None:
+        piece = runaway.group(1)
+        at = piece.find('"')  # '_file", "write' is the item "write_file", seen from its middle
+        item = (piece[at:] + piece[:at] if at > 0 else piece).strip(' ,"\n\t')
+        return (
+            f" (the answer repeated {clip(item or piece, 60)!r} over and over until the max_output_tokens cap cut it "
+            "off: write each item once)"
+        )
+    return " (the answer was cut off at the max_output_tokens cap: raise the setting if answers need more)"
+
+
+#: A text's tail that is one piece repeated at least eight times (what a small model writes when it loops).
+_RUNAWAY = re.compile(r"(.{3,60}?)\1{7,}", re.DOTALL)
+_RUNAWAY_TAIL = 600
