@@ -561,6 +561,7 @@ def test_a_plan_that_writes_a_file_the_task_gives_to_read_is_sent_back_and_mende
         ("Read names.txt, then write greet.py that prints each name in it.", ["names.txt"]),  # "it" after greet.py
         ("Read names.txt and print it, then write out.py.", ["names.txt"]),  # printing it changes nothing
         ("Read names.txt, then write greet.py; fix it if it fails.", ["names.txt"]),
+        ("Read names.txt and add up the numbers in it, then write total.py.", ["names.txt"]),  # "in it": read
     ],
 )
 def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, goal: str, given: list[str]) -> None:
@@ -569,6 +570,70 @@ def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, 
     for name in ("names.txt", "config.json", "calc.py"):
         (tmp_path / name).write_text("x\n")
     assert given_files(goal, tmp_path) == given
+
+
+@pytest.mark.parametrize(
+    ("goal", "changed"),
+    [
+        (
+            "calc.py has a bug: double(x) should return x * 2. Fix it, then write check.py that imports calc.",
+            ["calc.py"],
+        ),
+        ("Fix the bug in calc.py so that double(x) returns x * 2.", ["calc.py"]),
+        ("Change the port in config.json to 9000, then write show.py that reads config.json", ["config.json"]),
+        ("Read names.txt, then update them.", ["names.txt"]),
+        ("Read names.txt, then write greet_all.py that prints each name in names.txt.", []),
+        ("Read names.txt and add up the numbers in it, then write total.py.", []),
+        ("Write check.py that imports calc.py and prints double(21).", []),
+        ("Fix the bug in missing.py.", []),  # not in the workspace: a new file, `deliverables`
+    ],
+)
+def test_the_files_a_task_says_to_fix_or_change_are_its_to_produce(
+    tmp_path: Path, goal: str, changed: list[str]
+) -> None:
+    from planmode.tools.files import changed_files
+
+    for name in ("names.txt", "config.json", "calc.py"):
+        (tmp_path / name).write_text("x\n")
+    assert changed_files(goal, tmp_path) == changed
+
+
+def test_a_plan_that_never_changes_the_file_the_task_fixes_is_mended(tmp_path: Path) -> None:
+    """The 1.5B's plan for "calc.py has a bug ... Fix it, then write check.py" had an "identify_bug" step with no
+    tool and a step for check.py: nothing changed calc.py, and the run failed. The file the task fixes is one the
+    plan must write: the plan is sent back naming it, and when the planner repeats it, the step that names it gets
+    the write tool."""
+    task = "calc.py has a bug: double(x) should return x * 2. Fix it, then write check.py that prints double(21)."
+    identify = {
+        "id": "identify_bug",
+        "description": "Identify the bug in double function in calc.py",
+        "tools": [],
+        "acceptance": "double function in calc.py is updated to return x * 2",
+    }
+    check = {
+        "id": "write_check",
+        "description": "Write check.py that imports calc and prints double(21)",
+        "dependencies": ["identify_bug"],
+        "tools": ["write_file"],
+        "acceptance": "check.py exists and `python check.py` runs",
+    }
+    files = {
+        "identify_bug": ("calc.py", "def double(x):\n    return x * 2\n"),
+        "write_check": ("check.py", "import calc\nprint(calc.double(21))\n"),
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        return writer(*files[req.step_id or ""])(req)
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "calc.py").write_text("def double(x):\n    return x + 2\n")
+    script = PurposeScript(plan=plan_of(identify, check), execute=execute, reflect=GIVE_UP)
+    out, model, ws = run(tmp_path, script, task=task, max_plan_attempts=2)
+
+    assert "no step writes calc.py" in retry_reasons(model)
+    assert "write_file" in out["plan"].get("identify_bug").tools
+    assert out["status"] == "completed", out.get("error")
+    assert (ws / "calc.py").read_text() == "def double(x):\n    return x * 2\n"
 
 
 _TOKENS = ["Read ", "read ", "Fix ", "update ", "then ", "in ", "of ", "each ", "write ", "x.py", "names.txt"]
@@ -613,7 +678,9 @@ def test_the_file_readers_read_a_text_once_and_say_what_they_said_before(tmp_pat
             said = text[: end + p.start()]
             ends = [c.end() for c in files._CLAUSE_START.finditer(said)]
             since = max(ends[-1] if ends else 0, end)
-            if {w.lower() for w in re.findall(r"[A-Za-z]+", text[since : end + p.start()])} & files._CHANGES:
+            last = [w.lower() for w in re.findall(r"[A-Za-z]+", said)][-1:]
+            clause = {w.lower() for w in re.findall(r"[A-Za-z]+", text[since : end + p.start()])}
+            if (last and last[0] in files._CHANGES) or (last == ["to"] and clause & files._CHANGES):
                 read = False
         reads.setdefault(n, []).append(read)
     assert files.given_files(text, tmp_path) == [n for n, r in reads.items() if all(r) and (tmp_path / n).is_file()]
@@ -624,13 +691,15 @@ def test_a_text_of_thousands_of_file_names_is_read_in_linear_time(tmp_path: Path
     it); 100,000 characters here. The bound is for a hang, not a measure of speed."""
     import time
 
-    from planmode.tools.files import deliverables, file_mentions, given_files
+    from planmode.tools.files import changed_files, deliverables, file_mentions, given_files
 
     text = "Read names.txt then fix x.py, " * 3_400
     (tmp_path / "names.txt").write_text("x\n")
     started = time.monotonic()
     assert len(file_mentions(text, used=False)) == 3_400 and deliverables(text) == ["x.py"]
     assert given_files(text, tmp_path) == []  # "fix" in the clause of each later mention
+    assert changed_files(text, tmp_path) == ["names.txt"]  # the same "fix": from the second mention on
+    assert changed_files("names.txt" + " to it" * 20_000 + " fix", tmp_path) == []  # no verb before any "to it"
     assert time.monotonic() - started < 10
 
 
@@ -1191,10 +1260,14 @@ def test_a_call_whose_name_mentions_its_file_or_holds_a_known_call_is_that_call(
         {"name": "append main.py", "args": {"path": "main.py", "content": "junk\n"}},
         {"name": "pytest other.py", "args": {"path": "main2.py", "content": main}},
     ]
+    reads = [{"name": "identify_bug", "args": {"function": "read_file", "path": "main.py"}}]  # the 1.5B's
     step = write_step("greet.py exists and main.py exists", description="Write greet.py and main.py")
     step["id"] = "write_both"
     script = PurposeScript(
-        plan=plan_of(step), execute=lambda req: "done" if req.tool_results() else {"tool_calls": calls}
+        plan=plan_of(step),
+        execute=lambda req: (
+            {"tool_calls": reads if req.tool_results() else calls} if len(req.tool_results()) < 5 else "done"
+        ),
     )
 
     out, model, ws = run(tmp_path, script, task="write greet.py and main.py", mode=mode)
@@ -1202,13 +1275,15 @@ def test_a_call_whose_name_mentions_its_file_or_holds_a_known_call_is_that_call(
     assert out["status"] == "completed", out.get("error")
     assert (ws / "main.py").read_text() == main and (ws / "greet.py").read_text() == greet
     assert not (ws / "main2.py").exists()
-    ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
-    assert [(m.name, m.status) for m in ran[:4]] == [
+    ran = [r for r in model.requests if r.purpose == "execute"][-1].tool_results()  # the last turn's transcript
+    assert [(m.name, m.status) for m in ran] == [
         ("write_file", "success"),
         ("write_file", "success"),
         ("append main.py", "error"),
         ("pytest other.py", "error"),
+        ("read_file", "success"),
     ]
+    assert "greet.greet('Ada')" in str(ran[4].content)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

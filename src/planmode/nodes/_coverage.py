@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from functools import partial
+from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
@@ -41,7 +42,14 @@ from planmode.nodes._evidence import (
 )
 from planmode.state.draft import free_id
 from planmode.state.models import Plan, Step, as_step_id
-from planmode.tools.files import deliverables, file_mentions, file_names, given_files, produced_file
+from planmode.tools.files import (
+    changed_files,
+    deliverables,
+    file_mentions,
+    file_names,
+    given_files,
+    produced_file,
+)
 
 __all__ = [
     "kept_runs",
@@ -112,7 +120,7 @@ def plan_problems(
     if not writes:
         return problems
     example = preferred_write(writes)
-    wanted = deliverables(plan.goal, workspace_root(tools), made=made)
+    wanted = task_files(plan.goal, workspace_root(tools), made)
     writers = [s for s in plan.steps if declared_writes(s, writes)]
     for name in wanted:
         if not any(_names_to_write(s, name) for s in writers):
@@ -140,6 +148,12 @@ def plan_problems(
             "read (it exists): do not change it; remove the step (a step that needs it reads it)"
         )
     return problems
+
+
+def task_files(goal: str, root: Path | None, made: Collection[str] = ()) -> list[str]:
+    """The files a plan for ``goal`` must write: the new ones it names (`deliverables`) and the ones of the
+    workspace it says to fix or change (`changed_files`)."""
+    return list(dict.fromkeys([*deliverables(goal, root, made=made), *changed_files(goal, root)]))
 
 
 def _given_writers(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> list[Step]:
@@ -184,7 +198,8 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
         return None
     names = {t.name.lower() for t in tools}
     write = preferred_write(writes)
-    wanted = deliverables(plan.goal, workspace_root(tools))
+    wanted = task_files(plan.goal, workspace_root(tools))
+    to_change = set(changed_files(plan.goal, workspace_root(tools)))  # "Change calc.py as the task asks"
     notes: list[str] = []
     steps = list(plan.steps)
     removed: list[str] = []
@@ -238,7 +253,7 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
             steps.append(
                 Step(
                     id=new_id,
-                    description=f"Write {name} as the task asks",
+                    description=f"{'Change' if name in to_change else 'Write'} {name} as the task asks",
                     tools=[write],
                     acceptance=f"{name} exists",
                     dependencies=[steps[-1].id] if steps else [],
@@ -252,7 +267,7 @@ def mend_plan(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None = Non
             user,
             Step(
                 id=new_id,
-                description=f"Write {name} as the task asks",
+                description=f"{'Change' if name in to_change else 'Write'} {name} as the task asks",
                 tools=[write],
                 acceptance=f"{name} exists",
                 dependencies=list(first.dependencies),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from planmode.state.models import Plan, Step
 
-__all__ = ["deliverables", "done_files", "file_mentions", "file_names", "produced_file"]
+__all__ = ["changed_files", "deliverables", "done_files", "file_mentions", "file_names", "produced_file"]
 
 _EXTENSIONS = "py|txt|csv|tsv|md|rst|json|jsonl|yaml|yml|toml|ini|cfg|html|css|js|ts|sh|sql|xml|log|dat|ipynb"
 _FILE = re.compile(rf"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:{_EXTENSIONS}))(?![\w\-]|\.\w)", re.IGNORECASE)
@@ -85,6 +85,11 @@ _CHANGES = frozenset(
     | {"corrects", "add", "adds", "append", "appends", "replace", "replaces", "insert", "inserts", "set", "sets"}
     | {"remove", "removes", "delete", "deletes", "rename", "renames", "overwrite", "overwrites", "rewrite"}
 )
+#: Verbs that say a file is to be changed, not read: a file they govern is the task's to produce.
+_FIXES = frozenset(
+    {"fix", "fixes", "update", "updates", "change", "changes", "edit", "edits", "modify", "modifies", "correct"}
+    | {"corrects"}
+)
 #: A word that points back at the file named before it ("add Bob to it", "set its port").
 _PRONOUN = re.compile(r"\b(?:it|its|them)\b", re.IGNORECASE)
 #: Where the clause a file is named in begins: a sentence's end, a semicolon or colon, or "then".
@@ -111,13 +116,50 @@ def given_files(goal: str, root: Path | None) -> list[str]:
         read = any(w in _READ_ONLY for w in words.before(at)) and not words.any_marked(clause, at)
         # "Read names.txt, then add Bob to it": a pronoun before the next file name, in a clause that changes it
         until = found[k + 1].start() if k + 1 < len(found) else len(goal)
-        for it in pronouns[bisect_left(pronouns, m.end()) : bisect_left(pronouns, until)]:
-            since = starts[j - 1] if (j := bisect_right(starts, it)) else 0
-            if words.any_marked(max(since, m.end()), it):
-                read = False
-                break
+        if any(_changes_it(words, starts, m.end(), it, _CHANGES) for it in _between(pronouns, m.end(), until)):
+            read = False
         mentions.setdefault(m.group(1), []).append(read)
     return [name for name, reads in mentions.items() if all(reads) and (root / name).is_file()]
+
+
+def changed_files(goal: str, root: Path | None) -> list[str]:
+    """The files of the workspace a task says to fix or change, by a verb that means it ("fix", "update", "change",
+    "edit", "modify", "correct"): in the clause before a mention ("Fix the bug in calc.py"), or just before a pronoun
+    that points back at it ("calc.py has a bug: ... Fix it"). They are the task's to produce, as a new file is: the
+    1.5B's plan for "calc.py has a bug ... Fix it, then write check.py" had one step that "identifies" the bug, with
+    no tool, and no step that changed calc.py."""
+    if root is None:
+        return []
+    goal = goal or ""
+    words = _Words(goal, _FIXES)
+    starts = [c.end() for c in _CLAUSE_START.finditer(goal)]
+    found = list(_FILE.finditer(goal))
+    pronouns = [p.start() for p in _PRONOUN.finditer(goal)]
+    out: list[str] = []
+    for k, m in enumerate(found):
+        clause = starts[i - 1] if (i := bisect_right(starts, m.start())) else 0
+        until = found[k + 1].start() if k + 1 < len(found) else len(goal)
+        if words.any_marked(clause, m.start()) or any(
+            _changes_it(words, starts, m.end(), it, _FIXES) for it in _between(pronouns, m.end(), until)
+        ):
+            out.append(m.group(1))
+    return [name for name in dict.fromkeys(out) if (root / name).is_file()]
+
+
+def _between(positions: list[int], start: int, end: int) -> list[int]:
+    """The sorted ``positions`` from ``start`` up to ``end``."""
+    return positions[bisect_left(positions, start) : bisect_left(positions, end)]
+
+
+def _changes_it(words: _Words, starts: list[int], after: int, it: int, verbs: frozenset[str]) -> bool:
+    """Whether the pronoun at ``it`` is the object of a change: right after one of ``verbs`` ("update it", "set
+    its port"), or "to it" in a clause (from ``after`` on) that has one ("add Bob to it"). "add up the numbers in
+    it" is not: the file stays one the task reads."""
+    before = words.before(it, 1)
+    if before and before[0] in verbs:
+        return True
+    since = starts[j - 1] if (j := bisect_right(starts, it)) else 0
+    return before == ["to"] and words.any_marked(max(since, after), it)  # ``words`` marks ``verbs``
 
 
 def deliverables(

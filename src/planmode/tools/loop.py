@@ -785,13 +785,24 @@ def _aliased_args(
 
 
 def _nested_call(name: str, args: Any, known: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
-    """The call an unknown tool's arguments hold as their one key, a known tool's name, with its arguments: the
+    """The call an unknown tool's arguments hold: a known tool's name as their one key, with its arguments (the
     0.5B called "Create mathx.py and its test" with ``{"write_file": {"path": "mathx.py", "content": ...}}``,
-    twice. The inner call is that tool's: the gate and the step's declared tools decide as for any call of it."""
-    if name in known or not isinstance(args, dict) or len(args) != 1:
+    twice), or as the value of ``function`` (or ``tool``, ``name``) beside its arguments. The inner call is that
+    tool's: the gate and the step's declared tools decide as for any call of it."""
+    if name in known or not isinstance(args, dict):
+        return None
+    for key in _NAMING_KEYS:  # {"function": "read_file", "path": "calc.py"}: the 1.5B, in a step named identify_bug
+        named = args.get(key)
+        if isinstance(named, str) and named in known:
+            return named, {k: v for k, v in args.items() if k != key}
+    if len(args) != 1:
         return None
     ((inner, given),) = args.items()
     return (inner, dict(given)) if inner in known and isinstance(given, dict) else None
+
+
+#: The argument an unknown tool's call names the tool it means by.
+_NAMING_KEYS = ("function", "tool", "tool_name", "name")
 
 
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
