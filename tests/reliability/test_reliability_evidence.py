@@ -404,6 +404,18 @@ def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path
     assert "write `from greet import greet`" in evidence.reason()
 
 
+def test_a_script_that_opens_a_path_that_is_not_there_is_told_what_the_workspace_holds(tmp_path: Path) -> None:
+    """The 1.5B's greet_all.py listed the folder 'names' for the task's names.txt four times, each failing with
+    FileNotFoundError: the failure names the file it most likely meant, or what the workspace holds."""
+    (tmp_path / "names.txt").write_text("Ada\n")
+    lister = b"import os\nfor n in os.listdir('names'):\n    print('Hi ' + n)\n"
+    evidence = gather(step("`python greet.py` runs"), wrote(tmp_path, "greet.py", lister), workspace_tools(tmp_path))
+    assert "Fix: there is no 'names' in the workspace; it holds names.txt" in evidence.reason()
+    opener = b"print(open('data/in.csv').read())\n"
+    evidence = gather(step("`python show.py` runs"), wrote(tmp_path, "show.py", opener), workspace_tools(tmp_path))
+    assert "Fix: there is no 'data/in.csv' in the workspace; it holds greet.py, names.txt, show.py" in evidence.reason()
+
+
 @pytest.mark.parametrize(
     ("test", "told"),
     [  # the 0.5B's two tries: a bare assert, then a copy of add(); a test that fails is a failure, not "no tests"
