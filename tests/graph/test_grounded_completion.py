@@ -2163,6 +2163,9 @@ def test_mend_tools_replaces_a_tool_name_that_means_exactly_one_of_the_graphs_to
     assert one("deploy") == ["deploy"]  # names no tool: left (the step cannot run it)
     assert one("file") == ["file"]  # not a first word
     assert one("write_file", "search_files") == ["write_file", "search_files"]
+    assert one("create_package") == ["write_file"]  # the 1.5B's package_util: a made-up tool that creates files
+    assert one("mkdir", "write_file") == ["write_file"]
+    assert one("created") == ["created"]  # a word, not the verb
 
 
 def test_mend_dependencies_drops_a_tool_named_as_a_dependency_and_a_dependency_listed_twice() -> None:

@@ -728,7 +728,16 @@ def _tool_meant(name: str, names: set[str]) -> str:
     if len(same) == 1:
         return same[0]
     first = [n for n in names if n.lower().split("_")[0] == bare]
-    return first[0] if len(first) == 1 else name
+    if len(first) == 1:
+        return first[0]
+    # "create_package", "make_dir": the 1.5B's step for util/__init__.py and util/strings.py could write nothing
+    if bare.split("_")[0] in _CREATES and "write_file" in names:
+        return "write_file"
+    return name
+
+
+#: A made-up tool's first word that means writing a new file (write_file makes its folders).
+_CREATES = frozenset({"create", "make", "mkdir", "touch", "generate", "save"})
 
 
 def _exists_acceptance(step: Step, wanted: Sequence[str]) -> str | None:
