@@ -294,6 +294,10 @@ def test_a_judges_reason_that_a_file_should_hold_what_it_holds_is_contradicted()
         ("Write hello.py that prints a greeting", False),  # what a greeting is stays the judge's
         ("Write hello.py with print('Hello')", False),  # it printed more than the description gives
         ("Write hello.py with print('Hello, world!' + name)", False),  # not the whole output
+        ("Write hello.py to print 'Hello, world!'", True),  # round 12's: the quoted text ends the description
+        ('Write hello.py that prints "Hello, world!".', True),
+        ("Write hello.py that prints 'Hello' and then the name", False),  # more follows the quote
+        ("Write hello.py to print 'Hello'", False),  # it printed more than that
     ],
 )
 def test_a_step_whose_description_gives_the_whole_output_is_settled_when_exactly_that_printed(

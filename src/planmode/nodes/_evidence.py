@@ -581,6 +581,13 @@ _PRINTS_EXACTLY = re.compile(
     re.IGNORECASE,
 )
 
+#: "Write hello.py to print 'Hello, world!'": a quoted text printed that ends the description is its whole output.
+#: The 1.5B's judge failed such a hello.py twice, beside the run that printed it, on "does not match the step's
+#: description".
+_PRINTS_QUOTED_END = re.compile(
+    r"\b(?:to\s+print|prints?|outputs?)\s+(?P<q>['\"`])(?P<out>[^'\"`\n]{1,500})(?P=q)[.!]?\s*\Z", re.IGNORECASE
+)
+
 
 #: A judge's reason that says a file is not what it should be: "does not match", "only contains", "differs".
 _MISMATCH = re.compile(
@@ -615,8 +622,11 @@ def _expected_texts(reason: str) -> list[tuple[bool, str]]:
 
 
 def exact_outputs(description: str) -> set[str]:
-    """The whole output a step's description gives (`_PRINT_LITERAL`, `_PRINTS_EXACTLY`), stripped."""
+    """The whole output a step's description gives (`_PRINT_LITERAL`, `_PRINTS_EXACTLY`, `_PRINTS_QUOTED_END`),
+    stripped."""
     said = {m.group("out").strip() for m in _PRINT_LITERAL.finditer(description or "")}
+    if (end := _PRINTS_QUOTED_END.search(description or "")) is not None:
+        said.add(end.group("out").strip())
     for m in _PRINTS_EXACTLY.finditer(description or ""):
         said.add((m.group("quoted") or m.group("rest") or "").strip())
     return {s for s in said if s}
