@@ -208,6 +208,10 @@ def test_a_python_file_holding_plain_text_is_told_it_is_not_code(tmp_path: Path)
     broken = tmp_path / "broken.py"
     broken.write_text("def add(a, b) return a + b\n")
     assert "plain text" not in (_compiles(broken).detail or "")
+    test = tmp_path / "test_mathx.py"  # the 1.5B's: a test file is not shown a print()
+    test.write_text("pytest test_mathx.py\n")
+    said = _compiles(test).detail or ""
+    assert "holds plain text ('pytest test_mathx.py')" in said and "print(" not in said
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

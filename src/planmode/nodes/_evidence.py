@@ -1066,9 +1066,11 @@ def _compiles(path: Path) -> Check:
             # the 0.5B, told only "write the Python code", wrote the same text again: the reason shows the code that
             # prints it, as Python's own "Did you mean print(...)?" does
             example = f"print({shown!r})" + (", one print() for each line" if len(lines) > 1 else "")
+            # not of a test file: the 1.5B's test_mathx.py held "pytest test_mathx.py", which no test prints
+            shows = "" if _TEST_FILE.fullmatch(path.name) else f" (a script that prints that text holds {example})"
             said = (
                 f"line {exc.lineno}: {exc.msg}: {path.name} holds plain text ({shown!r}), not Python code; write "
-                f"the Python code the step asks for (a script that prints that text holds {example})"
+                f"the Python code the step asks for{shows}"
             )
         return Check(f"{path.name} compiles", False, said)
     except (OSError, ValueError) as exc:
@@ -1077,6 +1079,9 @@ def _compiles(path: Path) -> Check:
         return Check(f"{path.name} compiles", False, "it is nested too deeply for Python to compile; write it plainly")
     return Check(f"{path.name} compiles", True)
 
+
+#: A file pytest collects: test_x.py, x_test.py.
+_TEST_FILE = re.compile(r"test_\w+\.py|\w+_test\.py")
 
 #: What Python code has and a line of prose does not: a bracket, an assignment or a block's colon at a line's end.
 _CODE_MARKS = re.compile(r"[()\[\]{}=]|:\s*$|^\s*(?:(?:import|from|def|class|return)\b|#)", re.MULTILINE)
