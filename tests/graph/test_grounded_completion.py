@@ -2189,6 +2189,15 @@ def test_mend_dependencies_drops_a_tool_named_as_a_dependency_and_a_dependency_l
     assert deps("a", "missing")[0] == ["a", "missing"]  # not a tool: left, for the planner to be told
     assert deps("a", "read_file", ids=("read_file",))[0] == ["a", "read_file"]  # a step of that name: kept
 
+    # the 1.5B's package_util: "write_util_strings" for the step write_strings, which writes util/strings.py
+    strings = Step(id="write_strings", description="Write util/strings.py with shout(s)", acceptance="")
+    app = Step(id="write_app", description="Write app.py", dependencies=["write_util_strings"])
+    mended, notes = mend_dependencies(Plan(goal="g", version=1, steps=[strings, app]), workspace_tools(Path(".")))
+    assert mended.steps[1].dependencies == ["write_strings"]
+    assert notes == ["step 'write_app' dependencies mended: 'write_util_strings' is step 'write_strings'"]
+    assert deps("create_a")[0] == ["a"]  # the id without its verb
+    assert deps("write_c", ids=("c", "make_c"))[0] == ["write_c"]  # two steps it could mean: left
+
 
 def test_mend_reads_leaves_out_only_a_step_that_reads_back_what_an_earlier_step_writes() -> None:
     from planmode.nodes._coverage import mend_reads

@@ -538,14 +538,44 @@ def mend_dependencies(
         if ids is not None and step.id not in ids:
             continue
         tools_named = [d for d in step.dependencies if d in names and d not in step_ids]
-        kept = [d for d in dict.fromkeys(step.dependencies) if d not in tools_named]
+        meant = {d: m for d in step.dependencies if d not in step_ids and (m := _step_meant(d, plan, step)) is not None}
+        kept = [meant.get(d, d) for d in dict.fromkeys(step.dependencies) if d not in tools_named]
+        kept = list(dict.fromkeys(kept))
         if kept != list(step.dependencies):
             steps[i] = step.model_copy(update={"dependencies": kept})
             said = [f"tool {d!r} is not a step" for d in dict.fromkeys(tools_named)]
+            said += [f"{d!r} is step {m!r}" for d, m in meant.items()]
             if len(set(step.dependencies)) != len(step.dependencies):
                 said.append("a dependency was listed twice")
             notes.append(f"step {step.id!r} dependencies mended: {'; '.join(said)}")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
+
+
+def _step_meant(dependency: str, plan: Plan, step: Step) -> str | None:
+    """The one other step a dependency that names no step means: the one whose id, or whose one file, reads the
+    same without a leading verb ("write_util_strings" for the step "write_strings" that writes util/strings.py).
+    The 1.5B's plan for package_util depended on "write_util_strings" twice, was sent back twice, and the run
+    ended before any step."""
+    key = _dependency_key(dependency)
+    if not key:
+        return None
+    found = [
+        s.id
+        for s in plan.steps
+        if s.id != step.id
+        and (
+            _dependency_key(s.id) == key
+            or ((made := produced_file(s.description, s.acceptance)) is not None and _dependency_key(made) == key)
+        )
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _dependency_key(text: str) -> str:
+    """An id or a file name as a dependency may spell it: lower case, words joined by "_", no ``.py``, no leading
+    verb (``write_``, ``create_``)."""
+    bare = re.sub(r"[^a-z0-9]+", "_", re.sub(r"\.py$", "", text.strip().lower())).strip("_")
+    return re.sub(r"^(?:write|create|make|add|build)_", "", bare)
 
 
 #: A command a repair keeps: a file of the workspace run as it is (`` `python x.py` ``, `` `pytest test_x.py` ``).
