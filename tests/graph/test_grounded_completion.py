@@ -784,6 +784,47 @@ def test_a_repair_step_whose_own_file_the_task_gives_to_read_may_not_write_it(tm
     assert any("a file the task gives to read" in t for t in seen), seen
 
 
+@pytest.mark.parametrize(
+    ("program", "completed"),
+    [(GREET_PROGRAM, True), ("for n in open('names.txt'):\n    print('Hi ', n.strip())\n", False)],
+)
+def test_a_script_that_prints_a_text_before_each_line_of_a_file_is_held_to_it(
+    tmp_path: Path, program: str, completed: bool
+) -> None:
+    """Round 12's false claim: for "prints 'Hi ' followed by each name in names.txt", the 1.5B's greet_all.py
+    printed "Hi  Ada" (``print('Hi ', name)``), its acceptance said only "runs with the expected output", the judge
+    passed it, and the run ended `completed`. The task's text and the file's lines give the output: a run that
+    prints otherwise fails, naming both."""
+    step = GREET_ALL | {"acceptance": "greet_all.py exists and runs with the expected output"}
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "names.txt").write_text("Ada\nGrace\nLinus\n")
+    script = PurposeScript(plan=plan_of(step), execute=writer("greet_all.py", program), reflect=GIVE_UP)
+    out, _, _ = run(tmp_path, script, task=GREET_TASK)
+
+    assert (out["status"] == "completed") is completed, out.get("error")
+    if not completed:
+        error = out["plan"].get("write_greet_all").error or ""
+        assert "it printed 'Hi  Ada\\nHi  Grace\\nHi  Linus'" in error, error
+        assert "'Hi ' followed by each line of names.txt is 'Hi Ada\\nHi Grace\\nHi Linus'" in error, error
+
+
+def test_a_text_of_thousands_of_followed_by_each_clauses_is_read_in_linear_time(tmp_path: Path) -> None:
+    """Each clause looked up what the text says of the script again (64 s at 84,000 characters); 210,000 here.
+    The bound is for a hang, not a measure of speed."""
+    import time
+
+    from planmode.nodes._evidence import _each_line_printed
+
+    (tmp_path / "a.txt").write_text("1\n2\n")
+    started = time.monotonic()
+    text = "prints 'x' followed by each line in a.txt " * 5_000
+    assert _each_line_printed([text], "g.py", "x1\nx2", tmp_path) is None
+    assert _each_line_printed([text], "g.py", "x1\nx3", tmp_path) == (
+        "it printed 'x1\\nx3'; 'x' followed by each line of a.txt is 'x1\\nx2'"
+    )
+    assert time.monotonic() - started < 10
+
+
 def test_a_task_that_changes_the_file_it_reads_by_a_pronoun_lets_its_step_write_it(tmp_path: Path) -> None:
     """For "Read names.txt, then add Bob to it", names.txt is the file to change, not one the task gives to read, so
     neither the plan check nor the step's tool gate refuses the step that adds Bob to it."""

@@ -1544,7 +1544,8 @@ def gather(
             elif check.passed and produced is not None and command == f"python {produced}":
                 wrapped = _wrapped_value(step.description, acceptance, produced, check.detail)
                 said = f"{said_of(goal, produced)} {said_of(step.description, produced)}"
-                wrong = wrapped or _misprinted(said, check.detail)
+                each = _each_line_printed([goal, step.description], produced, check.detail, root)
+                wrong = wrapped or _misprinted(said, check.detail) or each
                 if wrong is not None:
                     check = Check(check.what, False, wrong)
             evidence.checks.append(_elsewhere(check, root, wrote))
@@ -1808,6 +1809,45 @@ def _misprinted(text: str, output: str) -> str | None:
     one_per_line = _EACH_ON_A_LINE.search(text) and not _ON_ONE_LINE.search(text)
     if one_per_line and len(lines) == 1 and len(re.split(r"[\s,]+", out)) >= 3:
         return f"it printed {shown!r} on one line: the items are to be one per line"
+    return None
+
+
+#: "prints 'Hi ' followed by each name in names.txt": a quoted text before each line of a file of the workspace.
+_FOLLOWED_BY_EACH = re.compile(
+    r"(?P<head>\b(?:prints?|outputs?)\s+(?P<q>['\"])(?P<pre>[^'\"\n]{1,80})(?P=q)\s+followed\s+by\s+(?:each|every)"
+    r"\s+\w+\s+(?:in|of|from)\s+)(?P<file>[\w\-/]{1,100}\.\w{1,8})",
+    re.IGNORECASE,
+)
+
+
+def _each_line_printed(texts: Sequence[str], script: str, output: str, root: Path) -> str | None:
+    """How a script's output differs from the one the task (or the step) gives it as a quoted text followed by each
+    line of a data file of the workspace, or None: the 1.5B's greet_all.py printed "Hi  Ada" (``print('Hi ',
+    name)``) for "prints 'Hi ' followed by each name in names.txt", its judge passed it, and the run claimed a done
+    task. Only where the file has two lines or more, and the whole output was seen."""
+    if output.endswith("…"):
+        return None
+    for text in texts:
+        said = said_of(text or "", script)
+        for m in itertools.islice(_FOLLOWED_BY_EACH.finditer(text or ""), 20):  # a task says it once or twice
+            if m.group("head").strip() not in said:  # said of another script
+                continue
+            data = _locate(m.group("file"), root, ())
+            if not isinstance(data, Path):
+                continue
+            try:
+                items = [line.strip() for line in data.read_text(errors="replace").splitlines() if line.strip()]
+            except OSError:
+                continue
+            if not 2 <= len(items) <= 200:
+                continue
+            expected = [m.group("pre") + item for item in items]
+            printed = [line.rstrip() for line in output.strip("\n").splitlines() if line.strip()]
+            if printed != [e.rstrip() for e in expected]:
+                shown, wanted = clip("\n".join(printed), 80, fold=False), clip("\n".join(expected), 80, fold=False)
+                return (
+                    f"it printed {shown!r}; {m.group('pre')!r} followed by each line of {m.group('file')} is {wanted!r}"
+                )
     return None
 
 
