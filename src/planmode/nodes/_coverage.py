@@ -32,6 +32,7 @@ from pathlib import Path
 from langchain_core.tools import BaseTool
 
 from planmode.nodes._evidence import (
+    _TEST_FILE,
     _clauses,
     commands,
     declared_writes,
@@ -302,10 +303,6 @@ def mend_acceptance(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str]) -
                 steps[i] = step.model_copy(update={"acceptance": acceptance})
                 notes.append(f"step {step.id!r} had no acceptance: {acceptance!r}")
     return (plan.model_copy(update={"steps": steps}) if notes else plan), notes
-
-
-#: A file pytest collects: test_x.py, x_test.py.
-_TEST_FILE = re.compile(r"test_\w+\.py|\w+_test\.py")
 
 
 def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
