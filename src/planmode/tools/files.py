@@ -34,6 +34,7 @@ class _Words:
     quadratic (a 12,000-character acceptance of file names took 12 s to read)."""
 
     def __init__(self, text: str, marked: frozenset[str] = frozenset()) -> None:
+        self.text = text
         found = list(re.finditer(r"[A-Za-z]+", text))
         self.starts = [m.start() for m in found]
         self.ends = [m.end() for m in found]
@@ -114,9 +115,7 @@ def given_files(goal: str, root: Path | None) -> list[str]:
         at = m.start()
         clause = starts[i - 1] if (i := bisect_right(starts, at)) else 0
         read = any(w in _READ_ONLY for w in words.before(at)) and not words.any_marked(clause, at)
-        # "Read names.txt, then add Bob to it": a pronoun before the next file name, in a clause that changes it
-        until = found[k + 1].start() if k + 1 < len(found) else len(goal)
-        if any(_changes_it(words, starts, m.end(), it, _CHANGES) for it in _between(pronouns, m.end(), until)):
+        if _changed_by_pronoun(found, k, pronouns, words, starts, _CHANGES):  # "Read names.txt, then add Bob to it"
             read = False
         mentions.setdefault(m.group(1), []).append(read)
     return [name for name, reads in mentions.items() if all(reads) and (root / name).is_file()]
@@ -138,17 +137,20 @@ def changed_files(goal: str, root: Path | None) -> list[str]:
     out: list[str] = []
     for k, m in enumerate(found):
         clause = starts[i - 1] if (i := bisect_right(starts, m.start())) else 0
-        until = found[k + 1].start() if k + 1 < len(found) else len(goal)
-        if words.any_marked(clause, m.start()) or any(
-            _changes_it(words, starts, m.end(), it, _FIXES) for it in _between(pronouns, m.end(), until)
-        ):
+        if words.any_marked(clause, m.start()) or _changed_by_pronoun(found, k, pronouns, words, starts, _FIXES):
             out.append(m.group(1))
     return [name for name in dict.fromkeys(out) if (root / name).is_file()]
 
 
-def _between(positions: list[int], start: int, end: int) -> list[int]:
-    """The sorted ``positions`` from ``start`` up to ``end``."""
-    return positions[bisect_left(positions, start) : bisect_left(positions, end)]
+def _changed_by_pronoun(
+    found: list[re.Match[str]], k: int, pronouns: list[int], words: _Words, starts: list[int], verbs: frozenset[str]
+) -> bool:
+    """Whether a pronoun after file mention ``k`` of ``found``, before the next one, is the object of a change
+    (`_changes_it`)."""
+    after = found[k].end()
+    until = found[k + 1].start() if k + 1 < len(found) else len(words.text)
+    between = pronouns[bisect_left(pronouns, after) : bisect_left(pronouns, until)]
+    return any(_changes_it(words, starts, after, it, verbs) for it in between)
 
 
 def _changes_it(words: _Words, starts: list[int], after: int, it: int, verbs: frozenset[str]) -> bool:
