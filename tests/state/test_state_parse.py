@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from planmode import PlanParseError
 from planmode.errors import PlanModeError
 from planmode.state import Plan, PlanPatch, extract_json, parse_patch, parse_plan, parse_plan_or_patch
+from planmode.state.parse import repaired_json
 
 PATCH = {"reason": "fix", "update_steps": [{"id": "b", "description": "B2"}], "remove_steps": ["c"]}
 PLAN = {
@@ -283,3 +284,33 @@ def test_a_fence_inside_a_string_of_a_fenced_object_does_not_end_it() -> None:
     assert data["assessment"] == "failed" and "from greet import greet\n\nprint" in data["guidance"]
     # two fenced blocks are not one object: read as before (the larger one)
     assert extract_json('```json\n{"a": 1}\n```\nand\n```json\n{"b": 22}\n```') == {"b": 22}
+
+
+def test_a_fenced_reflection_with_fences_and_unescaped_quotes_in_its_strings_keeps_its_assessment() -> None:
+    """The 1.5B's held-out stats_three reflection (shortened): a ```json fence whose "guidance" held ```python
+    fences with raw line breaks, and whose strings held ``"__main__":`` unescaped. A quote before a colon was read
+    as a key's end, the object did not parse, and its inner step was taken for it ("assessment: Field required",
+    three times)."""
+    reply = (
+        '```json\n{\n  "assessment": "failed",\n  "reasoning": "The script lacks an `if __name__ == "__main__":` '
+        'block to call it. Then, run it again.",\n  "guidance": "1. Add the `if __name__ == "__main__":` block:\n'
+        '```python\nif __name__ == "__main__":\n    print(mean([1, 2, 3, 4]))\n```\n2. Run it.",\n'
+        '  "add_steps": [\n    {\n      "id": "write_mean",\n      "description": "Create stats.py.",\n'
+        '      "after": "write_stats"\n    }\n  ],\n  "remove_steps": []\n}\n```'
+    )
+    data = extract_json(reply)
+    assert data["assessment"] == "failed"
+    assert data["reasoning"] == 'The script lacks an `if __name__ == "__main__":` block to call it. Then, run it again.'
+    assert 'if __name__ == "__main__":\n    print(mean([1, 2, 3, 4]))\n```\n2. Run it.' in data["guidance"]
+    assert data["add_steps"] == [{"id": "write_mean", "description": "Create stats.py.", "after": "write_stats"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": "say "hi", then go", "b": 1}', {"a": 'say "hi", then go', "b": 1}),  # a comma and a word: inside
+        ('{"a": "x "k": y", "b": 2}', {"a": 'x "k": y', "b": 2}),  # a colon and a word: inside
+    ],
+)
+def test_a_quote_ends_a_string_only_before_what_json_can_follow_it_with(text: str, expected: dict[str, Any]) -> None:
+    assert repaired_json(text) == expected

@@ -154,8 +154,7 @@ def _inner_quotes_escaped(body: str) -> str:
             elif ch == "\\":
                 escaped = True
             elif ch == '"':
-                rest = body[i + 1 :].lstrip()
-                if rest and rest[0] not in ",:}]":
+                if not _ends_string(body, i + 1):
                     out.append('\\"')
                     continue
                 in_string = False
@@ -163,6 +162,18 @@ def _inner_quotes_escaped(body: str) -> str:
             in_string = True
         out.append(ch)
     return "".join(out)
+
+
+_STRING_END = re.compile(r'\s*(?:$|[}\]]|[,:]\s*(?:$|[}\]"{\[\-0-9]|true\b|false\b|null\b))')
+
+
+def _ends_string(body: str, at: int) -> bool:
+    """Whether a quote followed by ``body[at:]`` ends a string: the text ends there, or a closing bracket follows,
+    or a comma or a colon followed by a JSON value (a key, a string, a number, an object, a list, a literal).
+    ``if __name__ == "__main__": block`` and ``"x", he said`` inside a string do not end it (the 1.5B's reflection
+    wrote both, unescaped, and its ``reasoning`` was read as a key ``__main__``). Matched in place: no copy of the
+    rest per quote."""
+    return _STRING_END.match(body, at) is not None
 
 
 def _keys_written(value: Any, body: str) -> bool:
@@ -227,7 +238,7 @@ def _one_fenced_object(text: str) -> dict[str, Any] | None:
     try:  # line breaks left raw inside a string (the 1.5B's ```python example in a "guidance") are read as written
         value = json.loads(inner, strict=False)
     except (json.JSONDecodeError, RecursionError):
-        return None
+        value = repaired_json(inner)  # and quotes left unescaped in it (``if __name__ == "__main__":``)
     return value if isinstance(value, dict) else None
 
 
