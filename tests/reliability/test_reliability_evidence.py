@@ -420,6 +420,18 @@ def test_a_script_that_opens_a_path_that_is_not_there_is_told_what_the_workspace
     assert "Fix: there is no 'data/in.csv' in the workspace; it holds greet.py, names.txt, show.py" in evidence.reason()
 
 
+def test_a_script_that_lists_a_file_as_a_folder_is_told_to_open_it(tmp_path: Path) -> None:
+    """The held-out biggest.py called ``os.listdir('numbers.txt')``: NotADirectoryError, with no fix named."""
+    (tmp_path / "numbers.txt").write_text("3\n9\n4\n")
+    lister = b"import os\nprint(max(int(n) for n in os.listdir('numbers.txt')))\n"
+    evidence = gather(step("`python big.py` runs"), wrote(tmp_path, "big.py", lister), workspace_tools(tmp_path))
+    assert "Fix: 'numbers.txt' is a file, not a folder: read it with `open('numbers.txt')`" in evidence.reason()
+    # a path under the file is not itself called a file
+    lister = b"import os\nos.listdir('numbers.txt/x')\n"
+    evidence = gather(step("`python big.py` runs"), wrote(tmp_path, "big.py", lister), workspace_tools(tmp_path))
+    assert "is a file, not a folder" not in evidence.reason()
+
+
 @pytest.mark.parametrize(
     ("test", "told"),
     [  # the 0.5B's two tries: a bare assert, then a copy of add(); a test that fails is a failure, not "no tests"

@@ -1351,6 +1351,9 @@ _NO_TESTS = (
 #: four times.
 _NOT_FOUND = re.compile(r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^'\n\x00]{1,200})'")
 
+#: A script that listed a file as a folder: the 1.5B's biggest.py called ``os.listdir('numbers.txt')``.
+_NOT_A_FOLDER = re.compile(r"NotADirectoryError: \[Errno 20\] Not a directory: '([^'\n\x00]{1,200})'")
+
 #: "module 'util' has no attribute 'shout'", "name 'shout' is not defined", "cannot import name 'shout'".
 _MISSING_NAME = re.compile(
     r"AttributeError: module '[\w.]+' has no attribute '(?P<a>\w+)'|NameError: name '(?P<n>\w+)' is not defined"
@@ -1403,6 +1406,9 @@ def _hint(output: str, root: Path | None = None) -> str:
         if held and not (root / missing).exists():
             shown = ", ".join(clip(h, 60) for h in (near or held)[:10])
             return f". Fix: there is no {clip(missing, 80)!r} in the workspace; it holds {shown}"
+    if root is not None and (m := _NOT_A_FOLDER.search(output)) is not None and (root / m.group(1)).is_file():
+        name = clip(m.group(1), 80)
+        return f". Fix: {name!r} is a file, not a folder: read it with `open({name!r})`, not os.listdir or a glob"
     lines = output.splitlines()
     at = next((i for i, line in enumerate(lines) if "TypeError: 'module' object is not callable" in line), None)
     if at is None:
