@@ -499,6 +499,33 @@ class CountingProxy(RecordingProxy):
             time.sleep(0.5)
 
 
+def setting_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (``--planmode-set``) as overrides of `PLANMODE_RUN`: each key a field of
+    `PlanModeContext`, each value read as JSON (``3``, ``true``) or else kept as text; `ValueError` naming the
+    pair otherwise (a misspelt bound would silently run the round at the default)."""
+    from dataclasses import fields
+
+    from planmode.context import PlanModeContext
+    from planmode.errors import PlanModeError
+
+    known = {f.name for f in fields(PlanModeContext)} - {"base_url", "model"}
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or key not in known:
+            raise ValueError(f"--planmode-set {pair!r}: expected KEY=VALUE with KEY one of planmode's settings")
+        try:
+            overrides[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[key] = raw
+    try:  # a value of the wrong kind fails here, before any server starts
+        PlanModeContext(**{**PLANMODE_RUN, **overrides})
+    except PlanModeError as exc:
+        raise ValueError(f"--planmode-set: {exc}") from exc
+    return overrides
+
+
 def _child(
     system: str,
     task: Task,
@@ -730,7 +757,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--transcripts", type=Path, default=None, help="write each run's model calls (asked, answered) to DIR as JSONL"
     )
     parser.add_argument("--table", action="store_true", help="print the tables from --out and exit")
+    parser.add_argument(
+        "--planmode-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one of planmode's bounds (PLANMODE_RUN) for this round, e.g. max_reflections=3; kept in meta",
+    )
     args = parser.parse_args(args_list)
+    try:
+        overrides = setting_overrides(args.planmode_set)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.table:
         data = json.loads(args.out.read_text())
         print(table(data) + "\n\n" + per_task(data))
@@ -757,7 +795,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "server_threads": args.threads,
         "n_ctx": N_CTX,
         "time_limit_s": args.time_limit,
-        "planmode_settings": PLANMODE_RUN,
+        "planmode_settings": {**PLANMODE_RUN, **overrides},
         "loop_model_calls": LOOP_MODEL_CALLS,
         "command": "python -m bench.real_tasks " + " ".join(args_list),
     }
@@ -802,7 +840,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         proxy.take()
                         proxy.take_purposes()
                         started = time.perf_counter()
-                        result = _child(system, task, proxy.base_url, name, workdir, args.time_limit)
+                        result = _child(system, task, proxy.base_url, name, workdir, args.time_limit, overrides)
                         seconds = time.perf_counter() - started
                         proxy.wait_idle(REQUEST_TIMEOUT)  # a killed run's last call: counted with its run
                         calls = proxy.take()

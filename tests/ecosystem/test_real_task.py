@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:  # bench/ is a folder of the repository, not an in
     sys.path.insert(0, str(ROOT))
 
 from bench.real_models import MODELS, assemble  # noqa: E402
-from bench.real_tasks import TASKS, CountingProxy, _child, check_task  # noqa: E402
+from bench.real_tasks import TASKS, CountingProxy, _child, check_task, setting_overrides  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -287,3 +287,16 @@ def test_every_held_out_task_has_an_answer_and_no_id_is_used_twice() -> None:
     assert sorted(t.id for t in HELDOUT) == sorted(HELDOUT_ANSWERS)
     ids = [t.id for t in (*TASKS, *HELDOUT)]
     assert len(ids) == len(set(ids))
+
+
+def test_a_rounds_bounds_are_changed_only_by_known_settings_of_the_right_kind() -> None:
+    """``--planmode-set`` changes planmode's bounds for a round; a misspelt key or a value of the wrong kind is
+    refused before a server starts (a round at the default bound would pass for one at the bound asked)."""
+    assert setting_overrides(["max_reflections=3", "max_patch_attempts= 3", "final_summary=true"]) == {
+        "max_reflections": 3,
+        "max_patch_attempts": 3,
+        "final_summary": True,
+    }
+    for bad in ("max_reflectons=3", "max_reflections", "max_reflections=-1", "max_reflections=lots", "model=x"):
+        with pytest.raises(ValueError, match="--planmode-set"):
+            setting_overrides([bad])
