@@ -330,12 +330,26 @@ def test_the_parser_never_raises_and_only_returns_well_formed_calls(text: str) -
         # a quote left unescaped inside the content
         ('{"name": "write_file", "arguments": {"path": "a.py", "content": "print("hi")"}}',
          {"path": "a.py", "content": 'print("hi")'}),
+        # the 1.5B's person.json: single quotes around a content holding a comma; json_repair cut the content at
+        # it ('{"name": "Ada"') and made "age" an argument, and a truncated person.json was written
+        ('```json\n{"name": "write_person_json", "arguments": {"path": "person.json", '
+         '"content": \'{"name": "Ada", "age": 36}\'}}\n```',
+         {"path": "person.json", "content": '{"name": "Ada", "age": 36}'}),
+        # keys in single quotes too, a quote escaped inside, apostrophes inside, and Python's \n
+        ("{'name': 'write_file', 'arguments': {'path': 'a.py', 'content': 'print(\\'it\\'s\\')\\nx = [1, 2]'}}",
+         {"path": "a.py", "content": "print('it's')\nx = [1, 2]"}),
+        ('{"name": "write_file", "arguments": {"path": "a.py", "content": \'print(\'hi\', "x")\'}}',
+         {"path": "a.py", "content": "print('hi', \"x\")"}),
     ],
 )  # fmt: skip
 def test_a_whole_call_that_is_not_json_as_written_is_repaired(text: str, args: dict[str, Any]) -> None:
     read = read_text_calls(text)
     assert read is not None and read.problem is None
-    assert [c.args for c in read.calls] == [args] and read.calls[0].name in ("write_config", "write_file")
+    assert [c.args for c in read.calls] == [args] and read.calls[0].name in (
+        "write_config",
+        "write_file",
+        "write_person_json",
+    )
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ tool through the same gate (`planmode.tools.loop.WholeFile`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,7 +180,7 @@ def _loads(s: str) -> tuple[Any, bool]:
     t = s.strip()
     doubled = t[1:-1] if t.startswith("{{") and t.endswith("}}") else None
     opened = t[1:] if t.startswith("{{") else None  # the 1.5B doubled only the opening brace, once in a run
-    for text in (s, _triple_quoted(s), doubled, opened):
+    for text in (s, _triple_quoted(s), doubled, opened, _single_quoted(s)):
         if text is None:
             continue
         try:
@@ -191,6 +192,59 @@ def _loads(s: str) -> tuple[Any, bool]:
         if isinstance(value, dict | list):
             return value, True
     return None, False
+
+
+#: What may follow a single-quoted string's closing quote: a comma, a colon (a key's), or a closing bracket.
+_AFTER_VALUE = re.compile(r"\s*[,:}\]]")
+
+
+def _single_quoted(s: str) -> str | None:
+    r"""``s`` with each value written in single quotes (``"content": '{"name": "Ada", "age": 36}'``, the 1.5B's
+    person.json; ``{'path': 'a.py'}``) written as a JSON string, or None when it has none. A single-quoted string
+    opens after a colon, a comma or an opening bracket, and closes at the first single quote followed by a comma,
+    a colon or a closing bracket; ``\'`` inside is a quote. json_repair read that value as ``'{"name": "Ada"'``
+    and a stray argument ``age``, and a truncated person.json was written."""
+    if "'" not in s:
+        return None
+    out: list[str] = []
+    at = i = 0
+    in_string = changed = False
+    last = ""  # the last character outside a string that is not white space
+    while i < len(s):
+        ch = s[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string, last = False, ch
+        elif ch == '"':
+            in_string = True
+        elif ch == "'" and last in (":", ",", "[", "{"):
+            end = i + 1
+            while (end := s.find("'", end)) >= 0 and (s[end - 1] == "\\" or not _AFTER_VALUE.match(s, end + 1)):
+                end += 1
+            if end < 0:
+                return None
+            out += [s[at:i], json.dumps(_unquoted(s[i + 1 : end]), ensure_ascii=False)]
+            at = i = end + 1
+            changed, last = True, '"'
+            continue
+        elif not ch.isspace():
+            last = ch
+        i += 1
+    return "".join(out) + s[at:] if changed else None
+
+
+def _unquoted(raw: str) -> str:
+    r"""The text of a single-quoted value: ``\'`` is a quote, and the escapes JSON shares with Python (``\n``,
+    ``\t``, ``\\``, ``\"``) are read as such; anything else is kept as written."""
+    body = raw.replace("\\'", "'")
+    escaped = re.sub(r'(?<!\\)((?:\\\\)*)"', r'\1\\"', body)  # a bare double quote inside: escaped for JSON
+    try:
+        value = json.loads(f'"{escaped}"', strict=False)
+    except ValueError:
+        return body
+    return value if isinstance(value, str) else body
 
 
 def _triple_quoted(s: str) -> str | None:
