@@ -2137,7 +2137,13 @@ def test_a_script_the_step_says_prints_is_not_done_by_running_alone(tmp_path: Pa
     ("source", "why"),
     [
         ("temps = open('temps.txt').read().split()\n", "it ran and printed nothing"),
-        (STDIN_REPORT, "report.py never names temps.txt"),  # temps.txt is in the workspace: an input it must open
+        # temps.txt is in the workspace: an input it must open, and the failure shows how (the 1.5B's shout.py read
+        # sys.argv[1] three times after "open 'input.txt' in shout.py and read it")
+        (
+            STDIN_REPORT,
+            "report.py never names temps.txt, and the step says it uses temps.txt: open 'temps.txt' in "
+            "report.py and read it, e.g. `with open('temps.txt') as f: text = f.read()`",
+        ),
     ],
 )
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -1272,3 +1272,22 @@ def test_a_reason_that_a_file_does_not_contain_what_it_contains_is_contradicted(
         "The poem.txt file does not contain 'cat sat on the mat'.", report_shown=False
     )
     assert evidence.refutes("The poem.txt file does not contain 'a dog'.", report_shown=False) == ""
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b'{"name": "Ada"', "line 1 column 15: Expecting ',' delimiter"),  # the person.json a misread call wrote
+        (b"{'name': 'Ada'}", "line 1 column 2: Expecting property name enclosed in double quotes"),
+        (b"", "it is empty"),
+        (b"[" * 100_000, "nested too deeply"),
+        (b'{"name": "Ada", "age": 36}\n', ""),
+    ],
+)
+def test_a_json_file_the_step_wrote_is_checked_to_be_json(tmp_path: Path, content: bytes, why: str) -> None:
+    """A truncated person.json passed "person.json exists", and the judge passed it; the next step's script then
+    failed on it with JSONDecodeError and that step was blamed. A JSON file a step writes must be JSON."""
+    evidence = gather(step("person.json exists"), wrote(tmp_path, "person.json", content), workspace_tools(tmp_path))
+    parsed = [c for c in evidence.checks if c.what == "person.json is valid JSON"]
+    assert [c.passed for c in parsed] == [not why]
+    assert why in parsed[0].detail and bool(evidence.failed) is bool(why)

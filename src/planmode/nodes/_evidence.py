@@ -1052,6 +1052,24 @@ def _locate(name: str, root: Path | None, written: Iterable[str]) -> Path | bool
     return None
 
 
+def _parses(path: Path) -> Check:
+    """Whether a JSON file the step wrote is JSON: a text call read wrongly wrote the 1.5B's person.json as
+    ``{"name": "Ada"`` (cut at its comma); "person.json exists" passed, the judge passed it, and the next step's
+    script failed on it with JSONDecodeError, blamed on that script."""
+    what = f"{path.name} is valid JSON"
+    try:
+        json.loads(path.read_bytes())
+    except json.JSONDecodeError as exc:
+        detail = f"line {exc.lineno} column {exc.colno}: {exc.msg}"
+        hint = "it is empty" if not exc.doc.strip() else detail
+        return Check(what, False, f"{hint}; write the whole JSON value, every bracket closed, in double quotes")
+    except (OSError, ValueError) as exc:  # not UTF-8 text
+        return Check(what, False, f"{type(exc).__name__}: {clip(str(exc), 200)}")
+    except RecursionError:
+        return Check(what, False, "it is nested too deeply to read; write it plainly")
+    return Check(what, True)
+
+
 def _compiles(path: Path) -> Check:
     """Whether a Python file compiles (``compile()``: nothing runs, no ``.pyc`` is written)."""
     try:
@@ -1501,6 +1519,8 @@ def gather(
         if p.suffix == ".py":
             compiled.add(p)
             evidence.checks.append(_compiles(p))
+        elif p.suffix == ".json":
+            evidence.checks.append(_parses(p))
     acceptance = step.acceptance or ""
     if (declared or outcome.writes) and not _GONE.search(acceptance):
         own = produced_file(step.description, acceptance)
@@ -1622,8 +1642,9 @@ def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
         detail = (
             ""
             if found
-            else f"{own} never names {name}, and the step says it uses {name}: open {name!r} in {own} and read it "
-            "(the script is run with no input and no arguments, so standard input is empty)"
+            else f"{own} never names {name}, and the step says it uses {name}: open {name!r} in {own} and read it, "
+            f"e.g. `with open({name!r}) as f: text = f.read()` (the script is run with no input and no arguments, "
+            "so sys.argv has no file and standard input is empty)"
         )
         checks.append(Check(f"{own} opens {name}", found, detail))
     return checks
