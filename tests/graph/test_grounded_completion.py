@@ -1578,6 +1578,11 @@ def test_the_first_line_the_task_gives_a_file_wins_over_the_acceptances(tmp_path
     assert "as the task says: the first line of README.md is '# Counter'" in (
         out["plan"].get("write_readme").error or ""
     )
+    # and it says how: the 1.5B wrote its step's one line "# Counter 1 2 3 4 5" four times, told only that it was
+    # not the task's first line
+    assert "write '# Counter' alone on the first line of the file, then a line break" in (
+        out["plan"].get("write_readme").error or ""
+    )
 
     # words about the line, not the line: not a failure of its own (the judge reads the file)
     dated = {**step, "description": "Write README.md with the date first", "acceptance": "README.md exists"}
@@ -1852,6 +1857,39 @@ def test_a_failed_step_a_patch_keeps_runs_again(tmp_path: Path, mode: str) -> No
     # the reflection's compact step named no tools: the step that writes mathx.py is given the write tool, said so
     assert out["plan"].get("fix_mathx").tools == ["write_file"]
     assert "new step 'fix_mathx' writes mathx.py: given write_file" in (out["plan"].history[-1].reason or "")
+    assert (ws / "mathx.py").read_text() == GOOD
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_patch_that_takes_a_failed_write_steps_write_tool_away_keeps_it(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's patch gave the failed write_avg the tools ["python"]: each of its next writes was refused ("not
+    a valid tool, try one of [list_files, read_file, search_files]") until the run failed. A repair changes how a
+    step writes, not whether it may: the step keeps its write tool, and the patch's reason says so."""
+    seen: list[str] = []
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        seen.append(req.step_id or "")
+        content = GOOD if len(seen) > 1 else BROKEN
+        return {"tool_calls": [tool_call("write_file", path="mathx.py", content=content)]}
+
+    patch = {
+        "reason": "fix the syntax",
+        "update_steps": [{"id": "write_mathx", "tools": ["python"], "description": "Write mathx.py, its syntax fixed"}],
+    }
+    script = PurposeScript(
+        plan=plan_of(write_step("mathx.py exists and `python mathx.py` runs")),
+        execute=execute,
+        reflect={"assessment": "needs_adjustment", "reasoning": "a bracket is wrong"},
+        patch=patch,
+    )
+    out, model, ws = run(tmp_path, script, mode=mode, max_reflections=1, max_attempts=1)
+
+    assert out["status"] == "completed", out.get("error")
+    assert model.calls("patch") == 1  # the patch model's patch, applied at its first try
+    assert out["plan"].get("write_mathx").tools == ["write_file", "python"]
+    assert "step 'write_mathx' keeps write_file" in (out["plan"].history[-1].reason or "")
     assert (ws / "mathx.py").read_text() == GOOD
 
 
@@ -2745,3 +2783,35 @@ def test_a_file_the_acceptance_names_that_a_later_step_writes_is_not_looked_for_
     assert out["status"] == "completed", out.get("error")
     assert out["plan"].get("write_readme").attempts == 1
     assert (ws / "counter.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("source", "status", "judged"),
+    [
+        ("import vowels\nprint(vowels.count_vowels('banana'))\n", "completed", 0),  # exactly the call's value
+        ("import vowels\nprint(len('banana'))\n", "failed", 0),  # 6, not 3: failed on the evidence
+        ("import vowels\nprint('Vowels:', vowels.count_vowels('banana'))\n", "failed", 1),  # a label: the judge's
+    ],
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_script_said_to_print_a_call_is_held_to_that_calls_value(
+    tmp_path: Path, mode: str, source: str, status: str, judged: int
+) -> None:
+    """The 1.5B's judge failed a right show_vowels.py twice ("prints the string 'banana' instead of the vowel
+    count"), beside the run that printed 3, for "prints count_vowels('banana')". The call is made on the workspace's
+    vowels.py: a script that printed exactly its value is done without the judge (here a judge that fails
+    everything), one that printed something else fails with the value named, and a label around it is judged."""
+    step = {
+        "id": "write_show",
+        "description": "Write show_vowels.py that imports vowels.py and prints count_vowels('banana')",
+        "tools": ["write_file"],
+        "acceptance": "show_vowels.py exists and `python show_vowels.py` runs",
+    }
+    no = {"passed": False, "reason": "the content does not match the step's description"}
+    script = PurposeScript(plan=plan_of(step), execute=writer("show_vowels.py", source), verify=no, reflect=GIVE_UP)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "vowels.py").write_text("def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)\n")
+    out, model, _ = run(tmp_path, script, mode=mode, task="Write show_vowels.py that prints count_vowels('banana').")
+    assert out["status"] == status and model.calls("verify") == judged
+    if status == "failed" and not judged:
+        assert "gives '3': print(count_vowels('banana'))" in (out["plan"].get("write_show").error or "")

@@ -1291,3 +1291,21 @@ def test_a_json_file_the_step_wrote_is_checked_to_be_json(tmp_path: Path, conten
     parsed = [c for c in evidence.checks if c.what == "person.json is valid JSON"]
     assert [c.passed for c in parsed] == [not why]
     assert why in parsed[0].detail and bool(evidence.failed) is bool(why)
+
+
+def test_a_printed_call_is_made_by_its_module_path_and_hostile_text_does_not_hang(tmp_path: Path) -> None:
+    """ "prints the result of util.strings.shout('hi')": the call is made on that module; a call with arguments that
+    are not literals is not made; text of 450,000 characters of open brackets is read in linear time."""
+    (tmp_path / "util").mkdir()
+    (tmp_path / "util" / "__init__.py").write_text("")
+    (tmp_path / "util" / "strings.py").write_text("def shout(s):\n    return s.upper() + '!'\n")
+    said = "app.py prints the result of util.strings.shout('hi')"
+    right = _evidence._printed_call(said, "HI!\n", "app.py", tmp_path)
+    assert right is not None and right.passed is True and right.detail == "HI!"
+    wrong = _evidence._printed_call(said, "hi", "app.py", tmp_path)
+    assert wrong is not None and wrong.passed is False and "gives 'HI!'" in wrong.detail
+    assert _evidence._printed_call("app.py prints shout(line)", "HI!", "app.py", tmp_path) is None
+    started = time.monotonic()
+    for hostile in ("prints f(" * 50_000, "prints f('" * 50_000, "prints " + "a." * 100_000 + "b(1)"):
+        assert _evidence._printed_call(hostile, "3", "app.py", tmp_path) is None
+    assert time.monotonic() - started < 30  # a hang, not a measure of speed

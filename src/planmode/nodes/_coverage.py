@@ -512,7 +512,7 @@ def mend_tools(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None 
     for i, step in enumerate(steps):
         if ids is not None and step.id not in ids:
             continue
-        fixed = [_tool_meant(t, names) for t in step.tools]
+        fixed = [tool_meant(t, names) for t in step.tools]
         if fixed != list(step.tools):
             changes = [f"{a!r} -> {b!r}" for a, b in zip(step.tools, fixed, strict=True) if a != b]
             steps[i] = step.model_copy(update={"tools": list(dict.fromkeys(fixed))})
@@ -745,7 +745,7 @@ def mend_length(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None) ->
     return plan.model_copy(update={"steps": kept}), [note]
 
 
-def _tool_meant(name: str, names: set[str]) -> str:
+def tool_meant(name: str, names: set[str]) -> str:
     """The graph's tool ``name`` means: itself when it is one, the one it names with other case or by its first
     word, else itself."""
     if name in names:

@@ -171,6 +171,8 @@ class Evidence:
         ``print('...')`` literal or "prints exactly ...". The 1.5B's judge failed a hello.py that printed
         "Hello, world!" for "Write hello.py with print('Hello, world!')" twice, on reasons that quoted the file as it
         was ("should contain print('Hello, world!'), not print('Hello, world!')")."""
+        if any(c.passed is True and c.what.startswith(_AS_CALLED) for c in self.checks):
+            return True  # it printed exactly what the call it names gives (`_printed_call`)
         said = exact_outputs(description)
         printed = {c.detail.strip() for c in self.checks if c.passed is True and c.what.endswith(" runs")}
         return bool(said) and bool(said & printed)
@@ -1379,12 +1381,13 @@ _MISSING_NAME = re.compile(
 )
 
 
-def _defined_in(name: str, root: Path) -> str | None:
-    """The module path (``util.strings``) of the one workspace file that defines ``name`` at its top level."""
+def _defined_in(name: str, root: Path, skip: str | None = None) -> str | None:
+    """The module path (``util.strings``) of the one workspace file that defines ``name`` at its top level (a file
+    ``skip``, relative to the workspace, aside)."""
     found = []
     pattern = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*=", re.MULTILINE)
     for path in sorted(root.rglob("*.py"))[:200]:
-        if any(part.startswith(".") for part in path.relative_to(root).parts):
+        if any(part.startswith(".") for part in path.relative_to(root).parts) or path == root / (skip or "."):
             continue
         try:
             if pattern.search(path.read_text(errors="replace")):
@@ -1572,6 +1575,11 @@ def gather(
                 said = f"{said_of(goal, produced)} {said_of(step.description, produced)}"
                 each = _each_line_printed([goal, step.description], produced, check.detail, root)
                 wrong = wrapped or _misprinted(said, check.detail) or each
+                called = _printed_call(said, check.detail, produced, root) if wrong is None else None
+                if called is not None and called.passed is False:
+                    wrong = called.detail
+                elif called is not None:
+                    evidence.checks.append(called)
                 if wrong is not None:
                     check = Check(check.what, False, wrong)
             evidence.checks.append(_elsewhere(check, root, wrote))
@@ -1606,6 +1614,94 @@ def _other_outputs(acceptance: str, checks: list[Check]) -> list[Check]:
 
 
 _IMPORTS = re.compile(r"^\s*(?:from\s+(?P<f>[\w.]+)\s+import|import\s+(?P<i>[\w.]+))", re.MULTILINE)
+
+_AS_CALLED = "prints what its call gives: "
+#: "prints count_vowels('banana')", "prints the result of mean([1, 2, 3, 4])", "prints util.shout('hi')": a call.
+_PRINTS_A_CALL = re.compile(
+    r"\bprints?\s+(?:out\s+)?(?:the\s+(?:result|value|output|return\s+value)\s+of\s+)?`?"
+    r"(?P<call>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\()",
+    re.IGNORECASE,
+)
+#: The child that prints a call of a workspace function: its module imported, its literal arguments passed.
+_CALL_PRINTS = (
+    "import ast, importlib, sys\n"
+    "module, name, call = sys.argv[1], sys.argv[2], ast.parse(sys.argv[3], mode='eval').body\n"
+    "fn = getattr(importlib.import_module(module), name)\n"
+    "args = [ast.literal_eval(a) for a in call.args]\n"
+    "kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}\n"
+    "print(fn(*args, **kwargs))\n"
+)
+
+
+def _call_at(text: str, start: int) -> str | None:
+    """The call that opens at ``text[start:]`` (a name, then its bracketed arguments, quotes respected), or None
+    when its bracket is not closed within 200 characters."""
+    depth, quote = 0, ""
+    for i in range(start, min(len(text), start + 200)):
+        ch = text[i]
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _printed_call(said: str, output: str, script: str, root: Path) -> Check | None:
+    """For a script its task or step says prints a call of a workspace function with literal arguments ("prints
+    count_vowels('banana')"), the call made (its module imported in a child process, as `_behaves` does) and its
+    printed value compared with what the script printed: exactly it, a passed check that settles what the step
+    says it prints; not even part of its output, a failed one that names the value; else None (a label around the
+    value is left to the judge). The function is the one a workspace module other than the script defines, by its
+    module path when the call gives one. The 1.5B's judge failed a right show_vowels.py twice (it printed 3 for
+    "prints count_vowels('banana')": "the content prints the string 'banana' instead of the vowel count")."""
+    printed = output.strip()
+    if not printed or printed.endswith("…"):  # nothing, or cut short: not compared
+        return None
+    for m in _PRINTS_A_CALL.finditer(said):
+        text = _call_at(said, m.start("call"))
+        tree = _expression(text) if text else None
+        if text is None or tree is None or not isinstance(call := tree.body, ast.Call):
+            continue
+        try:
+            for arg in [*call.args, *(k.value for k in call.keywords)]:
+                ast.literal_eval(arg)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue  # not literal arguments: "prints to_upper(line)"
+        if any(k.arg is None for k in call.keywords):
+            continue
+        dotted = ast.unparse(call.func)
+        module, _, name = dotted.rpartition(".")
+        if not module:
+            module = _defined_in(name, root, skip=script) or ""
+        elif root.joinpath(*module.split(".")).with_suffix(".py") == root / script:
+            continue
+        if not module or not name.isidentifier() or module.split(".")[-1] == Path(script).stem:
+            continue
+        what = f"{_AS_CALLED}{script} prints {clip(text, 80)}"
+        done = _in_workspace(what, ["-c", _CALL_PRINTS, module, name, text], root, PYTHONPATH=str(root))
+        if isinstance(done, Check) or done.returncode != 0:
+            return None  # the function's own step judges it; this check only compares outputs
+        value = (done.stdout or "").strip()
+        if not value:
+            return None
+        if printed == value:
+            return Check(what, True, clip(value, 80, fold=False))
+        if value not in printed:
+            shown, want = clip(printed, 80, fold=False), clip(value, 80, fold=False)
+            return Check(
+                what,
+                False,
+                f"it printed {shown!r}, and {text} (from {module}) gives {want!r}: print({text}), its value, "
+                f"after `from {module} import {name}`",
+            )
+        return None
+    return None
 
 
 def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
@@ -1669,7 +1765,15 @@ def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None
     evidence.checks = [
         c for c in evidence.checks if not (c.passed is False and c.what.startswith(other) and c.what != held.what)
     ]
-    evidence.checks.append(Check(f"as the task says: {held.what}", held.passed, held.detail))
+    detail = held.detail
+    if held.passed is False and "first line is" in detail:
+        # the 1.5B's step said "a first line of # Counter and content of '1 2 3 4 5'", with acceptance that README.md
+        # prints '# Counter 1 2 3 4 5': it wrote that one line four times, told only that the line was not the task's
+        detail += (
+            f"; the task's words win over the step's description and acceptance: write {text!r} alone on the first "
+            "line of the file, then a line break, and anything else after it"
+        )
+    evidence.checks.append(Check(f"as the task says: {held.what}", held.passed, detail))
 
 
 def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[str]) -> Check:

@@ -34,6 +34,7 @@ from planmode.nodes._coverage import (
     mend_tools,
     plan_problems,
     step_problems,
+    tool_meant,
 )
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
 from planmode.nodes._evidence import preferred_write, write_tool_names
@@ -201,8 +202,20 @@ def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pl
         if made is not None:
             added[i] = a.model_copy(update={"tools": [preferred_write(writes)]})
             notes.append(f"new step {a.id!r} writes {made}: given {preferred_write(writes)}")
+    known = {t.name for t in tools}
     for u in updates:
-        if u.acceptance is not None and (old := plan.get(u.id)) is not None:
+        old = plan.get(u.id)
+        if u.tools is not None and old is not None and old.status != StepStatus.DONE and known:
+            # a repair changes how a step does its work, not whether it can: the 1.5B's patch gave the failed
+            # write_avg the tools ["python"], and each of its writes was refused until the run failed
+            meant = [tool_meant(t, known) for t in u.tools]
+            had = [t for t in old.tools if t in writes]
+            if had and not writes.intersection(meant):
+                meant = [*had, *meant]
+                notes.append(f"step {u.id!r} keeps {', '.join(had)}: a repair does not take away the write it does")
+            if meant != list(u.tools):
+                u = u.model_copy(update={"tools": list(dict.fromkeys(meant))})
+        if u.acceptance is not None and old is not None:
             acceptance, lost = kept_runs(old.acceptance or "", u.acceptance)
             if lost:  # a repair rewords what a step must meet, never drops what it ran
                 u = u.model_copy(update={"acceptance": acceptance})
