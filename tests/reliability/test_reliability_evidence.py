@@ -1309,3 +1309,25 @@ def test_a_printed_call_is_made_by_its_module_path_and_hostile_text_does_not_han
     for hostile in ("prints f(" * 50_000, "prints f('" * 50_000, "prints " + "a." * 100_000 + "b(1)"):
         assert _evidence._printed_call(hostile, "3", "app.py", tmp_path) is None
     assert time.monotonic() - started < 30  # a hang, not a measure of speed
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "settled"),
+    [
+        ("double(x) returns x * 2 in calc.py", True),  # the 1.5B's; its judge failed the right calc.py
+        ("calc.py exists and double(x) returns x*2", True),  # the same expression, written otherwise
+        ("double(x) returns x + 2 in calc.py", False),  # not what the check found: the judge's
+        ("double(x) returns twice x", False),  # words, not an expression: the judge's
+    ],
+)
+def test_a_clause_that_a_functions_check_decides_settles_the_step(
+    tmp_path: Path, acceptance: str, settled: bool
+) -> None:
+    """A calc.py whose double(x) returned x * 2, with a stale ``return x + 2`` left after it: the task's check of
+    double passed, and the judge failed it ("still returns x + 2"); the 1.5B then edited calc.py until it broke. A
+    clause that says what that passed check found is decided by it."""
+    source = b"def double(x):\n    return x * 2\n    return x + 2\n"
+    task = "calc.py has a bug: double(x) should return x * 2. Fix it."
+    evidence = gather(step(acceptance), wrote(tmp_path, "calc.py", source), workspace_tools(tmp_path), goal=task)
+    assert _evidence.Check("as the task says: double(x) returns x * 2", True) in evidence.checks
+    assert evidence.settles(acceptance, "Fix double in calc.py") is settled

@@ -1025,12 +1025,38 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
     if (said := _printed_clause(clause)) is not None:
         printed = passed.get(f"`{said[0]}` runs")
         return "printed" if printed is not None and printed.strip() == said[1].strip() else None
+    if _behaves_as_said(clause, passed):
+        return "returns"
     if (counted := _count_clause(clause, "*")) is not None:  # no command named: the check of any script counts
         command, what, name = counted
         count = f" prints the number of {what} in {name}"
         found = any(w.endswith(count) and command in ("python *", w.removesuffix(count).strip("`")) for w in passed)
         return "printed" if found else None
     return None
+
+
+#: "double(x) returns x * 2 in calc.py": the file a clause names after what it says of a function.
+_IN_FILE_END = re.compile(r"\s+(?:in|of|from)\s+(?:the\s+(?:file\s+)?)?`?[\w/.\-]+\.py`?(?:\s+file)?\s*$")
+_BEHAVED = re.compile(r"as the task says: (?P<n>\w+)\((?P<p>[^()]*)\) returns (?P<e>.+)")
+
+
+def _behaves_as_said(clause: str, passed: dict[str, str]) -> bool:
+    """Whether ``clause`` says a function returns an expression of its parameters ("double(x) returns x * 2 in
+    calc.py") that a passed `_behaves` check called it on and found (the same expression, by its parse). The
+    1.5B's judge failed a calc.py whose double(x) returned x * 2 (a stale ``return x + 2`` left after it), beside
+    that passed check, and the step was written over until it broke."""
+    said = _task_functions(_IN_FILE_END.sub("", clause.strip().rstrip(".")))
+    if len(said) != 1:
+        return False
+    ((name, (params, expr)),) = said.items()
+    for what in passed:
+        m = _BEHAVED.fullmatch(what)
+        if m is None or m.group("n") != name or [p.strip() for p in m.group("p").split(",")] != params:
+            continue
+        ours, theirs = _expression(expr), _expression(m.group("e"))
+        if ours is not None and theirs is not None and ast.dump(ours) == ast.dump(theirs):
+            return True
+    return False
 
 
 def _shown(path: str, root: Path | None) -> str:
