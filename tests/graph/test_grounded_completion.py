@@ -2815,3 +2815,44 @@ def test_a_script_said_to_print_a_call_is_held_to_that_calls_value(
     assert out["status"] == status and model.calls("verify") == judged
     if status == "failed" and not judged:
         assert "gives '3': print(count_vowels('banana'))" in (out["plan"].get("write_show").error or "")
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "judged"),
+    [
+        ("", "Write the shout function in util/strings.py", ["write_shout"]),  # empty now, its content later
+        ("x = 1\n", "Write the shout function in util/strings.py", ["create_strings"]),  # content: judged
+        ("", "Write app.py that prints hi", ["create_strings"]),  # no later step names it: judged
+    ],
+)
+def test_an_empty_file_a_step_only_creates_for_a_later_step_is_not_judged(
+    tmp_path: Path, first: str, later: str, judged: list[str]
+) -> None:
+    """The 1.5B's plan created util/strings.py in one step and wrote its function in the next; its judge failed the
+    empty file three times ("does not have the content it is supposed to have") and the run ended in a deadlock.
+    A step that only creates a file, which it left empty for a later step of the plan, has nothing to judge;
+    content, or no later step, is judged (here by a judge that fails the first step)."""
+    create = {
+        "id": "create_strings",
+        "description": "Create strings.py file in the util directory",
+        "tools": ["write_file"],
+        "acceptance": "util/strings.py exists",
+    }
+    fill = {"id": "write_shout", "description": later, "tools": ["write_file"], "dependencies": ["create_strings"]}
+    fill["acceptance"] = "util/strings.py exists" if "strings" in later else "app.py exists"
+    target = "util/strings.py" if "strings" in later else "app.py"
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        if req.step_id == "create_strings":
+            return {"tool_calls": [tool_call("write_file", path="util/strings.py", content=first)]}
+        return {"tool_calls": [tool_call("write_file", path=target, content="def shout(s):\n    return s\n")]}
+
+    def verify(req: ScriptRequest) -> Any:
+        return {"passed": req.step_id != "create_strings", "reason": "it does not have the content it should"}
+
+    script = PurposeScript(plan=plan_of(create, fill), execute=execute, verify=verify, reflect=GIVE_UP)
+    out, model, _ = run(tmp_path, script, task="Create util/strings.py with shout(s).")
+    assert [r.step_id for r in model.requests if r.purpose == "verify"] == judged
+    assert out["status"] == ("completed" if judged == ["write_shout"] else "failed"), out.get("error")

@@ -1331,3 +1331,42 @@ def test_a_clause_that_a_functions_check_decides_settles_the_step(
     evidence = gather(step(acceptance), wrote(tmp_path, "calc.py", source), workspace_tools(tmp_path), goal=task)
     assert _evidence.Check("as the task says: double(x) returns x * 2", True) in evidence.checks
     assert evidence.settles(acceptance, "Fix double in calc.py") is settled
+
+
+@pytest.mark.parametrize(
+    ("description", "only"),
+    [
+        ("Create strings.py file in the util directory", True),
+        ("Create util/__init__.py (it may be empty)", True),
+        ("Create an empty file notes.txt", True),
+        ("Write hello.py", False),  # "write" asks for content: the judge reads it against the task
+        ("Create mathx.py with add(a, b)", False),
+        ("Create util package directory and empty __init__.py file", False),  # "util" is a word left over
+        ("Create README.md whose first line is # Counter", False),
+        ("Create it", False),  # no file
+    ],
+)
+def test_a_description_that_only_creates_files_is_told_from_one_that_asks_for_content(
+    description: str, only: bool
+) -> None:
+    assert _evidence.only_creates(description) is only
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "settled", "failed"),
+    [
+        ("words.txt exists and `cat words.txt` shows apple banana kiwi", True, False),  # the 1.5B's
+        ("`cat words.txt` prints apple, banana and kiwi", False, False),  # cut into clauses at the commas: judged
+        ("`cat words.txt` shows banana apple kiwi", False, False),  # another order: the judge's, not a failure
+        ("`cat words.txt` shows the three fruits", False, False),  # words about the file: the judge's
+    ],
+)
+def test_a_cat_clause_with_bare_words_is_decided_only_when_they_are_the_files_words(
+    tmp_path: Path, acceptance: str, settled: bool, failed: bool
+) -> None:
+    """The 1.5B's judge failed a right words.txt ("apple\\nbanana\\nkiwi") five times on "`cat words.txt` shows
+    apple banana kiwi" ("the content does not match"). Words not quoted are the file's words, in order, or left to
+    the judge: never a failure of their own."""
+    evidence = gather(step(acceptance), wrote(tmp_path, "words.txt", b"apple\nbanana\nkiwi"), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write words.txt with apple, banana and kiwi, one per line") is settled
+    assert bool(evidence.failed) is failed

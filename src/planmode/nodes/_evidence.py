@@ -734,7 +734,8 @@ _LITERAL_CLAUSE = re.compile(
 #: on the one with a colon).
 _CAT_CLAUSE = re.compile(
     r"(?:running\s+)?`cat\s+(?P<f>[\w/.\-]+\.\w+)`\s+(?:prints|outputs|shows|displays|gives|returns)"
-    r"(?:\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<text>.*)(?P=q)|(?:\s+exactly)?\s*:\s*(?P<bare>\S.*))",
+    r"(?:\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<text>.*)(?P=q)|(?:\s+exactly)?\s*:\s*(?P<bare>\S.*)"
+    r"|\s+(?P<words>[^'\"`:\s][^'\"`:]*))",
     re.IGNORECASE | re.DOTALL,
 )
 
@@ -922,6 +923,8 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
     """What a content clause asks: (file, "contains", "first line" or "value", the text), the file the
     acceptance's only file when the clause names none; None when the clause is not one."""
     if (m := _CAT_CLAUSE.fullmatch(clause)) is not None:
+        if m.group("words"):  # "`cat words.txt` shows apple banana kiwi": the words, not quoted
+            return (m.group("f"), "words", m.group("words").strip())
         return (m.group("f"), "text", m.group("text") if m.group("q") else m.group("bare"))
     if (m := _DEFINES_CLAUSE.fullmatch(clause)) is not None:
         name = m.group("f") or m.group("f2") or m.group("f3") or default
@@ -1007,6 +1010,8 @@ def _content_what(name: str, kind: str, text: str) -> str:
         return f"the {column} column of {name} sums to {total}"
     if kind == "code":
         return f"{name} has the code {text!r}"
+    if kind == "words":
+        return f"{name} holds the words {text!r}"
     return f"{name} contains {text!r}" if kind == "contains" else f"the first line of {name} is {text!r}"
 
 
@@ -1036,7 +1041,7 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
 
 
 #: "double(x) returns x * 2 in calc.py": the file a clause names after what it says of a function.
-_IN_FILE_END = re.compile(r"\s+(?:in|of|from)\s+(?:the\s+(?:file\s+)?)?`?[\w/.\-]+\.py`?(?:\s+file)?\s*$")
+_IN_FILE_END = re.compile(r"\s(?:in|of|from)\s+(?:the\s+(?:file\s+)?)?`?[\w/.\-]+\.py`?(?:\s+file)?\s*$")
 _BEHAVED = re.compile(r"as the task says: (?P<n>\w+)\((?P<p>[^()]*)\) returns (?P<e>.+)")
 
 
@@ -1045,7 +1050,9 @@ def _behaves_as_said(clause: str, passed: dict[str, str]) -> bool:
     calc.py") that a passed `_behaves` check called it on and found (the same expression, by its parse). The
     1.5B's judge failed a calc.py whose double(x) returned x * 2 (a stale ``return x + 2`` left after it), beside
     that passed check, and the step was written over until it broke."""
-    said = _task_functions(_IN_FILE_END.sub("", clause.strip().rstrip(".")))
+    if "return" not in clause or len(clause) > 500:  # a function's clause is short: long text is not read twice
+        return False
+    said = _task_functions(_IN_FILE_END.sub("", clause.strip().rstrip(".")).strip())
     if len(said) != 1:
         return False
     ((name, (params, expr)),) = said.items()
@@ -1057,6 +1064,30 @@ def _behaves_as_said(clause: str, passed: dict[str, str]) -> bool:
         if ours is not None and theirs is not None and ast.dump(ours) == ast.dump(theirs):
             return True
     return False
+
+
+#: A description's words that ask for no content: the verbs that create a file, where it goes, that it is empty.
+_CREATION_WORDS = re.compile(
+    r"\b(?:in|inside|under|within)\s+(?:the\s+|a\s+)?`?[\w/.\-]+`?\s+(?:directory|folder|package|dir)\b"
+    r"|\((?:it\s+)?(?:may|can|should|will)\s+be\s+empty\)"
+    r"|\b(?:create|creates|make|makes|add|adds|write|writes|touch|an?|the|empty|blank|new|file|files|folder|"
+    r"directory|dir|package|module|it|its|as|with|no|content|contents|named|called|and|init)\b",
+    re.IGNORECASE,
+)
+
+
+def only_creates(description: str) -> bool:
+    """Whether ``description`` asks only that files exist ("Create strings.py file in the util directory",
+    "Create util/__init__.py (it may be empty)"): with its file names and the words of creating gone, nothing is
+    left, and it does not say to write one ("Write hello.py" asks for its content)."""
+    names = file_names(description)
+    if not names or len(description) > 300 or re.search(r"\bwrites?\b", description, re.IGNORECASE):
+        return False
+    rest = description
+    for name in sorted(names, key=len, reverse=True):
+        rest = rest.replace(f"`{name}`", " ").replace(name, " ")
+    rest = _CREATION_WORDS.sub(" ", rest)
+    return not re.sub(r"[\s.,;:()`'\"]+", "", rest)
 
 
 def _shown(path: str, root: Path | None) -> str:
@@ -1842,6 +1873,11 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         return Check(what, False, f"no function or class {text} at its top level")
     if kind == "code":  # each statement of the code, as Python, somewhere in the file; else the judge reads it
         return _has_code(what, body, text)
+    if kind == "words":  # words not quoted ("shows apple banana kiwi"): the file's words, in order, or the judge's
+        said = [w for w in re.split(r"[\s,]+", text.rstrip(".")) if w and w.lower() != "and"]
+        if said == [w for w in re.split(r"[\s,]+", body) if w]:
+            return Check(what, True)
+        return Check(what, None, "the words said are not the file's, in order: read as a description, not checked")
     if kind == "text":  # the whole text, line by line, as `cat` prints it; a backslash-n written out is a break
         said = text.replace("\\n", "\n").strip().splitlines()
         if [line.rstrip() for line in body.strip().splitlines()] == [line.rstrip() for line in said]:
