@@ -73,8 +73,10 @@ PLANMODE_RUN: dict[str, Any] = {
     "max_output_tokens": MAX_OUTPUT_TOKENS,
     "max_steps": 5,
     "max_attempts": 2,
-    "max_reflections": 1,
-    "max_patch_attempts": 1,
+    # planmode's own defaults (what `planmode run --gguf` uses) since round 13; rounds before it ran with 1 and 1
+    # (bench/NOTES.md): on the 1.5B, 7 of round 12's 8 misses ended "gave up after 1 reflection" in 45-210 s
+    "max_reflections": 3,
+    "max_patch_attempts": 3,
     "max_plan_attempts": 2,
     "max_explore_calls": 2,
     "max_executor_iterations": 6,
