@@ -40,7 +40,14 @@ MODEL = MODELS["qwen2.5-coder-0.5b"]
 #: CI's bounds: a call may write at most 256 tokens and take at most 150 s (the 0.5B writes ~1 token/s under a JSON
 #: grammar on 2 idle cores), one planner attempt: a run ends (done, failed, or paused at a call past its timeout,
 #: which is no claim either) well inside `TIME_LIMIT`.
-CI_BOUNDS = {"max_output_tokens": 256, "request_timeout": 150.0, "max_plan_attempts": 1, "max_explore_calls": 1}
+CI_BOUNDS = {
+    "max_output_tokens": 256,
+    "request_timeout": 150.0,
+    "max_plan_attempts": 1,
+    "max_explore_calls": 1,
+    "max_reflections": 1,  # the bench's rounds use planmode's 3 and 3; CI's one run stays well inside its limit
+    "max_patch_attempts": 1,
+}
 TIME_LIMIT = 600.0  # seconds: the run is killed after this (a bound, not the expected time: see the module doc)
 
 _missing = missing_server_modules()
