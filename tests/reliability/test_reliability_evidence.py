@@ -408,28 +408,34 @@ def test_a_module_called_as_a_function_is_told_the_import_that_fixes_it(tmp_path
     assert "write `from greet import greet`" in evidence.reason()
 
 
+def reason_of_run(ws: Path, script: str, source: bytes) -> str:
+    """The failure reason of a step that wrote ``script`` and whose acceptance runs it."""
+    return gather(step(f"`python {script}` runs"), wrote(ws, script, source), workspace_tools(ws)).reason()
+
+
 def test_a_script_that_opens_a_path_that_is_not_there_is_told_what_the_workspace_holds(tmp_path: Path) -> None:
     """The 1.5B's greet_all.py listed the folder 'names' for the task's names.txt four times, each failing with
     FileNotFoundError: the failure names the file it most likely meant, or what the workspace holds."""
     (tmp_path / "names.txt").write_text("Ada\n")
     lister = b"import os\nfor n in os.listdir('names'):\n    print('Hi ' + n)\n"
-    evidence = gather(step("`python greet.py` runs"), wrote(tmp_path, "greet.py", lister), workspace_tools(tmp_path))
-    assert "Fix: there is no 'names' in the workspace; it holds names.txt" in evidence.reason()
+    assert "Fix: there is no 'names' in the workspace; it holds names.txt" in reason_of_run(
+        tmp_path, "greet.py", lister
+    )
     opener = b"print(open('data/in.csv').read())\n"
-    evidence = gather(step("`python show.py` runs"), wrote(tmp_path, "show.py", opener), workspace_tools(tmp_path))
-    assert "Fix: there is no 'data/in.csv' in the workspace; it holds greet.py, names.txt, show.py" in evidence.reason()
+    held = "Fix: there is no 'data/in.csv' in the workspace; it holds greet.py, names.txt, show.py"
+    assert held in reason_of_run(tmp_path, "show.py", opener)
 
 
 def test_a_script_that_lists_a_file_as_a_folder_is_told_to_open_it(tmp_path: Path) -> None:
     """The held-out biggest.py called ``os.listdir('numbers.txt')``: NotADirectoryError, with no fix named."""
     (tmp_path / "numbers.txt").write_text("3\n9\n4\n")
     lister = b"import os\nprint(max(int(n) for n in os.listdir('numbers.txt')))\n"
-    evidence = gather(step("`python big.py` runs"), wrote(tmp_path, "big.py", lister), workspace_tools(tmp_path))
-    assert "Fix: 'numbers.txt' is a file, not a folder: read it with `open('numbers.txt')`" in evidence.reason()
+    told = "Fix: 'numbers.txt' is a file, not a folder: read it with `open('numbers.txt')`"
+    assert told in reason_of_run(tmp_path, "big.py", lister)
     # a path under the file is not itself called a file
-    lister = b"import os\nos.listdir('numbers.txt/x')\n"
-    evidence = gather(step("`python big.py` runs"), wrote(tmp_path, "big.py", lister), workspace_tools(tmp_path))
-    assert "is a file, not a folder" not in evidence.reason()
+    assert "is a file, not a folder" not in reason_of_run(
+        tmp_path, "big.py", b"import os\nos.listdir('numbers.txt/x')\n"
+    )
 
 
 @pytest.mark.parametrize(
