@@ -751,7 +751,10 @@ def test_other_content_is_written_exactly_as_sent(ws: Path, path: str, content: 
         ("temps.txt", "0\\n100", "0\n100"),  # the 1.5B's temps.txt: report.py read it as one line
         ("data.csv", "name,score\\r\\na,10", "name,score\na,10"),
         ("temps.txt", "0\n100\\n", "0\n100\\n"),  # a real newline: written exactly
-        ("x.py", "print('a\\nb')", "print('a\\nb')"),  # code: written exactly
+        ("x.py", "print('a\\nb')", "print('a\\nb')"),  # code that compiles: written exactly
+        # code on one line with its breaks escaped, that compiles only as lines (the 1.5B's mathx.py)
+        ("mathx.py", "def add(a, b):\\n    return a + b", "def add(a, b):\n    return a + b\n"),
+        ("f.py", 'def f():\\n    return "a\\nb"', 'def f():\\n    return "a\\nb"'),  # not even as lines: exactly
         ("notes.txt", "no escapes", "no escapes"),
     ],
 )

@@ -570,6 +570,9 @@ def unwrap_python(path: str, content: str) -> tuple[str, str]:
         if m is not None and _compiles(m.group("body")):
             removed = what.format(tag=m.groupdict().get("tag"))
             return m.group("body") + "\n", f"{removed} around the code were removed: a Python file holds only code"
+    # one line with its line breaks escaped (the 1.5B's mathx.py, "def add(a, b):\\n    return a + b"): its lines
+    if "\n" not in content and "\\n" in content and _compiles(lines := content.replace("\\n", "\n")):
+        return lines + "\n", "the escaped newlines (\\n) were written as line breaks: a Python file holds its lines"
     return content, ""
 
 
