@@ -38,7 +38,7 @@ from planmode.state.models import Step
 from planmode.text import clip
 from planmode.tools import StepTools, is_read_only
 from planmode.tools._writes import recording
-from planmode.tools.files import produced_file
+from planmode.tools.files import file_names, produced_file
 from planmode.tools.loop import LoopResult, WholeFile, tool_loop_steps
 from planmode.tools.workspace import workspace_root
 
@@ -239,6 +239,23 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
 #: A step that says its file is empty ("Write empty __init__.py", "util/__init__.py exists and is empty").
 #: ("is not empty", "non-empty" say the opposite.)
 _EMPTY_FILE = re.compile(r"(?<!not )(?<!non-)(?<!non )\bempty\b", re.IGNORECASE)
+#: "empty" said of something else than a file: "standard input is empty", "an empty list", "the output is empty".
+_EMPTY_OTHER = re.compile(
+    r"\b(?:input|stdin|output|stdout|argv|arguments?|list|string|line|dict|result|answer)\s+(?:is|are|stays)\s+empty\b"
+    r"|\bempty\s+(?:input|stdin|output|list|string|line|dict|result|answer|lines)\b",
+    re.IGNORECASE,
+)
+
+
+def says_file_empty(text: str) -> bool:
+    """Whether ``text`` says a file is empty: a clause (split at full stops, semicolons and lines) with "empty"
+    in it that names a file and does not say it of something else. The patch model copied "so sys.argv has no file
+    and standard input is empty" from a failure into a step's description, and a call named after the step with
+    no content then wrote avg.py empty; the judge passed it, and the run claimed a done task."""
+    for clause in re.split(r"\.\s|;|\n", text):
+        if _EMPTY_FILE.search(clause) and not _EMPTY_OTHER.search(clause) and file_names(clause):
+            return True
+    return False
 
 
 def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFile | None:
@@ -254,7 +271,7 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
             named = "\n".join((step.description, step.acceptance or "", ctx.goal or ""))
             root = workspace_root(ctx.tools)
             top = str(root) if root is not None else None
-            empty = bool(_EMPTY_FILE.search(f"{step.description}\n{step.acceptance or ''}"))
+            empty = says_file_empty(f"{step.description}\n{step.acceptance or ''}")
             return WholeFile(
                 tool=name,
                 path=path,

@@ -202,7 +202,8 @@ def test_a_new_step_with_null_fields_or_one_dependency_as_text_is_read(checkpoin
     [
         ({"update_steps": [{"id": "a", "description": "rewrite the config"}]}, "'a' is done"),
         ({"add_steps": [{"id": "an id far too long " * 5, "description": "x"}]}, "proposed patch is invalid"),
-        ({"remove_steps": ["zzz"]}, "zzz"),
+        # (removing a step the plan does not have is dropped now: a change of nothing, not a refusal)
+        ({"update_steps": [{"id": "b", "dependencies": ["zzz"]}]}, "zzz"),
     ],
 )
 def test_an_invalid_proposed_patch_is_recorded_and_the_patch_node_asks_again(
@@ -502,3 +503,50 @@ def test_after_an_unreadable_assessment_the_reflection_is_told_what_to_assess(ch
     retry = seen[1]
     assert retry.startswith("That answer could not be read (")
     assert "your assessment of the plan and of the trouble described above (not of this message)" in retry
+
+
+def test_an_update_of_a_step_the_plan_lacks_is_a_new_step_and_a_removal_of_one_changes_nothing(
+    checkpointer: SqliteSaver,
+) -> None:
+    """ "cannot update unknown step" and "cannot remove unknown step" refused twelve of the 1.5B's patches in two
+    rounds: its reflections put a new step under update_steps, and removed steps that never were. An update that
+    gives a description is that new step; a removal of a step not in the plan is dropped; the patch applies."""
+    reflect = {
+        **NEEDS_ADJUSTMENT,
+        "update_steps": [
+            {"id": "fix_b", "description": "install the toolchain", "dependencies": ["a"]},
+            {"id": "b", "dependencies": ["a", "fix_b"]},
+            {"id": "ghost"},  # no description: dropped
+        ],
+        "remove_steps": ["never_was"],
+    }
+    values, _, counting = repaired(checkpointer, reflect)
+    plan = values["plan"]
+    assert plan.get("fix_b").description == "install the toolchain" and plan.get("b").dependencies == ["a", "fix_b"]
+    assert plan.get("ghost") is None and counting.runs["fix_b"] == 1 and counting.runs["a"] == 1
+    reason = plan.history[-1].reason or ""
+    assert "'fix_b' is not in the plan: added as a new step" in reason and "'never_was'" in reason
+
+
+class FailsOnce(Counting):
+    """b fails its first verification only: a retry, without any change, passes."""
+
+    def verify(self, step: Step, output: str, ctx: StepContext) -> tuple[bool, str]:
+        if step.id == "b" and self.runs.get("b") == 1:
+            return False, "a flaky build"
+        return True, "ok"
+
+
+def test_a_patch_that_gives_a_reason_and_changes_nothing_retries_the_failed_step(checkpointer: SqliteSaver) -> None:
+    """The 1.5B's patch model answered "the patch changes nothing, so no change is needed" (ten refusals in two
+    rounds, each a call, then the full-plan fallback's). With a reason and no change, it is a retry of the failed
+    steps, as on_track is; without even a reason it is refused as before (tests/graph/test_graph_fallback.py)."""
+    nothing = {"reason": "b is right as it is: run it again"}
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=NEEDS_ADJUSTMENT, patch=nothing))
+    counting = FailsOnce()
+    graph = build(model, checkpointer, counting)
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
+    values = graph.get_state(thread()).values
+    assert values["status"] == "completed", values.get("error")
+    assert model.calls("patch") == 1 and model.calls("plan") == 1  # no refusal, no fallback
+    assert not values["plan"].rejections and counting.runs["b"] == 2 and counting.runs["a"] == 1

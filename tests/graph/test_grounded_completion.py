@@ -2856,3 +2856,44 @@ def test_an_empty_file_a_step_only_creates_for_a_later_step_is_not_judged(
     out, model, _ = run(tmp_path, script, task="Create util/strings.py with shout(s).")
     assert [r.step_id for r in model.requests if r.purpose == "verify"] == judged
     assert out["status"] == ("completed" if judged == ["write_shout"] else "failed"), out.get("error")
+
+
+PATCHED_AVG = {  # the step as round 14's patch left it: no "prints", and "standard input is empty" copied in
+    "id": "write_avg_py",
+    "description": "Update avg.py to remove the leading indentation from line 5. The script should be run with the "
+    "input `20` and no arguments, as `sys.argv` has no file and standard input is empty.",
+    "tools": ["write_file", "python"],
+    "acceptance": "The script should run without errors and print the average of the score column and `python avg.py` "
+    "runs",
+}
+AVG_TASK = "Write avg.py that reads data.csv and prints the average of the score column."
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"name": "write_avg_py", "args": {"score": "20"}},  # the 1.5B's: no content, written as an empty avg.py
+        {"name": "write_file", "args": {"path": "avg.py", "content": "rows = open('data.csv').read()\n"}},  # silent
+    ],
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_a_patch_rewrote_is_still_held_to_what_the_task_says_its_script_prints(
+    tmp_path: Path, mode: str, call: dict[str, Any]
+) -> None:
+    """A false "completed" on the 1.5B (round 14's csv_average): a patch rewrote the step that writes avg.py as
+    "Update avg.py to remove the leading indentation ... standard input is empty"; a call named after the step with
+    no content was written as an empty avg.py (the step "said its file is empty"), it ran printing nothing, the
+    judge passed it, and the run claimed the task. "empty" said of standard input is not said of a file, and a
+    script the task says prints is held to printing, whatever its step now says."""
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        return {"tool_calls": [tool_call(call["name"], **call["args"])]}
+
+    script = PurposeScript(plan=plan_of(PATCHED_AVG), execute=execute, verify={"passed": True}, reflect=GIVE_UP)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "data.csv").write_text("name,score\na,10\nb,20\nc,30\n")
+    out, _, ws = run(tmp_path, script, mode=mode, task=AVG_TASK)
+    assert out["status"] == "failed"
+    assert not (ws / "avg.py").exists() or (ws / "avg.py").read_text().strip()  # never written empty

@@ -1376,3 +1376,28 @@ def test_a_cat_clause_with_bare_words_is_decided_only_when_they_are_the_files_wo
     evidence = gather(step(acceptance), wrote(tmp_path, "words.txt", b"apple\nbanana\nkiwi"), workspace_tools(tmp_path))
     assert evidence.settles(acceptance, "Write words.txt with apple, banana and kiwi, one per line") is settled
     assert bool(evidence.failed) is failed
+
+
+def test_a_module_used_without_its_import_is_told_the_import(tmp_path: Path) -> None:
+    """The 1.5B's test_mathx.py called ``pytest.approx`` without ``import pytest`` (NameError); a name that is not
+    used as a module (``code`` alone) is not told to be imported."""
+    source = b"def check():\n    return pytest.approx(1.0) == 1.0\nprint(check())\n"
+    assert "Fix: pytest is a module: write `import pytest` at the top of the file" in reason_of_run(
+        tmp_path, "t.py", source
+    )
+    assert "is a module" not in reason_of_run(tmp_path, "u.py", b"print(code + 1)\n")
+
+
+@pytest.mark.parametrize(
+    ("source", "settled", "failed"),
+    [
+        (b"print(16)\n", True, False),  # the 1.5B's run.py; its judge failed it twice on "prints 16"
+        (b"print(17)\n", False, True),  # another number: failed, no judge needed
+        (b"print('area:', 16)\n", False, False),  # the number and more: the judge's
+    ],
+)
+def test_a_number_a_command_prints_is_read_unquoted(tmp_path: Path, source: bytes, settled: bool, failed: bool) -> None:
+    acceptance = "run.py exists and `python run.py` prints 16"
+    evidence = gather(step(acceptance), wrote(tmp_path, "run.py", source), workspace_tools(tmp_path))
+    assert evidence.settles(acceptance, "Write run.py that prints area_square(4)") is settled
+    assert bool(evidence.failed) is failed

@@ -29,6 +29,7 @@ import ast
 import builtins
 import contextlib
 import csv
+import importlib.util
 import io
 import itertools
 import json
@@ -379,14 +380,14 @@ _WHEN_RUN = r"(?:\s+when\s+(?:it\s+is\s+)?(?:executed|run))?"
 _PRINTS_CLAUSE = re.compile(
     r"(?:the\s+)?(?:running\s+)?`(?P<c>[^`]+)`"
     + _MODAL
-    + r"(?:prints?|outputs?|shows?)\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<out>.*)(?P=q)"
+    + r"(?:prints?|outputs?|shows?)\s+(?:exactly\s*:?\s*)?(?:(?P<q>['\"`])(?P<out>.*)(?P=q)|(?P<num>-?\d+(?:\.\d+)?))"
     + _WHEN_RUN,
     re.IGNORECASE | re.DOTALL,
 )
 #: "run.py prints '16' when executed", "`run.py` outputs "16"": a script of the workspace, run as it is.
 _FILE_PRINTS_CLAUSE = re.compile(
     rf"(?:running\s+)?`?(?P<f>[\w/.\-]+\.py)`?{_AND}\s+(?:prints|outputs|shows|displays)\s+(?:exactly\s*:?\s*)?"
-    r"(?P<q>['\"`])(?P<out>.*)(?P=q)" + _WHEN_RUN,
+    r"(?:(?P<q>['\"`])(?P<out>.*)(?P=q)|(?P<num>-?\d+(?:\.\d+)?))" + _WHEN_RUN,
     re.IGNORECASE | re.DOTALL,
 )
 
@@ -464,11 +465,12 @@ def _counts(
 
 
 def _printed_clause(clause: str) -> tuple[str, str] | None:
-    """The command a clause says prints a quoted text, and that text; None when the clause is not one."""
+    """The command a clause says prints a quoted text (or a number, quoted or not: "`python run.py` prints 16", the
+    1.5B's, whose judge failed a run.py that printed 16 twice), and that text; None when the clause is not one."""
     if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
-        return m.group("c").strip(), m.group("out")
+        return m.group("c").strip(), m.group("out") if m.group("q") else m.group("num")
     if (m := _FILE_PRINTS_CLAUSE.fullmatch(clause)) is not None:
-        return f"python {m.group('f')}", m.group("out")
+        return f"python {m.group('f')}", m.group("out") if m.group("q") else m.group("num")
     return None
 
 
@@ -1454,6 +1456,17 @@ def _defined_in(name: str, root: Path, skip: str | None = None) -> str | None:
     return _module_of(found[0]) if len(found) == 1 else None
 
 
+def _importable(name: str) -> bool:
+    """Whether ``name`` is a module this interpreter can import by that name (the standard library's, or an
+    installed one such as pytest), found without importing it."""
+    if name in sys.stdlib_module_names:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _module_of(rel: Path) -> str | None:
     """The module path (``util.strings``, ``util`` for util/__init__) of a workspace file's path without its suffix,
     relative to the workspace; None when it is not importable by that name."""
@@ -1477,6 +1490,9 @@ def _hint(output: str, root: Path | None = None) -> str:
         module = _defined_in(name, root)
         if module is not None:
             return f". Fix: {name} is defined in the module {module}: write `from {module} import {name}`"
+        used = m.group("n") and re.search(rf"\b{re.escape(name)}\.[A-Za-z_]", output)  # used as a module: name.attr
+        if used and _importable(name):  # the 1.5B's test called pytest.approx without importing pytest
+            return f". Fix: {name} is a module: write `import {name}` at the top of the file"
     if root is not None and (m := _NOT_FOUND.search(output)) is not None:
         missing = m.group(1)
         held = sorted(p.name + ("/" if p.is_dir() else "") for p in itertools.islice(root.iterdir(), 200))
@@ -1617,8 +1633,15 @@ def gather(
         printing = _asked_to_print(acceptance)
         run = commands(acceptance)
         produced = produced_file(step.description, acceptance)
-        if produced is not None and produced.endswith(".py") and says_prints(step.description, produced):
-            printing.add(f"python {produced}")  # the step says its script prints: a silent run fails too
+        if (
+            produced is not None
+            and produced.endswith(".py")
+            and (says_prints(step.description, produced) or says_prints(goal, produced))
+        ):
+            # the step, or the task, says its script prints: a silent run fails too (a patch rewrote csv_average's
+            # step as "Update avg.py to remove the leading indentation", an empty avg.py ran silent, the judge
+            # passed it, and the run claimed the task the task says prints the average)
+            printing.add(f"python {produced}")
             if f"python {produced}" not in run:  # nothing runs it: the judge is told so
                 unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
                 evidence.checks.append(Check(f"`python {produced}` runs", None, unrun))
@@ -2128,7 +2151,7 @@ def broken_runs(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
             return []
     done = plan.by_status(StepStatus.DONE)
     by_command = {c: s.id for s in done for c in reversed(commands(s.acceptance or ""))}
-    printing = {c: s.id for s in reversed(done) for c in _says_it_prints(s)}
+    printing = {c: s.id for s in reversed(done) for c in _says_it_prints(s, plan.goal)}
     broken: list[str] = []
     checks: list[Check] = []
     with tempfile.TemporaryDirectory(prefix="planmode-recheck-") as tmp:
@@ -2148,12 +2171,16 @@ def broken_runs(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
     return list(dict.fromkeys(broken))
 
 
-def _says_it_prints(step: Step) -> set[str]:
+def _says_it_prints(step: Step, goal: str = "") -> set[str]:
     """The commands a step says print something: its acceptance's (`_asked_to_print`), and its script's when its
-    description says the script prints (as verify runs them: `gather`)."""
+    description, or the task (``goal``), says the script prints (as verify runs them: `gather`)."""
     said = _asked_to_print(step.acceptance or "")
     produced = produced_file(step.description, step.acceptance or "")
-    if produced is not None and produced.endswith(".py") and says_prints(step.description, produced):
+    if (
+        produced is not None
+        and produced.endswith(".py")
+        and (says_prints(step.description, produced) or says_prints(goal, produced))
+    ):
         said.add(f"python {produced}")
     return said
 

@@ -92,7 +92,11 @@ def make_patch(deps: Deps) -> RunnableCallable:
             candidate = _as_meant(candidate, plan, deps.tools)
             # a failed step the patch keeps runs again (kept failed, the plan could only end failed: the 1.5B's
             # patch added "fix the syntax of mathx.py" after the failed step that wrote it, and the run gave up)
-            update = PlanUpdate(patch=candidate, transitions=_retrying_failed(candidate, plan), source=PlanSource.PATCH)
+            retry = _retrying_failed(candidate, plan)
+            # a patch that gives a reason and changes nothing (the 1.5B's, ten times in two rounds) is a retry of the
+            # failed steps, as on_track is; refused, it cost a patch call and the fallback's (no reason: not a patch)
+            patch = None if candidate.is_empty() and candidate.reason.strip() and retry else candidate
+            update = PlanUpdate(patch=patch, transitions=retry, source=PlanSource.PATCH)
             outcome = preview(plan, update)
             if not outcome.applied or outcome.plan is None:
                 return None, outcome.reasons
@@ -129,7 +133,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
             "plan_patched",
             update.patch.reason
             if update.patch is not None
-            else f"the full plan kept {', '.join(t.id for t in update.transitions)} as they were: they run again",
+            else f"the repair kept {', '.join(t.id for t in update.transitions)} as they were: they run again",
             plan_version=outcome.plan.version if outcome.plan is not None else plan.version,
             added=record.added if record else [],
             updated=record.updated if record else [],
@@ -181,7 +185,34 @@ def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pl
       update left with no dependency changes none (it does not clear the step's own);
     - a new step with no tools that produces one file ("Fix the syntax of mathx.py") is given the graph's write
       tool, said in the patch's reason: the reflection's compact steps have no tools, and the 1.5B's fix step had
-      its write refused (the step declared none)."""
+      its write refused (the step declared none);
+    - an update of a step the plan does not have is a new step when it gives a description (else dropped), and the
+      removal of one is dropped: "cannot update unknown step" and "cannot remove unknown step" refused twelve of
+      the 1.5B's patches in two rounds;
+    - an update that takes away a failed write step's write tools keeps them."""
+    known_ids = {s.id for s in plan.steps} | {a.id for a in candidate.add_steps}
+    notes: list[str] = []
+    updates = []
+    as_new: list[NewStep] = []
+    for u in candidate.update_steps:  # an update of a step the plan does not have is a new step, if it says one
+        if u.id in known_ids:
+            updates.append(u)
+        elif u.description:
+            fields = u.model_dump(include={"description", "dependencies", "tools", "acceptance"}, exclude_none=True)
+            as_new.append(NewStep(id=u.id, **fields))
+            notes.append(f"step {u.id!r} is not in the plan: added as a new step")
+        else:
+            notes.append(f"the update of {u.id!r}, a step not in the plan, was dropped")
+    unknown_removals = [r for r in candidate.remove_steps if r not in known_ids]
+    if unknown_removals:
+        notes.append(f"removing {', '.join(map(repr, unknown_removals))}, not in the plan, changes nothing: dropped")
+    candidate = candidate.model_copy(
+        update={
+            "add_steps": [*candidate.add_steps, *as_new],
+            "update_steps": updates,
+            "remove_steps": [r for r in candidate.remove_steps if r in known_ids],
+        }
+    )
     updated_ids = {u.id for u in candidate.update_steps}
     added: list[NewStep] = []
     updates = list(candidate.update_steps)
@@ -195,7 +226,7 @@ def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pl
         updates.append(StepUpdate(id=a.id, **{k: v for k, v in fields.items() if v and v != getattr(old, k)}))
     names = {t.name for t in tools} - {s.id for s in plan.steps} - {a.id for a in added}
     added = [a.model_copy(update={"dependencies": [d for d in a.dependencies if d not in names]}) for a in added]
-    fixed, notes = [], []
+    fixed: list[StepUpdate] = []
     writes = write_tool_names(tools)
     for i, a in enumerate(added):  # the reflection's compact steps name no tools
         made = produced_file(a.description, a.acceptance) if writes and not a.tools else None
