@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from typing import Any
 
 import pytest
@@ -314,3 +316,23 @@ def test_a_fenced_reflection_with_fences_and_unescaped_quotes_in_its_strings_kee
 )
 def test_a_quote_ends_a_string_only_before_what_json_can_follow_it_with(text: str, expected: dict[str, Any]) -> None:
     assert repaired_json(text) == expected
+
+
+def test_a_reflection_left_open_after_a_fenced_example_in_its_guidance_keeps_its_assessment() -> None:
+    """Round 14's longest_word, three reflections in a row: an object (no outer fence) whose "guidance" ends in a
+    ```json example with its quotes unescaped, and whose own closing never came. Read by the example's fence, the
+    example was taken for the reflection ("assessment: Field required"), and the run ended on it."""
+    reply = (
+        '{"assessment": "failed", "reasoning": "The script reads nothing.", "guidance": "Change the step: ```json\n'
+        '{\n  "update_steps": [\n    {\n      "id": "write_longest",\n      "status": "pending"\n    }\n  ]\n}\n```'
+    )
+    data = extract_json(reply)
+    assert data["assessment"] == "failed" and data["reasoning"] == "The script reads nothing."
+    assert data["guidance"].startswith("Change the step: ```json\n{") and '"id": "write_longest"' in data["guidance"]
+    # a fence after a whole object is prose around it: the object is read as before
+    assert extract_json('{"assessment": "failed"}\nFor example: ```python\nx = 1\n```') == {"assessment": "failed"}
+    started = time.monotonic()
+    for hostile in ('{"a": "' + '```x"' * 50_000, '{"a": "```' + "x" * 300_000, "{" + "```" * 100_000):
+        with contextlib.suppress(PlanParseError):
+            extract_json(hostile)
+    assert time.monotonic() - started < 30  # a hang, not a measure of speed

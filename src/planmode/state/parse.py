@@ -83,7 +83,7 @@ def _closed_object(text: str) -> dict[str, Any] | None:
             if not stack:
                 return None  # a complete object: not this function's case
     body = text[start:].rstrip()
-    if in_string and body.endswith((".", "!", "?")) and not escaped:
+    if in_string and body.endswith((".", "!", "?", "```")) and not escaped:
         # a string that ends a sentence, then nothing: the 1.5B's reflection ended '..."reasoning": "... in
         # shapes.py.' three times in a row, and the run failed on "no JSON object"; a string cut mid-word stays
         # unread
@@ -208,6 +208,8 @@ def extract_json(text: str) -> dict[str, Any]:
     listed = _steps_listed(whole, text)
     if listed is not None:
         return listed
+    if stripped.startswith("{") and "```" in stripped and (inside := _fenced_in_strings(stripped)) is not None:
+        return inside
     for source in [*(b.strip() for b in _FENCE.findall(text)), stripped]:
         closed = _closed_object(source)
         if closed is not None:
@@ -225,6 +227,28 @@ def extract_json(text: str) -> dict[str, Any]:
     if not dicts:
         raise PlanParseError("no JSON object found in the model output; answer with one JSON object")
     return max(dicts, key=lambda d: len(json.dumps(d)))
+
+
+_FENCE_SPAN = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+
+
+def _fenced_in_strings(text: str) -> dict[str, Any] | None:
+    """The object a text that opens with ``{`` is, read with each fenced block in it (```` ```json ... ``` ````, to
+    the end when left open) taken as the text of the string it stands in: its quotes and line breaks escaped. The
+    1.5B's reflection put a ```` ```json ```` example, its quotes unescaped, in its "guidance" and never closed the
+    outer object; read by its fence, the example was taken for the reflection ("assessment: Field required", three
+    times, and the run ended). None when that reading gives no object."""
+    escaped = _FENCE_SPAN.sub(lambda m: json.dumps(m.group(0), ensure_ascii=False)[1:-1], text)
+    if escaped == text:
+        return None
+    for read in (lambda t: json.loads(t, strict=False), _closed_object, _repaired_object):
+        try:
+            value = read(escaped)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(value, dict) and value:
+            return value
+    return None
 
 
 def _one_fenced_object(text: str) -> dict[str, Any] | None:
