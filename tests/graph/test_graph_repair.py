@@ -131,16 +131,22 @@ REFLECT_WITH_PATCH = {
 }
 
 
+def headless(
+    checkpointer: SqliteSaver, reflect: Any, patch: Any = FIX_PATCH, counting: Counting | None = None
+) -> tuple[dict[str, Any], ScriptedChatModel, Counting]:
+    """A headless run of PLAN (b fails until fixed, with `Counting`), the reflection answering ``reflect`` and the
+    patch model ``patch``: the thread's values, the model and the counts."""
+    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=patch))
+    counting = counting or Counting()
+    graph = build(model, checkpointer, counting)
+    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
+    return graph.get_state(thread()).values, model, counting
+
+
 def repaired(checkpointer: SqliteSaver, reflect: Any) -> tuple[dict[str, Any], ScriptedChatModel, Counting]:
     """A headless run of PLAN whose b fails until fixed, the reflection answering ``reflect``; it repairs
     without a patch call."""
-    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=reflect, patch=FIX_PATCH))
-    counting = Counting()
-    graph = build(model, checkpointer, counting)
-
-    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
-
-    values = graph.get_state(thread()).values
+    values, model, counting = headless(checkpointer, reflect)
     assert values["status"] == "completed", values.get("error")
     assert (model.calls("reflect"), model.calls("patch")) == (1, 0)
     return values, model, counting
@@ -538,15 +544,11 @@ class FailsOnce(Counting):
 
 
 def test_a_patch_that_gives_a_reason_and_changes_nothing_retries_the_failed_step(checkpointer: SqliteSaver) -> None:
-    """The 1.5B's patch model answered "the patch changes nothing, so no change is needed" (ten refusals in two
-    rounds, each a call, then the full-plan fallback's). With a reason and no change, it is a retry of the failed
-    steps, as on_track is; without even a reason it is refused as before (tests/graph/test_graph_fallback.py)."""
+    """The 1.5B's patch model answered "the patch changes nothing, so no change is needed" (ten refusals in the
+    rounds recorded, each a call, then the full-plan fallback's). With a reason and no change, it is a retry of the
+    failed steps, as on_track is; without even a reason it is refused as before (tests/graph/test_graph_fallback.py)."""
     nothing = {"reason": "b is right as it is: run it again"}
-    model = ScriptedChatModel(responder=PurposeScript(plan=PLAN, reflect=NEEDS_ADJUSTMENT, patch=nothing))
-    counting = FailsOnce()
-    graph = build(model, checkpointer, counting)
-    graph.invoke({"messages": [("user", TASK)]}, thread(), context=HEADLESS)
-    values = graph.get_state(thread()).values
+    values, model, counting = headless(checkpointer, NEEDS_ADJUSTMENT, patch=nothing, counting=FailsOnce())
     assert values["status"] == "completed", values.get("error")
     assert model.calls("patch") == 1 and model.calls("plan") == 1  # no refusal, no fallback
     assert not values["plan"].rejections and counting.runs["b"] == 2 and counting.runs["a"] == 1
