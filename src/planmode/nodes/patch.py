@@ -93,8 +93,9 @@ def make_patch(deps: Deps) -> RunnableCallable:
             # a failed step the patch keeps runs again (kept failed, the plan could only end failed: the 1.5B's
             # patch added "fix the syntax of mathx.py" after the failed step that wrote it, and the run gave up)
             retry = _retrying_failed(candidate, plan)
-            # a patch that gives a reason and changes nothing (the 1.5B's, ten times in two rounds) is a retry of the
-            # failed steps, as on_track is; refused, it cost a patch call and the fallback's (no reason: not a patch)
+            # a patch that gives a reason and changes nothing (the 1.5B's: ten refusals in the rounds since 9) is a
+            # retry of the failed steps, as on_track is; refused, it cost a patch call and the fallback's (no reason:
+            # refused as before)
             patch = None if candidate.is_empty() and candidate.reason.strip() and retry else candidate
             update = PlanUpdate(patch=patch, transitions=retry, source=PlanSource.PATCH)
             outcome = preview(plan, update)
@@ -187,8 +188,8 @@ def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pl
       tool, said in the patch's reason: the reflection's compact steps have no tools, and the 1.5B's fix step had
       its write refused (the step declared none);
     - an update of a step the plan does not have is a new step when it gives a description (else dropped), and the
-      removal of one is dropped: "cannot update unknown step" and "cannot remove unknown step" refused twelve of
-      the 1.5B's patches in two rounds;
+      removal of one is dropped: "cannot update unknown step" and "cannot remove unknown step" were in 14 of the
+      1.5B's refused patches in the rounds since 9;
     - an update that takes away a failed write step's write tools keeps them."""
     known_ids = {s.id for s in plan.steps} | {a.id for a in candidate.add_steps}
     notes: list[str] = []

@@ -28,7 +28,7 @@ from langchain_core.language_models import BaseChatModel
 from planmode._compat import RunnableCallable
 from planmode._drive import Call, together
 from planmode.context import PlanModeContext
-from planmode.executors import StepContext, Verdict, verification
+from planmode.executors import StepContext, Verdict, says_file_empty, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
 from planmode.nodes._evidence import Evidence, gather, only_creates, others_write
@@ -79,9 +79,9 @@ def make_verify(deps: Deps) -> RunnableCallable:
             )
             if evidence.failed:
                 return Verdict(passed=False, reason=evidence.reason())
-            if deps.verifier is None and evidence.settles(step.acceptance, step.description):  # nothing left to judge
-                return Verdict(passed=True, reason="")
-            if deps.verifier is None and _made_empty_for_later(plan, step, evidence):
+            if deps.verifier is None and (  # nothing left to judge
+                evidence.settles(step.acceptance, step.description) or _made_empty_for_later(plan, step, evidence)
+            ):
                 return Verdict(passed=True, reason="")
             # a write step's deliverable is its change: a judge shown the report as well failed a step that wrote
             # temps.txt because "the claim does not specify any output" (Qwen2.5-Coder-1.5B)
@@ -114,7 +114,7 @@ def _made_empty_for_later(plan: Plan, step: Step, evidence: Evidence) -> bool:
     ("does not have the content it is supposed to have"), and the run ended in a deadlock."""
     if not evidence.files or not only_creates(step.description) or not evidence.covers(step.acceptance):
         return False
-    said_empty = re.search(r"\b(?:empty|blank)\b", step.description, re.IGNORECASE) is not None
+    said_empty = says_file_empty(step.description)
     later = " ".join(s.description for s in plan.steps if s.id != step.id and s.status != StepStatus.DONE)
     for name, content in evidence.files.items():
         base = name.rsplit("/", 1)[-1]
