@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planmode.graph import build_graph
+from planmode.nodes._evidence import own_acceptance
 from planmode.nodes.verify import COVERED
 from planmode.persistence import async_sqlite_checkpointer, sqlite_checkpointer
 from planmode.state.models import Step
@@ -2897,3 +2898,99 @@ def test_a_step_a_patch_rewrote_is_still_held_to_what_the_task_says_its_script_p
     out, _, ws = run(tmp_path, script, mode=mode, task=AVG_TASK)
     assert out["status"] == "failed"
     assert not (ws / "avg.py").exists() or (ws / "avg.py").read_text().strip()  # never written empty
+
+
+BIGGEST_NUMBERS = {  # the held-out biggest's plan: the first step's acceptance runs the next step's script
+    "id": "write_numbers",
+    "description": "Write numbers.txt with the numbers 4, 9 and 2, one per line.",
+    "tools": ["write_file"],
+    "acceptance": "numbers.txt exists and the largest number is printed by `python biggest.py`",
+}
+BIGGEST_TASK = (
+    "Write numbers.txt with the numbers 4, 9 and 2, one per line. Then write biggest.py that reads numbers.txt and "
+    "prints the largest number."
+)
+
+
+GOOD_BIGGEST = "print(max(int(x) for x in open('numbers.txt').read().split()))\n"
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "source", "error"),
+    [
+        (BIGGEST_NUMBERS["acceptance"], GOOD_BIGGEST, None),
+        (BIGGEST_NUMBERS["acceptance"], "print(max(open('numbers.txt').read().split()) + 1)\n", "TypeError"),
+        # met by no step but the first's clause, which is run at the end: the run is not completed
+        ("numbers.txt exists and `python biggest.py` prints '4'", GOOD_BIGGEST, "`python biggest.py` prints '4'"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_clause_that_runs_a_later_steps_script_is_that_steps_and_is_run_at_the_end(
+    tmp_path: Path, mode: str, acceptance: str, source: str, error: str | None
+) -> None:
+    """The held-out biggest: the step that wrote numbers.txt had "the largest number is printed by `python
+    biggest.py`" in its acceptance, biggest.py being the next step's file, and failed on it until the run ended.
+    That clause is the next step's: the first step is judged without it (the judge is told so), a biggest.py that
+    raises fails its own step, and the clause still runs at the end of the run, where what it says is held."""
+    biggest = {
+        "id": "write_biggest",
+        "description": "Write biggest.py that reads numbers.txt and prints the largest number.",
+        "tools": ["write_file"],
+        "dependencies": ["write_numbers"],
+        "acceptance": "biggest.py exists",
+    }
+    files = {"write_numbers": ("numbers.txt", "4\n9\n2\n"), "write_biggest": ("biggest.py", source)}
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        return {"tool_calls": [tool_call("write_file", path=files[req.step_id][0], content=files[req.step_id][1])]}
+
+    first = {**BIGGEST_NUMBERS, "acceptance": acceptance}
+    script = PurposeScript(plan=plan_of(first, biggest), execute=execute, verify={"passed": True}, reflect=GIVE_UP)
+    out, model, _ = run(tmp_path, script, mode=mode, task=BIGGEST_TASK)
+    assert out["plan"].get("write_numbers").attempts == 1
+    judged = next(r for r in model.requests if r.purpose == "verify" and r.step_id == "write_numbers").text()
+    assert "Not judged here" in judged and "`python biggest.py`" in judged
+    assert "can't open file" not in judged
+    assert out["status"] == ("completed" if error is None else "failed"), out["report"]["error"]
+    if error is not None:
+        assert error in (out["report"]["error"] or "") + (out["plan"].get("write_biggest").error or "")
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "wrote", "kept", "theirs"),
+    [
+        (
+            BIGGEST_NUMBERS["acceptance"],
+            [],
+            "numbers.txt exists",
+            ["the largest number is printed by `python biggest.py`"],
+        ),
+        (
+            "`python biggest.py` prints 4, 9 and 2; numbers.txt has 3 lines",
+            [],
+            "numbers.txt has 3 lines",
+            ["`python biggest.py` prints 4, 9 and 2"],
+        ),
+        (
+            "numbers.txt exists, has 3 lines and is read by biggest.py",
+            [],
+            "numbers.txt exists, has 3 lines",
+            ["is read by biggest.py"],
+        ),
+        (BIGGEST_NUMBERS["acceptance"], ["/ws/biggest.py"], BIGGEST_NUMBERS["acceptance"], []),  # it wrote it: its own
+        (
+            "biggest.py exists and `python biggest.py` prints 9",
+            [],
+            "",
+            ["biggest.py exists and `python biggest.py` prints 9"],
+        ),
+        ("numbers.txt exists", [], "numbers.txt exists", []),
+    ],
+)
+def test_own_acceptance_leaves_out_only_what_another_steps_file_meets(
+    acceptance: str, wrote: list[str], kept: str, theirs: list[str]
+) -> None:
+    step = Step(id="write_numbers", description="Write numbers.txt with 4, 9 and 2.", acceptance=acceptance)
+    assert own_acceptance(step, frozenset({"biggest.py"}), wrote) == (kept, theirs)

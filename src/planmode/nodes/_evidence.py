@@ -646,14 +646,63 @@ def _denied(reason: str, name: str) -> bool:
 def _clauses(acceptance: str) -> list[str]:
     """An acceptance split at commas, semicolons and "and" that are not inside quotes or backticks."""
     text = acceptance.strip().rstrip(".")
+    parts = (text[start:end] for start, end in _clause_spans(text))
+    return [c for c in (_RUN_CONDITION.sub("", part.strip()).strip() for part in parts) if c]
+
+
+def _clause_spans(text: str) -> list[tuple[int, int]]:
+    """Where the clauses of ``text`` (`_clauses`) start and end in it, separators left out."""
     masked = _QUOTED.sub(lambda m: "\x00" * len(m.group(0)), text)
     masked = _BRACKETED.sub(lambda m: "\x00" * len(m.group(0)), masked)  # "[3, 5, 7]", "add(2, 3)": one value
     out, start = [], 0
     for sep in _CLAUSES.finditer(masked):
-        out.append(text[start : sep.start()])
+        out.append((start, sep.start()))
         start = sep.end()
-    out.append(text[start:])
-    return [c for c in (_RUN_CONDITION.sub("", part.strip()).strip() for part in out) if c]
+    out.append((start, len(text)))
+    return out
+
+
+def own_acceptance(step: Step, elsewhere: frozenset[str], wrote: Iterable[str]) -> tuple[str, list[str]]:
+    """``step``'s acceptance without the clauses another open step is to meet, and those clauses: a clause that
+    runs a file another open step of the plan writes (``elsewhere``, `others_write`), or names only such files,
+    where the step did not write them itself (``wrote``) and none is its own file. A clause with no file and no
+    command goes with the one before it ("`python biggest.py` prints 4, 9 and 2" is split at its commas). The
+    held-out biggest's plan gave the step that writes numbers.txt the acceptance "numbers.txt exists and the
+    largest number is printed by `python biggest.py`", biggest.py being the next step's file: the step failed on it
+    until the run ended. The clause is not lost: the next step checks its file, and `broken_runs` runs every done
+    step's commands at the end of the run."""
+    acceptance = step.acceptance or ""
+    if not elsewhere or not acceptance.strip():
+        return acceptance, []
+    paths, own = list(wrote), produced_file(step.description, acceptance)
+    later = {n for n in elsewhere if n != own and not any(p == n or p.endswith("/" + n) for p in paths)}
+    if not later:
+        return acceptance, []
+    text = acceptance.strip().rstrip(".")
+    spans = _clause_spans(text)
+    theirs: list[bool] = []
+    for start, end in spans:
+        clause = text[start:end]
+        ran = [n for c in commands(clause) for n in file_names(c)]
+        named = file_names(clause)
+        if ran or named:
+            theirs.append(any(n in later for n in ran) or (bool(named) and all(n in later for n in named)))
+        else:
+            theirs.append(bool(theirs) and theirs[-1])
+    if not any(theirs):
+        return acceptance, []
+    kept: list[str] = []
+    dropped: list[str] = []
+    run_start: int | None = None  # consecutive clauses of one side are kept as they were written
+    for i, (start, end) in enumerate(spans):
+        if run_start is None:
+            run_start = start
+        if i + 1 == len(spans) or theirs[i + 1] != theirs[i]:
+            piece = text[run_start:end].strip()
+            if piece:
+                (dropped if theirs[i] else kept).append(piece)
+            run_start = None
+    return "; ".join(kept), dropped
 
 
 #: "when run", "when it is run", "if executed": a clause's condition of running, which says nothing a check could

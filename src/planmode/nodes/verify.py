@@ -31,7 +31,7 @@ from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict, says_file_empty, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
-from planmode.nodes._evidence import Evidence, gather, only_creates, others_write
+from planmode.nodes._evidence import Evidence, gather, only_creates, others_write, own_acceptance
 from planmode.nodes._outputs import astored_output, stored_output, summarize
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
@@ -73,6 +73,9 @@ def make_verify(deps: Deps) -> RunnableCallable:
                 return failed
             # the checks without a model first: the facts (a command may run: a thread on the async path)
             elsewhere = others_write(plan, step)  # files the plan's other open steps write
+            # what the acceptance asks of those files is their steps' to meet (and re-run at the end)
+            acceptance, theirs = own_acceptance(step, elsewhere, outcome.writes)
+            step = step.model_copy(update={"acceptance": acceptance}) if theirs else step
             evidence = yield from call(
                 partial(gather, step, outcome, deps.tools, elsewhere, plan.goal),
                 partial(asyncio.to_thread, gather, step, outcome, deps.tools, elsewhere, plan.goal),
@@ -89,6 +92,8 @@ def make_verify(deps: Deps) -> RunnableCallable:
             shown = evidence.to_prompt(report)
             if evidence.covers(step.acceptance):
                 shown += f"\n{COVERED}"
+            if theirs:
+                shown += f"\n{LATER}" + "".join(f"\n- {clause}" for clause in theirs)
             ctx = _context(plan, step, settings, model, shown)
             verdict = yield from verification(deps.verifier, step, full[step.id], ctx)
             if deps.verifier is not None or verdict.passed:
@@ -122,6 +127,12 @@ def _made_empty_for_later(plan: Plan, step: Step, evidence: Evidence) -> bool:
             return False
     return True
 
+
+#: Told the judge with the clauses of the plan's acceptance that another open step's file meets (`own_acceptance`).
+LATER = (
+    "Not judged here: these criteria of the step concern files another step of the plan writes; they are checked "
+    "when that step runs, and again at the end of the run:"
+)
 
 #: Told the judge when the checks decide every clause of the acceptance (a file that exists, a command that runs).
 COVERED = (
