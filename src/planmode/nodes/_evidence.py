@@ -47,6 +47,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from planmode.executors import says_file_empty
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.text import clip
@@ -2175,6 +2176,42 @@ def missing_deliverables(plan: Plan, tools: Sequence[BaseTool], run_writes: Mapp
         if declared_writes(step, writes) and not _GONE.search(step.acceptance or ""):
             promised += file_names(step.acceptance or "")
     return [n for n in dict.fromkeys(promised) if _exists(n, root, run_writes) is False]
+
+
+def left_empty(plan: Plan, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> list[str]:
+    """The files done steps only created (`only_creates`: "Create strings.py file in the util directory") that are
+    still empty at the end of the run, where the task asks for more than the file: verify passes such a file
+    without a judge while another open step names it (its content is that step's), and a repair can skip or remove
+    that step. Not an ``__init__.py``, a file the step or the task says is empty, or one a clause of the task only
+    creates ("Create log.txt, then write app.py that appends to it")."""
+    root = workspace_root(tools)
+    out = []
+    for step in plan.by_status(StepStatus.DONE):
+        if not only_creates(step.description) or says_file_empty(step.description):
+            continue
+        for name in file_names(step.description):
+            where = _locate(name, root, run_writes)
+            if not isinstance(where, Path) or where.name == "__init__.py" or not _task_fills(plan.goal, name):
+                continue
+            try:
+                empty = not where.read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if empty:
+                shown = _shown(str(where), root)
+                out.append(f"{shown} (step {step.id!r} created it empty for a later step, and no step wrote it)")
+    return out
+
+
+def _task_fills(goal: str, name: str) -> bool:
+    """Whether task ``goal`` asks file ``name`` for content: a clause of it names the file, none says it is
+    empty, and none only creates it."""
+
+    def same(named: str) -> bool:  # "strings.py" of a step is the task's "util/strings.py"
+        return named == name or named.endswith("/" + name) or name.endswith("/" + named)
+
+    clauses = [c for c in re.split(r"[.;,:]\s|\bthen\b|\n", goal) if any(same(n) for n in file_names(c))]
+    return bool(clauses) and not any(says_file_empty(c) or only_creates(c) for c in clauses)
 
 
 #: A workspace with more files than this is not copied for `broken_runs` (the check is skipped, not run in place).

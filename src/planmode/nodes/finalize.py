@@ -19,7 +19,13 @@ from planmode._compat import RunnableCallable
 from planmode.budget import BudgetSkipped, finalize_fits
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
-from planmode.nodes._evidence import broken_runs, changed_files, missing_deliverables, unsupported_files
+from planmode.nodes._evidence import (
+    broken_runs,
+    changed_files,
+    left_empty,
+    missing_deliverables,
+    unsupported_files,
+)
 from planmode.nodes._outputs import adependency_output, dependency_output, summarize
 from planmode.nodes._twin import Body, call, chat, model_for, twin_node
 from planmode.observability.events import emit
@@ -119,6 +125,8 @@ def make_finalize(deps: Deps) -> RunnableCallable:
                 )
             elif broken := broken_runs(plan, deps.tools):  # what a done step ran still runs at the end
                 status, error = "failed", "a done step's check fails at the end of the run: " + "; ".join(broken)
+            elif empty := left_empty(plan, deps.tools, state.get("run_writes") or {}):
+                status, error = "failed", "the run ended with files still empty: " + "; ".join(empty)
         if status == "failed" and not error:
             error = "the run did not complete"
         report = build_report(plan, status, error, state.get("reflections") or 0)
