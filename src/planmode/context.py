@@ -182,8 +182,9 @@ class PlanModeContext:
         metadata={
             "description": (
                 "Read the run's first reflection that judges the run failed, over steps that failed, as a retry of "
-                "those steps with its reasoning (once a run; a second 'failed' ends it). Small models give up on "
-                "steps they can fix; --gguf turns it on."
+                "those steps with its reasoning (once a run; a second 'failed' ends it, unless it proposes a repair: "
+                "then it is read as needs_adjustment and the repair applied). Small models give up on steps they can "
+                "fix; --gguf turns it on."
             )
         },
     )

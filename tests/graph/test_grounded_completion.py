@@ -2994,3 +2994,81 @@ def test_own_acceptance_leaves_out_only_what_another_steps_file_meets(
 ) -> None:
     step = Step(id="write_numbers", description="Write numbers.txt with 4, 9 and 2.", acceptance=acceptance)
     assert own_acceptance(step, frozenset({"biggest.py"}), wrote) == (kept, theirs)
+
+
+@pytest.mark.parametrize(
+    ("task", "status"),
+    [
+        ("Create util/strings.py with shout(s).", "failed"),  # the task asks for its content: empty is not done
+        ("Create util/strings.py.", "completed"),  # the task only creates it
+        ("Create util/strings.py as an empty module for shout(s).", "completed"),  # the task says it is empty
+    ],
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_file_left_empty_for_a_later_step_a_repair_removed_is_not_completed(
+    tmp_path: Path, mode: str, task: str, status: str
+) -> None:
+    """An empty file a step only creates passes without a judge while a later open step names it (its content is
+    that step's). If a repair then removes that step, nothing fills the file: the run does not end `completed` with
+    an empty util/strings.py the task asks a function of. A task that only creates the file, or says it is empty,
+    is still done."""
+    create = {
+        "id": "create_strings",
+        "description": "Create strings.py file in the util directory",
+        "tools": ["write_file"],
+        "acceptance": "util/strings.py exists",
+    }
+    fill = {
+        "id": "write_shout",
+        "description": "Write the shout function in util/strings.py",
+        "tools": ["write_file"],
+        "dependencies": ["create_strings"],
+        "acceptance": "util/strings.py exists",
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results() or req.step_id != "create_strings":
+            return "nothing to write"  # the later step writes nothing: it fails
+        return {"tool_calls": [tool_call("write_file", path="util/strings.py", content="")]}
+
+    drop = {"assessment": "needs_adjustment", "reasoning": "not needed", "remove_steps": ["write_shout"]}
+    script = PurposeScript(plan=plan_of(create, fill), execute=execute, reflect=drop)
+    out, _, ws = run(tmp_path, script, mode=mode, task=task)
+    assert out["plan"].get("create_strings").status.value == "done"
+    assert out["plan"].get("write_shout") is None  # the repair removed it
+    assert (ws / "util" / "strings.py").read_text() == ""
+    assert out["status"] == status, out["report"]["error"]
+    if status == "failed":
+        assert "util/strings.py (step 'create_strings' created it empty" in out["report"]["error"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_later_failed_judgement_that_gives_a_repair_is_read_as_that_repair(tmp_path: Path, mode: str) -> None:
+    """The 1.5B's second reflection said "failed" and, in the same answer, gave the steps to add or change (round
+    14's greet_main, greet_names, temps_three), and the run ended with reflections and time left. With
+    retry_judged_failed, such a "failed" is read as needs_adjustment and its repair is applied; a "failed" with no
+    repair still ends the run (`test_a_first_failed_judgement_is_a_retry_when_asked_and_a_second_ends_the_run`)."""
+    step = write_step("mathx.py exists and `python mathx.py` runs")
+    broken = "from mathx import add\nprint(add(1, 2))\n"
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        content = GOOD if "without importing itself" in req.text() else broken
+        return {"tool_calls": [tool_call("write_file", path="mathx.py", content=content)]}
+
+    fix = {"id": "write_mathx", "description": "Write mathx.py with add(a, b), without importing itself"}
+    reflect = [
+        {"assessment": "failed", "reasoning": "mathx.py has a circular import"},  # the first: a retry
+        {"assessment": "failed", "reasoning": "it imports itself", "update_steps": [fix]},  # with its repair
+    ]
+    script = PurposeScript(plan=plan_of(step), execute=execute, reflect=reflect)
+    out, model, ws = run(tmp_path, script, mode=mode, retry_judged_failed=True)
+    assert out["status"] == "completed", out["report"]["error"]
+    assert model.calls("reflect") == 2 and (ws / "mathx.py").read_text() == GOOD
+    assert out["plan"].get("write_mathx").description == fix["description"]  # the reflection's repair, applied
+
+    (tmp_path / "b").mkdir()
+    script = PurposeScript(plan=plan_of(step), execute=execute, reflect=reflect)
+    out, model, _ = run(tmp_path / "b", script, mode=mode)  # not asked for: the model's first word ends the run
+    assert out["status"] == "failed" and model.calls("reflect") == 1

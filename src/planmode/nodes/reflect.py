@@ -72,6 +72,11 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         # a small model's first "failed" over failed steps is read as a retry of them, told what it found
         failed = plan.by_status(S.FAILED) if result.assessment == "failed" else []
         retried = settings.retry_judged_failed and count == 1 and bool(failed)
+        if settings.retry_judged_failed and failed and not retried and result.proposes_patch:
+            # a later "failed" that gives its own repair is read as that repair: the 1.5B's last reflection said
+            # "failed" and gave the steps to add or change in 4 of round 14's 8 misses (3 with reflections left)
+            said = f"read as needs_adjustment: judged failed with a repair proposed: {result.reasoning}"
+            result = result.model_copy(update={"assessment": "needs_adjustment", "reasoning": said})
         emit(
             "reflection",
             result.reasoning,
