@@ -3072,3 +3072,30 @@ def test_a_later_failed_judgement_that_gives_a_repair_is_read_as_that_repair(tmp
     script = PurposeScript(plan=plan_of(step), execute=execute, reflect=reflect)
     out, model, _ = run(tmp_path / "b", script, mode=mode)  # not asked for: the model's first word ends the run
     assert out["status"] == "failed" and model.calls("reflect") == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "judged"),
+    [
+        ("4\n9\n2\n", False),  # the lines the step describes: its layout is seen, nothing is left to judge
+        ("4 9 2\n", True),  # on one line: the lines are not as described, and the judge decides (here: fails it)
+    ],
+)
+def test_a_layout_clause_is_decided_by_the_check_that_held_the_file_to_its_lines(
+    tmp_path: Path, content: str, judged: bool
+) -> None:
+    """The held-out biggest's judge failed a right numbers.txt ('4\\n9\\n2') seven times on "numbers.txt exists and
+    contains the numbers 4, 9, and 2, separated by newlines" ("The file 'numbers.txt' does not exist"), and the
+    run failed. Every clause but the layout was a passed check, and the check that the file reads the lines the step
+    describes decides the layout too. A file on one line is not decided by it: the judge is asked."""
+    step = {
+        "id": "write_numbers",
+        "description": "Write numbers.txt with the numbers 4, 9, and 2, one per line.",
+        "tools": ["write_file"],
+        "acceptance": "numbers.txt exists and contains the numbers 4, 9, and 2, separated by newlines.",
+    }
+    no = {"passed": False, "reason": "The file 'numbers.txt' does not exist."}
+    script = PurposeScript(plan=plan_of(step), execute=writer("numbers.txt", content), verify=no, reflect=GIVE_UP)
+    out, model, _ = run(tmp_path, script, task="Write numbers.txt with the numbers 4, 9 and 2, one per line.")
+    assert out["status"] == ("failed" if judged else "completed"), out["report"]["error"]
+    assert (model.calls("verify") > 0) == judged

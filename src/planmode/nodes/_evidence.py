@@ -202,7 +202,12 @@ class Evidence:
         ]
         described = [c for c in self.checks if c.what.startswith(_AS_DESCRIBED)]
         if described and all(c.passed is True for c in described):
-            kinds = [k if k is not None or not _vague(c) else "described" for c, k in zip(clauses, kinds, strict=True)]
+            lines = any("\\n" in c.what for c in described)  # the whole file was held to lines: its layout is seen
+
+            def decided(clause: str) -> bool:
+                return _vague(clause) or (lines and _layout(clause))
+
+            kinds = [k if k is not None or not decided(c) else "described" for c, k in zip(clauses, kinds, strict=True)]
         return kinds
 
     def refutes(self, reason: str, report_shown: bool) -> str:
@@ -897,6 +902,21 @@ _AS_DESCRIBED = "as the step describes: "
 
 def _vague(clause: str) -> bool:
     return bool(_VAGUE.search(clause)) and not re.search(r"['\"`\d\[\]{}]", clause)
+
+
+#: "separated by newlines", "one per line", "each on its own line": how a data file's items are laid out.
+_LAYOUT = re.compile(
+    r"\bseparated by (?:new ?lines|line breaks|newline characters)\b|\bnewline[- ]separated\b|\bone per line\b"
+    r"|\beach on (?:its own|a separate|a new|a) line\b|\bon (?:separate|their own|new) lines\b",
+    re.IGNORECASE,
+)
+
+
+def _layout(clause: str) -> bool:
+    """Whether ``clause`` only says how items are laid out in lines: decided by a passed check that held the
+    whole file to the lines the step describes. The held-out biggest's judge failed a right numbers.txt ('4\\n9\\n2')
+    seven times on "contains the numbers 4, 9, and 2, separated by newlines", whose last clause no check named."""
+    return bool(_LAYOUT.search(clause)) and not re.search(r"['\"`\d\[\]{}]", clause)
 
 
 _ONE_PER_LINE = re.compile(r"\bone per line\b|\beach on (?:its own|a) line\b|\bone on each line\b", re.IGNORECASE)
