@@ -3099,3 +3099,26 @@ def test_a_layout_clause_is_decided_by_the_check_that_held_the_file_to_its_lines
     out, model, _ = run(tmp_path, script, task="Write numbers.txt with the numbers 4, 9 and 2, one per line.")
     assert out["status"] == ("failed" if judged else "completed"), out["report"]["error"]
     assert (model.calls("verify") > 0) == judged
+
+
+@pytest.mark.parametrize(
+    ("description", "source", "status", "judged"),
+    [
+        ("Create mathx.py with a function add(a, b) returning a + b", GOOD, "completed", False),  # a module: silent
+        ("Create mathx.py with a function add(a, b) returning a + b", GOOD + "print(add(1, 1))\n", "failed", True),
+        ("Create mathx.py that prints add(2, 3)", GOOD, "failed", False),  # said to print, printed nothing
+    ],
+)
+def test_runs_with_the_correct_output_is_decided_by_a_silent_run_only_where_nothing_asks_for_output(
+    tmp_path: Path, description: str, source: str, status: str, judged: bool
+) -> None:
+    """The 1.5B's judge failed a right mathx.py ten times on "`python mathx.py` runs with the correct output" ("the
+    actual output is `None`"), every check passed, and the run failed. A module that only defines its function prints
+    nothing, and nothing asks it to: the run decides the clause. Output is left to the judge (here one that fails
+    everything), and a script said to print that prints nothing fails without it."""
+    step = write_step("mathx.py exists and `python mathx.py` runs with the correct output", description=description)
+    no = {"passed": False, "reason": "the actual output is `None`"}
+    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", source), verify=no, reflect=GIVE_UP)
+    out, model, _ = run(tmp_path, script, task=f"{description}.")
+    assert out["status"] == status, out["report"]["error"]
+    assert (model.calls("verify") > 0) == judged

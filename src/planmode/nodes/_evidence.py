@@ -366,13 +366,19 @@ _EXISTS_CLAUSE = re.compile(
 )
 #: "The `python demo.py` command should run without errors" (the 1.5B's): an article, "command" and a modal around.
 _MODAL = r"(?:\s+command)?\s+(?:(?:should|must|will)\s+)?"
+#: "with the correct output": what a run gives, said of no output in particular (`_settled`: decided by a run that
+#: printed nothing, where nothing says the script prints).
+_VAGUE_OUTPUT = (
+    r"(?P<vague>\s+(?:and\s+)?(?:with|giving|producing|printing)\s+(?:the\s+)?"
+    r"(?:correct|expected|right|desired|proper)\s+(?:output|result)s?)?"
+)
 _RUNS_CLAUSE = re.compile(
     r"(?:the\s+)?(?:running\s+)?`(?P<c>[^`]+)`" + _MODAL + r"(?:runs?|pass(?:es)?|succeeds?|works?|exits? 0|executes?)"
-    r"(?:\s+(?:without errors?|successfully|with exit code 0))?",
+    r"(?:\s+(?:without errors?|successfully|with exit code 0))?" + _VAGUE_OUTPUT,
     re.IGNORECASE,
 )
 _FILE_RUNS_CLAUSE = re.compile(
-    r"`?(?P<f>[\w/.\-]+\.py)`?\s+(?:runs|executes|can be run)(?:\s+(?:without errors?|successfully))?",
+    r"`?(?P<f>[\w/.\-]+\.py)`?\s+(?:runs|executes|can be run)(?:\s+(?:without errors?|successfully))?" + _VAGUE_OUTPUT,
     re.IGNORECASE,
 )
 
@@ -1094,9 +1100,9 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
     if (m := _EXISTS_CLAUSE.fullmatch(clause)) is not None:
         return "exists" if f"{m.group('f')} exists" in passed else None
     if (m := _RUNS_CLAUSE.fullmatch(clause) or _PYTEST_PASSES.fullmatch(clause)) is not None:
-        return "runs" if f"`{m.group('c').strip()}` runs" in passed else None
+        return _ran(f"`{m.group('c').strip()}` runs", m, passed)
     if (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
-        return "runs" if f"`python {m.group('f')}` runs" in passed else None
+        return _ran(f"`python {m.group('f')}` runs", m, passed)
     if (asked := _returns_clause(clause)) is not None:
         return "returns" if _returned(asked[0], asked[4]) in passed else None
     if (said := _printed_clause(clause)) is not None:
@@ -1110,6 +1116,18 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
         found = any(w.endswith(count) and command in ("python *", w.removesuffix(count).strip("`")) for w in passed)
         return "printed" if found else None
     return None
+
+
+def _ran(what: str, m: re.Match[str], passed: dict[str, str]) -> str | None:
+    """ "runs" when the check ``what`` passed; a clause that also says "with the correct output" only when the run
+    printed nothing: a script that prints is held to printing where its step or the task says so (`gather`: a
+    silent run fails), and a module that only defines a function has no output to be right about. The 1.5B's judge
+    failed a right mathx.py ten times on "`python mathx.py` runs with the correct output" ("the actual output is
+    `None`")."""
+    if what not in passed:
+        return None
+    vague = "vague" in m.re.groupindex and m.group("vague")
+    return None if vague and passed[what].strip() else "runs"
 
 
 #: "double(x) returns x * 2 in calc.py": the file a clause names after what it says of a function.
