@@ -3122,3 +3122,31 @@ def test_runs_with_the_correct_output_is_decided_by_a_silent_run_only_where_noth
     out, model, _ = run(tmp_path, script, task=f"{description}.")
     assert out["status"] == status, out["report"]["error"]
     assert (model.calls("verify") > 0) == judged
+
+
+@pytest.mark.parametrize(
+    ("source", "status"),
+    [
+        ("with open('notes.txt') as f:\n    print(len(f.readlines()))\n", "completed"),  # 3: decided, not judged
+        ("print(5)\n", "failed"),  # not the count notes.txt has: the count check fails it
+    ],
+)
+def test_prints_the_correct_number_of_lines_is_decided_by_the_count_check(
+    tmp_path: Path, source: str, status: str
+) -> None:
+    """The 1.5B's judge failed a right count_lines.py (it printed 3 for a three-line notes.txt) twice on "`python
+    count_lines.py` prints the correct number of lines", beside a passed check that it printed the number of lines
+    in notes.txt, and the model then rewrote it to read standard input. The count check decides the clause."""
+    step = {
+        "id": "write_count_lines",
+        "description": "Write count_lines.py that prints the number of lines in notes.txt",
+        "tools": ["write_file"],
+        "acceptance": "count_lines.py exists and `python count_lines.py` prints the correct number of lines",
+    }
+    no = {"passed": False, "reason": "`python count_lines.py` did not print the correct number of lines."}
+    script = PurposeScript(plan=plan_of(step), execute=writer("count_lines.py", source), verify=no, reflect=GIVE_UP)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("Line 1\nLine 2\nLine 3")
+    out, model, _ = run(tmp_path, script, task="Write count_lines.py that prints the number of lines in notes.txt.")
+    assert out["status"] == status, out["report"]["error"]
+    assert model.calls("verify") == 0  # decided by the checks, either way

@@ -424,6 +424,31 @@ _COUNT_CLAUSE = re.compile(
 )
 
 
+#: "`python count_lines.py` prints the correct number of lines": a count said right, of no file in particular.
+_RIGHT_COUNT = re.compile(
+    r"(?:(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?<![\w/.\-])(?P<f>[\w/.\-]+\.py)`?)" + _MODAL + r")?"
+    r"(?:prints|outputs|shows|displays|returns)\s+(?:out\s+)?the\s+(?:correct|right|expected|accurate)\s+"
+    rf"(?:total\s+)?(?:number|count)\s+of\s+{_COUNTED}",
+    re.IGNORECASE,
+)
+
+
+def _right_count(clause: str, passed: dict[str, str]) -> bool:
+    """Whether ``clause`` says a command prints "the correct number of" lines, words or characters, naming no
+    file, and a passed check found that command printing that count of a data file (`_counts`: the one the step's
+    description or the task names). The 1.5B's judge failed a count_lines.py that printed 3 for a three-line
+    notes.txt twice on "`python count_lines.py` prints the correct number of lines", the check beside it passed."""
+    m = _RIGHT_COUNT.fullmatch(clause)
+    if m is None:
+        return False
+    what = m.group("what").lower().replace("chars", "characters")
+    command = m.group("c").strip() if m.group("c") else (f"python {m.group('f')}" if m.group("f") else None)
+    count = f" prints the number of {what} in "
+    return any(
+        count in w and (command is None or w.startswith(f"`{command}`{count}")) for w in passed if w.startswith("`")
+    )
+
+
 def _count_clause(clause: str, script: str | None = None, *, within: bool = False) -> tuple[str, str, str] | None:
     """The command, what it counts ("lines", "words", "characters") and the data file, of a clause that says a
     command prints a count of a file ("`python count_lines.py` outputs the number of lines in notes.txt",
@@ -1110,6 +1135,8 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
         return "printed" if printed is not None and printed.strip() == said[1].strip() else None
     if _behaves_as_said(clause, passed):
         return "returns"
+    if _right_count(clause, passed):
+        return "printed"
     if (counted := _count_clause(clause, "*")) is not None:  # no command named: the check of any script counts
         command, what, name = counted
         count = f" prints the number of {what} in {name}"
