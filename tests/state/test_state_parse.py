@@ -336,3 +336,27 @@ def test_a_reflection_left_open_after_a_fenced_example_in_its_guidance_keeps_its
         with contextlib.suppress(PlanParseError):
             extract_json(hostile)
     assert time.monotonic() - started < 30  # a hang, not a measure of speed
+
+
+def test_a_string_left_unclosed_before_the_next_key_is_closed_at_its_line_end() -> None:
+    """Round 16's reverse_demo: the plan's second acceptance lost its closing quote (``... for input `'abc'"`,``),
+    and the next line's ``"dependencies"`` was read as a third step without an id; the planner failed twice on it
+    and the run ended after 47 s. A string whose line ends with a comma before a key on the next line is closed
+    there. A line break inside a string before anything else is kept as the string's text."""
+    step = '    {\n      "id": "write_demo",\n      "acceptance": "`python demo.py` prints `cba` for `\'abc\'"`,\n'
+    reply = '```json\n{\n  "steps": [\n' + step + '      "dependencies": ["write_rev"]\n    }\n  ]\n}\n```'
+    data = extract_json(reply)
+    assert data["steps"] == [
+        {
+            "id": "write_demo",
+            "acceptance": "`python demo.py` prints `cba` for `'abc'\"`",
+            "dependencies": ["write_rev"],
+        }
+    ]
+    code = '{"guidance": "write:\ndata = {1: 2,\n  3: 4}\n", "assessment": "failed"}'  # raw line breaks: text
+    assert extract_json(code) == {"guidance": "write:\ndata = {1: 2,\n  3: 4}\n", "assessment": "failed"}
+    started = time.monotonic()
+    for hostile in ('{"a": "' + 'x,\n "k": ' * 50_000 + "}", '{"a": "' + ',\n"k": "' * 100_000 + "}"):
+        with contextlib.suppress(PlanParseError):
+            extract_json(hostile)
+    assert time.monotonic() - started < 30  # a hang, not a measure of speed

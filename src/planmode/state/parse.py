@@ -158,10 +158,34 @@ def _inner_quotes_escaped(body: str) -> str:
                     out.append('\\"')
                     continue
                 in_string = False
+            elif ch == "\n" and _closed_at_line_end(out, body, i + 1):
+                in_string = False
         elif ch == '"':
             in_string = True
         out.append(ch)
     return "".join(out)
+
+
+#: What starts the line after a string that was never closed: a key.
+_NEXT_MEMBER = re.compile(r'[ \t]*"[\w -]{1,64}"\s*:')
+
+
+def _closed_at_line_end(out: list[str], body: str, at: int) -> bool:
+    """Whether a string, never closed, ends at this line break: its line ends with a comma, and a key starts the
+    next line; then its closing quote is put back into ``out`` (the text so far) before the comma. The 1.5B's plan
+    wrote ``"acceptance": "... for input `'abc'"`,`` (its last quote left out), and the next line's
+    ``"dependencies"`` was read as a third step without an id; the planner failed twice on it. Otherwise a raw line
+    break inside a string is kept as text (code in a reflection's guidance)."""
+    if _NEXT_MEMBER.match(body, at) is None:
+        return False
+    end = len(out)
+    while end and out[end - 1] in " \t\r":
+        end -= 1
+    if not end or out[end - 1] != ",":
+        return False
+    del out[end - 1 :]  # the line's trailing blanks go with it (only these are touched: linear over the text)
+    out += ['"', ","]
+    return True
 
 
 _STRING_END = re.compile(r'\s*(?:$|[}\]]|[,:]\s*(?:$|[}\]"{\[\-0-9]|true\b|false\b|null\b))')
