@@ -3150,3 +3150,37 @@ def test_prints_the_correct_number_of_lines_is_decided_by_the_count_check(
     out, model, _ = run(tmp_path, script, task="Write count_lines.py that prints the number of lines in notes.txt.")
     assert out["status"] == status, out["report"]["error"]
     assert model.calls("verify") == 0  # decided by the checks, either way
+
+
+def test_a_patch_whose_new_step_the_step_cap_cuts_off_is_told_why_and_what_to_do(tmp_path: Path) -> None:
+    """Round 16's package_util: its plan at the cap of 5 steps, the 1.5B sent the same added step five times, each
+    refused "the patch changes nothing" (the cap had cut it off), and the run ran out its 600 s. The refusal it is
+    shown says the plan is full and to update the failed step; here the model then does, and the run completes."""
+    first = write_step("mathx.py exists")
+    second = {
+        "id": "write_app",
+        "description": "Write app.py that prints 3",
+        "tools": ["write_file"],
+        "dependencies": ["write_mathx"],
+        "acceptance": "`python app.py` prints '3'",
+    }
+
+    def execute(req: ScriptRequest) -> Any:
+        if req.tool_results():
+            return "done"
+        if req.step_id == "write_mathx":
+            return {"tool_calls": [tool_call("write_file", path="mathx.py", content=GOOD)]}
+        fixed = "with print(add(1, 2))" in req.text()
+        content = "from mathx import add\nprint(add(1, 2))\n" if fixed else "print(2)\n"
+        return {"tool_calls": [tool_call("write_file", path="app.py", content=content)]}
+
+    add = {"id": "fix_app", "description": "Fix app.py to print 3", "tools": ["write_file"], "after": "write_app"}
+    reflect = {"assessment": "needs_adjustment", "reasoning": "app.py prints 2", "add_steps": [add]}
+    update = {"id": "write_app", "description": "Write app.py with print(add(1, 2)) that prints 3"}
+    patch = {"reason": "fix it in place", "update_steps": [update]}
+    script = PurposeScript(plan=plan_of(first, second), execute=execute, reflect=reflect, patch=patch)
+    out, model, _ = run(tmp_path, script, max_steps=2, max_patch_attempts=2)
+    assert out["status"] == "completed", out["report"]["error"]
+    [asked] = [r for r in model.requests if r.purpose == "patch"]
+    told = "the plan already has its most steps (2), so no step can be added: update 'write_app' (the failed step)"
+    assert told in asked.text() and "the patch changes nothing" not in asked.text()

@@ -100,7 +100,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
             update = PlanUpdate(patch=patch, transitions=retry, source=PlanSource.PATCH)
             outcome = preview(plan, update)
             if not outcome.applied or outcome.plan is None:
-                return None, outcome.reasons
+                return None, _with_the_fix(outcome.reasons, candidate, plan)
             changed = [s.id for s in candidate.add_steps] + [u.id for u in candidate.update_steps]
             problems = step_problems(outcome.plan, deps.tools, changed)  # a new write step needs acceptance too
             return (None, problems) if problems else ((update, outcome), [])
@@ -174,6 +174,22 @@ def make_patch(deps: Deps) -> RunnableCallable:
 
 def _definition(step: Step) -> dict[str, Any]:
     return step.model_dump(include=set(DEFINITION_FIELDS))
+
+
+def _with_the_fix(reasons: list[str], candidate: PlanPatch, plan: Plan) -> list[str]:
+    """A refusal's ``reasons`` as the model is told them: a patch whose new steps the plan's step cap cut off
+    "changes nothing", and is told why and what to do instead. Round 16's package_util, its plan at the cap of 5,
+    sent the same added step three times and twice more after the fallback, each refused "the patch changes
+    nothing", and ran out its 600 s."""
+    cap = plan.max_steps
+    if reasons != ["the patch changes nothing"] or not candidate.add_steps or cap is None or len(plan.steps) < cap:
+        return reasons
+    failed = [s.id for s in plan.by_status(StepStatus.FAILED, StepStatus.BLOCKED)]
+    fix = f"update {failed[0]!r} (the failed step) to make the fix" if failed else "change an open step"
+    return [
+        f"the plan already has its most steps ({cap}), so no step can be added: {fix} with update_steps, "
+        "or remove a step that is not needed"
+    ]
 
 
 def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
