@@ -3153,8 +3153,8 @@ def test_prints_the_correct_number_of_lines_is_decided_by_the_count_check(
 
 
 def test_a_patch_whose_new_step_the_step_cap_cuts_off_is_told_why_and_what_to_do(tmp_path: Path) -> None:
-    """Round 16's package_util: its plan at the cap of 5 steps, the 1.5B sent the same added step five times, each
-    refused "the patch changes nothing" (the cap had cut it off), and the run ran out its 600 s. The refusal it is
+    """Round 15's package_util: its plan at the cap of 5 steps, the 1.5B sent added steps in two repairs, refused
+    "the patch changes nothing" six times (the cap had cut them off), and the run ran out its 600 s. The refusal it is
     shown says the plan is full and to update the failed step; here the model then does, and the run completes."""
     first = write_step("mathx.py exists")
     second = {

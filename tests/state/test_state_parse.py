@@ -339,7 +339,7 @@ def test_a_reflection_left_open_after_a_fenced_example_in_its_guidance_keeps_its
 
 
 def test_a_string_left_unclosed_before_the_next_key_is_closed_at_its_line_end() -> None:
-    """Round 16's reverse_demo: the plan's second acceptance lost its closing quote (``... for input `'abc'"`,``),
+    """Round 15's reverse_demo: the plan's second acceptance lost its closing quote (``... for input `'abc'"`,``),
     and the next line's ``"dependencies"`` was read as a third step without an id; the planner failed twice on it
     and the run ended after 47 s. A string whose line ends with a comma before a key on the next line is closed
     there. A line break inside a string before anything else is kept as the string's text."""

@@ -178,9 +178,8 @@ def _definition(step: Step) -> dict[str, Any]:
 
 def _with_the_fix(reasons: list[str], candidate: PlanPatch, plan: Plan) -> list[str]:
     """A refusal's ``reasons`` as the model is told them: a patch whose new steps the plan's step cap cut off
-    "changes nothing", and is told why and what to do instead. Round 16's package_util, its plan at the cap of 5,
-    sent the same added step three times and twice more after the fallback, each refused "the patch changes
-    nothing", and ran out its 600 s."""
+    "changes nothing", and is told why and what to do instead. Round 15's package_util, its plan at the cap of 5,
+    sent added steps in two repairs, refused "the patch changes nothing" six times, and ran out its 600 s."""
     cap = plan.max_steps
     if reasons != ["the patch changes nothing"] or not candidate.add_steps or cap is None or len(plan.steps) < cap:
         return reasons
