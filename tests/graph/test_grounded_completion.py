@@ -807,6 +807,8 @@ def test_a_script_that_prints_a_text_before_each_line_of_a_file_is_held_to_it(
         error = out["plan"].get("write_greet_all").error or ""
         assert "it printed 'Hi  Ada\\nHi  Grace\\nHi  Linus'" in error, error
         assert "'Hi ' followed by each line of names.txt is 'Hi Ada\\nHi Grace\\nHi Linus'" in error, error
+        # the fix named (round 15's greet_names: told only the two outputs, the 1.5B broke the script)
+        assert "print() puts a space between its arguments, so print('Hi ', name) prints two spaces" in error
 
 
 def test_a_text_of_thousands_of_followed_by_each_clauses_is_read_in_linear_time(tmp_path: Path) -> None:
@@ -3184,3 +3186,21 @@ def test_a_patch_whose_new_step_the_step_cap_cuts_off_is_told_why_and_what_to_do
     [asked] = [r for r in model.requests if r.purpose == "patch"]
     told = "the plan already has its most steps (2), so no step can be added: update 'write_app' (the failed step)"
     assert told in asked.text() and "the patch changes nothing" not in asked.text()
+
+
+@pytest.mark.parametrize(
+    ("printed", "hinted"),
+    [
+        (["Hi  Ada", "Hi  Grace"], True),  # print('Hi ', name)
+        (["Hi Ada", "Hi  Grace"], True),
+        (["Hi Ada"], False),  # a line missing: not a spacing slip
+        (["Hello Ada", "Hello Grace"], False),  # other words
+        (["Hi Ada", "Hi Grace"], False),  # right
+    ],
+)
+def test_a_doubled_space_from_prints_arguments_is_named_with_its_fix(printed: list[str], hinted: bool) -> None:
+    from planmode.nodes._evidence import _spacing_hint
+
+    hint = _spacing_hint(printed, ["Hi Ada", "Hi Grace"], "Hi ")
+    assert bool(hint) is hinted
+    assert not hinted or "print('Hi ' + name)" in hint

@@ -2178,8 +2178,24 @@ def _each_line_printed(texts: Sequence[str], script: str, output: str, root: Pat
                 shown, wanted = clip("\n".join(printed), 80, fold=False), clip("\n".join(expected), 80, fold=False)
                 return (
                     f"it printed {shown!r}; {m.group('pre')!r} followed by each line of {m.group('file')} is {wanted!r}"
+                    + _spacing_hint(printed, expected, m.group("pre"))
                 )
     return None
+
+
+def _spacing_hint(printed: Sequence[str], expected: Sequence[str], pre: str) -> str:
+    """The fix, when ``printed`` is ``expected`` but for a space doubled where the text ``pre`` ends with one:
+    ``print('Hi ', name)`` printed "Hi  Ada" (print() puts a space between its arguments). The 1.5B, told only
+    what it printed and what was expected, wrote ``print('Hi ', end='')`` and then broke the script (round 15's
+    greet_names)."""
+    if len(printed) != len(expected) or list(printed) == list(expected) or not pre.endswith(" "):
+        return ""
+    if not all(p == e or p.replace("  ", " ") == e for p, e in zip(printed, expected, strict=True)):
+        return ""
+    return (
+        f". Fix: print() puts a space between its arguments, so print({pre!r}, name) prints two spaces; pass one "
+        f"argument: print({pre!r} + name)"
+    )
 
 
 _SILENT = (
