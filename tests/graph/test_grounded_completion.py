@@ -3204,3 +3204,35 @@ def test_a_doubled_space_from_prints_arguments_is_named_with_its_fix(printed: li
     hint = _spacing_hint(printed, ["Hi Ada", "Hi Grace"], "Hi ")
     assert bool(hint) is hinted
     assert not hinted or "print('Hi ' + name)" in hint
+
+
+@pytest.mark.parametrize(
+    ("convert", "hinted"),
+    [
+        ("def c_to_f(c):\n    return c * 9 / 5 + 32\n\nprint(c_to_f(0))\nprint(c_to_f(100))\n", True),
+        ("def c_to_f(c):\n    return c * 9 / 5 + 32\n\nfor c in (0, 100):\n    print(c_to_f(c))\n", True),
+        ("def c_to_f(c):\n    return c * 9 / 5 + 32\n\nif __name__ == '__main__':\n    print(c_to_f(0))\n", False),
+    ],
+)
+def test_a_script_whose_output_is_wrong_is_told_a_module_it_imports_prints_on_import(
+    tmp_path: Path, convert: str, hinted: bool
+) -> None:
+    """Round 15's temps_three: convert.py ended in "example usage" prints, report.py imported it and printed
+    '32.0\\n212.0' twice, and the 1.5B, shown only the output, judged c_to_f wrong and gave up. The failure names
+    the module that prints when imported, and the fix; a module whose prints are under `__main__` is not named."""
+    step = {
+        "id": "write_report",
+        "description": "Write report.py that imports convert and prints c_to_f(0) and c_to_f(100) on one line",
+        "tools": ["write_file"],
+        "acceptance": "`python report.py` runs",
+    }
+    report = "import convert\nprint(convert.c_to_f(0), convert.c_to_f(100))\n"
+    script = PurposeScript(plan=plan_of(step), execute=writer("report.py", report), reflect=GIVE_UP)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "convert.py").write_text(convert)
+    out, _, _ = run(tmp_path, script, task="Write report.py that prints c_to_f(0) and c_to_f(100) on one line.")
+    assert out["status"] == ("failed" if hinted else "completed")
+    error = out["plan"].get("write_report").error or ""
+    assert ("it printed" in error) is hinted, error
+    told = "convert.py prints when it is imported (its top-level print() runs first): put those lines under `if"
+    assert (told in error) is hinted, error

@@ -1786,7 +1786,62 @@ def gather(
                 evidence.checks.append(_returns(call, root))
     if root is not None and (declared or outcome.writes):
         evidence.checks.extend(_functions_checked(step, goal, root, wrote))
+    if root is not None:
+        evidence.checks = [_printed_on_import(c, root) for c in evidence.checks]
     return evidence
+
+
+def _printed_on_import(check: Check, root: Path) -> Check:
+    """A failed check of what a script printed, told which workspace module it imports prints when imported (a
+    top-level ``print()``, run before the script's own output). Round 15's temps_three: convert.py ended in
+    "example usage" prints, and report.py, which imports it, printed '32.0\\n212.0' twice; the 1.5B, shown only the
+    output, judged c_to_f wrong and gave up."""
+    m = re.match(r"`python ([\w/.\-]+\.py)`", check.what)
+    if check.passed is not False or m is None or "it printed" not in check.detail:
+        return check
+    printing = [name for name in _workspace_imports(root / m.group(1), root) if _prints_at_top(root / f"{name}.py")]
+    if not printing:
+        return check
+    module = printing[0]
+    hint = (
+        f". {module}.py prints when it is imported (its top-level print() runs first): put those lines under "
+        f'`if __name__ == "__main__":` in {module}.py'
+    )
+    return Check(check.what, False, check.detail + hint)
+
+
+def _workspace_imports(script: Path, root: Path) -> list[str]:
+    """The workspace modules (``name.py`` at the top of ``root``) ``script`` imports, in order."""
+    try:
+        tree = ast.parse(script.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module.split(".")[0])
+    return [n for n in dict.fromkeys(names) if (root / f"{n}.py").is_file() and root / f"{n}.py" != script]
+
+
+def _prints_at_top(module: Path) -> bool:
+    """Whether ``module`` calls print() when it is imported: in its top-level statements (a loop's body too), not in
+    a def, a class or an ``if __name__ == "__main__":`` block."""
+    try:
+        tree = ast.parse(module.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(node, ast.If) and "__name__" in ast.dump(node.test):
+            continue
+        if any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print" for n in ast.walk(node)
+        ):
+            return True
+    return False
 
 
 def _other_outputs(acceptance: str, checks: list[Check]) -> list[Check]:
