@@ -3236,3 +3236,39 @@ def test_a_script_whose_output_is_wrong_is_told_a_module_it_imports_prints_on_im
     assert ("it printed" in error) is hinted, error
     told = "convert.py prints when it is imported (its top-level print() runs first): put those lines under `if"
     assert (told in error) is hinted, error
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "written"),
+    [
+        ("write_double_function", "calc.py", True),  # round 15's fix_double, nine times refused
+        ("create_double", "./calc.py", True),
+        ("write_double_function", "other.py", False),  # not the step's file: stays unknown
+        ("update_double_function", "calc.py", False),  # says another change than a whole write
+        ("double_function", "calc.py", False),  # does not say it writes
+    ],
+)
+def test_an_unknown_call_that_says_it_writes_the_steps_own_file_is_its_write(
+    tmp_path: Path, name: str, path: str, written: bool
+) -> None:
+    """Round 15's fix_double: in a step that writes calc.py, the 1.5B called write_double_function with calc.py's
+    path and content nine times, each refused as an unknown tool, and the run failed. An unknown tool whose name
+    says it writes, called with exactly the step's own file and a content, is the step's write tool (its gate
+    applies); another file, another change, or a name that says no write stays unknown."""
+    step = {
+        "id": "add_double_function",
+        "description": "Write calc.py with double(x) that returns x * 2",
+        "tools": ["write_file"],
+        "acceptance": "calc.py exists",
+    }
+    good = "def double(x):\n    return x * 2\n"
+    call = {"name": name, "args": {"path": path, "content": good}}
+    script = PurposeScript(
+        plan=plan_of(step),
+        execute=lambda req: "done" if req.tool_results() else {"tool_calls": [call]},
+        reflect=GIVE_UP,
+    )
+    out, _, ws = run(tmp_path, script, task="Write calc.py with double(x) that returns x * 2.")
+    assert (ws / "calc.py").is_file() is written
+    assert not (ws / "other.py").exists()
+    assert out["status"] == ("completed" if written else "failed"), out["report"]["error"]

@@ -856,8 +856,30 @@ def _own_alias_args(name: str, args: Any, whole_file: WholeFile, known: frozense
         moved = _misplaced(fixed, whole_file)
         return moved if moved is not None else (fixed if text is not None else None)
     if name not in known:
-        return _file_named_write(name, args)
+        return _file_named_write(name, args) or _said_write(name, args, whole_file)
     return None
+
+
+#: An unknown tool's name that says it writes: "write_double_function", "create_report", "save-file".
+_WRITES = re.compile(r"^(?:write|create|save|make)(?:[_\-\s]|$)", re.IGNORECASE)
+
+
+def _said_write(name: str, args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
+    """The write tool's arguments of a call to an unknown tool whose name says it writes ("write_double_function")
+    and no other change, with exactly a ``path`` that is the step's one file and a string ``content``, else None.
+    Round 15's fix_double: the 1.5B called write_double_function with calc.py's path and content nine times in
+    a step that writes calc.py, each refused as an unknown tool, and the run failed. The step's own file and its
+    declared write tool: the write tool's gate applies as to any call of it."""
+    if whole_file.path is None or not isinstance(args, dict) or set(args) != {"path", "content"}:
+        return None
+    if _WRITES.match(name.strip()) is None or _NOT_WHOLE.search(name) is not None:
+        return None
+    path, content = args.get("path"), _text_content(args.get("content"))
+    if not isinstance(path, str) or content is None:
+        return None
+    if posixpath.normpath(path.strip().replace("\\", "/")).removeprefix("./") != whole_file.path:
+        return None
+    return {"path": path, "content": content}
 
 
 def _file_named_write(name: str, args: Any) -> dict[str, Any] | None:
