@@ -3246,6 +3246,8 @@ def test_a_script_whose_output_is_wrong_is_told_a_module_it_imports_prints_on_im
         ("write_double_function", "other.py", False),  # not the step's file: stays unknown
         ("update_double_function", "calc.py", False),  # says another change than a whole write
         ("double_function", "calc.py", False),  # does not say it writes
+        ("write_notes_txt", "calc.py", False),  # names another file (the step before): a confused call
+        ("write_calc_py", "calc.py", True),
     ],
 )
 def test_an_unknown_call_that_says_it_writes_the_steps_own_file_is_its_write(

@@ -860,6 +860,8 @@ def _own_alias_args(name: str, args: Any, whole_file: WholeFile, known: frozense
     return None
 
 
+#: A file a tool's name names, its dot written as an underscore or not: "write_notes_txt", "create_app.py".
+_NAMED_FILE = re.compile(r"([A-Za-z0-9]+)[_.](py|txt|json|csv|md|cfg|toml|yaml|yml|ini)(?![A-Za-z0-9])")
 #: An unknown tool's name that says it writes: "write_double_function", "create_report", "save-file".
 _WRITES = re.compile(r"^(?:write|create|save|make)(?:[_\-\s]|$)", re.IGNORECASE)
 
@@ -869,10 +871,14 @@ def _said_write(name: str, args: Any, whole_file: WholeFile) -> dict[str, Any] |
     and no other change, with exactly a ``path`` that is the step's one file and a string ``content``, else None.
     Round 15's fix_double: the 1.5B called write_double_function with calc.py's path and content nine times in
     a step that writes calc.py, each refused as an unknown tool, and the run failed. The step's own file and its
-    declared write tool: the write tool's gate applies as to any call of it."""
+    declared write tool: the write tool's gate applies as to any call of it. A name that names another file
+    (``write_notes_txt``, the step before) is a confused call, and stays unknown."""
     if whole_file.path is None or not isinstance(args, dict) or set(args) != {"path", "content"}:
         return None
     if _WRITES.match(name.strip()) is None or _NOT_WHOLE.search(name) is not None:
+        return None
+    named = {f"{stem}.{ext}" for stem, ext in _NAMED_FILE.findall(name)}  # write_notes_txt: another step's file
+    if named - {PurePosixPath(whole_file.path).name}:
         return None
     path, content = args.get("path"), _text_content(args.get("content"))
     if not isinstance(path, str) or content is None:
