@@ -3274,3 +3274,25 @@ def test_an_unknown_call_that_says_it_writes_the_steps_own_file_is_its_write(
     assert (ws / "calc.py").is_file() is written
     assert not (ws / "other.py").exists()
     assert out["status"] == ("completed" if written else "failed"), out["report"]["error"]
+
+
+@pytest.mark.parametrize(
+    ("content", "status"),
+    [("4\n9\n2\n", "completed"), ("4 9 2\n", "failed")],  # decided by the lines, either way: no judge
+)
+@pytest.mark.parametrize("said", ["4\n9\n2", "4\\n9\\n2"])  # line breaks real (JSON's \n), or written out
+def test_a_files_whole_text_given_unquoted_is_checked(tmp_path: Path, content: str, status: str, said: str) -> None:
+    """The held-out biggest (at f0bc382): the plan's acceptance "numbers.txt exists and its contents are 4\\n9\\n2"
+    (the line breaks real), a right numbers.txt, and a judge that failed it five times ("not created at all");
+    the run failed. Unquoted lines given as a file's contents are checked as its whole text."""
+    step = {
+        "id": "write_numbers",
+        "description": "Write numbers.txt",
+        "tools": ["write_file"],
+        "acceptance": f"numbers.txt exists and its contents are {said}",
+    }
+    no = {"passed": False, "reason": "The file 'numbers.txt' was not created at all."}
+    script = PurposeScript(plan=plan_of(step), execute=writer("numbers.txt", content), verify=no, reflect=GIVE_UP)
+    out, model, _ = run(tmp_path, script, task="Write numbers.txt with 4, 9 and 2, one per line.")
+    assert out["status"] == status, out["report"]["error"]
+    assert model.calls("verify") == 0
