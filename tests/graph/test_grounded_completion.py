@@ -51,6 +51,28 @@ def plan_of(*steps: dict[str, Any]) -> dict[str, Any]:
     return {"title": "mathx", "steps": list(steps)}
 
 
+def against_a_failing_judge(
+    tmp_path: Path,
+    step: dict[str, Any],
+    path: str,
+    content: str,
+    task: str,
+    *,
+    reason: str = "the content does not match the step's description",
+    files: dict[str, str] | None = None,
+    mode: str = "sync",
+) -> tuple[dict[str, Any], ScriptedChatModel]:
+    """A one-step plan whose step writes ``path`` with ``content``, judged by a judge that fails everything (with
+    ``reason``), in a workspace that holds ``files`` first: what the checks decide is decided without the judge."""
+    no = {"passed": False, "reason": reason}
+    script = PurposeScript(plan=plan_of(step), execute=writer(path, content), verify=no, reflect=GIVE_UP)
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    for name, text in (files or {}).items():
+        (tmp_path / "ws" / name).write_text(text)
+    out, model, _ = run(tmp_path, script, task=task, mode=mode)
+    return out, model
+
+
 def writer(path: str, content: str, then: str = "wrote it") -> Callable[[ScriptRequest], Any]:
     """An execute turn that really calls write_file, then answers."""
 
@@ -2810,11 +2832,11 @@ def test_a_script_said_to_print_a_call_is_held_to_that_calls_value(
         "tools": ["write_file"],
         "acceptance": "show_vowels.py exists and `python show_vowels.py` runs",
     }
-    no = {"passed": False, "reason": "the content does not match the step's description"}
-    script = PurposeScript(plan=plan_of(step), execute=writer("show_vowels.py", source), verify=no, reflect=GIVE_UP)
-    (tmp_path / "ws").mkdir()
-    (tmp_path / "ws" / "vowels.py").write_text("def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)\n")
-    out, model, _ = run(tmp_path, script, mode=mode, task="Write show_vowels.py that prints count_vowels('banana').")
+    vowels = "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)\n"
+    task = "Write show_vowels.py that prints count_vowels('banana')."
+    out, model = against_a_failing_judge(
+        tmp_path, step, "show_vowels.py", source, task, files={"vowels.py": vowels}, mode=mode
+    )
     assert out["status"] == status and model.calls("verify") == judged
     if status == "failed" and not judged:
         assert "gives '3': print(count_vowels('banana'))" in (out["plan"].get("write_show").error or "")
@@ -3096,9 +3118,10 @@ def test_a_layout_clause_is_decided_by_the_check_that_held_the_file_to_its_lines
         "tools": ["write_file"],
         "acceptance": "numbers.txt exists and contains the numbers 4, 9, and 2, separated by newlines.",
     }
-    no = {"passed": False, "reason": "The file 'numbers.txt' does not exist."}
-    script = PurposeScript(plan=plan_of(step), execute=writer("numbers.txt", content), verify=no, reflect=GIVE_UP)
-    out, model, _ = run(tmp_path, script, task="Write numbers.txt with the numbers 4, 9 and 2, one per line.")
+    task = "Write numbers.txt with the numbers 4, 9 and 2, one per line."
+    out, model = against_a_failing_judge(
+        tmp_path, step, "numbers.txt", content, task, reason="The file 'numbers.txt' does not exist."
+    )
     assert out["status"] == ("failed" if judged else "completed"), out["report"]["error"]
     assert (model.calls("verify") > 0) == judged
 
@@ -3119,9 +3142,9 @@ def test_runs_with_the_correct_output_is_decided_by_a_silent_run_only_where_noth
     nothing, and nothing asks it to: the run decides the clause. Output is left to the judge (here one that fails
     everything), and a script said to print that prints nothing fails without it."""
     step = write_step("mathx.py exists and `python mathx.py` runs with the correct output", description=description)
-    no = {"passed": False, "reason": "the actual output is `None`"}
-    script = PurposeScript(plan=plan_of(step), execute=writer("mathx.py", source), verify=no, reflect=GIVE_UP)
-    out, model, _ = run(tmp_path, script, task=f"{description}.")
+    out, model = against_a_failing_judge(
+        tmp_path, step, "mathx.py", source, f"{description}.", reason="the actual output is `None`"
+    )
     assert out["status"] == status, out["report"]["error"]
     assert (model.calls("verify") > 0) == judged
 
@@ -3145,11 +3168,10 @@ def test_prints_the_correct_number_of_lines_is_decided_by_the_count_check(
         "tools": ["write_file"],
         "acceptance": "count_lines.py exists and `python count_lines.py` prints the correct number of lines",
     }
-    no = {"passed": False, "reason": "`python count_lines.py` did not print the correct number of lines."}
-    script = PurposeScript(plan=plan_of(step), execute=writer("count_lines.py", source), verify=no, reflect=GIVE_UP)
-    (tmp_path / "ws").mkdir()
-    (tmp_path / "ws" / "notes.txt").write_text("Line 1\nLine 2\nLine 3")
-    out, model, _ = run(tmp_path, script, task="Write count_lines.py that prints the number of lines in notes.txt.")
+    task = "Write count_lines.py that prints the number of lines in notes.txt."
+    out, model = against_a_failing_judge(
+        tmp_path, step, "count_lines.py", source, task, files={"notes.txt": "Line 1\nLine 2\nLine 3"}
+    )
     assert out["status"] == status, out["report"]["error"]
     assert model.calls("verify") == 0  # decided by the checks, either way
 
@@ -3291,8 +3313,9 @@ def test_a_files_whole_text_given_unquoted_is_checked(tmp_path: Path, content: s
         "tools": ["write_file"],
         "acceptance": f"numbers.txt exists and its contents are {said}",
     }
-    no = {"passed": False, "reason": "The file 'numbers.txt' was not created at all."}
-    script = PurposeScript(plan=plan_of(step), execute=writer("numbers.txt", content), verify=no, reflect=GIVE_UP)
-    out, model, _ = run(tmp_path, script, task="Write numbers.txt with 4, 9 and 2, one per line.")
+    task = "Write numbers.txt with 4, 9 and 2, one per line."
+    out, model = against_a_failing_judge(
+        tmp_path, step, "numbers.txt", content, task, reason="The file 'numbers.txt' was not created at all."
+    )
     assert out["status"] == status, out["report"]["error"]
     assert model.calls("verify") == 0
