@@ -949,10 +949,11 @@ def _vague(clause: str) -> bool:
     return bool(_VAGUE.search(clause)) and not re.search(r"['\"`\d\[\]{}]", clause)
 
 
-#: "separated by newlines", "one per line", "each on its own line": how a data file's items are laid out.
-_LAYOUT = re.compile(
-    r"\bseparated by (?:new ?lines|line breaks|newline characters)\b|\bnewline[- ]separated\b|\bone per line\b"
-    r"|\beach on (?:its own|a separate|a new|a) line\b|\bon (?:separate|their own|new) lines\b",
+#: "separated by newlines", "newline-separated", "on their own lines": items laid out in lines, said otherwise
+#: than `_EACH_ON_A_LINE` says it.
+_BY_NEWLINES = re.compile(
+    r"\bseparated by (?:new ?lines|line breaks|newline characters)\b|\bnewline[- ]separated\b"
+    r"|\bon (?:their own|new) lines\b",
     re.IGNORECASE,
 )
 
@@ -961,7 +962,8 @@ def _layout(clause: str) -> bool:
     """Whether ``clause`` only says how items are laid out in lines: decided by a passed check that held the
     whole file to the lines the step describes. The held-out biggest's judge failed a right numbers.txt ('4\\n9\\n2')
     seven times on "contains the numbers 4, 9, and 2, separated by newlines", whose last clause no check named."""
-    return bool(_LAYOUT.search(clause)) and not re.search(r"['\"`\d\[\]{}]", clause)
+    laid_out = _EACH_ON_A_LINE.search(clause) or _BY_NEWLINES.search(clause)
+    return laid_out is not None and not re.search(r"['\"`\d\[\]{}]", clause)
 
 
 _ONE_PER_LINE = re.compile(r"\bone per line\b|\beach on (?:its own|a) line\b|\bone on each line\b", re.IGNORECASE)
