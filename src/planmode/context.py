@@ -106,6 +106,13 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"{name}={raw!r}: expected true or false")
 
 
+def _env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return list(default)
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
 def _env_choice(name: str, choices: tuple[_Choice, ...], default: _Choice) -> _Choice:
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -296,6 +303,50 @@ class PlanModeContext:
         },
     )
 
+    run_checks: bool = field(
+        default_factory=lambda: _env_bool("PLANMODE_RUN_CHECKS", True),
+        metadata={
+            "description": (
+                "Run the plan's declared checks (commands and file checks) in the sandbox when a step ends and "
+                "again before 'completed'. Off: no command of a check runs; a step with run checks is then judged "
+                "on its prose alone, and the approval screen says so (env PLANMODE_RUN_CHECKS)."
+            )
+        },
+    )
+    check_commands: list[str] = field(
+        default_factory=lambda: _env_list("PLANMODE_CHECK_COMMANDS", ["python", "pytest"]),
+        metadata={
+            "description": (
+                "The programs a check may run (the command's first word; python also allows python3). A check "
+                "that runs another is refused at planning and at approval, and never runs (env "
+                "PLANMODE_CHECK_COMMANDS, comma-separated: e.g. python,pytest,go,npm,make)."
+            )
+        },
+    )
+    sandbox: bool = field(
+        default_factory=lambda: _env_bool("PLANMODE_SANDBOX", True),
+        metadata={
+            "description": (
+                "Run checks under bubblewrap where it works (read-only root, only the workspace writable, no "
+                "network, the home folder hidden); the scrubbed environment, limits and timeout hold either way "
+                "(env PLANMODE_SANDBOX)."
+            )
+        },
+    )
+    check_timeout: float = field(
+        default=60.0, metadata={"description": "Seconds one check's command may run before it is killed.", "min": 1}
+    )
+    model_profile: Literal["default", "small"] | None = field(
+        default=None,
+        metadata={
+            "description": (
+                "small: switch on the small-model adapter (planmode.adapters.small_models): reading prose into "
+                "checks, repairing tool calls and plans; --gguf sets it. default: off. None: decided from the model "
+                "server when it can tell."
+            )
+        },
+    )
+
     def __post_init__(self) -> None:
         for name in _FIELD_NAMES:
             _check_field(name, getattr(self, name))
@@ -353,6 +404,10 @@ def _check_field(name: str, value: Any) -> None:
             raise ConfigurationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     elif name == "prices":
         _check_prices(value)
+    elif name == "check_commands" and (
+        not isinstance(value, list | tuple) or not all(isinstance(v, str) and v.strip() for v in value)
+    ):
+        raise ConfigurationError(f"check_commands must be a list of program names, got {value!r}")
 
 
 def _check_prices(prices: Any) -> None:
@@ -439,7 +494,18 @@ def _typed(stored: PlanModeContext | Mapping[str, Any]) -> PlanModeContext:
 
 #: The settings a resumed run's context may tighten but never loosen: a run's caller cannot approve, skip a
 #: question or lift a limit by passing a context (loosening is an answer at the interrupt).
-TIGHTEN_ONLY = ("approval", "step_approval", "reapprove_patches", "check_staleness", "max_tokens", "max_cost", "prices")
+TIGHTEN_ONLY = (
+    "approval",
+    "step_approval",
+    "reapprove_patches",
+    "check_staleness",
+    "run_checks",
+    "sandbox",
+    "check_commands",
+    "max_tokens",
+    "max_cost",
+    "prices",
+)
 
 
 def _loosens(name: str, stored: PlanModeContext, given: Mapping[str, Any]) -> bool:
@@ -451,7 +517,9 @@ def _loosens(name: str, stored: PlanModeContext, given: Mapping[str, Any]) -> bo
         return bool(new != "ask")
     if name == "step_approval":  # writes -> off skips the per-step question
         return bool(old == "writes")
-    if name in ("check_staleness", "reapprove_patches"):  # true -> false skips a question
+    if name == "check_commands":  # a program the run did not allow may not be added on a resume
+        return not set(new) <= set(old)
+    if name in ("check_staleness", "reapprove_patches", "run_checks", "sandbox"):  # true -> false skips a question
         return bool(old)
     if name in ("max_tokens", "max_cost"):  # a larger limit, or none where there was one
         try:

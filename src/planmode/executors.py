@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode._drive import Call, adrive, drive
+from planmode.checks import checks_summary
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm.structured import structured_steps
@@ -112,6 +113,7 @@ def _execute_messages(step: Step, ctx: StepContext) -> list[BaseMessage]:
                 step_id=step.id,
                 description=step.description,
                 acceptance=step.acceptance or "(none given)",
+                checks=checks_summary(step.checks),
                 context=deps,
                 previous_error=prev,
             ).rstrip()

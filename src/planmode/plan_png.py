@@ -75,7 +75,12 @@ def plan_to_png(plan: Plan, path: str | Path) -> Path:
         box = boxes[step.id]
         draw.rounded_rectangle(box, radius=8, fill=fill, outline=outline, width=2)
         head = _printable(f"{step.id} [{step.status.value}]")[:WRAP]
-        body = textwrap.wrap(_printable(step.description), WRAP, max_lines=LINES, placeholder=" …") or [""]
+        room = LINES - 1 if step.checks else LINES
+        body = textwrap.wrap(_printable(step.description), WRAP, max_lines=room, placeholder=" …") or [""]
+        if step.checks:  # how the step is checked: the count and the first check, on the box's last line
+            first = step.checks[0]
+            what = first.command if first.kind == "run" else first.path
+            body.append(_printable(f"checks {len(step.checks)}: {what}")[:WRAP])
         draw.text((box[0] + 8, box[1] + 6), head, fill="#111111", font=font)
         for n, line in enumerate(body):
             draw.text((box[0] + 8, box[1] + 24 + n * (FONT_SIZE + 3)), line, fill="#333333", font=font)

@@ -45,26 +45,32 @@ calls."""
 
 PLAN_SYSTEM = """planmode:plan
 Write a plan for the task: a list of steps. Each step is one action that makes progress:
-- id: short and unique (letters, digits, _ or -), named after the action, e.g. write_mathx; never a tool name;
+- id: short and unique (letters, digits, _ or -), named after the action; never a tool name;
 - description: the instruction, naming the files it creates or changes;
 - dependencies: ids of the steps that must be done first;
 - tools: the tools it uses;
 - complexity: low, medium or high;
-- acceptance: how to check it worked. A step that writes names its file, e.g. "mathx.py exists and
-  `python mathx.py` runs".
-Every file the task asks for is written by a step that has a write tool. Looking around (listing or reading
-files) was done before planning: do not plan steps that only read. Steps that do not need each other have no
-dependency, so they run in parallel. At most {max_steps} steps.
+- checks: how to tell that it worked, as data that planmode runs after the step:
+  {{"kind": "run", "command": "<program> <args>", "exit_code": 0, "stdout": "<what it prints, whole>"}}
+  runs a command in the workspace (no shell; "stdout_contains": [...] instead of "stdout" for parts);
+  {{"kind": "file", "path": "<file>", "exists": true, "contains": ["<text>"]}} looks at a file
+  ("equals": "<whole text>" or "json": <value> instead of "contains");
+- acceptance: what no check can state, in a sentence (may be empty).
+Commands a check may run: {commands}.
+A step that writes has at least one check. Every file the task asks for is written by a step that has a write
+tool. Looking around (listing or reading files) was done before planning: do not plan steps that only read.
+Steps that do not need each other have no dependency, so they run in parallel. At most {max_steps} steps.
 Available tools: {tools}"""
 
-#: Appended to `PLAN_SYSTEM` when the graph has a write tool (``write``: its name).
+#: Appended to `PLAN_SYSTEM` when the graph has a write tool (``write``: its name). A made-up task, never one of
+#: the benchmark's.
 PLAN_EXAMPLE = """
-Example, for the task "create mathx.py with add(a, b) and test it in test_mathx.py":
-{{"title": "mathx and its test", "steps": [
- {{"id": "write_mathx", "description": "Write mathx.py with add(a, b) returning a + b", "tools": ["{write}"],
-  "acceptance": "mathx.py exists and `python mathx.py` runs"}},
- {{"id": "write_test", "description": "Write test_mathx.py with a test of add", "dependencies": ["write_mathx"],
-  "tools": ["{write}"], "acceptance": "test_mathx.py exists and `pytest test_mathx.py` passes"}}]}}"""
+Example, for the task "add a word counter, wc.py, that prints how many words a file given as argument holds":
+{{"title": "A word counter", "steps": [
+ {{"id": "write_wc", "description": "Write wc.py: read the file named by sys.argv[1], print its number of words",
+  "tools": ["{write}"], "checks": [{{"kind": "file", "path": "wc.py", "exists": true}}]}},
+ {{"id": "try_wc", "description": "Write sample.txt holding the words: one two three", "dependencies": ["write_wc"],
+  "tools": ["{write}"], "checks": [{{"kind": "run", "command": "python wc.py sample.txt", "stdout": "3"}}]}}]}}"""
 
 PLAN_USER = """Task: {task}
 {findings}"""
@@ -90,6 +96,7 @@ or other text, unless the goal says otherwise."""
 EXECUTE_USER = """Goal: {goal}
 Step `{step_id}`: {description}
 Acceptance criteria: {acceptance}
+Checks planmode runs after the step: {checks}
 Results of the steps it depends on:
 {context}
 {previous_error}"""
@@ -130,7 +137,8 @@ Trouble: {trouble}"""
 PATCH_SYSTEM = """planmode:patch
 Repair the plan with the smallest patch that works. Answer JSON with:
 - reason: why the plan changes;
-- add_steps: new steps (id, description, tools, acceptance, dependencies, and `after`: the step to insert after);
+- add_steps: new steps (id, description, tools, checks, acceptance, dependencies, and `after`: the step to insert
+  after);
 - update_steps: each an id plus only the fields that change;
 - remove_steps: ids of steps to drop.
 Steps marked done must not be changed or removed. A failed step that you update is reset and runs again.

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planmode.graph import build_graph
-from planmode.nodes._evidence import own_acceptance
-from planmode.nodes.verify import COVERED
+from planmode.adapters.small_models.evidence import own_acceptance
+from planmode.adapters.small_models.verify import COVERED
 from planmode.persistence import async_sqlite_checkpointer, sqlite_checkpointer
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
@@ -226,7 +226,7 @@ def test_a_python_file_holding_plain_text_is_told_it_is_not_code(tmp_path: Path)
     assert "mathx.py holds plain text ('Hello, world!'), not Python code; write the Python code" in error
     assert "(a script that prints that text holds print('Hello, world!'))" in error  # the code, shown
 
-    from planmode.nodes._evidence import _compiles
+    from planmode.adapters.small_models.evidence import _compiles
 
     broken = tmp_path / "broken.py"
     broken.write_text("def add(a, b) return a + b\n")
@@ -505,7 +505,7 @@ def test_a_step_that_only_uses_a_file_of_the_task_does_not_count_as_writing_it(t
     assert out["status"] == "completed", out.get("error")
     assert (ws / "data.csv").is_file()
 
-    from planmode.nodes._coverage import plan_problems
+    from planmode.adapters.small_models.coverage import plan_problems
     from planmode.state.models import Plan
 
     empty = tmp_path / "empty"
@@ -551,7 +551,7 @@ def test_a_plan_that_writes_a_file_the_task_gives_to_read_is_sent_back_and_mende
     assert out["status"] == "completed", out.get("error")
     assert (ws / "names.txt").read_text() == "Ada\nGrace\n"
 
-    from planmode.nodes._coverage import plan_problems
+    from planmode.adapters.small_models.coverage import plan_problems
     from planmode.state.models import Plan
 
     fresh = tmp_path / "fresh"  # before the run: greet_all.py is still to write
@@ -838,7 +838,7 @@ def test_a_text_of_thousands_of_followed_by_each_clauses_is_read_in_linear_time(
     The bound is for a hang, not a measure of speed."""
     import time
 
-    from planmode.nodes._evidence import _each_line_printed
+    from planmode.adapters.small_models.evidence import _each_line_printed
 
     (tmp_path / "a.txt").write_text("1\n2\n")
     started = time.monotonic()
@@ -1570,7 +1570,7 @@ def test_the_function_is_defined_without_a_file_is_looked_up_in_the_acceptances_
     assert out["status"] == "failed" and model.calls("verify") == 0
     assert "add" in (out["plan"].get("write_mathx").error or "")
 
-    from planmode.nodes._evidence import Check, Evidence
+    from planmode.adapters.small_models.evidence import Check, Evidence
 
     found = Evidence(runs=[], files={"util/strings.py": "def shout(s): return s.upper() + '!'\n"}, checks=[])
     found.checks.append(Check("util/strings.py exists", True))
@@ -1621,7 +1621,7 @@ def test_a_write_step_without_acceptance_is_settled_by_its_write_not_its_report(
     """Qwen2.5-Coder-1.5B's repaired plan had a write step without acceptance; the step wrote list_primes.py and
     answered with nothing, and 'the step produced no output' failed it. Its write is its evidence; a step that
     declares no write tool is still judged on its answer."""
-    from planmode.nodes._evidence import gather
+    from planmode.adapters.small_models.evidence import gather
     from planmode.state.graph_state import StepOutcome, ToolRun
 
     ws = tmp_path / "ws"
@@ -1685,7 +1685,7 @@ def test_a_patch_that_lists_a_tool_as_a_dependency_is_read_as_the_model_meant_it
 
 
 def test_kept_runs_adds_back_only_the_runs_of_files_the_new_acceptance_drops() -> None:
-    from planmode.nodes._coverage import kept_runs
+    from planmode.adapters.small_models.coverage import kept_runs
 
     old = "test_shapes.py exists and `pytest test_shapes.py` passes"
     assert kept_runs(old, "test_shapes.py compiles") == (
@@ -1961,7 +1961,7 @@ def test_a_script_asked_for_one_value_that_prints_a_sentence_around_it_fails(tmp
 
 
 def test_a_check_that_fails_or_a_clause_no_check_covers_is_not_settled() -> None:
-    from planmode.nodes._evidence import Check, Evidence
+    from planmode.adapters.small_models.evidence import Check, Evidence
 
     ran = Evidence(runs=[], checks=[Check("mathx.py exists", True), Check("`python mathx.py` runs", True)])
     assert ran.settles("mathx.py exists and `python mathx.py` runs.")
@@ -2234,7 +2234,7 @@ def test_a_script_the_plan_says_prints_is_run_by_its_acceptance(
 
 
 def test_mend_runs_adds_a_run_only_where_a_printing_script_is_run_by_nothing() -> None:
-    from planmode.nodes._coverage import mend_runs
+    from planmode.adapters.small_models.coverage import mend_runs
     from planmode.state.models import Plan
 
     def one(description: str, acceptance: str, tools: tuple[str, ...] = ("write_file",)) -> str:
@@ -2261,7 +2261,7 @@ def test_mend_runs_adds_a_run_only_where_a_printing_script_is_run_by_nothing() -
 
 
 def test_mend_tools_replaces_a_tool_name_that_means_exactly_one_of_the_graphs_tools() -> None:
-    from planmode.nodes._coverage import mend_tools
+    from planmode.adapters.small_models.coverage import mend_tools
     from planmode.state.models import Plan
 
     def one(*tools: str) -> list[str]:
@@ -2283,7 +2283,7 @@ def test_mend_tools_replaces_a_tool_name_that_means_exactly_one_of_the_graphs_to
 
 
 def test_mend_dependencies_drops_a_tool_named_as_a_dependency_and_a_dependency_listed_twice() -> None:
-    from planmode.nodes._coverage import mend_dependencies
+    from planmode.adapters.small_models.coverage import mend_dependencies
     from planmode.state.models import Plan
 
     def deps(*dependencies: str, ids: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
@@ -2310,7 +2310,7 @@ def test_mend_dependencies_drops_a_tool_named_as_a_dependency_and_a_dependency_l
 
 
 def test_mend_reads_leaves_out_only_a_step_that_reads_back_what_an_earlier_step_writes() -> None:
-    from planmode.nodes._coverage import mend_reads
+    from planmode.adapters.small_models.coverage import mend_reads
     from planmode.state.models import Plan
 
     def mended(*steps: Step) -> tuple[list[tuple[str, list[str]]], list[str]]:
@@ -2400,7 +2400,7 @@ def test_a_plan_that_reads_back_a_file_it_wrote_runs_without_that_step(tmp_path:
 
 
 def test_mend_new_files_lets_a_step_that_edits_a_file_no_one_writes_write_it(tmp_path: Path) -> None:
-    from planmode.nodes._coverage import mend_new_files
+    from planmode.adapters.small_models.coverage import mend_new_files
     from planmode.state.models import Plan
 
     (tmp_path / "calc.py").write_text("def double(x):\n    return x + 2\n")
@@ -2431,7 +2431,7 @@ def test_mend_new_files_lets_a_step_that_edits_a_file_no_one_writes_write_it(tmp
 
 
 def test_mend_run_steps_puts_a_run_step_into_the_acceptance_of_the_step_that_writes_the_script() -> None:
-    from planmode.nodes._coverage import mend_run_steps
+    from planmode.adapters.small_models.coverage import mend_run_steps
     from planmode.state.models import Plan
 
     def mended(*steps: Step) -> tuple[list[tuple[str, list[str], str]], list[str]]:
@@ -2475,7 +2475,7 @@ def test_mend_run_steps_puts_a_run_step_into_the_acceptance_of_the_step_that_wri
 
 
 def test_mend_length_drops_only_steps_that_can_do_nothing_and_only_to_meet_the_limit() -> None:
-    from planmode.nodes._coverage import mend_length
+    from planmode.adapters.small_models.coverage import mend_length
     from planmode.state.models import Plan
 
     def ids(max_steps: int, *steps: Step) -> tuple[list[str], list[str]]:
@@ -2550,7 +2550,7 @@ def test_a_plan_one_step_over_the_limit_with_a_step_that_can_do_nothing_runs_wit
 def test_mend_data_runs_leaves_out_a_clause_that_runs_a_data_file_with_python(
     acceptance: str, mended: str | None
 ) -> None:
-    from planmode.nodes._coverage import mend_data_runs
+    from planmode.adapters.small_models.coverage import mend_data_runs
     from planmode.state.models import Plan
 
     plan = Plan(goal="g", version=1, steps=[Step(id="s", description="Write it", acceptance=acceptance)])
@@ -2563,7 +2563,7 @@ def test_a_run_of_a_script_nothing_writes_named_after_the_steps_data_file_is_lef
     """The 1.5B's step "Write data.csv with the header line name,score ..." was accepted by "data.csv exists and
     `python data.py` runs": the right data.csv failed twice on "data.py was not created", and the run gave up. A
     script that is nowhere else (task, steps, workspace) is left out; a script the task or a step names stays."""
-    from planmode.nodes._coverage import mend_stem_runs
+    from planmode.adapters.small_models.coverage import mend_stem_runs
     from planmode.state.models import Plan
 
     task = "Write data.csv with three scores. Then write avg.py that reads data.csv and prints the average"
@@ -2692,7 +2692,7 @@ def test_a_module_is_not_asked_to_print_what_its_users_print() -> None:
     reverse(s); its judge failed the right rev.py four times because the run "returns nothing". A write step that
     defines functions and says nothing of printing runs its module; what it returns is checked by the steps that
     use it. A script that says it prints, or a clause on another file, is left as planned."""
-    from planmode.nodes._coverage import mend_module_runs
+    from planmode.adapters.small_models.coverage import mend_module_runs
     from planmode.state.models import Plan
 
     def one(description: str, acceptance: str) -> str:
@@ -2720,7 +2720,7 @@ def test_in_a_step_naming_two_files_printing_is_said_of_the_file_it_follows(tmp_
     """The 0.5B's step "Write greet.py with a function greet(name) ..., and main.py that imports greet and prints
     greet('Ada')", accepted by "`python greet.py` runs": greet.py ran, printed nothing (a module), and failed for
     "the step asks it to print" twice. The printing is main.py's."""
-    from planmode.nodes._evidence import says_prints
+    from planmode.adapters.small_models.evidence import says_prints
 
     both = "Write greet.py with a function greet(name) that returns 'Hello, ' + name + '!', and main.py that prints it"
     assert not says_prints(both, "greet.py") and says_prints(both, "main.py") and says_prints(both)
@@ -3221,7 +3221,7 @@ def test_a_patch_whose_new_step_the_step_cap_cuts_off_is_told_why_and_what_to_do
     ],
 )
 def test_a_doubled_space_from_prints_arguments_is_named_with_its_fix(printed: list[str], hinted: bool) -> None:
-    from planmode.nodes._evidence import _spacing_hint
+    from planmode.adapters.small_models.evidence import _spacing_hint
 
     hint = _spacing_hint(printed, ["Hi Ada", "Hi Grace"], "Hi ")
     assert bool(hint) is hinted

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from planmode.nodes import _evidence
-from planmode.nodes._evidence import gather
+from planmode.adapters.small_models import evidence as _evidence
+from planmode.adapters.small_models.evidence import gather
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.tools import workspace_tools

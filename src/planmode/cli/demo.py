@@ -1,19 +1,16 @@
 """``planmode demo``: the whole plan-mode loop offline, with a scripted model and real everything else.
 
 The model's answers are pre-written (a `ScriptedChatModel`); the file tools, the workspace, the SQLite
-checkpoints, the graph, the verification (it really runs the tests the agent wrote) and the rollback are
-real. It shows: read-only exploration, a plan with parallel steps, approval, a step that fails
+checkpoints, the graph, the plan's declared checks (they really run the tests the agent wrote, in the sandbox)
+and the rollback are real. It shows: read-only exploration, a plan with parallel steps, approval, a step that fails
 verification, reflection and a patch, completion, then the snapshot history and a rollback.
 """
 
 from __future__ import annotations
 
 import shlex
-import subprocess
-import sys
 import tempfile
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +19,6 @@ from rich.text import Text
 from planmode.cli.drive import drive, show_result
 from planmode.cli.ui import approval_screen, ask_approval, console, interactive, snapshot_table
 from planmode.context import PlanModeContext
-from planmode.executors import StepContext, Verdict
-from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 
 __all__ = ["DEMO_TASK", "build_demo_model", "run_demo"]
@@ -73,28 +68,27 @@ PLAN = {
             "id": "write_module",
             "description": "Write stats.py with mean() and median()",
             "tools": ["write_file"],
-            "acceptance": "stats.py exists",
+            "checks": [{"kind": "file", "path": "stats.py", "contains": ["def mean", "def median"]}],
         },
         {
             "id": "write_readme",
             "description": "Write README.md describing the module",
             "tools": ["write_file"],
             "complexity": "low",
-            "acceptance": "README.md exists",
+            "checks": [{"kind": "file", "path": "README.md", "contains": ["median"]}],
         },
         {
             "id": "write_tests",
             "description": "Write test_stats.py covering mean and median (even-length lists too)",
             "dependencies": ["write_module"],
             "tools": ["write_file"],
-            "acceptance": "python test_stats.py passes",
+            "checks": [{"kind": "run", "command": "python test_stats.py", "stdout": "all tests passed"}],
         },
         {
             "id": "summarise",
             "description": "Summarise what was built",
             "dependencies": ["write_tests", "write_readme"],
             "complexity": "low",
-            "acceptance": "a short summary",
         },
     ],
 }
@@ -108,7 +102,13 @@ PATCH = {
             "dependencies": ["write_module"],
             "tools": ["write_file"],
             "after": "write_module",
-            "acceptance": "median([4, 1, 3, 2]) == 2.5",
+            "checks": [
+                {
+                    "kind": "run",
+                    "command": 'python -c "from stats import median; print(median([4, 1, 3, 2]))"',
+                    "stdout": "2.5",
+                }
+            ],
         }
     ],
     "update_steps": [{"id": "write_tests", "dependencies": ["write_module", "fix_median"]}],
@@ -164,28 +164,6 @@ def build_demo_model() -> ScriptedChatModel:
     return ScriptedChatModel(responder=script)
 
 
-def make_verifier(workspace: Path) -> Callable[[Step, str, StepContext], Verdict]:
-    """A real verifier: files must exist; the test step's tests must pass when run."""
-
-    def verify(step: Step, output: str, ctx: StepContext) -> Verdict:
-        if step.id == "write_tests" or step.id == "fix_median":
-            if not (workspace / "test_stats.py").exists():
-                return Verdict(passed=step.id == "fix_median", reason="test_stats.py does not exist yet")
-            proc = subprocess.run(
-                [sys.executable, "test_stats.py"], cwd=workspace, capture_output=True, text=True, timeout=60
-            )
-            if proc.returncode != 0:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
-                return Verdict(passed=False, reason="python test_stats.py failed: " + " ".join(tail))
-            return Verdict(passed=True)
-        expected = {"write_module": "stats.py", "write_readme": "README.md"}.get(step.id)
-        if expected and not (workspace / expected).exists():
-            return Verdict(passed=False, reason=f"{expected} was not written")
-        return Verdict(passed=bool(output.strip()), reason="" if output.strip() else "no output")
-
-    return verify
-
-
 def run_demo(db: Path | None = None) -> int:
     """Run the demo; returns the process exit code."""
     from planmode.graph import build_graph
@@ -204,7 +182,7 @@ def run_demo(db: Path | None = None) -> int:
         Text(
             " (no API key, no network): its answers are "
             "pre-written.\nThe file tools, the workspace, the SQLite checkpoints, the graph, the "
-            "verification (it runs the tests) and the rollback are real."
+            "checks the plan declares (they run the tests, in the sandbox) and the rollback are real."
         ),
         sep="",
     )
@@ -212,7 +190,6 @@ def run_demo(db: Path | None = None) -> int:
     graph = build_graph(
         build_demo_model(),
         tools=workspace_tools(workspace),
-        verifier=make_verifier(workspace),
         checkpointer=sqlite_checkpointer(db_path),
     )
     cfg: Any = {"configurable": {"thread_id": f"demo-{uuid.uuid4().hex[:8]}"}}

@@ -1,6 +1,6 @@
 """The plan as a form a person edits in ``$EDITOR``: TOML, one ``[[steps]]`` block a step, with comments.
 
-Only what a person decides is in the form (the title; each step's id, description, ``after``, tools and
+Only what a person decides is in the form (the title; each step's id, description, ``after``, tools, checks and
 acceptance): no status, complexity, attempts or results. Comments are TOML's own (``#``), so they may stand
 anywhere and are kept while the file is edited; a parse error names the line and column of the file as the
 person sees it (comments counted). `read_form` turns the text back into the full-plan edit the approval takes
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["FORM_KEYS", "FormError", "form_header", "read_form", "to_form"]
 
 #: The keys of a step in the form; ``dependencies`` is read as ``after``.
-FORM_KEYS = ("id", "description", "after", "tools", "acceptance")
+FORM_KEYS = ("id", "description", "after", "tools", "checks", "acceptance")
 
 _HELP = [
     "Edit the plan, then save and close the editor to continue. An empty file cancels the edit.",
@@ -36,7 +36,11 @@ _HELP = [
     "  description what the step does",
     "  after       the ids of the steps that must be done first",
     "  tools       the tools it may use; the ones marked 'changes things' write",
-    "  acceptance  how to tell that it succeeded",
+    "  checks      how planmode checks it, one inline table each:",
+    '                {kind = "run", command = "python app.py", exit_code = 0, stdout = "ok"}',
+    '                {kind = "file", path = "app.py", exists = true, contains = ["def main"]}',
+    '              (by = "planmode" marks a check planmode wrote; commands run in the sandbox)',
+    "  acceptance  what no check states, for the judge",
     "Add a step with a new [[steps]] block; delete a block to remove its step.",
 ]
 
@@ -81,18 +85,53 @@ def to_form(plan: Plan, read_only: Iterable[str]) -> str:
         tools = f"tools = {_strings(step.tools)}"
         if writes:
             tools += f"  # changes things: {', '.join(writes)}"
+        ran = step.status.value != "pending"
         out += [
             "",
+            *([f"# {step.status.value}: a step that ran keeps its status (only pending steps change)"] if ran else []),
             "[[steps]]",
             f"id = {_string(step.id)}",
             f"description = {_string(step.description)}",
             f"after = {_strings(step.dependencies)}",
             tools,
+            *_checks_lines(step),
             f"acceptance = {_string(step.acceptance)}",
         ]
-        if step.status.value != "pending":
-            out.insert(-5, f"# {step.status.value}: a step that ran keeps its status (only pending steps change)")
     return "\n".join(out) + "\n"
+
+
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _string(key)
+
+
+def _toml_value(value: Any) -> str:
+    """JSON data as a TOML value on one line (a JSON null, which TOML lacks, is left out by the caller)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+    if isinstance(value, dict):
+        pairs = [f"{_key(str(k))} = {_toml_value(v)}" for k, v in value.items() if v is not None]
+        return "{" + ", ".join(pairs) + "}"
+    return _string(str(value))
+
+
+def _checks_lines(step: Any) -> list[str]:
+    """A step's checks as the form's ``checks = [...]`` lines, one inline table a check (defaults left out)."""
+    if not step.checks:
+        return ["checks = []"]
+    rows = []
+    for check in step.checks:
+        data = check.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        data = {"kind": check.kind, **{k: v for k, v in data.items() if k != "kind"}}
+        if check.kind == "run" and check.exit_code == 0:
+            data["exit_code"] = 0
+        rows.append("  " + _toml_value(data) + ",")
+    return ["checks = [", *rows, "]"]
 
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
@@ -181,11 +220,17 @@ def _from_form(data: dict[str, Any], starts: list[int]) -> dict[str, Any] | Form
             value = block.get(key, [])
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 return FormError(f'step {n + 1}: {key} must be a list of names, e.g. ["a", "b"]', line)
+        checks = block.get("checks", [])
+        if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+            return FormError(
+                f'step {n + 1}: checks must be a list of tables, e.g. [{{kind = "file", path = "a.py"}}]', line
+            )
         step: dict[str, Any] = {
             "id": block.get("id", ""),
             "description": block.get("description", ""),
             "dependencies": list(block.get("after", [])),
             "tools": list(block.get("tools", [])),
+            "checks": [dict(c) for c in checks],
             "acceptance": block.get("acceptance", ""),
         }
         steps.append(step)

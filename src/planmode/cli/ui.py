@@ -36,7 +36,7 @@ from rich.text import Text
 from planmode.text import visible
 
 if TYPE_CHECKING:  # the plan model imports the LangGraph stack: imported where a plan is read (a fast --help)
-    from planmode.state.models import Plan
+    from planmode.state.models import Plan, Step
 
 __all__ = [
     "YES",
@@ -259,7 +259,7 @@ class PlanView:
         table.add_column("description", overflow="fold", ratio=3)
         table.add_column("tools", overflow="fold")
         table.add_column("after", style="cyan", overflow="fold")
-        table.add_column("acceptance", style="dim", overflow="fold", ratio=2)
+        table.add_column("checked by", style="dim", overflow="fold", ratio=2)
         for n, s in enumerate(self.plan.steps, 1):
             st = s.status.value
             cells: list[RenderableType] = [Text(str(n))]
@@ -272,7 +272,7 @@ class PlanView:
                 Text(s.description),
                 _tools_cell(s.tools, self.read_only, "*"),
                 Text(", ".join(s.dependencies)),
-                Text(s.acceptance),
+                Text("\n".join(checked_by(s))),
             ]
             table.add_row(*cells)
         return table
@@ -300,9 +300,19 @@ class PlanView:
                 head.append_text(_tools_cell(s.tools, self.read_only, "*"))
             parts.append(head)
             parts.append(Padding(Text(s.description), (0, 0, 0, 5), expand=False))
-            if s.acceptance:
-                parts.append(Padding(Text("done when: " + s.acceptance, style="dim"), (0, 0, 0, 5), expand=False))
+            for line in checked_by(s):
+                parts.append(Padding(Text("checked by: " + line, style="dim"), (0, 0, 0, 5), expand=False))
         return Group(*parts)
+
+
+def checked_by(step: Step) -> list[str]:
+    """How a step is checked, a line each: its declared checks (planmode's marked), then its prose for the judge."""
+    from planmode.state.checks import describe_check
+
+    lines = [describe_check(c) for c in step.checks]
+    if step.acceptance:
+        lines.append(f"judged: {step.acceptance}")
+    return lines
 
 
 def plan_table(
@@ -470,9 +480,27 @@ def approval_screen(payload: Mapping[str, Any]) -> Group:
         from planmode.budget import approval_markdown
 
         parts.append(Text(approval_markdown(payload["budget"]), style="cyan"))
+    checks = payload.get("checks")
+    if isinstance(checks, Mapping):  # what will run when the steps are checked, and where
+        parts.append(_checks_note(checks))
     if payload.get("error"):
         parts.append(error_text(payload["error"], label="previous answer refused:"))
     return Group(*parts)
+
+
+def _checks_note(checks: Mapping[str, Any]) -> Text:
+    """The approval screen's lines on checks: the commands that will run, the sandbox, and the plan's problems."""
+    commands = [str(c) for c in checks.get("commands") or ()]
+    note = Text()
+    if commands:
+        note.append("Commands the checks run: ", style="bold")
+        note.append(", ".join(commands))
+        note.append("\n")
+    note.append(str(checks.get("sandbox") or ""), style="green" if checks.get("sandboxed") else "yellow")
+    for problem in checks.get("problems") or ():
+        note.append("\nproblem: ", style="bold red")
+        note.append(str(problem))
+    return note
 
 
 # -- the approval prompt ------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ from planmode.approval.approver import approver
 from planmode.approval.policy import ApprovalRequest, decide, from_settings, policy_name, read_only_tools_of
 from planmode.approval.staleness import fingerprint
 from planmode.budget import approval_budget, approval_markdown
+from planmode.checks import approval_checks
+from planmode.checks import approval_markdown as checks_markdown
 from planmode.context import PlanModeContext
 from planmode.nodes._batch import checked_now, gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of
@@ -109,6 +111,9 @@ def make_approve(deps: Deps, policy: Any = None) -> RunnableCallable:
             }
         payload = approval_payload(plan, error=error, reason=reason, changes=plan_changes(base, plan))
         payload["read_only_tools"] = sorted(read_only)  # the CLI marks every other tool a step names as a write
+        open_steps = [s for s in plan.steps if s.status.value != "done"]
+        payload["checks"] = approval_checks(open_steps, deps.tools, settings)  # what will run, and where
+        payload["markdown"] += "\n\n" + checks_markdown(payload["checks"])
         if settings.max_tokens or settings.max_cost or state.get("usage"):  # the estimate beside the budget
             payload["budget"] = approval_budget(plan, state, settings)
             payload["markdown"] += "\n\n" + approval_markdown(payload["budget"])

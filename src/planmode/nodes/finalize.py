@@ -1,13 +1,14 @@
 """finalize: the final answer as an AI message, and the run report.
 
-"Completed" is grounded in the run's record: a run whose plan is done but whose deliverables — the files its task
-names to produce, and the files its done write steps' acceptance names — are missing from the workspace is
-``failed``, saying which are missing (`planmode.nodes._evidence.missing_deliverables`). The final answer is written
-from the record (the steps done, the files the run changed), and an answer that names a file that does not exist
-is replaced by the record itself (`planmode.nodes._evidence.unsupported_files`)."""
+"Completed" is grounded in the run's record: before a run whose steps are all done is ``completed``, every done
+step's declared checks run again (on a copy of the workspace, so a check that writes changes nothing), and a check
+that fails now — a later step broke what an earlier one made — ends the run ``failed``, naming the check. The
+final answer is written from the record (the steps done, the files the run changed). With the small-model adapter
+on, the adapter's own end-of-run checks follow (`planmode.adapters`)."""
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from typing import Any
 
@@ -16,18 +17,16 @@ from langgraph.store.base import BaseStore
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
+from planmode.adapters import adapter_for
 from planmode.budget import BudgetSkipped, finalize_fits
+from planmode.checks import failure_reason
+from planmode.context import PlanModeContext
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
-from planmode.nodes._evidence import (
-    broken_runs,
-    changed_files,
-    left_empty,
-    missing_deliverables,
-    unsupported_files,
-)
+from planmode.nodes._evidence import changed_files, workspace_root
 from planmode.nodes._outputs import adependency_output, dependency_output, summarize
 from planmode.nodes._twin import Body, call, chat, model_for, twin_node
+from planmode.nodes.verify import declared_checks
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanSource, Step, StepStatus
@@ -117,16 +116,16 @@ def make_finalize(deps: Deps) -> RunnableCallable:
         if status == "completed" and plan is not None and not plan.is_complete:
             status, error = "failed", error or "the plan ended with steps not done"
         if status == "completed" and plan is not None:
-            missing = missing_deliverables(plan, deps.tools, state.get("run_writes") or {})
-            if missing:
-                status = "failed"
-                error = (
-                    f"the run ended without the files it was to produce: {', '.join(missing)} (not in the workspace)"
-                )
-            elif broken := broken_runs(plan, deps.tools):  # what a done step ran still runs at the end
+            settings = settings_of(state, runtime)
+            again = partial(_recheck, plan, deps, settings)
+            broken = yield from call(again, partial(asyncio.to_thread, again))
+            adapter = adapter_for(settings)
+            if broken:  # what a done step's checks found still holds at the end
                 status, error = "failed", "a done step's check fails at the end of the run: " + "; ".join(broken)
-            elif empty := left_empty(plan, deps.tools, state.get("run_writes") or {}):
-                status, error = "failed", "the run ended with files still empty: " + "; ".join(empty)
+            elif adapter is not None and (
+                trouble := adapter.run_problems(plan, deps.tools, state.get("run_writes") or {})
+            ):
+                status, error = "failed", trouble
         if status == "failed" and not error:
             error = "the run did not complete"
         report = build_report(plan, status, error, state.get("reflections") or 0)
@@ -144,6 +143,18 @@ def make_finalize(deps: Deps) -> RunnableCallable:
         }
 
     return twin_node("finalize", finalize)
+
+
+def _recheck(plan: Plan, deps: Deps, settings: PlanModeContext) -> list[str]:
+    """Each done step whose declared checks fail when run again now, with why: run on a copy of the workspace,
+    so that a check is never a second effect (a script that appends to a file would append twice)."""
+    root = workspace_root(deps.tools)
+    broken = []
+    for step in plan.by_status(S.DONE):
+        results = declared_checks(step, root, settings, copy_workspace=True)
+        if any(r.passed is False for r in results):
+            broken.append(f"{step.id}: {failure_reason(results)}")
+    return broken
 
 
 def _cancelled(state: PlanModeState, plan: Plan | None) -> StateUpdate:
@@ -171,7 +182,8 @@ def _final_answer(deps: Deps, state: PlanModeState, runtime: NodeRuntime, plan: 
     changed = changed_files(deps.tools, writes)
     files = f"Files changed: {', '.join(changed)}." if changed else ""
     text = yield from _summary(deps, state, runtime, plan, files or "Files changed: none.")
-    if unsupported_files(text, deps.tools, writes):  # a claim the record does not show: the record instead
+    adapter = adapter_for(settings_of(state, runtime))
+    if adapter is not None and adapter.unsupported(text, deps.tools, writes):  # the record instead of a claim
         done = ", ".join(s.id for s in plan.by_status(S.DONE)) or "none"
         text = f"Done: {plan.goal}\nSteps done: {done}."
     return f"{text}\n\n{files}" if files and files not in text else text

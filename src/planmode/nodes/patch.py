@@ -20,24 +20,13 @@ from pydantic import ValidationError
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
+from planmode.adapters import adapter_for
 from planmode.approval.policy import read_only_tools_of
+from planmode.checks import plan_check_problems
 from planmode.context import PlanModeContext
 from planmode.nodes._batch import unapproved_steps
-from planmode.nodes._coverage import (
-    kept_runs,
-    mend_acceptance,
-    mend_data_runs,
-    mend_dependencies,
-    mend_kept_runs,
-    mend_module_runs,
-    mend_runs,
-    mend_tools,
-    plan_problems,
-    step_problems,
-    tool_meant,
-)
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
-from planmode.nodes._evidence import preferred_write, write_tool_names
+from planmode.nodes._evidence import workspace_root
 from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
@@ -47,7 +36,6 @@ from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import (
     DEFINITION_FIELDS,
-    NewStep,
     Plan,
     PlanPatch,
     PlanSource,
@@ -55,11 +43,9 @@ from planmode.state.models import (
     Step,
     StepStatus,
     StepTransition,
-    StepUpdate,
 )
 from planmode.state.patch import diff_to_patch, validate_plan
 from planmode.state.reducer import PlanUpdate, Preview, preview
-from planmode.tools.files import produced_file
 
 __all__ = ["make_patch"]
 
@@ -88,8 +74,11 @@ def make_patch(deps: Deps) -> RunnableCallable:
             rejections.append(Rejection(version=plan.version, kind="patch", source=PlanSource.PATCH, reasons=reasons))
             emit("patch_rejected", "; ".join(reasons), plan_version=plan.version, reasons=reasons)
 
+        adapter = adapter_for(settings)
+
         def accept(candidate: PlanPatch) -> tuple[tuple[PlanUpdate, Preview] | None, list[str]]:
-            candidate = _as_meant(candidate, plan, deps.tools)
+            if adapter is not None:  # a patch as small models write it, read as meant
+                candidate = adapter.mend_patch(candidate, plan, deps.tools)
             # a failed step the patch keeps runs again (kept failed, the plan could only end failed: the 1.5B's
             # patch added "fix the syntax of mathx.py" after the failed step that wrote it, and the run gave up)
             retry = _retrying_failed(candidate, plan)
@@ -102,7 +91,9 @@ def make_patch(deps: Deps) -> RunnableCallable:
             if not outcome.applied or outcome.plan is None:
                 return None, _with_the_fix(outcome.reasons, candidate, plan)
             changed = [s.id for s in candidate.add_steps] + [u.id for u in candidate.update_steps]
-            problems = step_problems(outcome.plan, deps.tools, changed)  # a new write step needs acceptance too
+            problems = _check_problems(outcome.plan, changed, deps.tools, settings)  # as a first plan's steps
+            if not problems and adapter is not None:
+                problems = adapter.step_problems(outcome.plan, deps.tools, changed)
             return (None, problems) if problems else ((update, outcome), [])
 
         asked = yield from ask(
@@ -172,6 +163,12 @@ def make_patch(deps: Deps) -> RunnableCallable:
     return twin_node("patch", patch)
 
 
+def _check_problems(plan: Plan, ids: Sequence[str], tools: Sequence[BaseTool], settings: PlanModeContext) -> list[str]:
+    """How the steps ``ids`` of ``plan`` are checked, held to what a first plan's steps are held to."""
+    steps = [s for i in dict.fromkeys(ids) if (s := plan.get(i)) is not None]
+    return plan_check_problems(steps, tools, settings, workspace_root(tools) is not None)
+
+
 def _definition(step: Step) -> dict[str, Any]:
     return step.model_dump(include=set(DEFINITION_FIELDS))
 
@@ -189,91 +186,6 @@ def _with_the_fix(reasons: list[str], candidate: PlanPatch, plan: Plan) -> list[
         f"the plan already has its most steps ({cap}), so no step can be added: {fix} with update_steps, "
         "or remove a step that is not needed"
     ]
-
-
-def _as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
-    """``candidate`` read as small models write patches, where the meaning is not in doubt:
-
-    - a step "added" with the id of a step of the plan that is not done is that step's update (the 1.5B added
-      ``write_convert_py`` again to fix it; the reducer refuses a duplicate id). A done step's id stays an add, and
-      is refused: done steps never change;
-    - a dependency that names a tool of the graph and no step is dropped (``"dependencies": ["write_file"]``); an
-      update left with no dependency changes none (it does not clear the step's own);
-    - a new step with no tools that produces one file ("Fix the syntax of mathx.py") is given the graph's write
-      tool, said in the patch's reason: the reflection's compact steps have no tools, and the 1.5B's fix step had
-      its write refused (the step declared none);
-    - an update of a step the plan does not have is a new step when it gives a description (else dropped), and the
-      removal of one is dropped: "cannot update unknown step" and "cannot remove unknown step" were in 14 of the
-      1.5B's refused patches in the rounds since 9;
-    - an update that takes away a failed write step's write tools keeps them."""
-    known_ids = {s.id for s in plan.steps} | {a.id for a in candidate.add_steps}
-    notes: list[str] = []
-    updates = []
-    as_new: list[NewStep] = []
-    for u in candidate.update_steps:  # an update of a step the plan does not have is a new step, if it says one
-        if u.id in known_ids:
-            updates.append(u)
-        elif u.description:
-            fields = u.model_dump(include={"description", "dependencies", "tools", "acceptance"}, exclude_none=True)
-            as_new.append(NewStep(id=u.id, **fields))
-            notes.append(f"step {u.id!r} is not in the plan: added as a new step")
-        else:
-            notes.append(f"the update of {u.id!r}, a step not in the plan, was dropped")
-    unknown_removals = [r for r in candidate.remove_steps if r not in known_ids]
-    if unknown_removals:
-        notes.append(f"removing {', '.join(map(repr, unknown_removals))}, not in the plan, changes nothing: dropped")
-    candidate = candidate.model_copy(
-        update={
-            "add_steps": [*candidate.add_steps, *as_new],
-            "update_steps": updates,
-            "remove_steps": [r for r in candidate.remove_steps if r in known_ids],
-        }
-    )
-    updated_ids = {u.id for u in candidate.update_steps}
-    added: list[NewStep] = []
-    updates = list(candidate.update_steps)
-    for a in candidate.add_steps:
-        old = plan.get(a.id)
-        if old is None or old.status == StepStatus.DONE or a.id in updated_ids:
-            added.append(a)
-            continue
-        # what the add says and the step does not (an empty field, as in a step change, leaves it as it is)
-        fields = a.model_dump(include={"description", "dependencies", "tools", "acceptance"})
-        updates.append(StepUpdate(id=a.id, **{k: v for k, v in fields.items() if v and v != getattr(old, k)}))
-    names = {t.name for t in tools} - {s.id for s in plan.steps} - {a.id for a in added}
-    added = [a.model_copy(update={"dependencies": [d for d in a.dependencies if d not in names]}) for a in added]
-    fixed: list[StepUpdate] = []
-    writes = write_tool_names(tools)
-    for i, a in enumerate(added):  # the reflection's compact steps name no tools
-        made = produced_file(a.description, a.acceptance) if writes and not a.tools else None
-        if made is not None:
-            added[i] = a.model_copy(update={"tools": [preferred_write(writes)]})
-            notes.append(f"new step {a.id!r} writes {made}: given {preferred_write(writes)}")
-    known = {t.name for t in tools}
-    for u in updates:
-        old = plan.get(u.id)
-        if u.tools is not None and old is not None and old.status != StepStatus.DONE and known:
-            # a repair changes how a step does its work, not whether it can: the 1.5B's patch gave the failed
-            # write_avg the tools ["python"], and each of its writes was refused until the run failed
-            meant = [tool_meant(t, known) for t in u.tools]
-            had = [t for t in old.tools if t in writes]
-            if had and not writes.intersection(meant):
-                meant = [*had, *meant]
-                notes.append(f"step {u.id!r} keeps {', '.join(had)}: a repair does not take away the write it does")
-            if meant != list(u.tools):
-                u = u.model_copy(update={"tools": list(dict.fromkeys(meant))})
-        if u.acceptance is not None and old is not None:
-            acceptance, lost = kept_runs(old.acceptance or "", u.acceptance)
-            if lost:  # a repair rewords what a step must meet, never drops what it ran
-                u = u.model_copy(update={"acceptance": acceptance})
-                notes.append(f"step {u.id!r} keeps {', '.join(f'`{c}`' for c in lost)} in its acceptance")
-        if u.dependencies is None or not names.intersection(u.dependencies):
-            fixed.append(u)
-            continue
-        kept = [d for d in u.dependencies if d not in names]
-        fixed.append(u.model_copy(update={"dependencies": kept or None}))
-    reason = candidate.reason + (f" ({'; '.join(notes)})" if notes else "")
-    return candidate.model_copy(update={"add_steps": added, "update_steps": fixed, "reason": reason})
 
 
 def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None, AIMessage] | None:
@@ -314,13 +226,18 @@ def _full_plan_fallback(
     made: Sequence[str] = (),
 ) -> Body[tuple[PlanUpdate, Preview] | None]:
     """A whole plan asked for, converted into a patch by diff: the update and what it does; None (the
-    reasons recorded in ``rejections``) when there is none that applies. The plan is held to the coverage of a
-    first plan (`planmode.nodes._coverage.plan_problems`; the files the run wrote, ``made``, are still the task's).
+    reasons recorded in ``rejections``) when there is none that applies. Its open steps are held to what a first
+    plan's are (`planmode.checks.plan_check_problems`, and the adapter's problems with the adapter on; the files the
+    run wrote, ``made``, are still the task's).
     A step of the node's body (``yield from``): the call is ``call_structured`` on the sync path,
     ``acall_structured`` on the async one."""
     messages: list[BaseMessage] = [
         SystemMessage(
-            content=prompts.PLAN_SYSTEM.format(max_steps=plan.max_steps or settings.max_steps, tools="as before")
+            content=prompts.PLAN_SYSTEM.format(
+                max_steps=plan.max_steps or settings.max_steps,
+                tools="as before",
+                commands=", ".join(settings.check_commands) or "none",
+            )
         ),
         HumanMessage(content=prompts.FULL_PLAN_FALLBACK.format(trouble=trouble, plan=plan.to_prompt())),
     ]
@@ -336,19 +253,16 @@ def _full_plan_fallback(
     done = {s.id: s for s in plan.steps if s.status == StepStatus.DONE}
     kept = [s.id for s in proposed.steps if s.id in done and _definition(s) != _definition(done[s.id])]
     proposed = proposed.model_copy(update={"steps": [done.get(s.id, s) for s in proposed.steps]})
-    # a write step without acceptance gets "<file> exists", as the planner's plan does (patches are sent back)
     open_ids = [s.id for s in proposed.steps if (old := plan.get(s.id)) is None or old.status != StepStatus.DONE]
-    proposed, named = mend_tools(proposed, tools, open_ids)
-    proposed, untied = mend_dependencies(proposed, tools, open_ids)
-    proposed, data_runs = mend_data_runs(proposed, open_ids)
-    proposed, mended = mend_acceptance(proposed, tools, open_ids)
-    proposed, modules = mend_module_runs(proposed, tools, open_ids)
-    proposed, runs = mend_runs(proposed, tools, open_ids)
-    proposed, kept_commands = mend_kept_runs(plan, proposed, open_ids)
-    mended = [*named, *untied, *data_runs, *mended, *modules, *runs, *kept_commands]
+    adapter = adapter_for(settings)
+    mended: list[str] = []
+    if adapter is not None:
+        proposed, mended = adapter.mend_repair(plan, proposed, tools, open_ids)
     reasons = validate_plan(proposed)  # the draft must be a valid plan by itself
-    if not reasons:  # and cover the task as a first plan must (the 0.5B sent back the shape's example, "...")
-        reasons = plan_problems(proposed, tools, open_ids, made)
+    if not reasons:  # and its open steps checked as a first plan's are
+        reasons = _check_problems(proposed, open_ids, tools, settings)
+    if not reasons and adapter is not None:
+        reasons = adapter.plan_problems(proposed, tools, open_ids, made)
     if not reasons:
         notes = [*mended, *([f"done steps kept as they are: {', '.join(kept)}"] if kept else [])]
         reason = "full plan converted into a patch by diff" + (f" ({'; '.join(notes)})" if notes else "")

@@ -13,26 +13,14 @@ from langchain_core.tools import BaseTool
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
+from planmode.adapters import adapter_for
 from planmode.approval.staleness import explored_paths
+from planmode.checks import plan_check_problems
 from planmode.context import PlanModeContext
 from planmode.executors import tool_runs
 from planmode.llm import negotiation_record
-from planmode.nodes._coverage import (
-    mend_data_runs,
-    mend_dependencies,
-    mend_length,
-    mend_module_runs,
-    mend_new_files,
-    mend_plan,
-    mend_reads,
-    mend_run_steps,
-    mend_runs,
-    mend_stem_runs,
-    mend_tools,
-    plan_problems,
-)
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of
-from planmode.nodes._evidence import preferred_write, write_tool_names
+from planmode.nodes._evidence import preferred_write, workspace_root, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
 from planmode.observability.events import emit
 from planmode.state.draft import PlanDraft, draft_to_plan
@@ -58,18 +46,18 @@ def request_plan(
     tools: Sequence[BaseTool] = (),
 ) -> Body[tuple[Plan | None, list[str], list[str]]]:
     """Ask for a plan until one is valid (as a first plan, or as a revision of ``current``) or attempts run
-    out. Returns the plan (or None), the errors of every attempt, and what planmode changed: the tool names
-    `mend_tools` fixed, and what `mend_plan` changed when the attempts ran out on coverage problems alone and the
-    fixes their reasons name made the last such plan whole.
+    out. Returns the plan (or None), the errors of every attempt, and what planmode changed (only with the
+    small-model adapter on: its fixes, shown for approval as planmode's).
 
     A node body's step (``yield from``, see `planmode.nodes._twin`): the call is ``ask_until_valid`` on the sync
-    path, ``aask_until_valid`` on the async one. A plan must also cover the task
-    (`planmode.nodes._coverage.plan_problems`, judged with the graph's ``tools``): the reasons it does not are fed
-    back like any other."""
+    path, ``aask_until_valid`` on the async one. A plan's declared checks must be ones that can run
+    (`planmode.checks.plan_check_problems`) and a step that writes must declare how it is checked: the reasons
+    are fed back like any other."""
 
     revising = current is not None and current.version > 0
     source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
-    valid_but_short: list[Plan] = []  # valid plans whose only problems are coverage (`plan_problems`)
+    adapter = adapter_for(settings)
+    valid_but_short: list[Plan] = []  # valid plans whose only problems are the adapter's (`plan_problems`)
 
     def valid(plan: Plan) -> list[str]:
         reasons: list[str] = []
@@ -79,22 +67,16 @@ def request_plan(
             reasons = preview(current if revising else None, PlanUpdate(plan=plan, source=source)).reasons
         return reasons
 
-    named: dict[int, list[str]] = {}  # by plan: the tool names `mend_tools` fixed in it
+    named: dict[int, list[str]] = {}  # by plan: what the adapter changed in it
 
     def accept(draft: PlanDraft) -> tuple[Plan | None, list[str]]:
         plan = draft_to_plan(draft, goal, settings.max_steps, current)
-        plan, fixed = mend_tools(plan, tools)  # "write" for write_file: fixed, not asked again
-        plan, untied = mend_dependencies(plan, tools)  # a tool named as a dependency: dropped, not asked again
-        plan, new_files = mend_new_files(plan, tools)  # "Import util in app.py" with edit_file, and no app.py
-        plan, read_back = mend_reads(plan, tools)  # "Read data.csv and verify it" after the step that writes it
-        plan, run_steps = mend_run_steps(plan, tools)  # "Run app.py" with run_file: the writer's acceptance runs it
-        plan, trimmed = mend_length(plan, tools, settings.max_steps)  # a step past the limit that can do nothing
-        plan, data_runs = mend_data_runs(plan)  # "`python config.json` prints the port": left out
-        plan, stem_runs = mend_stem_runs(plan, tools)  # "data.csv exists and `python data.py` runs": left out
-        named[id(plan)] = [*fixed, *untied, *new_files, *trimmed, *data_runs, *stem_runs, *read_back, *run_steps]
-        reasons = valid(plan)
-        if not reasons:
-            reasons = plan_problems(plan, tools)
+        if adapter is not None:
+            plan, fixes = adapter.mend_plan(plan, tools, settings)
+            named[id(plan)] = fixes
+        reasons = valid(plan) or plan_check_problems(plan.steps, tools, settings, workspace_root(tools) is not None)
+        if not reasons and adapter is not None:
+            reasons = adapter.plan_problems(plan, tools)
             if reasons:
                 valid_but_short.append(plan)
         return (None, reasons) if reasons else (plan, [])
@@ -102,12 +84,21 @@ def request_plan(
     asked = yield from ask(
         model, PlanDraft, messages, settings, attempts=attempts, accept=accept, retry_prompt=_plan_retry
     )
-    if asked.value is None:  # the last resort: the fixes the reasons name, made without a model (`mend_plan`)
+    if asked.value is None and adapter is not None:  # the adapter's last resort: the fixes its reasons name
         for plan in reversed(valid_but_short):
-            mended = mend_plan(plan, tools, settings.max_steps)
+            mended = adapter.last_resort(plan, tools, settings.max_steps)
             if mended is not None and not valid(mended[0]):
-                return mended[0], asked.errors, [*named[id(plan)], *mended[1]]
+                return mended[0], asked.errors, [*named.get(id(plan), []), *mended[1]]
     return asked.value, asked.errors, named.get(id(asked.value), [])
+
+
+def _commands(tools: Sequence[BaseTool], settings: PlanModeContext) -> str:
+    """The programs a check may run, as the planner is told them."""
+    if workspace_root(tools) is None:
+        return "none (this run has no workspace: use acceptance prose)"
+    if not settings.run_checks:
+        return "none run (running checks is off: file checks and acceptance prose only)"
+    return ", ".join(settings.check_commands) or "none"
 
 
 def _example(tools: Sequence[BaseTool]) -> str:
@@ -193,7 +184,9 @@ def make_plan(deps: Deps) -> RunnableCallable:
             explored = explored_paths(res.messages)  # the staleness fingerprint outside a git repository
         messages: list[BaseMessage] = [
             SystemMessage(
-                content=prompts.PLAN_SYSTEM.format(max_steps=settings.max_steps, tools=tool_names)
+                content=prompts.PLAN_SYSTEM.format(
+                    max_steps=settings.max_steps, tools=tool_names, commands=_commands(deps.tools, settings)
+                )
                 + _example(deps.tools)
             ),
             HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip()),
@@ -209,16 +202,14 @@ def make_plan(deps: Deps) -> RunnableCallable:
         if new is None:
             msg = f"the planner gave no valid plan in {settings.max_plan_attempts} attempt(s): " + " | ".join(errors)
             return {"status": "failed", "error": msg}
-        new, modules = mend_module_runs(new, deps.tools)  # a module is not asked to print
-        new, runs = mend_runs(new, deps.tools)  # a script the plan says prints is run by its acceptance
-        mends = [*mends, *modules, *runs]
+        if (adapter := adapter_for(settings)) is not None:  # the adapter's last word: checks read from prose
+            new, late = adapter.finish_plan(new, deps.tools, settings)
+            mends = [*mends, *late]
         record = negotiation_record(model, settings, negotiated_of(state))  # a resume elsewhere starts from it
         kept: StateUpdate = {"negotiated_output": record} if record else {}
         source = PlanSource.HUMAN_FEEDBACK if revising else PlanSource.PLANNER
         version = current.version + 1 if revising and current is not None else 1
-        mended: dict[str, Any] = (
-            {"mended": mends} if mends else {}
-        )  # the fixes planmode made (`mend_plan`, `mend_runs`)
+        mended: dict[str, Any] = {"mended": mends} if mends else {}  # the fixes planmode's adapter made
         emit(
             "plan_created",
             new.title or goal,

@@ -1,11 +1,14 @@
-"""verify: judge each executed step against its acceptance criteria. Only a verified step becomes done;
-a failed verification counts an attempt (the step is retried, or fails when its attempts are used up).
+"""verify: judge each executed step by its declared checks. Only a verified step becomes done; a failed
+verification counts an attempt (the step is retried, or fails when its attempts are used up).
 
-A step is judged on evidence (`planmode.nodes._evidence`): first the checks that need no model — a step that
-declares a write tool made a write, the files its acceptance names exist, the Python files compile, the commands
-its acceptance names run — and a failed check fails the attempt with a reason that names the fix. The verifier
-(the model's judge by default) judges what remains, shown the tool calls that ran, the files written and the
-checks, with the executor's report marked as a claim (`StepContext.evidence`).
+A step is checked by what its approved definition declares (`planmode.checks`): its checks run — a command in the
+sandbox, a file looked at — and a failed check fails the attempt with the check's output, which the retry is
+shown; no judge overrules it. A step that declares a write tool and made no write fails too. What the checks
+cannot state, the step's ``acceptance`` prose, goes to the judge (the model's by default, or the graph's own
+verifier), shown the tool calls that ran, the files written and the checks' results (`planmode.nodes._evidence`);
+a step whose checks all pass and that has no prose is done without a judge call. verify runs no command that the
+plan does not declare. With the small-model adapter on (``model_profile="small"``), the adapter judges what the
+declared checks passed (`planmode.adapters`).
 
 verify then makes dispatch's decision (`planmode.nodes._batch.next_batch`) on the plan it leaves, in the
 same update: the next batch marked running, or the trouble, the finished run, the pause. Its router is
@@ -18,31 +21,34 @@ thread pool, ``ainvoke`` (the LangGraph server) awaits them together on the even
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 
 from planmode._compat import RunnableCallable
 from planmode._drive import Call, together
+from planmode.adapters import adapter_for
+from planmode.checks import CheckResult, failure_reason, run_checks
 from planmode.context import PlanModeContext
-from planmode.executors import StepContext, Verdict, says_file_empty, verification
+from planmode.executors import StepContext, Verdict, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
-from planmode.nodes._evidence import Evidence, gather, only_creates, others_write, own_acceptance
+from planmode.nodes._evidence import gather, workspace_root
 from planmode.nodes._outputs import astored_output, stored_output, summarize
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.observability.usage import step_scope
+from planmode.sandbox import SandboxPolicy
 from planmode.state.approvals import covering_grant, record
 from planmode.state.graph_state import PlanModeState, StepOutcome, run_writes_of
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.patch import apply_transitions
 from planmode.state.reducer import PlanUpdate
 
-__all__ = ["bounded_gather", "make_verify"]
+__all__ = ["bounded_gather", "declared_checks", "make_verify", "sandbox_policy"]
 
 S = StepStatus
 Work = list[tuple[Step, StepOutcome]]
@@ -62,44 +68,29 @@ def make_verify(deps: Deps) -> RunnableCallable:
             return _idle(state, settings)
         if (unapproved := _unapproved(state, plan, work)) is not None:
             return unapproved
+        adapter = adapter_for(settings)
         model = (yield from model_for(deps, settings, negotiated_of(state))) if _needs_model(deps, work) else None
         store = store_of(deps, runtime)
         texts = yield from call(partial(_outputs, work, store), partial(_aoutputs, work, store))
         full = {step.id: text for (step, _), text in zip(work, texts, strict=True)}
+        root = workspace_root(deps.tools)
 
         def judge(step: Step, outcome: StepOutcome) -> Body[Verdict]:
             failed = _failed(outcome)
             if failed is not None:
                 return failed
-            # the checks without a model first: the facts (a command may run: a thread on the async path)
-            elsewhere = others_write(plan, step)  # files the plan's other open steps write
-            # what the acceptance asks of those files is their steps' to meet (and re-run at the end)
-            acceptance, theirs = own_acceptance(step, elsewhere, outcome.writes)
-            step = step.model_copy(update={"acceptance": acceptance}) if theirs else step
-            evidence = yield from call(
-                partial(gather, step, outcome, deps.tools, elsewhere, plan.goal),
-                partial(asyncio.to_thread, gather, step, outcome, deps.tools, elsewhere, plan.goal),
-            )
-            if evidence.failed:
-                return Verdict(passed=False, reason=evidence.reason())
-            if deps.verifier is None and (  # nothing left to judge
-                evidence.settles(step.acceptance, step.description) or _made_empty_for_later(plan, step, evidence)
-            ):
-                return Verdict(passed=True, reason="")
-            # a write step's deliverable is its change: a judge shown the report as well failed a step that wrote
-            # temps.txt because "the claim does not specify any output" (Qwen2.5-Coder-1.5B)
-            report = "" if evidence.wrote else full[step.id]
-            shown = evidence.to_prompt(report)
-            if evidence.covers(step.acceptance):
-                shown += f"\n{COVERED}"
-            if theirs:
-                shown += f"\n{LATER}" + "".join(f"\n- {clause}" for clause in theirs)
-            ctx = _context(plan, step, settings, model, shown)
-            verdict = yield from verification(deps.verifier, step, full[step.id], ctx)
-            if deps.verifier is not None or verdict.passed:
-                return verdict
-            again = partial(_judge_again, step, full[step.id], partial(_context, plan, step, settings, model))
-            return (yield from _second_look(step, evidence, verdict, shown, bool(report.strip()), again))
+            run = partial(declared_checks, step, root, settings)
+            results = yield from call(run, partial(asyncio.to_thread, run))
+            evidence = gather(step, outcome, deps.tools, results)
+            if evidence.failed:  # a failed declared check decides: no judge is asked
+                return Verdict(passed=False, reason=evidence.no_write or failure_reason(results))
+            if adapter is not None:
+                return (yield from adapter.judge(deps, plan, step, outcome, settings, model, full[step.id], results))
+            if deps.verifier is None and not step.acceptance.strip():
+                return Verdict(passed=True, reason="")  # every check passed and no prose is left to judge
+            report = "" if outcome.writes else full[step.id]
+            ctx = _context(plan, step, settings, model, evidence.to_prompt(report))
+            return (yield from verification(deps.verifier, step, full[step.id], ctx))
 
         def scoped(i: int, c: Call[Any]) -> Call[Any]:  # the judge's tokens count for its step
             return _scoped(work[i][0].id, c)
@@ -111,70 +102,20 @@ def make_verify(deps: Deps) -> RunnableCallable:
     return twin_node("verify", verify)
 
 
-def _made_empty_for_later(plan: Plan, step: Step, evidence: Evidence) -> bool:
-    """Whether ``step`` only creates files (`only_creates`: "Create strings.py file in the util directory"), every
-    clause of its acceptance is met by a passed check, and each file it wrote is empty and is one a package needs
-    empty (``__init__.py``), one the step calls empty, or one another open step of the plan names (its content is
-    that step's). Nothing is left to judge: the 1.5B's judge failed such an empty util/strings.py three times
-    ("does not have the content it is supposed to have"), and the run ended in a deadlock."""
-    if not evidence.files or not only_creates(step.description) or not evidence.covers(step.acceptance):
-        return False
-    said_empty = says_file_empty(step.description)
-    later = " ".join(s.description for s in plan.steps if s.id != step.id and s.status != StepStatus.DONE)
-    for name, content in evidence.files.items():
-        base = name.rsplit("/", 1)[-1]
-        if content.strip() or not (base == "__init__.py" or said_empty or re.search(rf"\b{re.escape(base)}\b", later)):
-            return False
-    return True
-
-
-#: Told the judge with the clauses of the plan's acceptance that another open step's file meets (`own_acceptance`).
-LATER = (
-    "Not judged here: these criteria of the step concern files another step of the plan writes; they are checked "
-    "when that step runs, and again at the end of the run:"
-)
-
-#: Told the judge when the checks decide every clause of the acceptance (a file that exists, a command that runs).
-COVERED = (
-    "Every acceptance criterion above is shown met by a passed check. What is left to judge is only whether the "
-    "files' content does what the step describes."
-)
-
-
-def _second_look(
-    step: Step,
-    evidence: Evidence,
-    verdict: Verdict,
-    shown: str,
-    report_shown: bool,
-    ask: Callable[[str], Body[Verdict]],
-) -> Body[Verdict]:
-    """A failed verdict of the model's judge whose reason the evidence contradicts ("temps.txt does not exist"
-    beside a passed check that found it; "the executor gave no report" when none was shown) is asked once more,
-    the contradiction named. A second verdict on a contradicted reason stands only where a clause of the
-    acceptance is left to the judge; where the checks decide every clause, they decide: the step passes, and its
-    reason says the judge was overruled. The 1.5B's judge failed a right temps.txt four times on such reasons."""
-    refuted = evidence.refutes(verdict.reason, report_shown)
-    if not refuted:
-        return verdict
-    again = (
-        f"{shown}\nA first judgement failed the step because: {verdict.reason!r}. The evidence contradicts it "
-        f"({refuted}). Judge again from the evidence."
+def declared_checks(
+    step: Step, root: Path | None, settings: PlanModeContext, *, copy_workspace: bool = False
+) -> list[CheckResult]:
+    """The results of ``step``'s declared checks, run under the run's settings (`planmode.checks.run_checks`)."""
+    if not step.checks:
+        return []
+    return run_checks(
+        step.checks,
+        root,
+        allowed=settings.check_commands,
+        policy=sandbox_policy(settings),
+        enabled=settings.run_checks,
+        copy_workspace=copy_workspace,
     )
-    second = yield from ask(again)
-    if second.passed:
-        return second
-    # a second reason that only repeats the contradiction it was shown is no reason: the 1.5B's judge answered
-    # "The evidence contradicts it (the checks found show_vowels.py: it exists)." and failed the step on it
-    refuted_again = evidence.refutes(second.reason, report_shown) or (refuted if refuted in second.reason else "")
-    if refuted_again and evidence.covers(step.acceptance):
-        overruled = f"the checks decide: the judge's reasons were contradicted by the evidence ({refuted_again})"
-        return Verdict(passed=True, reason=overruled)
-    return second
-
-
-def _judge_again(step: Step, output: str, context: Callable[[str], StepContext], shown: str) -> Body[Verdict]:
-    return (yield from verification(None, step, output, context(shown)))
 
 
 def _outputs(work: Work, store: Any) -> list[str]:
@@ -277,8 +218,8 @@ def _work(state: PlanModeState) -> tuple[Plan | None, Work]:
 
 
 def _needs_model(deps: Deps, work: Work) -> bool:
-    """Only the default judge needs the model, and only for a successful attempt with acceptance criteria."""
-    return deps.verifier is None and any(o.ok and s.acceptance for s, o in work)
+    """Only the default judge needs the model, and only for a successful attempt with prose to judge."""
+    return deps.verifier is None and any(o.ok and s.acceptance.strip() for s, o in work)
 
 
 def _width(work: Work, settings: PlanModeContext) -> int:
@@ -290,6 +231,11 @@ def _failed(outcome: StepOutcome) -> Verdict | None:
     if outcome.ok:
         return None
     return Verdict(passed=False, reason=outcome.error or "the attempt failed")
+
+
+def sandbox_policy(settings: PlanModeContext) -> SandboxPolicy:
+    """The sandbox a run's checks run in, from its settings."""
+    return SandboxPolicy(isolate=settings.sandbox, timeout=settings.check_timeout)
 
 
 def _context(

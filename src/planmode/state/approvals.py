@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from planmode.state.models import DEFINITION_FIELDS, Plan, Step, _json_value, clean_text
+from planmode.state.models import Plan, Step, clean_text, definition_values
 
 __all__ = [
     "GRANT_DECISIONS",
@@ -60,7 +60,7 @@ _SEAL = "seal"
 def definition_digest(step: Step, goal: str) -> str:
     """What an approval of ``step`` covers: the plan's goal and the step's id and definition (not its status,
     attempts or results). A step edited in any of these is a step nobody approved."""
-    body = [goal, step.id, *(_json_value(getattr(step, f)) for f in DEFINITION_FIELDS)]
+    body = [goal, step.id, *definition_values(step)]
     blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from planmode.errors import PlanParseError
 from planmode.state.models import (
+    DEFINITION_FIELDS,
     MAX_REJECTIONS_KEPT,
     PatchRecord,
     Plan,
@@ -91,10 +92,7 @@ def new_plan(plan: Plan, *, source: str = PlanSource.PLANNER, reason: str = "") 
     reasons = validate_plan(plan, max_steps=plan.max_steps)
     if reasons:
         return plan, reasons
-    steps = [
-        Step(**s.model_dump(include={"id", "description", "dependencies", "tools", "complexity", "acceptance"}))
-        for s in plan.steps
-    ]
+    steps = [Step(**s.model_dump(include={"id", *DEFINITION_FIELDS})) for s in plan.steps]
     record = PatchRecord(version=1, reason=reason or "initial plan", source=source, added=[s.id for s in steps])
     return plan.model_copy(update={"steps": steps, "version": 1, "history": [record], "rejections": []}), []
 

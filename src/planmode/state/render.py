@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from planmode.state.checks import describe_check
 from planmode.text import clip, markdown_text
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ def plan_to_markdown(plan: Plan) -> str:
         if s.tools:
             meta.append("tools: " + ", ".join(md(t) for t in s.tools))
         lines.append("   - " + " · ".join(meta))
+        for check in s.checks:
+            lines.append(f"   - check: {md(describe_check(check))}")
         if s.acceptance:
             lines.append(f"   - acceptance: {md(s.acceptance)}")
         if s.result:
@@ -58,6 +61,8 @@ def plan_to_prompt(plan: Plan) -> str:
             parts.append(f" (after {', '.join(s.dependencies)})")
         if s.tools:
             parts.append(f" tools={','.join(s.tools)}")
+        if s.checks:
+            parts.append(" checks: " + "; ".join(describe_check(c) for c in s.checks))
         if s.acceptance:
             parts.append(f" accept: {s.acceptance}")
         if s.error:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
-from planmode.nodes._evidence import (
+from planmode.adapters.small_models.evidence import (
     _TEST_FILE,
     _clauses,
     commands,

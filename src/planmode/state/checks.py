@@ -1,0 +1,151 @@
+"""Declared checks: how a step is checked, as data in the plan that the human approves.
+
+A check is part of a step's definition (`planmode.state.models.StepDefinition.checks`): it is hashed into the
+approval grants, shown on every approval screen, and verify runs the approved checks and nothing else
+(`planmode.checks`). Two kinds:
+
+- ``{"kind": "run", "command": "python hello.py", "exit_code": 0, "stdout": "hello"}``: a command, split like
+  argv (no shell), run in planmode's sandbox in the workspace; its exit code and what it prints are compared.
+- ``{"kind": "file", "path": "hello.py", "exists": true, "contains": ["def main"]}``: a file of the workspace.
+
+``by`` tells who wrote a check: the plan (its planner, or a human at approval) or planmode itself (the small-model
+adapter's checks made from a step's prose, shown marked as planmode's).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["Check", "CheckBy", "FileCheck", "RunCheck", "check_commands", "describe_check"]
+
+#: Who wrote a check: ``plan`` (the planner or a human; what the plan says) or ``planmode`` (made by planmode's
+#: small-model adapter from the step's prose, and shown as planmode's).
+CheckBy = Literal["plan", "planmode"]
+
+#: The longest command, path or expected text a check holds (a plan is shown whole on the approval screen).
+_MAX_TEXT = 4000
+
+
+class _CheckModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    by: CheckBy = Field(default="plan", description="Who wrote the check: plan, or planmode (its adapter).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean_text(cls, data: Any) -> object:
+        """Text with a lone surrogate is made encodable (`planmode.state.models.clean_text`), as in every step."""
+        from planmode.state.models import clean_text  # the step models import this module
+
+        def clean(value: object) -> object:
+            if isinstance(value, str):
+                return clean_text(value)
+            if isinstance(value, list):
+                return [clean(v) for v in value]
+            return value
+
+        if isinstance(data, dict):
+            return {k: clean(v) if k != "json_value" and k != "json" else v for k, v in data.items()}
+        return data
+
+
+class RunCheck(_CheckModel):
+    """A command run in the sandbox, in the workspace: its exit code and output are compared."""
+
+    kind: Literal["run"] = "run"
+    command: str = Field(
+        min_length=1, max_length=_MAX_TEXT, description="The command, split like argv (no shell), e.g. 'python a.py'."
+    )
+    exit_code: int | None = Field(default=0, description="The exit code it must end with (null: any).")
+    stdout: str | None = Field(
+        default=None,
+        max_length=_MAX_TEXT,
+        description="What it must print, whole (compared without trailing white space on each line and at the end).",
+    )
+    stdout_contains: list[Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]] = Field(
+        default_factory=list, description="Texts its output (stdout) must contain."
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _splits(cls, command: str) -> str:
+        """A command that cannot be split like argv (an unclosed quote) is refused with the reason."""
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"the command {command!r} cannot be split into arguments: {exc}") from None
+        if not argv:
+            raise ValueError("the command is empty")
+        return command
+
+    def argv(self) -> list[str]:
+        """The command split like a POSIX shell would split it, without running one."""
+        return shlex.split(self.command)
+
+
+class FileCheck(_CheckModel):
+    """A file of the workspace: whether it exists, and what it holds."""
+
+    kind: Literal["file"] = "file"
+    path: str = Field(min_length=1, max_length=1000, description="The file, relative to the workspace.")
+    exists: bool = Field(default=True, description="Whether the file must exist (false: must not).")
+    contains: list[Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]] = Field(
+        default_factory=list, description="Texts the file must contain."
+    )
+    equals: str | None = Field(
+        default=None, max_length=_MAX_TEXT, description="The file's whole text (compared without trailing white space)."
+    )
+    json_value: Any = Field(
+        default=None,
+        validation_alias=AliasChoices("json", "json_value"),
+        serialization_alias="json",
+        description="The value the file must parse to as JSON (null: not checked).",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, path: str) -> str:
+        """The path is relative to the workspace: an absolute path or one that climbs out of it is refused."""
+        parts = path.replace("\\", "/").split("/")
+        if path.startswith(("/", "\\")) or ".." in parts or (len(path) > 1 and path[1] == ":"):
+            raise ValueError(f"the path {path!r} must be relative to the workspace, without '..'")
+        return path
+
+
+#: A declared check (the ``kind`` tells which).
+Check = Annotated[RunCheck | FileCheck, Field(discriminator="kind")]
+
+
+def check_commands(checks: list[RunCheck | FileCheck]) -> list[str]:
+    """The commands ``checks`` run, in order (each once)."""
+    return list(dict.fromkeys(c.command for c in checks if isinstance(c, RunCheck)))
+
+
+def describe_check(check: RunCheck | FileCheck) -> str:
+    """One line a human reads: what the check runs or looks at, and what it expects."""
+    mark = " (planmode's)" if check.by == "planmode" else ""
+    if isinstance(check, RunCheck):
+        parts = [f"run `{check.command}`"]
+        if check.exit_code is not None:
+            parts.append(f"exits {check.exit_code}")
+        if check.stdout is not None:
+            parts.append(f"prints {json.dumps(check.stdout, ensure_ascii=False)}")
+        if check.stdout_contains:
+            parts.append(
+                "output contains " + ", ".join(json.dumps(t, ensure_ascii=False) for t in check.stdout_contains)
+            )
+        return ", ".join(parts) + mark
+    if not check.exists:
+        return f"file {check.path} does not exist{mark}"
+    parts = [f"file {check.path} exists"]
+    if check.contains:
+        parts.append("contains " + ", ".join(json.dumps(t, ensure_ascii=False) for t in check.contains))
+    if check.equals is not None:
+        parts.append(f"equals {json.dumps(check.equals, ensure_ascii=False)}")
+    if check.json_value is not None:
+        parts.append(f"parses as JSON {json.dumps(check.json_value, ensure_ascii=False)}")
+    return ", ".join(parts) + mark
