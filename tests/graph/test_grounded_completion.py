@@ -1,4 +1,5 @@
-"""Issue 24 items 1 and 3: "completed" is grounded in evidence, and a plan must cover its task.
+"""Issue 24 items 1 and 3, now the small-model adapter's (``model_profile="small"``: `planmode.adapters`):
+"completed" is grounded in evidence read from a step's prose, and a plan must cover its task.
 
 - verify judges the tool calls that ran and the files written, with checks that need no model (a write step made
   a write, the files its acceptance names exist, Python compiles, a named command runs) — never the executor's
@@ -111,7 +112,8 @@ def run(
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     model = ScriptedChatModel(responder=script)
-    ctx = {"mode": "plan", "approval": "auto", "max_explore_calls": 0, "max_attempts": 1, **context}
+    ctx = {"mode": "plan", "approval": "auto", "max_explore_calls": 0, "max_attempts": 1, "model_profile": "small"}
+    ctx.update(context)
     tools = workspace_tools(ws)
     if mode == "sync":
         saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
