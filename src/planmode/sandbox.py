@@ -516,33 +516,44 @@ def _bwrap_argv(
     keep: tuple[Path, ...],
     hide: bool,
 ) -> list[str]:
-    """The bubblewrap command line around `command`: what to hide first, then what to re-expose read-only, then
-    what is writable, then what to hide again inside those (bubblewrap applies its mounts in order)."""
+    """The bubblewrap command line around `command`. bubblewrap mounts in order: first the hiding ``tmpfs``
+    (``/tmp``, a private scratch; the homes), then what is re-exposed read-only (Python), then the writable
+    folders, then what is hidden inside those (``.planmode/``, the approval key); last, every hiding ``tmpfs``
+    but ``/tmp`` is made read-only, so nothing a command writes outside the workspace and the fresh
+    ``HOME``/``TMPDIR`` lands anywhere, not even in the sandbox."""
     exe, flags = probe
     argv = [exe, *flags, *_BWRAP_COMMON]
     if not policy.network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    hidden = _outermost([Path("/tmp").resolve(), *_home_folders()])
+    scratch = Path("/tmp").resolve()
+    hidden = _outermost([scratch, *_home_folders()])
     for folder in hidden:
         argv += ["--tmpfs", str(folder)]
     readable = list(_python_folders())
     if os.path.isabs(command[0]):  # the command's own folder, when it lies in a hidden one (~/.local/bin)
         readable += [Path(command[0]).parent, Path(command[0]).resolve().parent]
-    for folder in _outermost([p for p in readable if p.is_dir() and any(p.is_relative_to(h) for h in hidden)]):
+    readable = _outermost([p for p in readable if p.is_dir() and any(p.is_relative_to(h) for h in hidden)])
+    for folder in readable:
         argv += ["--ro-bind", str(folder), str(folder)]
-    for folder in (*keep, ws):
+    writable = (*keep, ws)
+    for folder in writable:
         argv += ["--bind", str(folder), str(folder)]
+    sealed = [h for h in hidden if h != scratch and h not in (*readable, *writable)]
     if hide:
         state = (ws / _PLANMODE_DIR).resolve()
         if state.is_dir() and not ws.is_relative_to(state):
             argv += ["--tmpfs", str(state)]
+            sealed.append(state)
     key = _key_file()
     if key is not None:
         folder = key.parent
-        if folder != Path("/") and not any(p.is_relative_to(folder) for p in (ws, *keep, *readable)):
+        if folder != Path("/") and not any(p.is_relative_to(folder) for p in (*writable, *readable)):
             argv += ["--tmpfs", str(folder)]
+            sealed.append(folder)
         argv += ["--ro-bind", "/dev/null", str(key)]
+    for folder in sealed:
+        argv += ["--remount-ro", str(folder)]
     argv += ["--chdir", str(ws), "--", *command]
     return argv
 
