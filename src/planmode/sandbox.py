@@ -292,9 +292,10 @@ def run_command(
         if status.kind == "bubblewrap":
             probe = _bwrap_probe()
             assert not isinstance(probe, str)  # the status is active only when the probe succeeded
-            command = _bwrap_argv(probe, policy, command, ws=run_dir, keep=(home, tmp), hide=not copy_workspace)
+            command = _bwrap_argv(probe, policy, command, ws=run_dir, keep=(home, tmp), secrets=_secrets(ws))
         elif status.kind == "sandbox-exec":
-            command = ["sandbox-exec", "-p", _seatbelt_profile(policy, run_dir, (home, tmp)), *command]
+            profile = _seatbelt_profile(policy, run_dir, (home, tmp), _secrets(ws))
+            command = ["sandbox-exec", "-p", profile, *command]
         stdin_file: IO[bytes] | None = None
         if stdin is not None:
             stdin_path = scratch / "stdin"
@@ -507,6 +508,16 @@ def _outermost(paths: Sequence[Path]) -> list[Path]:
     return kept
 
 
+def _secrets(ws: Path) -> list[Path]:
+    """What a command must not read: every ``.planmode/`` folder from the workspace up to the root (where the
+    run database is found, as git finds ``.git``), the approval key file and its folder; resolved."""
+    found = [(folder / _PLANMODE_DIR).resolve() for folder in (ws, *ws.parents) if (folder / _PLANMODE_DIR).is_dir()]
+    key = _key_file()
+    if key is not None:
+        found += [key.parent, key]
+    return found
+
+
 def _bwrap_argv(
     probe: tuple[str, tuple[str, ...]],
     policy: SandboxPolicy,
@@ -514,13 +525,13 @@ def _bwrap_argv(
     *,
     ws: Path,
     keep: tuple[Path, ...],
-    hide: bool,
+    secrets: Sequence[Path],
 ) -> list[str]:
     """The bubblewrap command line around `command`. bubblewrap mounts in order: first the hiding ``tmpfs``
     (``/tmp``, a private scratch; the homes), then what is re-exposed read-only (Python), then the writable
-    folders, then what is hidden inside those (``.planmode/``, the approval key); last, every hiding ``tmpfs``
-    but ``/tmp`` is made read-only, so nothing a command writes outside the workspace and the fresh
-    ``HOME``/``TMPDIR`` lands anywhere, not even in the sandbox."""
+    folders, then the `secrets` (an empty ``tmpfs`` over a folder, ``/dev/null`` over a file; a folder that holds
+    a re-exposed one is left to its files); last, every hiding ``tmpfs`` but ``/tmp`` is made read-only, so
+    nothing a command writes outside the workspace and the fresh ``HOME``/``TMPDIR`` lands anywhere."""
     exe, flags = probe
     argv = [exe, *flags, *_BWRAP_COMMON]
     if not policy.network:
@@ -540,27 +551,22 @@ def _bwrap_argv(
     for folder in writable:
         argv += ["--bind", str(folder), str(folder)]
     sealed = [h for h in hidden if h != scratch and h not in (*readable, *writable)]
-    if hide:
-        state = (ws / _PLANMODE_DIR).resolve()
-        if state.is_dir() and not ws.is_relative_to(state):
-            argv += ["--tmpfs", str(state)]
-            sealed.append(state)
-    key = _key_file()
-    if key is not None:
-        folder = key.parent
-        if folder != Path("/") and not any(p.is_relative_to(folder) for p in (*writable, *readable)):
-            argv += ["--tmpfs", str(folder)]
-            sealed.append(folder)
-        argv += ["--ro-bind", "/dev/null", str(key)]
+    for secret in secrets:
+        if secret.is_dir():
+            if secret != Path("/") and not any(p.is_relative_to(secret) for p in (*writable, *readable)):
+                argv += ["--tmpfs", str(secret)]
+                sealed.append(secret)
+        elif secret.exists():
+            argv += ["--ro-bind", "/dev/null", str(secret)]
     for folder in sealed:
         argv += ["--remount-ro", str(folder)]
     argv += ["--chdir", str(ws), "--", *command]
     return argv
 
 
-def _seatbelt_profile(policy: SandboxPolicy, ws: Path, keep: tuple[Path, ...]) -> str:
+def _seatbelt_profile(policy: SandboxPolicy, ws: Path, keep: tuple[Path, ...], secrets: Sequence[Path]) -> str:
     """A sandbox-exec profile: writes only to the workspace and the fresh folders, no network unless allowed,
-    the approval key and the workspace's ``.planmode/`` unreadable. (Later rules win in this language.)"""
+    the `secrets` unreadable. (Later rules win in this language.)"""
 
     def quoted(path: Path) -> str:
         return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -570,9 +576,6 @@ def _seatbelt_profile(policy: SandboxPolicy, ws: Path, keep: tuple[Path, ...]) -
         rules.append("(deny network*)")
     writable = " ".join(f"(subpath {quoted(p)})" for p in (ws, *keep))
     rules += ["(deny file-write*)", f'(allow file-write* {writable} (literal "/dev/null"))']
-    secret = [ws / _PLANMODE_DIR]
-    key = _key_file()
-    if key is not None:
-        secret.append(key)
-    rules.append("(deny file-read* file-write* " + " ".join(f"(subpath {quoted(p)})" for p in secret) + ")")
+    if secrets:
+        rules.append("(deny file-read* file-write* " + " ".join(f"(subpath {quoted(p)})" for p in secrets) + ")")
     return "\n".join(rules)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -178,6 +180,31 @@ def test_the_run_database_folder_is_hidden(ws: Path) -> None:
     code = "import os, shutil; print(os.listdir('.planmode')); shutil.rmtree('.planmode', ignore_errors=True)"
     assert ok(run_command(["python", "-c", code], ws)).stdout.strip() == "[]"
     assert (state / "runs.db").read_text() == "approvals"
+
+
+@pytest.fixture
+def visible_root() -> Iterator[Path]:
+    """A folder outside /tmp and the homes (which bubblewrap hides whole), so that only the sandbox's own
+    hiding of what lies in it is tested."""
+    base = Path("/var/tmp")
+    if not base.is_dir() or not os.access(base, os.W_OK):
+        pytest.skip("/var/tmp is not a writable folder here")
+    folder = Path(tempfile.mkdtemp(prefix="planmode-sandbox-test-", dir=base))
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["in-place", "copy"])
+def test_every_run_database_folder_above_the_workspace_is_hidden(visible_root: Path, copy: bool) -> None:
+    require_bubblewrap()
+    ws = visible_root / "project" / "ws"
+    for state in (visible_root / ".planmode", ws / ".planmode"):  # the database is found upward, as git finds .git
+        state.mkdir(parents=True)
+        (state / "planmode.sqlite").write_text("approvals")
+    databases = [str(visible_root / ".planmode" / "planmode.sqlite"), str(ws / ".planmode" / "planmode.sqlite")]
+    code = "import json, os, sys; print(json.dumps([os.path.exists(p) for p in sys.argv[1:]]))"
+    result = ok(run_command(["python", "-c", code, *databases], ws, copy_workspace=copy))
+    assert json.loads(result.stdout) == [False, False]
 
 
 def test_no_other_process_environment_is_readable(ws: Path) -> None:
