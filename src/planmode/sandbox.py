@@ -17,13 +17,15 @@ What holds for every command, with or without an operating-system sandbox (POSIX
   (``truncated``), so a command printing without end costs no memory.
 
 Under bubblewrap (Linux, when ``bwrap`` can create namespaces here; `sandbox_status` says whether it can), also:
-a read-only root; ``/tmp`` and every home folder (the user's, ``/root``, ``/home``) hidden behind empty
-``tmpfs``, with the Python installation re-exposed read-only where it lies under one of them; only the workspace
-(and the fresh ``HOME``/``TMPDIR``) writable; the workspace's ``.planmode/`` (run database, journal) and the
-approval key file (`planmode.approval_key.key_file`) hidden; no network unless `SandboxPolicy.network`; new
-user, PID, IPC and UTS namespaces, no capabilities, and no new user namespace inside (when the kernel allows
-them; the first PID's death kills every process in the sandbox). On macOS, ``sandbox-exec`` denies the network
-and writes outside the workspace and the fresh folders (a small profile, untested by the suite).
+a read-only root; every home folder (the user's, ``/root``, ``/home``) hidden behind an empty read-only
+``tmpfs``, with the Python installation re-exposed read-only where it lies in one; ``/tmp`` a private ``tmpfs``
+dropped with the sandbox; only the workspace (and the fresh ``HOME``/``TMPDIR``) writable, so nothing written
+elsewhere reaches this machine; every ``.planmode/`` from the workspace up (the run database, the journal) and
+the approval key file (`planmode.approval_key.key_file`) hidden; no network unless `SandboxPolicy.network`; new
+user, PID, IPC and UTS namespaces, no capabilities, and no new user namespace inside (the user namespace where
+the kernel allows it); no other process is visible, and when the command's first process ends every process in
+the sandbox ends. On macOS, ``sandbox-exec`` denies the network, writes outside the workspace and the fresh
+folders, and reading the same secrets (a small profile, untested by the suite).
 
 Without an operating-system sandbox, a command can read and write whatever the user can (including the
 approval key file and ``/proc/<pid>/environ`` of planmode's own process), and a process that starts a session
@@ -95,8 +97,10 @@ class SandboxStatus:
 @dataclass(frozen=True)
 class CommandResult:
     """What one command did. ``exit_code`` is None when it did not start (``error`` says why) or was killed at the
-    timeout; a negative code is the signal that ended it (``-24``: the CPU limit). ``stdout``/``stderr`` are the
-    kept bytes decoded as UTF-8 (``errors="replace"``; a character cut by truncation is left out)."""
+    timeout; a signal that ended it shows as its negative number (``-24``: the CPU limit), or, under bubblewrap,
+    as 128 plus its number (as a shell shows it). ``stdout``/``stderr`` are the kept bytes decoded as UTF-8
+    (``errors="replace"``; a character cut by truncation is left out). ``timed_out`` with an exit code: the
+    command exited, but a process it started kept its output open until the timeout."""
 
     argv: tuple[str, ...]
     exit_code: int | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -346,9 +347,31 @@ def test_no_background_process_outlives_a_command(ws: Path, isolate: bool) -> No
     assert _processes_with(token) == []
 
 
-def test_the_cpu_limit_stops_a_busy_command(ws: Path) -> None:
-    import signal
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="looks for the processes in /proc")
+@BOTH
+def test_a_process_that_leaves_the_session(ws: Path, isolate: bool) -> None:
+    """Under bubblewrap it ends with the command; without, it escapes the group kill (the documented limit), and
+    while it holds the output open the command is reported timed out, with its exit code."""
+    if isolate:
+        require_bubblewrap()
+    token = f"{uuid.uuid4().int % 10**6}.{uuid.uuid4().int % 10**6 + 10**6}"
+    code = "import subprocess, sys; subprocess.Popen(['sleep', sys.argv[1]], start_new_session=True); print('up')"
+    try:
+        result = run_command(["python", "-c", code, token], ws, SandboxPolicy(timeout=2, isolate=isolate))
+        assert result.exit_code == 0 and result.stdout == "up\n", result
+        deadline = time.monotonic() + 3
+        while isolate and _processes_with(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if isolate:
+            assert not result.timed_out and _processes_with(token) == []
+        else:
+            assert result.timed_out and _processes_with(token) != []
+    finally:
+        for pid in _processes_with(token):
+            os.kill(pid, signal.SIGKILL)
 
+
+def test_the_cpu_limit_stops_a_busy_command(ws: Path) -> None:
     result = py("while True: pass", ws, cpu_seconds=1, timeout=30)
     # killed by SIGXCPU (or SIGKILL at the hard limit); bubblewrap reports a signal as 128 + its number
     signals = (signal.SIGXCPU, signal.SIGKILL)
