@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,8 +57,8 @@ def ws(tmp_path: Path) -> Path:
     return folder
 
 
-def py(code: str, ws: Path, **policy: object) -> CommandResult:
-    return run_command(["python", "-c", code], ws, SandboxPolicy(**policy))  # type: ignore[arg-type]
+def py(code: str, ws: Path, **policy: Any) -> CommandResult:
+    return run_command(["python", "-c", code], ws, SandboxPolicy(**policy))
 
 
 def ok(result: CommandResult) -> CommandResult:
