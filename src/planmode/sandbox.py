@@ -50,7 +50,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, NamedTuple
 
 from planmode.approval_key import key_file
 from planmode.errors import CommandError
@@ -174,53 +174,52 @@ def split_command(command: str) -> list[str]:
 # -- is an operating-system sandbox available? ------------------------------------------------------------------
 
 
+class _Bwrap(NamedTuple):
+    """How bubblewrap runs here: its path, the namespace flags that work, whether it takes ``--size``."""
+
+    exe: str
+    flags: tuple[str, ...]
+    sized: bool
+
+
+def _fails(argv: list[str]) -> str | None:
+    """None when `argv` runs and exits 0, else the last line it printed on stderr (or what went wrong)."""
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=_PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else f"exit code {done.returncode}"
+
+
 @functools.cache
-def _bwrap_probe() -> tuple[str, tuple[str, ...]] | str:
-    """``(bwrap's path, the namespace flags that work)``, or why bubblewrap cannot be used here. Runs ``bwrap``."""
+def _bwrap_probe() -> _Bwrap | str:
+    """How bubblewrap runs here, or why it cannot be used. Runs ``bwrap ... true`` (once per variant tried)."""
     exe = shutil.which("bwrap")
     if exe is None:
         return "bwrap not found (apt-get install bubblewrap)"
     true = shutil.which("true") or "/bin/true"
-    base = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", *_BWRAP_COMMON)
+    base = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", *_BWRAP_COMMON]
     message = ""
     for flags in _BWRAP_VARIANTS:
-        try:
-            done = subprocess.run(
-                [exe, *flags, *base, "--", true],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=_PROBE_TIMEOUT,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            message = str(exc)
-            continue
-        if done.returncode == 0:
-            return exe, flags
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        message = lines[-1] if lines else f"exit code {done.returncode}"
+        failure = _fails([exe, *flags, *base, "--", true])
+        if failure is None:
+            sized = _fails([exe, *flags, *base, "--size", str(1 << 20), "--tmpfs", "/tmp", "--", true]) is None
+            return _Bwrap(exe, flags, sized)
+        message = failure
     return f"bwrap cannot create namespaces here: {message}"
 
 
 @functools.cache
 def _seatbelt_probe() -> str | None:
-    """``None`` when ``sandbox-exec`` runs a command here, else why not."""
+    """None when ``sandbox-exec`` runs a command here, else why not."""
     exe = shutil.which("sandbox-exec")
     if exe is None:
         return "sandbox-exec not found"
-    try:
-        done = subprocess.run(
-            [exe, "-p", "(version 1)(allow default)", "/usr/bin/true"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_PROBE_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"sandbox-exec does not run here: {exc}"
-    if done.returncode != 0:
-        return f"sandbox-exec does not run here: {done.stderr.decode('utf-8', 'replace').strip()}"
-    return None
+    failure = _fails([exe, "-p", "(version 1)(allow default)", shutil.which("true") or "/usr/bin/true"])
+    return None if failure is None else f"sandbox-exec does not run here: {failure}"
 
 
 def sandbox_status(policy: SandboxPolicy | None = None) -> SandboxStatus:
@@ -523,7 +522,7 @@ def _secrets(ws: Path) -> list[Path]:
 
 
 def _bwrap_argv(
-    probe: tuple[str, tuple[str, ...]],
+    bwrap: _Bwrap,
     policy: SandboxPolicy,
     command: list[str],
     *,
@@ -536,14 +535,15 @@ def _bwrap_argv(
     folders, then the `secrets` (an empty ``tmpfs`` over a folder, ``/dev/null`` over a file; a folder that holds
     a re-exposed one is left to its files); last, every hiding ``tmpfs`` but ``/tmp`` is made read-only, so
     nothing a command writes outside the workspace and the fresh ``HOME``/``TMPDIR`` lands anywhere."""
-    exe, flags = probe
-    argv = [exe, *flags, *_BWRAP_COMMON]
+    argv = [bwrap.exe, *bwrap.flags, *_BWRAP_COMMON]
     if not policy.network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     scratch = Path("/tmp").resolve()
     hidden = _outermost([scratch, *_home_folders()])
     for folder in hidden:
+        if folder == scratch and bwrap.sized and policy.memory_mb > 0:  # a tmpfs is memory: count it as such
+            argv += ["--size", str(policy.memory_mb << 20)]
         argv += ["--tmpfs", str(folder)]
     readable = list(_python_folders())
     if os.path.isabs(command[0]):  # the command's own folder, when it lies in a hidden one (~/.local/bin)

@@ -387,6 +387,31 @@ def test_the_memory_limit_stops_a_large_allocation(ws: Path) -> None:
     assert ok(py(code, ws, memory_mb=256)).stdout.strip() == "refused"
 
 
+def test_the_private_tmp_counts_against_the_memory_limit(ws: Path) -> None:
+    require_bubblewrap()
+    probe = sandbox._bwrap_probe()
+    assert not isinstance(probe, str)  # the sandbox is active: the probe found a working bubblewrap
+    if not probe.sized:
+        pytest.skip("this bubblewrap cannot size a tmpfs (--size)")
+    target = Path("/tmp") / f"planmode-sandbox-fill-{uuid.uuid4().hex}"
+    code = (
+        "import sys\n"
+        "with open(sys.argv[1], 'wb') as f:\n"
+        "    for i in range(160):\n"
+        "        try:\n"
+        "            f.write(b'x' * (1 << 20)); f.flush()\n"
+        "        except OSError as exc:\n"
+        "            print('full at', i, exc.errno); break\n"
+    )
+    try:
+        result = ok(run_command(["python", "-c", code, str(target)], ws, SandboxPolicy(memory_mb=64)))
+        assert result.stdout.startswith("full at"), result
+        assert int(result.stdout.split()[2]) <= 64
+        assert not target.exists()
+    finally:
+        target.unlink(missing_ok=True)
+
+
 def test_output_is_capped_while_it_is_read(ws: Path) -> None:
     code = "import sys\nfor _ in range(50):\n    sys.stdout.write('é' * 512 * 1024)\nsys.stderr.write('e' * 100000)"
     result = ok(py(code, ws, max_output=1001))
