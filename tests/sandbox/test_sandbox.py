@@ -566,3 +566,13 @@ def test_an_active_sandbox_is_said_and_used(ws: Path) -> None:
     )
     assert "network allowed" in sandbox_status(SandboxPolicy(network=True)).reason
     assert ok(run_command(["python", "-c", "print(1)"], ws)).sandboxed
+
+
+def test_the_macos_profile_quotes_a_hostile_path() -> None:
+    """A workspace path cannot close the profile's string and add a rule (the profile itself runs only on macOS)."""
+    ws = Path('/tmp/a")(allow file-write* (subpath "/")) ("\\x')
+    profile = sandbox._seatbelt_profile(SandboxPolicy(), ws, (Path("/tmp/h"),), [Path("/k/approval.key")])
+    assert '(subpath "/tmp/a\\")(allow file-write* (subpath \\"/\\")) (\\"\\\\x")' in profile
+    assert '(allow file-write* (subpath "/"))' not in profile
+    assert "(deny network*)" in profile
+    assert "(deny network*)" not in sandbox._seatbelt_profile(SandboxPolicy(network=True), ws, (), [])
