@@ -298,7 +298,7 @@ def run_command(
             command = _bwrap_argv(probe, policy, command, ws=run_dir, keep=(home, tmp), secrets=_secrets(ws))
         elif status.kind == "sandbox-exec":
             profile = _seatbelt_profile(policy, run_dir, (home, tmp), _secrets(ws))
-            command = ["sandbox-exec", "-p", profile, *command]
+            command = [shutil.which("sandbox-exec") or "/usr/bin/sandbox-exec", "-p", profile, *command]
         stdin_file: IO[bytes] | None = None
         if stdin is not None:
             stdin_path = scratch / "stdin"
@@ -393,7 +393,8 @@ class _Capture:
 
 
 def _collect(proc: subprocess.Popen[bytes], policy: SandboxPolicy) -> tuple[_Capture, _Capture, bool, bool]:
-    """Read both pipes until they close, the command's group killed once it exits; kill it all at the deadline.
+    """Read both pipes until they close, the command's group killed once it exits; kill it all at the deadline,
+    and on the way out whatever happens (an interrupt of this process included).
 
     Returns ``(stdout, stderr, timed_out, killed)``; ``killed``: the command itself was still running at the
     deadline. ``timed_out`` without ``killed``: it exited, but a process it left kept its output open."""
@@ -402,35 +403,36 @@ def _collect(proc: subprocess.Popen[bytes], policy: SandboxPolicy) -> tuple[_Cap
     captures = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
     deadline = time.monotonic() + policy.timeout
     exited = timed_out = False
-    with selectors.DefaultSelector() as selector:
-        for fd in captures:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            if not exited and _has_exited(proc):
-                _kill_group(proc.pid)  # before reaping: the group id cannot be reused meanwhile
-                exited = True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in selector.select(remaining if exited else min(remaining, _POLL)):
-                chunk = os.read(key.fd, _CHUNK)
-                if chunk:
-                    captures[key.fd].feed(chunk)
-                else:
-                    selector.unregister(key.fd)
-    pause = 0.001
-    while not exited and time.monotonic() < deadline:  # the pipes closed: the command is exiting, or closed them
-        exited = _has_exited(proc)
-        if not exited:
-            time.sleep(pause)
-            pause = min(pause * 2, _POLL)
-    killed = not exited
-    _kill_group(proc.pid)
-    proc.wait()
-    proc.stdout.close()
-    proc.stderr.close()
-    return out, err, timed_out or killed, killed
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in captures:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                if not exited and _has_exited(proc):
+                    _kill_group(proc.pid)  # before reaping: the group id cannot be reused meanwhile
+                    exited = True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                for key, _ in selector.select(remaining if exited else min(remaining, _POLL)):
+                    chunk = os.read(key.fd, _CHUNK)
+                    if chunk:
+                        captures[key.fd].feed(chunk)
+                    else:
+                        selector.unregister(key.fd)
+        pause = 0.001
+        while not exited and time.monotonic() < deadline:  # the pipes closed: the command is exiting, or closed them
+            exited = _has_exited(proc)
+            if not exited:
+                time.sleep(pause)
+                pause = min(pause * 2, _POLL)
+    finally:
+        _kill_group(proc.pid)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    return out, err, timed_out or not exited, not exited
 
 
 def _has_exited(proc: subprocess.Popen[bytes]) -> bool:

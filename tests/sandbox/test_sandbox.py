@@ -372,6 +372,32 @@ def test_a_process_that_leaves_the_session(ws: Path, isolate: bool) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+class _Interrupted(Exception):
+    pass
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="looks for the processes in /proc")
+@BOTH
+def test_an_interrupted_run_leaves_no_process(ws: Path, isolate: bool) -> None:
+    token = f"{uuid.uuid4().int % 10**6}.{uuid.uuid4().int % 10**6 + 10**6}"
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        with pytest.raises(_Interrupted):
+            run_command(["sleep", token], ws, SandboxPolicy(timeout=30, isolate=isolate))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        leftover = _processes_with(token)
+        for pid in leftover:
+            os.kill(pid, signal.SIGKILL)
+    assert leftover == []
+
+
 def test_the_cpu_limit_stops_a_busy_command(ws: Path) -> None:
     result = py("while True: pass", ws, cpu_seconds=1, timeout=30)
     # killed by SIGXCPU (or SIGKILL at the hard limit); bubblewrap reports a signal as 128 + its number
