@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 __all__ = [
+    "CommandError",
     "ConfigurationError",
     "LeaseLostError",
     "ModelUnauthorizedError",
@@ -31,6 +32,11 @@ class ConfigurationError(PlanModeError):
 
 class PlanParseError(PlanModeError, ValueError):
     """Model output could not be read as a plan or a patch."""
+
+
+class CommandError(PlanModeError, ValueError):
+    """A command line could not be split into arguments (an unclosed quote, nothing to run); the message quotes
+    the command and says what is wrong (`planmode.sandbox.split_command`)."""
 
 
 class ThreadNotFoundError(PlanModeError, LookupError):

@@ -57,6 +57,7 @@ LAYERS: dict[str, int] = {
     "planmode.persistence.edit": 2,
     "planmode.persistence._pg_fence": 2,
     "planmode.local_server": 2,
+    "planmode.sandbox": 2,  # the one place that runs a command (checks, probes)
     "planmode.llama_tools": 2,
     "planmode.testing": 2,
     # 3: the nodes; 4: the graph; 5: embedding in a parent agent; 6: the public API; 7: the CLI
