@@ -20,9 +20,10 @@ class PlanDraft(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _as_small_models_write_it(cls, data: Any) -> Any:
-        """A plan as small models write it, read as meant: a bare list of steps, or the steps under another key (``plan``, ``tasks``: the one list of objects); step ids in backticks,
-        quotes, with spaces or dots (`planmode.state.models.step_ids_read`), in ``id`` and ``dependencies``. What
-        is still invalid is refused by validation, with its reasons, as before."""
+        """A plan as small models write it, read as meant: a bare list of steps, or the steps under another key
+        (``plan``, ``tasks``: the one list of objects); step ids in backticks, quotes, with spaces or dots
+        (`planmode.state.models.step_ids_read`), in ``id`` and ``dependencies``. What is still invalid is refused
+        by validation, with its reasons, as before."""
         if isinstance(data, list):
             data = {"steps": data}
         if not isinstance(data, dict):
