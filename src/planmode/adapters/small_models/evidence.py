@@ -11,7 +11,7 @@ A step is judged on evidence — the tool calls that ran (`StepOutcome.tool_runs
   that file, itself or in a workspace module it imports (it is run with no input: one that reads standard input
   prints something beside the point);
 - **Python files** the step wrote, or its acceptance names, compile (``compile()``: nothing is executed or written);
-- **commands** the acceptance names in backticks (`` `python hello.py` ``, `` `pytest test_mathx.py` ``) run in the
+- **commands** the acceptance names in backticks (`` `python app.py` ``, `` `pytest test_util.py` ``) run in the
   workspace with a timeout and must exit 0 — only when the approved acceptance says so, only inside a known
   workspace, and only a Python file of the workspace or pytest (no ``python -c``, no paths out of it);
 - **calls** the acceptance says return a value ("double(21) returns 42", "is_prime(8) is False"): the function
@@ -80,9 +80,9 @@ _CHANGED = "the step changed something"
 
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
-#: "X.py exists and" before the verb: the 1.5B's "list_primes.py exists and runs with expected output" named no
-#: command, nothing ran, and its judge passed the silent script on "the successful execution of the print statement"
-#: "X.py exists and, when run, prints": the condition of running between the file and the verb (the 1.5B's).
+#: "X.py exists and" before the verb ("app.py exists and runs with expected output"): a clause that runs the file
+#: without naming a command still runs it.
+#: "X.py exists and, when run, prints": the condition of running between the file and the verb.
 _AND = (
     r"(?:\s+(?:exists|is created|is written)\s+and)?"
     r"(?:[\s,]+(?:when|if|once)\s+(?:it\s+is\s+|it's\s+)?(?:run|executed)\b,?)?"
@@ -157,8 +157,8 @@ class Evidence:
         ("returns 5", "has a docstring") leaves the step to the judge. A write step without acceptance is settled
         by its write (the check that it changed something passed): its report, often empty from a small model, is
         not the evidence. A step whose ``description`` says it prints something is settled only by a clause that
-        matched a quoted output: that a script runs does not say that it prints what the step asks (the 1.5B's
-        report.py read stdin instead of temps.txt, ran, printed nothing, and the run claimed it done)."""
+        matched a quoted output: that a script runs does not say that it prints what the step asks (a script that
+        reads standard input instead of its data file runs, prints nothing, and is not done)."""
         if self.failed:
             return False
         if not acceptance.strip():
@@ -171,9 +171,7 @@ class Evidence:
 
     def _prints_as_described(self, description: str) -> bool:
         """Whether a command printed exactly the text the step's description gives as the whole output: a Python
-        ``print('...')`` literal or "prints exactly ...". The 1.5B's judge failed a hello.py that printed
-        "Hello, world!" for "Write hello.py with print('Hello, world!')" twice, on reasons that quoted the file as it
-        was ("should contain print('Hello, world!'), not print('Hello, world!')")."""
+        ``print('...')`` literal or "prints exactly ...": such a step is decided by its output, not by a judge."""
         if any(c.passed is True and c.what.startswith(_AS_CALLED) for c in self.checks):
             return True  # it printed exactly what the call it names gives (`_printed_call`)
         said = exact_outputs(description)
@@ -214,8 +212,8 @@ class Evidence:
     def refutes(self, reason: str, report_shown: bool) -> str:
         """How the evidence contradicts a judge's reason for failing the step ("" when it does not): the reason
         says a file does not exist that a passed check found, or rests on the executor's report when none was
-        shown, or says nothing was written when the step wrote. The 1.5B's judge failed a right temps.txt four
-        times, each time on such a reason ("temps.txt does not exist", "the executor did not provide a report")."""
+        shown, or says nothing was written when the step wrote ("data.txt does not exist" beside a passed check
+        that found it, "the executor did not provide a report" when none was shown)."""
         found = {c.what.removesuffix(" exists") for c in self.checks if c.passed is True and c.what.endswith(" exists")}
         named = file_names(reason)
         denied = [n for n in named if _denied(reason, n)]
@@ -250,8 +248,8 @@ class Evidence:
 
     def _states_a_passed_check(self, reason: str) -> str | None:
         """The passed content check whose statement a failing reason makes as its ground ("The first line of
-        README.md is '# Counter', which does not match the acceptance criteria": the 1.5B's judge, beside the
-        passed check that says so), or None."""
+        README.md is '# Counter', which does not match the acceptance criteria", beside the passed check that says
+        so), or None."""
         said = " ".join(reason.lower().split())
         for check in self.checks:
             if check.passed is not True:
@@ -264,8 +262,8 @@ class Evidence:
 
     def _quotes_a_file(self, reason: str) -> str | None:
         """Which file's whole content a reason quotes while saying the file does not match or holds less (None when
-        it does not): the 1.5B's judge failed a right greet.py on "does not match the expected content: '<greet.py,
-        as written>'", then on "the step wrote '<it>', but the file only contains '<its first lines>'"."""
+        it does not): "does not match the expected content: '<app.py, as written>'", or "the step wrote '<it>', but
+        the file only contains '<its first lines>'"."""
         if not _MISMATCH.search(reason):
             return None
         said = _bare_text(reason)
@@ -277,9 +275,9 @@ class Evidence:
 
     def _misread_output(self, reason: str) -> str | None:
         """How a reason misreads what a command printed: the output it says is expected is what the command printed
-        (whole), or the output it says the command gave is not; None when it says neither. The 1.5B's judge failed
-        a right fizzbuzz.py with "the expected output should be: 1 2 Fizz … FizzBuzz. Instead, the actual output
-        is: 1 2 3 … 15", its check having printed the first; told nothing, it then passed a wrong one."""
+        (whole), or the output it says the command gave is not; None when it says neither. A reason that swaps the
+        two ("the expected output should be: <what it printed>. Instead, the actual output is: <something else>")
+        is contradicted by the check's output."""
         outputs = {
             c.what.removesuffix(" runs"): _flat(c.detail)
             for c in self.checks
@@ -301,8 +299,7 @@ class Evidence:
 
     def _defines(self, reason: str) -> str | None:
         """Where a file the step wrote defines every function or class the reason says it lacks ("does not contain
-        the `shout` function", "shout is not defined in util/strings.py"); None when one is defined nowhere. The
-        1.5B's judge failed a right util/strings.py twice on "does not contain the `shout` function"."""
+        the `shout` function", "shout is not defined in util/strings.py"); None when one is defined nowhere."""
         names = list(dict.fromkeys(m.group("n") for p in _LACKS for m in p.finditer(reason)))
         if not names:
             return None
@@ -354,9 +351,8 @@ class Evidence:
             lines += [c.line() for c in self.checks]
         if report.strip():
             lines += ["The executor's own report (a claim, not evidence):", clip(report, 1500, fold=False)]
-        # No report, no word of one: the 1.5B's judge, shown "the report is empty", failed right steps because "the
-        # report is empty"; told "the executor wrote no report; that is not a failure", it failed them because "the
-        # executor did not provide a report" (three of four judgements in a run)
+        # No report, no word of one: any mention of a missing report ("the report is empty", even "that is not a
+        # failure") gives a judge a reason to fail a step on it
         return clip("\n".join(lines), limit, marker="\n…[truncated]", fold=False)
 
 
@@ -365,7 +361,7 @@ _EXISTS_CLAUSE = re.compile(
     r"(?:the file\s+)?`?(?P<f>[\w/.\-]+)`?\s+(?:exists|is created|was created|is written|was written|has been created)",
     re.IGNORECASE,
 )
-#: "The `python demo.py` command should run without errors" (the 1.5B's): an article, "command" and a modal around.
+#: "The `python demo.py` command should run without errors": an article, "command" and a modal around.
 _MODAL = r"(?:\s+command)?\s+(?:(?:should|must|will)\s+)?"
 #: "with the correct output": what a run gives, said of no output in particular (`_settled`: decided by a run that
 #: printed nothing, where nothing says the script prints).
