@@ -380,8 +380,8 @@ _FILE_RUNS_CLAUSE = re.compile(
 )
 
 
-#: "`pytest test_shapes.py` passes with `s = 3` returning `9`": a test run passes, whatever the clause says it
-#: checks (that is the tests' to check; the 1.5B's judge failed a test run that printed "1 passed" on such a tail).
+#: "`pytest test_area.py` passes with `s = 3` returning `9`": a test run passes, whatever the clause says it
+#: checks (that is the tests' to check, not the judge's).
 _PYTEST_PASSES = re.compile(
     r"(?:running\s+)?`(?P<c>(?:python3?\s+-m\s+)?pytest\b[^`]*)`\s+(?:passes|succeeds)\b.*", re.IGNORECASE | re.DOTALL
 )
@@ -401,9 +401,8 @@ _FILE_PRINTS_CLAUSE = re.compile(
 )
 
 
-#: "`python count_lines.py` outputs the number of lines in notes.txt", "count_words.py prints how many words
-#: poem.txt has": a count of a data file the checks can make themselves (the 1.5B's judge failed a count_lines.py
-#: that printed 3 for a three-line notes.txt, on "the output is 3 lines, but it should be the number of lines").
+#: "`python count.py` outputs the number of lines in notes.txt", "words.py prints how many words poem.txt has": a
+#: count of a data file the checks can make themselves, so no judge has to count.
 _COUNTED = r"(?P<what>lines|words|characters|chars)"
 _DATA = r"`?(?P<{g}>[\w/.\-]+\.(?!py\b)\w+)`?"
 _COUNT_CLAUSE = re.compile(
@@ -421,7 +420,7 @@ _COUNT_CLAUSE = re.compile(
 )
 
 
-#: "`python count_lines.py` prints the correct number of lines": a count said right, of no file in particular.
+#: "`python count.py` prints the correct number of lines": a count said right, of no file in particular.
 _RIGHT_COUNT = re.compile(
     r"(?:(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?<![\w/.\-])(?P<f>[\w/.\-]+\.py)`?)" + _MODAL + r")?"
     r"(?:prints|outputs|shows|displays|returns)\s+(?:out\s+)?the\s+(?:correct|right|expected|accurate)\s+"
@@ -433,8 +432,7 @@ _RIGHT_COUNT = re.compile(
 def _right_count(clause: str, passed: dict[str, str]) -> bool:
     """Whether ``clause`` says a command prints "the correct number of" lines, words or characters, naming no
     file, and a passed check found that command printing that count of a data file (`_counts`: the one the step's
-    description or the task names). The 1.5B's judge failed a count_lines.py that printed 3 for a three-line
-    notes.txt twice on "`python count_lines.py` prints the correct number of lines", the check beside it passed."""
+    description or the task names). Then the clause is decided by that check, not by a judge."""
     m = _RIGHT_COUNT.fullmatch(clause)
     if m is None:
         return False
@@ -448,7 +446,7 @@ def _right_count(clause: str, passed: dict[str, str]) -> bool:
 
 def _count_clause(clause: str, script: str | None = None, *, within: bool = False) -> tuple[str, str, str] | None:
     """The command, what it counts ("lines", "words", "characters") and the data file, of a clause that says a
-    command prints a count of a file ("`python count_lines.py` outputs the number of lines in notes.txt",
+    command prints a count of a file ("`python count.py` outputs the number of lines in notes.txt",
     "correctly counts the lines in notes.txt", said of ``script`` when it names no command); None when it is not
     one. ``within``: looked for inside a longer text (a step's description, the task), not as the whole clause."""
     m = _COUNT_CLAUSE.search(clause) if within else _COUNT_CLAUSE.fullmatch(clause)
