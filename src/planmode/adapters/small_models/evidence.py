@@ -497,8 +497,8 @@ def _counts(
 
 
 def _printed_clause(clause: str) -> tuple[str, str] | None:
-    """The command a clause says prints a quoted text (or a number, quoted or not: "`python run.py` prints 16", the
-    1.5B's, whose judge failed a run.py that printed 16 twice), and that text; None when the clause is not one."""
+    """The command a clause says prints a quoted text (or a number, quoted or not: "`python run.py` prints 16"),
+    and that text; None when the clause is not one."""
     if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
         return m.group("c").strip(), m.group("out") if m.group("q") else m.group("num")
     if (m := _FILE_PRINTS_CLAUSE.fullmatch(clause)) is not None:
@@ -523,7 +523,7 @@ _NO_OUTPUT = re.compile(
     r"actual output is (?:missing|empty))",
     re.IGNORECASE,
 )
-#: "The step did not execute the `python total.py` command" (the 1.5B's judge, beside a check that ran it).
+#: "The step did not execute the `python total.py` command" (contradicted by a check that ran it).
 _NOT_RUN = re.compile(
     r"\b(?:did not|didn't|does not|doesn't|was not|wasn't|never|not)\s+(?:(?:been|get)\s+)?"
     r"(?:execute[ds]?|run|ran|runs)\b(?!\s+(?:correctly|properly|as expected|successfully|without))",
@@ -550,7 +550,7 @@ _BOTH_WAYS = (
 )
 
 
-#: "the expected output should be: 1 2 Fizz …" up to where the reason turns to what it found.
+#: "the expected output should be: a b c …" up to where the reason turns to what it found.
 _EXPECTED_OUTPUT = re.compile(
     r"\bexpected output (?:should be|is|would be|must be)\s{0,8}:?\s{0,8}(?P<text>.+?)"
     r"(?=\s{0,8}(?:\binstead\b|\bbut\b|\bhowever\b|\bwhile\b|\bthe actual\b|\bactual output\b)|$)",
@@ -570,8 +570,8 @@ def _flat(text: str) -> str:
 
 
 def _same_both_ways(reason: str) -> str | None:
-    """A text a judge's reason gives as both what is expected and what is there (the 1.5B's judge failed a right
-    shapes.py because "the output was `16` instead of `16`"), or None."""
+    """A text a judge's reason gives as both what is expected and what is there ("the output was `16` instead of
+    `16`"), or None."""
     for pattern in _BOTH_WAYS:
         for m in pattern.finditer(reason):
             a, b = m.group("a").strip(), m.group("b").strip()
@@ -598,7 +598,7 @@ _LACKS = (
         re.IGNORECASE,
     ),
     re.compile(r"\b(?:function|class)\s+`?(?P<n>[A-Za-z_]\w*)`?\s+(?:is|was)\s+not\s+defined\b", re.IGNORECASE),
-    # "The shout function is not defined in util/strings.py" (the 1.5B's judge, on a file that defines it)
+    # "The shout function is not defined in util/strings.py"
     re.compile(
         r"\b`?(?P<n>[A-Za-z_]\w*)`?(?:\(\))?\s+(?:function|class)\s+(?:is|was)\s+not\s+defined\b", re.IGNORECASE
     ),
@@ -617,9 +617,8 @@ _PRINTS_EXACTLY = re.compile(
     re.IGNORECASE,
 )
 
-#: "Write hello.py to print 'Hello, world!'": a quoted text printed that ends the description is its whole output.
-#: The 1.5B's judge failed such a hello.py twice, beside the run that printed it, on "does not match the step's
-#: description".
+#: "Write app.py to print 'Hello, world!'": a quoted text printed that ends the description is its whole output,
+#: so the run that printed it decides the step.
 _PRINTS_QUOTED_END = re.compile(
     r"\b(?:to\s+print|prints?|outputs?)\s+(?P<q>['\"`])(?P<out>[^'\"`\n]{1,500})(?P=q)[.!]?\s*\Z", re.IGNORECASE
 )
