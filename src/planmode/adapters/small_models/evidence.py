@@ -668,7 +668,7 @@ def exact_outputs(description: str) -> set[str]:
 
 
 def _denied(reason: str, name: str) -> bool:
-    """Whether ``reason`` says that file ``name`` does not exist ("temps.txt does not exist", "`x.py` was not
+    """Whether ``reason`` says that file ``name`` does not exist ("data.txt does not exist", "`x.py` was not
     created", "the file 'x.py' is missing from ..."), not merely that something is missing from it."""
     f = r"(?:the\s+(?:file\s+)?)?['\"`]?" + re.escape(name) + r"['\"`]?(?:\s+file)?"  # "the `x.py` file"
     return any(re.search(p.format(f=f), reason, re.IGNORECASE) for p in _DENIAL)
@@ -697,11 +697,10 @@ def own_acceptance(step: Step, elsewhere: frozenset[str], wrote: Iterable[str]) 
     """``step``'s acceptance without the clauses another open step is to meet, and those clauses: a clause that
     runs a file another open step of the plan writes (``elsewhere``, `others_write`), or names only such files,
     where the step did not write them itself (``wrote``) and none is its own file. A clause with no file and no
-    command goes with the one before it ("`python biggest.py` prints 4, 9 and 2" is split at its commas). The
-    held-out biggest's plan gave the step that writes numbers.txt the acceptance "numbers.txt exists and the
-    largest number is printed by `python biggest.py`", biggest.py being the next step's file: the step failed on it
-    until the run ended. The clause is not lost: the next step checks its file, and `broken_runs` runs every done
-    step's commands at the end of the run."""
+    command goes with the one before it ("`python app.py` prints 4, 9 and 2" is split at its commas). A step that
+    writes data.txt is thus not held to "the largest number is printed by `python app.py`" when app.py is the next
+    step's file. The clause is not lost: the next step checks its file, and `broken_runs` runs every done step's
+    commands at the end of the run."""
     acceptance = step.acceptance or ""
     if not elsewhere or not acceptance.strip():
         return acceptance, []
@@ -737,9 +736,8 @@ def own_acceptance(step: Step, elsewhere: frozenset[str], wrote: Iterable[str]) 
 
 
 #: "when run", "when it is run", "if executed": a clause's condition of running, which says nothing a check could
-#: decide; the clause is what follows it. The 1.5B's "count_lines.py exists and when run, prints the number of
-#: lines in notes.txt" left "when run" a clause of its own, undecided, and its judge failed the right script twice
-#: after every check had passed.
+#: decide; the clause is what follows it ("app.py exists and when run, prints the number of lines in notes.txt"
+#: leaves no "when run" clause of its own, undecided, after every check passed).
 _RUN_CONDITION = re.compile(
     r"^(?:when|if|once)\s+(?:it\s+is\s+|it's\s+)?(?:run|executed|launched)\b[,:]?", re.IGNORECASE
 )
@@ -752,10 +750,9 @@ _BARE_PRINTS = re.compile(
 
 def _with_commands(clauses: list[str]) -> list[str]:
     """``clauses`` with a clause that says what is printed without saying by what ("prints 'Hello, world!'")
-    given the command of the clause before it: "`python hello.py` runs and prints 'Hello, world!'" (the 1.5B's
-    acceptance) is a clause that runs and one that prints. Before any command, the one Python file the clauses
-    name runs: "hello.py exists and when executed, prints 'Hello, world!'" (the 1.5B's; its judge failed the right
-    hello.py twice, and the reflection rewrote the step to hold the text instead of the code)."""
+    given the command of the clause before it: "`python app.py` runs and prints 'Hello, world!'" is a clause that
+    runs and one that prints. Before any command, the one Python file the clauses name runs: "app.py exists and
+    when executed, prints 'Hello, world!'" gives `` `python app.py` prints 'Hello, world!'``."""
     scripts = {n for n in file_names(" ".join(clauses)) if n.endswith(".py")}
     out, last = [], (f"python {scripts.pop()}" if len(scripts) == 1 else None)
     for clause in clauses:
@@ -771,8 +768,7 @@ def _with_commands(clauses: list[str]) -> list[str]:
 
 #: The file a content clause is about, or "it" (the acceptance's only file): "data.csv ", "the file `x.txt` ", "it ".
 _SUBJECT = r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?"
-#: "'cat sat on the mat' is in it", "'x' is in notes.txt": the same, said the other way round (the 1.5B's; its
-#: judge failed the right poem.txt four times on it).
+#: "'cat sat on the mat' is in it", "'x' is in notes.txt": the same, said the other way round.
 _IN_FILE_CLAUSE = re.compile(
     r"(?P<q>['\"`])(?P<text>(?=[^'\"`]*[^'\"`\s])[^'\"`]+)(?P=q)\s+(?:is|appears)\s+(?:written\s+|present\s+|found\s+)?"
     r"(?:in|inside)\s+(?:it|the\s+file|(?:the\s+file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?)",
@@ -791,7 +787,7 @@ _FIRST_LINE_CLAUSE = re.compile(
     r"(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q))"
     r"|(?:(?P<q2>['\"`])(?P<text2>[^'\"`\n]+)(?P=q2)\s+is\s+the\s+first\s+(?:line|row)"
     r"(?:\s+of\s+`?(?P<f2>[\w/.\-]+\.\w+)`?)?)"
-    # "README.md has '# Counter' as the first line" (the 1.5B's; its judge failed the right file five times)
+    # "README.md has '# Counter' as the first line"
     r"|(?:(?:(?:the file\s+)?`?(?P<f3>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:has|with|contains)\s+"
     r"(?P<q3>['\"`])(?P<text3>[^'\"`\n]+)(?P=q3)\s+as\s+(?:the|its)\s+first\s+(?:line|row))",
     re.IGNORECASE,
@@ -799,8 +795,7 @@ _FIRST_LINE_CLAUSE = re.compile(
 
 
 #: "config.json contains {"port": 8080}", "its content is {'port': 8080}", "scores.json has the list [3, 5, 7]",
-#: "its contents match {'port': 8080}" (the 1.5B's; its judge failed the right file four times), "config.json's
-#: content is [1, 2]".
+#: "its contents match {'port': 8080}", "config.json's content is [1, 2]".
 _LITERAL_CLAUSE = re.compile(
     r"(?:(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|holds|has)"
     r"|(?:(?:its|the)\s+|(?:the file\s+)?`?(?P<f2>[\w/.\-]+\.\w+)`?(?:'s)?\s+)contents?"
@@ -810,10 +805,9 @@ _LITERAL_CLAUSE = re.compile(
 )
 
 
-#: "`cat temps.txt` outputs `0\n100`", "running `cat notes.txt` prints 'a\nb'", "`cat words.txt` outputs:" and the
+#: "`cat data.txt` outputs `0\n100`", "running `cat notes.txt` prints 'a\nb'", "`cat words.txt` outputs:" and the
 #: lines after the colon: what a file reads, given as what ``cat`` prints. No command runs: the file's text is
-#: compared (the 1.5B's judge failed a right temps.txt four times on this clause, and a right words.txt four times
-#: on the one with a colon).
+#: compared.
 _CAT_CLAUSE = re.compile(
     r"(?:running\s+)?`cat\s+(?P<f>[\w/.\-]+\.\w+)`\s+(?:prints|outputs|shows|displays|gives|returns)"
     r"(?:\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<text>.*)(?P=q)|(?:\s+exactly)?\s*:\s*(?P<bare>\S.*)"
@@ -840,9 +834,7 @@ _JSON_VALUE = r"(?P<{g}>-?\d+(?:\.\d+)?|'[^'\n]*'|\"[^\"\n]*\"|true|false|null)"
 _JSON_FILE = r"`?(?P<{g}>[\w/.\-]+\.json)`?"
 _KEY = r"['\"`]?(?P<{g}>[A-Za-z_]\w*)['\"`]?"
 #: "its port is 8080", "config.json's port is 8080", "the port in config.json is set to 8080", "config.json has
-#: the key port set to 8080", "config.json contains "port": 8080": one key of a JSON file's data and its value (the
-#: 1.5B's "config.json exists and its port is 8080"; its judge failed the right file four times, "config.json does
-#: not exist").
+#: the key port set to 8080", "config.json contains "port": 8080": one key of a JSON file's data and its value.
 _KEY_CLAUSE = re.compile(
     rf"(?:(?:its|the)\s+|{_JSON_FILE.format(g='f')}(?:'s)?\s+)(?:value\s+of\s+)?{_KEY.format(g='k')}"
     rf"(?:\s+(?:key|field|value|setting))?(?:\s+(?:in|of)\s+{_JSON_FILE.format(g='f2')})?"
@@ -916,8 +908,8 @@ _NUMBERS = {
     w: i for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])
 }
 _COUNT = r"(?P<n>\d+|" + "|".join(_NUMBERS) + ")"
-#: "notes.txt contains exactly three lines", "it has 3 lines of text", "notes.txt exists with three lines of text"
-#: (the 1.5B's; its judge failed the right file three times on it): how many lines a file has.
+#: "notes.txt contains exactly three lines", "it has 3 lines of text", "notes.txt exists with three lines of text":
+#: how many lines a file has.
 _LINES_CLAUSE = re.compile(
     _SUBJECT + r"(?:contains|has|holds|consists of|is|(?:exists|is created|is written|was written)\s+with|with)\s+"
     rf"(?:exactly\s+|only\s+)?{_COUNT}\s+(?:non-empty\s+)?lines?(?:\s+(?:of\s+text|long))?",
@@ -929,7 +921,7 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBERS[word.lower()]
 
 
-#: A clause that only says a file's content is right, and not what it is: "temps.txt exists with the correct
+#: A clause that only says a file's content is right, and not what it is: "data.txt exists with the correct
 #: content", "has the specified content".
 _VAGUE = re.compile(
     r"\b(?:correct|expected|specified|right|proper|required|desired|described|appropriate|requested|intended)\b",
@@ -954,8 +946,8 @@ _BY_NEWLINES = re.compile(
 
 def _layout(clause: str) -> bool:
     """Whether ``clause`` only says how items are laid out in lines: decided by a passed check that held the
-    whole file to the lines the step describes. The held-out biggest's judge failed a right numbers.txt ('4\\n9\\n2')
-    seven times on "contains the numbers 4, 9, and 2, separated by newlines", whose last clause no check named."""
+    whole file to the lines the step describes ("contains the numbers 4, 9, and 2, separated by newlines": its last
+    clause names nothing a check could name, and the whole-file check already decides it)."""
     laid_out = _EACH_ON_A_LINE.search(clause) or _BY_NEWLINES.search(clause)
     return laid_out is not None and not re.search(r"['\"`\d\[\]{}]", clause)
 
@@ -979,8 +971,8 @@ def _described(description: str, name: str) -> list[tuple[str, str, str]]:
     """The content checks (as `_content_check` gives them) of what a step's description says its data file
     ``name`` holds: a literal ("containing the list [3, 5, 7]"), its first line or header ("whose first line is #
     Counter", "with the header line name,score"), how many lines ("exactly three lines"), or the items it holds
-    one per line ("the numbers 0 and 100, one per line"). The 1.5B's judge failed a right temps.txt, words.txt and
-    notes.txt on acceptance that said only "with the correct content"."""
+    one per line ("the numbers 0 and 100, one per line"). These decide an acceptance that says only "with the
+    correct content"."""
     out: list[tuple[str, str, str]] = []
     literal = next(
         (m.group(0) for m in _DESCRIBED_LITERAL.finditer(description) if _literal(m.group(0)) is not _NO_VALUE), None
