@@ -990,7 +990,7 @@ def _described(description: str, name: str) -> list[tuple[str, str, str]]:
     return out
 
 
-#: "The `add` function is defined in mathx.py", "mathx.py defines add(a, b)", "shout is defined in util/strings.py".
+#: "The `add` function is defined in util.py", "util.py defines add(a, b)", "shout is defined in util/strings.py".
 _DEFINES_CLAUSE = re.compile(
     r"(?:the\s+)?(?:(?:function|class)\s+)?`?(?P<n>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?(?:\s+(?:function|class))?\s+"
     r"(?:is|was)\s+defined\s+in\s+`?(?P<f>[\w/.\-]+\.py)`?"
@@ -1012,8 +1012,8 @@ def _code_of(text: str) -> ast.Module | None:
         return None
 
 
-#: "the score column sums to 60", "the sum of the score column in data.csv is 60": a CSV column's total (the 1.5B's
-#: acceptance; its judge failed a right data.csv four times on it, "the actual sum is 66").
+#: "the score column sums to 60", "the sum of the score column in data.csv is 60": a CSV column's total, summed by
+#: the check, not by a judge.
 _SUM_CLAUSE = re.compile(
     r"(?:(?:`?(?P<f>[\w/.\-]+\.csv)`?(?:'s)?\s+|its\s+)?(?:the\s+)?['\"`]?(?P<col>\w+)['\"`]?\s+column"
     r"(?:\s+(?:of|in)\s+`?(?P<f2>[\w/.\-]+\.csv)`?)?\s+(?:sums|adds\s+up|totals)\s+to"
@@ -1065,7 +1065,7 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
         column = m.group("col") or m.group("col2")
         return (name, "sum", f"{column} = {m.group('n')}") if name and name.lower().endswith(".csv") else None
     if (m := _WHOLE_CLAUSE.fullmatch(clause)) is not None and _whole_text(m.group("bare")):
-        # the held-out biggest's judge failed a right numbers.txt five times on "its contents are 4\n9\n2"
+        # "its contents are 4\n9\n2": the file's whole text, compared as such
         name = m.group("f") or default
         return (name, "text", m.group("bare")) if name else None
     return None
@@ -1083,7 +1083,7 @@ def _said(m: re.Match[str]) -> str:
 
 def _with_subjects(clauses: list[str], default: str | None) -> list[str]:
     """``clauses`` with a clause that is only a quoted text, after one that says a file contains a text, said of
-    that file too: "words.txt has the lines 'apple', 'banana', 'kiwi'" (the 1.5B's acceptance) is three."""
+    that file too: "words.txt has the lines 'apple', 'banana', 'kiwi'" is three."""
     out, last = [], None
     for clause in clauses:
         asked = _content_check(clause, default)
@@ -1154,9 +1154,8 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
 def _ran(what: str, m: re.Match[str], passed: dict[str, str]) -> str | None:
     """ "runs" when the check ``what`` passed; a clause that also says "with the correct output" only when the run
     printed nothing: a script that prints is held to printing where its step or the task says so (`gather`: a
-    silent run fails), and a module that only defines a function has no output to be right about. The 1.5B's judge
-    failed a right mathx.py ten times on "`python mathx.py` runs with the correct output" ("the actual output is
-    `None`")."""
+    silent run fails), and a module that only defines a function has no output to be right about ("`python
+    util.py` runs with the correct output" of such a module is decided by its silent run)."""
     if what not in passed:
         return None
     vague = "vague" in m.re.groupindex and m.group("vague")
@@ -1170,9 +1169,8 @@ _BEHAVED = re.compile(r"as the task says: (?P<n>\w+)\((?P<p>[^()]*)\) returns (?
 
 def _behaves_as_said(clause: str, passed: dict[str, str]) -> bool:
     """Whether ``clause`` says a function returns an expression of its parameters ("double(x) returns x * 2 in
-    calc.py") that a passed `_behaves` check called it on and found (the same expression, by its parse). The
-    1.5B's judge failed a calc.py whose double(x) returned x * 2 (a stale ``return x + 2`` left after it), beside
-    that passed check, and the step was written over until it broke."""
+    calc.py") that a passed `_behaves` check called it on and found (the same expression, by its parse): what the
+    function returns decides the clause, not how its source reads."""
     if "return" not in clause or len(clause) > 500:  # a function's clause is short: long text is not read twice
         return False
     said = _task_functions(_IN_FILE_END.sub("", clause.strip().rstrip(".")).strip())
@@ -1202,7 +1200,7 @@ _CREATION_WORDS = re.compile(
 def only_creates(description: str) -> bool:
     """Whether ``description`` asks only that files exist ("Create strings.py file in the util directory",
     "Create util/__init__.py (it may be empty)"): with its file names and the words of creating gone, nothing is
-    left, and it does not say to write one ("Write hello.py" asks for its content)."""
+    left, and it does not say to write one ("Write app.py" asks for its content)."""
     names = file_names(description)
     if not names or len(description) > 300 or re.search(r"\bwrites?\b", description, re.IGNORECASE):
         return False
@@ -1235,9 +1233,8 @@ def _locate(name: str, root: Path | None, written: Iterable[str]) -> Path | bool
 
 
 def _parses(path: Path) -> Check:
-    """Whether a JSON file the step wrote is JSON: a text call read wrongly wrote the 1.5B's person.json as
-    ``{"name": "Ada"`` (cut at its comma); "person.json exists" passed, the judge passed it, and the next step's
-    script failed on it with JSONDecodeError, blamed on that script."""
+    """Whether a JSON file the step wrote is JSON: a file cut short (``{"name": "Ada"``) fails here, on the step
+    that wrote it, not later in the script of a step that reads it."""
     what = f"{path.name} is valid JSON"
     try:
         json.loads(path.read_bytes())
@@ -1260,13 +1257,13 @@ def _compiles(path: Path) -> Check:
     except SyntaxError as exc:
         said = f"line {exc.lineno}: {exc.msg}; fix the syntax"
         text = source.decode("utf-8", "replace").strip()
-        if text and not _CODE_MARKS.search(text):  # the 0.5B wrote hello.py as the text it was to print
+        if text and not _CODE_MARKS.search(text):  # a script written as the text it was to print
             lines = text.splitlines()
             shown = lines[0][:80]
-            # the 0.5B, told only "write the Python code", wrote the same text again: the reason shows the code that
-            # prints it, as Python's own "Did you mean print(...)?" does
+            # "write the Python code" alone does not say what that code is: the reason shows the code that prints
+            # it, as Python's own "Did you mean print(...)?" does
             example = f"print({shown!r})" + (", one print() for each line" if len(lines) > 1 else "")
-            # not of a test file: the 1.5B's test_mathx.py held "pytest test_mathx.py", which no test prints
+            # not of a test file: a test file holding "pytest test_util.py" is not meant to print that text
             shows = "" if _TEST_FILE.fullmatch(path.name) else f" (a script that prints that text holds {example})"
             said = (
                 f"line {exc.lineno}: {exc.msg}: {path.name} holds plain text ({shown!r}), not Python code; write "
