@@ -1460,8 +1460,8 @@ def _behaves(name: str, params: list[str], expr: str, module: str, root: Path) -
 def _functions_checked(step: Step, goal: str, root: Path, wrote: Iterable[str]) -> list[Check]:
     """For each function the task (``goal``), or else the step's description, defines by an expression of its
     parameters ("add(a, b) that returns a + b") and that a Python file the step wrote defines at its top level,
-    whether it returns what the expression gives on sample arguments. The 1.5B's judge failed a right convert.py
-    ("does not match the step's description") and passed wrong ones; the task says what the function returns."""
+    whether it returns what the expression gives on sample arguments: the task says what the function returns, so
+    a call decides it, not a judge reading the source."""
     wanted = {**_task_functions(step.description), **_task_functions(goal)}
     if not wanted:
         return []
@@ -1521,8 +1521,8 @@ def _run(command: str, root: Path) -> Check:
     done = _in_workspace(what, args, root)
     if isinstance(done, Check):
         return done
-    # paths as the model knows them: the 1.5B, shown "can't open file '/tmp/…/ws/hello.py'", wrote its next try
-    # to that path under the workspace ("tmp/…/ws/hello.py")
+    # paths as the model knows them: an absolute path in an error ("can't open file '/tmp/…/ws/app.py'") invites
+    # a next write to that path under the workspace ("tmp/…/ws/app.py")
     output = _relative((done.stdout or "") + (done.stderr or ""), root)
     if "No module named pytest" in output:
         return Check(what, None, "pytest is not installed here")
@@ -1534,18 +1534,17 @@ def _run(command: str, root: Path) -> Check:
     return Check(what, True, clip((done.stdout or "").rstrip("\n"), 200, fold=False))
 
 
-#: pytest's exit code 5, no test collected: the 0.5B wrote test_mathx.py as a bare ``assert add(2, 3) == 5``, then
-#: as a copy of add(), and was told only "no tests ran".
+#: pytest's exit code 5, no test collected (a bare ``assert add(2, 3) == 5`` at the top of a test file): the fix is
+#: said, since "no tests ran" alone does not say what a test is.
 _NO_TESTS = (
     ". Fix: pytest runs only functions whose names start with test_, in files named test_*.py: write the test as "
     "`def test_<what it checks>():` with an assert in its body"
 )
 
-#: A script that opened a path that is not there: the 1.5B's greet_all.py listed the folder 'names' for names.txt,
-#: four times.
+#: A script that opened a path that is not there ('names' for names.txt): the hint lists what the workspace holds.
 _NOT_FOUND = re.compile(r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^'\n\x00]{1,200})'")
 
-#: A script that listed a file as a folder: the 1.5B's biggest.py called ``os.listdir('numbers.txt')``.
+#: A script that listed a file as a folder: ``os.listdir('data.txt')``.
 _NOT_A_FOLDER = re.compile(r"NotADirectoryError: \[Errno 20\] Not a directory: '([^'\n\x00]{1,200})'")
 
 #: "module 'util' has no attribute 'shout'", "name 'shout' is not defined", "cannot import name 'shout'".
@@ -1590,11 +1589,12 @@ def _module_of(rel: Path) -> str | None:
 
 
 def _hint(output: str, root: Path | None = None) -> str:
-    """The fix for an error a small model repeats, or "": the 1.5B wrote `import greet` then
-    `print(greet('Ada'))` three times, each failing with "'module' object is not callable", and `import util`
-    then `util.shout('hi')` for a shout defined in util/strings.py ("module 'util' has no attribute 'shout'")."""
+    """The fix for an error a model tends to repeat, or "": a module called as its function (`import greet`, then
+    `greet('Ada')`: "'module' object is not callable"), a name looked up in the wrong module (`util.shout` for a
+    shout defined in util/strings.py), a module used without its import, a missing file, a file listed as a
+    folder."""
     if root is not None and "ModuleNotFoundError" in output:
-        # "from your_module import is_prime" (the 1.5B's test_primes.py): the module the name is defined in
+        # "from your_module import is_prime": the module the name is defined in
         for imported in re.finditer(r"from\s+[\w.]+\s+import\s+(?P<names>[\w, ]+)", output):
             for name in (n.strip() for n in imported.group("names").split(",")):
                 module = _defined_in(name, root) if name.isidentifier() else None
@@ -1606,7 +1606,7 @@ def _hint(output: str, root: Path | None = None) -> str:
         if module is not None:
             return f". Fix: {name} is defined in the module {module}: write `from {module} import {name}`"
         used = m.group("n") and re.search(rf"\b{re.escape(name)}\.[A-Za-z_]", output)  # used as a module: name.attr
-        if used and _importable(name):  # the 1.5B's test called pytest.approx without importing pytest
+        if used and _importable(name):  # pytest.approx called without importing pytest
             return f". Fix: {name} is a module: write `import {name}` at the top of the file"
     if root is not None and (m := _NOT_FOUND.search(output)) is not None:
         missing = m.group(1)
@@ -1645,8 +1645,8 @@ _MISSING_FILE = re.compile(
 
 
 def _elsewhere(check: Check, root: Path, wrote: Iterable[str]) -> Check:
-    """A command that failed on a missing file the step wrote under another folder, told where it went: the 1.5B
-    wrote src/hello.py for "`python hello.py` runs" (commands run in the workspace's top folder)."""
+    """A command that failed on a missing file the step wrote under another folder, told where it went
+    (src/app.py written for "`python app.py` runs": commands run in the workspace's top folder)."""
     m = _MISSING_FILE.search(check.detail)
     name = next((g for g in m.groups() if g), None) if m else None
     if check.passed is not False or not name:
@@ -1678,9 +1678,8 @@ def gather(
     goal: str = "",
 ) -> Evidence:
     """The evidence of one successful attempt of ``step`` and the checks made on it (see the module). A file its
-    acceptance names that another open step writes (``elsewhere``, `others_write`) is not looked for: the 1.5B's
-    README step, whose acceptance asked for "a link to counter.py", failed twice because counter.py, the next
-    step's file, did not exist yet. The first line the task (``goal``) gives the step's data file is checked too,
+    acceptance names that another open step writes (``elsewhere``, `others_write`) is not looked for: it need not
+    exist yet, and that step checks it. The first line the task (``goal``) gives the step's data file is checked too,
     and wins over an acceptance that gives another (`_task_first_line`)."""
     root = workspace_root(tools)
     writes = write_tool_names(tools)
