@@ -1752,9 +1752,8 @@ def gather(
             and produced.endswith(".py")
             and (says_prints(step.description, produced) or says_prints(goal, produced))
         ):
-            # the step, or the task, says its script prints: a silent run fails too (a patch rewrote csv_average's
-            # step as "Update avg.py to remove the leading indentation", an empty avg.py ran silent, the judge
-            # passed it, and the run claimed the task the task says prints the average)
+            # the step, or the task, says its script prints: a silent run fails too, whatever a repair made of the
+            # step's own wording
             printing.add(f"python {produced}")
             if f"python {produced}" not in run:  # nothing runs it: the judge is told so
                 unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
@@ -1762,7 +1761,7 @@ def gather(
         for command in run:
             check = _run(command, root)
             if check.passed and command in printing and not check.detail.strip():
-                # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing
+                # a script that defines its function and never calls it runs, printing nothing
                 check = Check(check.what, False, _SILENT)
             elif check.passed and produced is not None and command == f"python {produced}":
                 wrapped = _wrapped_value(step.description, acceptance, produced, check.detail)
@@ -1792,9 +1791,8 @@ def gather(
 
 def _printed_on_import(check: Check, root: Path) -> Check:
     """A failed check of what a script printed, told which workspace module it imports prints when imported (a
-    top-level ``print()``, run before the script's own output). Round 15's temps_three: convert.py ended in
-    "example usage" prints, and report.py, which imports it, printed '32.0\\n212.0' twice; the 1.5B, shown only the
-    output, judged c_to_f wrong and gave up."""
+    top-level ``print()``, run before the script's own output): shown only the output, the extra lines look like a
+    wrong result of the script itself."""
     m = re.match(r"`python ([\w/.\-]+\.py)`", check.what)
     if check.passed is not False or m is None or "it printed" not in check.detail:
         return check
