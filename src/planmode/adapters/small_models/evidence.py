@@ -1843,9 +1843,9 @@ def _prints_at_top(module: Path) -> bool:
 
 def _other_outputs(acceptance: str, checks: list[Check]) -> list[Check]:
     """A failed check for each clause of ``acceptance`` that says a command prints a quoted text its run (passed,
-    its whole output shown) did not print, not even as a part. The 1.5B's judge passed a run.py that printed 16 on
-    "run.py prints '49' when executed" ("it produced '49' as expected"). A text that is part of the output is left
-    to the judge ("prints 'Hello'" of "Hello, Ada!")."""
+    its whole output shown) did not print, not even as a part: a run that printed 16 fails "run.py prints '49' when
+    executed" whatever a judge says. A text that is part of the output is left to the judge ("prints 'Hello'" of
+    "Hello, Ada!")."""
     outputs = {c.what: c.detail for c in checks if c.passed is True and c.what.endswith(" runs")}
     out = []
     for clause in _with_commands(_clauses(acceptance)):
@@ -1905,8 +1905,7 @@ def _printed_call(said: str, output: str, script: str, root: Path) -> Check | No
     printed value compared with what the script printed: exactly it, a passed check that settles what the step
     says it prints; not even part of its output, a failed one that names the value; else None (a label around the
     value is left to the judge). The function is the one a workspace module other than the script defines, by its
-    module path when the call gives one. The 1.5B's judge failed a right show_vowels.py twice (it printed 3 for
-    "prints count_vowels('banana')": "the content prints the string 'banana' instead of the vowel count")."""
+    module path when the call gives one."""
     printed = output.strip()
     if not printed or printed.endswith("…"):  # nothing, or cut short: not compared
         return None
@@ -1952,11 +1951,10 @@ def _printed_call(said: str, output: str, script: str, root: Path) -> Check | No
 
 
 def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
-    """For a step that writes one Python script and says it uses a data file of the workspace ("Write
-    count_lines.py that prints the number of lines in notes.txt"), whether the script, or a workspace module it
-    imports, names that file. Its checks run it with no input and no arguments: a script that reads standard
-    input instead runs and prints something beside the point. The 1.5B's count_lines.py read stdin, printed 0 for
-    a three-line notes.txt, its judge passed it, and the run claimed a done task."""
+    """For a step that writes one Python script and says it uses a data file of the workspace ("Write count.py
+    that prints the number of lines in notes.txt"), whether the script, or a workspace module it imports, names
+    that file. Its checks run it with no input and no arguments: a script that reads standard input instead runs
+    and prints something beside the point."""
     own = produced_file(step.description, step.acceptance or "")
     if own is None or not own.endswith(".py"):
         return []
@@ -1995,9 +1993,9 @@ def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
 
 def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None, wrote: Iterable[str]) -> None:
     """Check the first line the task gives data file ``name`` ("Write README.md whose first line is # Counter"), and
-    drop a failed first-line check of the acceptance that asks for another (a false "completed" on the 1.5B: its
-    plan accepted README.md by "'Counter' is the first line"; the right "# Counter" failed on it, the step wrote
-    "Counter" and passed). The task is what the run is for; a plan's acceptance is a small model's reading of it."""
+    drop a failed first-line check of the acceptance that asks for another (an acceptance's "'Counter' is the
+    first line" does not fail the "# Counter" the task asks for). The task is what the run is for; a plan's
+    acceptance is a model's reading of it."""
     first = _FIRST.search(said_of(goal, name))
     if first is None:
         return
@@ -2014,8 +2012,8 @@ def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None
     ]
     detail = held.detail
     if held.passed is False and "first line is" in detail:
-        # the 1.5B's step said "a first line of # Counter and content of '1 2 3 4 5'", with acceptance that README.md
-        # prints '# Counter 1 2 3 4 5': it wrote that one line four times, told only that the line was not the task's
+        # a step or acceptance that runs the first line into the rest ("'# Counter 1 2 3 4 5'") is told how the
+        # task's line is laid out, not only that the line is not the task's
         detail += (
             f"; the task's words win over the step's description and acceptance: write {text!r} alone on the first "
             "line of the file, then a line break, and anything else after it"
