@@ -2070,8 +2070,7 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         said = text.replace("\\n", "\n").strip().splitlines()
         if [line.rstrip() for line in body.strip().splitlines()] == [line.rstrip() for line in said]:
             return Check(what, True)
-        # data said in another notation: "`cat person.json` outputs `{'name': 'Ada'}`" of '{"name": "Ada"}' (the
-        # 1.5B's; the right person.json failed on it twice)
+        # data said in another notation: "`cat person.json` outputs `{'name': 'Ada'}`" of '{"name": "Ada"}'
         if re.match(r"\s*[\[{]", text) and (data := _literal(body.strip())) is not _NO_VALUE and data == _literal(text):
             return Check(what, True)
         return Check(what, False, f"it reads {clip(body.strip(), 120, fold=False)!r}")
@@ -2111,9 +2110,8 @@ def _column_sum(body: str, column: str, total: float) -> tuple[bool | None, str]
 
 def _has_code(what: str, body: str, code: str) -> Check:
     """Whether every statement of ``code`` is one of the file's (compared as parsed Python: its layout, and how it
-    is wrapped, aside). The 1.5B's judge failed a right util/strings.py on "contains `def shout(s): return
-    s.upper() + '!'`" (the file had it on two lines). Code that is not found there is left to the judge: it may be
-    written another way."""
+    is wrapped, aside: "contains `def shout(s): return s.upper() + '!'`" holds of a file that has it on two lines).
+    Code that is not found there is left to the judge: it may be written another way."""
     wanted, tree = _code_of(code), _code_of(body)
     if wanted is None or tree is None or not wanted.body:
         return Check(what, None, "it is not Python that parses")
@@ -2138,11 +2136,10 @@ _WRAPPED = re.compile(
 
 def _wrapped_value(description: str, acceptance: str, script: str, output: str) -> str | None:
     """Why a script's one-line output wraps in words the one value its step asks it to print (None when it does
-    not): a step "Write count_lines.py that prints the number of lines in notes.txt" (no quote: the step gives no
-    wording of its own) whose script printed "The number of lines in notes.txt is 3." A false "completed" on the
-    1.5B came from this twice: the task's check reads 3; the executor is told to print just the result, and here
-    the evidence holds it to that. A step or acceptance that quotes anything (a wording of its own) is left to
-    the other checks."""
+    not): a step "Write count.py that prints the number of lines in notes.txt" (no quote: the step gives no
+    wording of its own) whose script printed "The number of lines in notes.txt is 3." The executor is told to
+    print just the result, and here the evidence holds it to that. A step or acceptance that quotes anything (a
+    wording of its own) is left to the other checks."""
     text = description or ""
     said = _COMMAND.sub("", f"{text} {acceptance}")  # its commands aside: "`python x.py` runs" quotes no wording
     if not says_prints(text, script) or _QUOTED.search(said) or "\n" in output.strip():
@@ -2174,8 +2171,8 @@ _EACH_ON_A_LINE = re.compile(
 def _misprinted(text: str, output: str) -> str | None:
     """How a script's output breaks the layout ``text`` (what the task and the step say of the script) gives it,
     or None: several items without a comma for "separated by commas", a comma for "separated by spaces", several
-    lines for "on one line", several items on one line for "one per line". The 1.5B's judge passed an evens.py
-    that printed "2 4 6 8 10" for "prints the even numbers from 2 to 10 on one line, separated by commas"."""
+    lines for "on one line", several items on one line for "one per line" ("2 4 6 8 10" fails "on one line,
+    separated by commas")."""
     out = output.strip()
     lines = [line for line in out.splitlines() if line.strip()]
     if not out or out.endswith("…"):
@@ -2203,9 +2200,8 @@ _FOLLOWED_BY_EACH = re.compile(
 
 def _each_line_printed(texts: Sequence[str], script: str, output: str, root: Path) -> str | None:
     """How a script's output differs from the one the task (or the step) gives it as a quoted text followed by each
-    line of a data file of the workspace, or None: the 1.5B's greet_all.py printed "Hi  Ada" (``print('Hi ',
-    name)``) for "prints 'Hi ' followed by each name in names.txt", its judge passed it, and the run claimed a done
-    task. Only where the file has two lines or more, and the whole output was seen."""
+    line of a data file of the workspace, or None: "Hi  Ada" (``print('Hi ', name)``) fails "prints 'Hi ' followed
+    by each name in names.txt". Only where the file has two lines or more, and the whole output was seen."""
     if output.endswith("…"):
         return None
     for text in texts:
@@ -2235,9 +2231,8 @@ def _each_line_printed(texts: Sequence[str], script: str, output: str, root: Pat
 
 def _spacing_hint(printed: Sequence[str], expected: Sequence[str], pre: str) -> str:
     """The fix, when ``printed`` is ``expected`` but for a space doubled where the text ``pre`` ends with one:
-    ``print('Hi ', name)`` printed "Hi  Ada" (print() puts a space between its arguments). The 1.5B, told only
-    what it printed and what was expected, wrote ``print('Hi ', end='')`` and then broke the script (round 15's
-    greet_names)."""
+    ``print('Hi ', name)`` printed "Hi  Ada" (print() puts a space between its arguments); "" otherwise. What was
+    printed and what was expected alone do not say where the extra space comes from."""
     if len(printed) != len(expected) or list(printed) == list(expected) or not pre.endswith(" "):
         return ""
     if not all(p == e or p.replace("  ", " ") == e for p, e in zip(printed, expected, strict=True)):
@@ -2260,17 +2255,17 @@ _SAYS_PRINTS = re.compile(r"\b(?:prints?|printing|outputs?|displays?|shows?)\b",
 def says_prints(description: str, name: str | None = None) -> bool:
     """Whether a step's description says it prints something ("a script that prints the sum"); with ``name``,
     whether it says so of that file: in a description that names several files, what follows a file's name (up to
-    the next file's, a file it uses aside) is said of it, and what comes before the first name of the first. The
-    0.5B's step "Write greet.py with a function greet(name) that returns ..., and main.py that imports greet and
-    prints greet('Ada')" failed its module greet.py for printing nothing."""
+    the next file's, a file it uses aside) is said of it, and what comes before the first name of the first: in
+    "Write greet.py with a function greet(name) that returns ..., and main.py that imports greet and prints
+    greet('Ada')", main.py prints and greet.py does not."""
     return bool(_SAYS_PRINTS.search(said_of(description or "", name)))
 
 
 def said_of(text: str, name: str | None) -> str:
     """What ``text`` says of file ``name``: all of it when it names fewer than two files (or no ``name``), else what
-    follows each mention of ``name`` up to the next file's (a file it uses aside: "reads temps.txt and prints" is
+    follows each mention of ``name`` up to the next file's (a file it uses aside: "reads data.txt and prints" is
     said of the script), and what comes before the first name, when ``name`` is the first."""
-    mentions = file_mentions(text, used=False)  # "reads temps.txt and prints": what report.py prints
+    mentions = file_mentions(text, used=False)  # "reads data.txt and prints": what app.py prints
     if name is None or len({n for n, _ in mentions}) < 2:
         return text
     said = ""
