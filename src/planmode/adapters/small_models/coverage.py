@@ -346,8 +346,7 @@ def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, 
     """``plan`` with each acceptance clause (of the steps of ``ids``, or all) that runs a data file with Python
     (`` `python config.json` prints the port``, `` `python notes.txt` writes ...``, `` `python -m json.tool
     config.json` ...``) left out, the file's existence kept, or the data it says it prints as what the file
-    holds; and what was changed. Such a clause cannot pass: no check runs it, and a judge shown it fails a right
-    file on it."""
+    holds; and what was changed. Such a clause cannot pass: no check runs it, and no run shows what it says."""
     notes: list[str] = []
     steps = list(plan.steps)
 
