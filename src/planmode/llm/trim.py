@@ -1,6 +1,6 @@
-"""Keeping a transcript within a context budget.
+"""Keeping a tool loop's messages within a context budget.
 
-A tool-calling transcript grows with every tool result; a small local model has a context of a few thousand
+A tool-calling conversation grows with every tool result; a small local model has a context of a few thousand
 tokens, and a prompt that does not fit fails the call (or, worse, leaves the answer no room). `fit_messages`
 returns the messages to send so that they fit in ``budget - reserve`` tokens, trimming in this order:
 
@@ -10,7 +10,7 @@ returns the messages to send so that they fit in ``budget - reserve`` tokens, tr
 3. then the longest remaining messages, cut in the middle (a head and a tail survive).
 
 Tokens are counted approximately, a token per three characters (code and non-English text tokenize denser
-than the usual four), so that no tokenizer has to be downloaded. The transcript itself is not changed: the
+than the usual four), so that no tokenizer has to be downloaded. The messages themselves are not changed: the
 caller keeps the full history and trims a copy before each call, so nothing is lost from the record.
 """
 
@@ -68,8 +68,8 @@ def _cut(message: BaseMessage, keep: int, what: str) -> BaseMessage:
 def fit_messages(messages: Sequence[BaseMessage], budget: int, *, reserve: int = 0) -> list[BaseMessage]:
     """The messages trimmed to fit ``budget - reserve`` approximate tokens (``reserve``: room for the answer).
 
-    Message order, roles, ids and tool-call ids are kept, so the transcript stays valid for the model; only
-    contents are shortened. A transcript that fits is returned as it is (a new list)."""
+    Message order, roles, ids and tool-call ids are kept, so the conversation stays valid for the model; only
+    contents are shortened. Messages that fit are returned as they are (a new list)."""
     out = list(messages)
     room = int(max(256, budget - max(0, reserve)) * _SLACK)
     if budget <= 0 or _total(out) <= room:

@@ -1,4 +1,4 @@
-"""The context budget: how many tokens a call may use, and a tool loop's transcript trimmed to it."""
+"""The context budget: how many tokens a call may use, and a tool loop's messages trimmed to it."""
 
 from __future__ import annotations
 

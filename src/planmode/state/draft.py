@@ -20,10 +20,10 @@ class PlanDraft(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _as_small_models_write_it(cls, data: Any) -> Any:
-        """A plan as small models write it (each seen on Qwen2.5-Coder 1.5B or 0.5B): a bare list of steps, or
-        the steps under another key (``plan``, ``tasks``: the one list of objects); step ids in backticks,
-        quotes, with spaces or dots (`planmode.state.models.step_ids_read`), in ``id`` and ``dependencies``. What
-        is still invalid is refused by validation, with its reasons, as before."""
+        """A plan as small models write it, read as meant: a bare list of steps, or the steps under another key
+        (``plan``, ``tasks``: the one list of objects); step ids in backticks, quotes, with spaces or dots
+        (`planmode.state.models.step_ids_read`), in ``id`` and ``dependencies``. What is still invalid is refused
+        by validation, with its reasons, as before."""
         if isinstance(data, list):
             data = {"steps": data}
         if not isinstance(data, dict):
@@ -51,8 +51,8 @@ def draft_to_plan(draft: PlanDraft, goal: str, max_steps: int, current: Plan | N
     latest: dict[str, str] = {}  # a step id as written -> the id of the last step written with it, so far
     for d in draft.steps:
         step = Step(**d.model_dump())
-        # an id written twice (the 1.5B's "read_code", read, edit, "read_code" again: refused twice, and the run
-        # failed) is a new step: it gets a free id, and a dependency names the step with that id written last
+        # an id written twice ("read_code", then other steps, then "read_code" again) is a new step: it gets a
+        # free id, and a dependency names the step with that id written last
         dependencies = [latest.get(x, x) for x in step.dependencies]
         new_id = step.id
         if step.id in latest and step.id not in done:

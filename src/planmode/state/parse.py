@@ -57,7 +57,7 @@ _MAX_MISSING_CLOSERS = 3
 
 def _closed_object(text: str) -> dict[str, Any] | None:
     """The object that starts at the first ``{`` of ``text`` and runs to its end with only its last closing
-    brackets missing (a small model's ``{"steps": [{...}]``, where the ``}`` after the ``]`` never came), closed;
+    brackets missing (a reply's ``{"steps": [{...}]``, where the ``}`` after the ``]`` never came), closed;
     None when it is anything else: complete, mismatched, cut inside a string or after a comma or colon, or
     missing more than `_MAX_MISSING_CLOSERS` brackets."""
     start = text.find("{")
@@ -84,9 +84,8 @@ def _closed_object(text: str) -> dict[str, Any] | None:
                 return None  # a complete object: not this function's case
     body = text[start:].rstrip()
     if in_string and body.endswith((".", "!", "?", "```")) and not escaped:
-        # a string that ends a sentence, then nothing: the 1.5B's reflection ended '..."reasoning": "... in
-        # shapes.py.' three times in a row, and the run failed on "no JSON object"; a string cut mid-word stays
-        # unread
+        # a string that ends a sentence, then nothing ('..."reasoning": "... in app.py.'): closed and read; a
+        # string cut mid-word stays unread
         body += '"'
         in_string = False
     if in_string or not stack or len(stack) > _MAX_MISSING_CLOSERS or body.endswith((",", ":")):
@@ -101,7 +100,7 @@ def _closed_object(text: str) -> dict[str, Any] | None:
 def _repaired_object(text: str) -> dict[str, Any] | None:
     """The object that starts at the first ``{`` of ``text``, when it does not parse but ends as an object or a
     list ends, read by ``json_repair`` (a quote left unescaped inside a string, a list closed by the brace around
-    it, a bracket left out before the last one: the 0.5B's plans); None when that object parses as written (the
+    it, a bracket left out before the last one); None when that object parses as written (the
     largest object is read then, as before), when the text stops before its end (cut by the output limit: left
     unread, as a reply cut mid-word), or when the repair gives no object."""
     start = text.find("{")
@@ -143,8 +142,8 @@ def repaired_json(body: str) -> Any:
 
 def _inner_quotes_escaped(body: str) -> str:
     """``body`` with each quote inside a string that does not end it escaped: a quote ends a string only when a
-    comma, a colon, a closing bracket or the end follows it (the 1.5B's reflection wrote ``"guidance": "change
-    `print("Primes below 20:")` to ..."``, and its assessment was read as its inner step three times)."""
+    comma, a colon, a closing bracket or the end follows it: in ``"guidance": "change `print("Total:")` to ..."``
+    the quotes around ``Total:`` stay inside the string."""
     out: list[str] = []
     in_string = escaped = False
     for i, ch in enumerate(body):
@@ -172,10 +171,10 @@ _NEXT_MEMBER = re.compile(r'[ \t]*"[\w -]{1,64}"\s*:')
 
 def _closed_at_line_end(out: list[str], body: str, at: int) -> bool:
     """Whether a string, never closed, ends at this line break: its line ends with a comma, and a key starts the
-    next line; then its closing quote is put back into ``out`` (the text so far) before the comma. The 1.5B's plan
-    wrote ``"acceptance": "... for input `'abc'"`,`` (its last quote left out), and the next line's
-    ``"dependencies"`` was read as a third step without an id; the planner failed twice on it. Otherwise a raw line
-    break inside a string is kept as text (code in a reflection's guidance)."""
+    next line; then its closing quote is put back into ``out`` (the text so far) before the comma. So
+    ``"acceptance": "... for input `'abc'"`,`` (its last quote left out) ends at its line, and the next line's
+    ``"dependencies"`` stays a key of the same object. Otherwise a raw line break inside a string is kept as text
+    (code in a reflection's guidance)."""
     if _NEXT_MEMBER.match(body, at) is None:
         return False
     end = len(out)
@@ -194,9 +193,8 @@ _STRING_END = re.compile(r'\s*(?:$|[}\]]|[,:]\s*(?:$|[}\]"{\[\-0-9]|true\b|false
 def _ends_string(body: str, at: int) -> bool:
     """Whether a quote followed by ``body[at:]`` ends a string: the text ends there, or a closing bracket follows,
     or a comma or a colon followed by a JSON value (a key, a string, a number, an object, a list, a literal).
-    ``if __name__ == "__main__": block`` and ``"x", he said`` inside a string do not end it (the 1.5B's reflection
-    wrote both, unescaped, and its ``reasoning`` was read as a key ``__main__``). Matched in place: no copy of the
-    rest per quote."""
+    ``if __name__ == "__main__": block`` and ``"x", he said`` inside a string do not end it (neither ``__main__``
+    nor ``x`` becomes a key). Matched in place: no copy of the rest per quote."""
     return _STRING_END.match(body, at) is not None
 
 
@@ -258,10 +256,9 @@ _FENCE_SPAN = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 
 def _fenced_in_strings(text: str) -> dict[str, Any] | None:
     """The object a text that opens with ``{`` is, read with each fenced block in it (```` ```json ... ``` ````, to
-    the end when left open) taken as the text of the string it stands in: its quotes and line breaks escaped. The
-    1.5B's reflection put a ```` ```json ```` example, its quotes unescaped, in its "guidance" and never closed the
-    outer object; read by its fence, the example was taken for the reflection ("assessment: Field required", three
-    times, and the run ended). None when that reading gives no object."""
+    the end when left open) taken as the text of the string it stands in: its quotes and line breaks escaped. A
+    ```` ```json ```` example inside a "guidance" string is thus part of that string, never taken for the reply's
+    object, even when the outer object is left unclosed. None when that reading gives no object."""
     escaped = _FENCE_SPAN.sub(lambda m: json.dumps(m.group(0), ensure_ascii=False)[1:-1], text)
     if escaped == text:
         return None
@@ -277,13 +274,13 @@ def _fenced_in_strings(text: str) -> dict[str, Any] | None:
 
 def _one_fenced_object(text: str) -> dict[str, Any] | None:
     """The object of a text that is one fenced block (```json, then the object, then ```), read whole: a fence
-    inside one of its strings does not end it. The 1.5B's reflection put a ```python example in its "guidance";
-    read up to that fence, the reply was taken for one of its inner objects, three times ("assessment: Field
-    required"), and the run ended."""
+    inside one of its strings does not end it (a ```python example in a "guidance" string stays in that string, and
+    the reply is never read as one of its inner objects). None when the text is not one fenced block holding an
+    object."""
     if not (text.startswith("```") and text.endswith("```")) or "\n" not in text:
         return None
     inner = text[text.index("\n") + 1 : -3].strip()
-    try:  # line breaks left raw inside a string (the 1.5B's ```python example in a "guidance") are read as written
+    try:  # line breaks left raw inside a string (a ```python example in a "guidance") are read as written
         value = json.loads(inner, strict=False)
     except (json.JSONDecodeError, RecursionError):
         value = repaired_json(inner)  # and quotes left unescaped in it (``if __name__ == "__main__":``)

@@ -2,7 +2,7 @@
 
 What it does, each part kept here and nowhere in the core:
 
-- **plans** (`coverage`): fixes a small model's plan where the meaning is not in doubt (a tool's name written as
+- **plans** (`coverage`): fixes a planner's plan where the meaning is not in doubt (a tool's name written as
   a dependency, a step named after a tool, a read-back step) and sends back plans that leave out a file the task
   asks for; the commands a step's acceptance prose names in backticks become declared checks marked as
   planmode's (``by: planmode``), so the human sees them at approval;

@@ -12,8 +12,8 @@ A plan is sent back to the planner, with reasons that name the fix, when:
 
 A step that only reads back files that earlier steps of the plan write ("Read data.csv and verify the contents")
 is left out by `mend_reads`, its dependents tied to what it depended on: verify already reads what each write
-step wrote, and a small model fails such steps on their own (the 1.5B called ``read_data``, then listed
-``./data.csv`` as a folder, for 21 calls, and the run failed before avg.py).
+step wrote, and a step that only reads gives a weak executor room to wander (call tools that do not exist,
+list a file as a folder) before any file the task asks for is written.
 
 The checks about writing apply only when the graph has write tools (without them no step can write). Pure: the
 workspace is only looked at to tell a file the task names as existing (an input) from one to produce.
@@ -136,8 +136,8 @@ def plan_problems(
                 continue
             reads = step.tools and all(t.lower() in names for t in step.tools) and not declared_writes(step, writes)
             if reads and not step.dependencies:
-                # "or make it a step that writes" only where a file of the task has no writer: the 1.5B, told so,
-                # turned "Read names.txt" into a step that wrote names.txt over the task's own
+                # "or make it a step that writes" only where a file of the task has no writer: said otherwise, it
+                # invites a step that overwrites an input file the task gives
                 fix = "remove it, or make it the step that writes a file no step writes" if unwritten else "remove it"
                 problems.append(
                     f"step {step.id!r} only reads ({', '.join(step.tools)}); looking around was done before "
@@ -159,8 +159,8 @@ def task_files(goal: str, root: Path | None, made: Collection[str] = ()) -> list
 
 def _given_writers(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> list[Step]:
     """The steps (of ``ids``, or all) that write, as their one file, a file of the workspace the task only reads
-    (`given_files`): the 1.5B's plan for "Read names.txt, then write greet_all.py ..." wrote names.txt with three
-    names of its own, and the run claimed a done task that greeted them."""
+    (`given_files`): a step that writes an input the task gives ("Read data.txt, then write app.py ...") replaces
+    the data the task is about."""
     given = given_files(plan.goal, workspace_root(tools))
     writes = write_tool_names(tools)
     return [
@@ -174,8 +174,8 @@ def _given_writers(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | N
 
 def _names_to_write(step: Step, name: str, text: str | None = None) -> bool:
     """Whether ``step`` (its description and acceptance, or ``text``) names file ``name`` as one to write, not only
-    as one it uses: the 0.5B's plan for "write data.csv ..., then avg.py that reads data.csv" had no step for
-    data.csv, and its "Write avg.py that reads data.csv" step counted as writing it."""
+    as one it uses: "Write app.py that reads data.csv" names data.csv only as an input, so it does not count as
+    writing data.csv."""
     text = f"{step.description} {step.acceptance}" if text is None else text
     if name not in text:
         return False
@@ -310,8 +310,8 @@ def mend_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None =
     and whose acceptance runs nothing that runs it, given `` and `python <script>` runs`` in its acceptance (a test
     file pytest collects, `` and `pytest <file>` passes``); and what was changed. What a script prints is then
     evidence (its output shown to the judge, a silent run failed) under an acceptance the plan's approval covers.
-    Two false "completed" on the 1.5B came from acceptance that ran nothing ("report.py exists and correctly reads
-    temps.txt and prints c_to_f"): a report.py that read stdin was passed by the judge on its source alone."""
+    An acceptance that runs nothing ("app.py exists and correctly reads data.txt and prints the total") leaves the
+    judge only the source to go on, and a script that reads the wrong input passes on it."""
     notes: list[str] = []
     steps = list(plan.steps)
     for i, step, script in _python_writers(steps, tools, ids):
@@ -346,8 +346,7 @@ def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, 
     """``plan`` with each acceptance clause (of the steps of ``ids``, or all) that runs a data file with Python
     (`` `python config.json` prints the port``, `` `python notes.txt` writes ...``, `` `python -m json.tool
     config.json` ...``) left out, the file's existence kept, or the data it says it prints as what the file
-    holds; and what was changed. Such a clause cannot pass: no check runs it, and the 1.5B's judge failed
-    a right config.json on "`python config.json` did not print the port" (the 0.5B's plans wrote the same)."""
+    holds; and what was changed. Such a clause cannot pass: no check runs it, and no run shows what it says."""
     notes: list[str] = []
     steps = list(plan.steps)
 
@@ -382,9 +381,8 @@ def mend_data_runs(plan: Plan, ids: Sequence[str] | None = None) -> tuple[Plan, 
 def mend_stem_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
     """``plan`` with each acceptance clause (of the steps of ``ids``, or all) that runs ``x.py`` left out, when the
     step writes a data file of that stem (``x.csv``) and ``x.py`` is nowhere else: not in the task, not in any
-    step's description, not in the workspace; and what was changed. The 1.5B's step "Write data.csv with the
-    header line name,score ..." was accepted by "data.csv exists and `python data.py` runs": the right data.csv
-    failed twice on "data.py was not created", and the run gave up before avg.py."""
+    step's description, not in the workspace; and what was changed. Such a clause ("data.csv exists and `python
+    data.py` runs", of a step that writes data.csv) cannot pass: no step writes the script it runs."""
     root = workspace_root(tools)
     wanted = set(deliverables(plan.goal)) | set(file_names(plan.goal))
     described = {f for s in plan.steps for f in file_names(s.description)}
@@ -446,9 +444,8 @@ def mend_module_runs(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] |
     """``plan`` with each write step (of ``ids``, or all) that writes a module of functions and says nothing of
     printing, and whose acceptance expects its script to return or print something when run, given "`python
     <module>` runs" for that clause instead; and what was changed. A module's functions are called by the steps
-    that use it, and their output is checked there. The 1.5B's plans asked "`python rev.py` returns the reversed
-    string 'abc'" of a module that defines reverse(s); its judge failed the right rev.py four times because the
-    run "returns nothing", and the run failed."""
+    that use it, and their output is checked there: run as a script, a module that only defines reverse(s)
+    returns and prints nothing, so "`python rev.py` returns 'cba'" could never pass."""
     notes: list[str] = []
     steps = list(plan.steps)
     for i, step, module in _python_writers(steps, tools, ids):
@@ -471,10 +468,8 @@ def _runs_only(module: str, m: re.Match[str]) -> str:
 def mend_new_files(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[str]]:
     """``plan`` with a whole-file write tool (one that takes ``path`` and ``content``) added to each step that
     changes its one file only in place (``edit_file``) when that file does not exist in the workspace and no step
-    it comes after writes it whole; and what was changed. The 1.5B's plan gave "Import util in app.py" the tool
-    edit_file, and app.py, which nothing else wrote, did not exist: no edit can make it. Another of its plans gave
-    the first step edit_file for greet_all.py and a later one write_file for it: the first edited nothing, four
-    times, and the run failed."""
+    it comes after writes it whole; and what was changed. No edit can make a file that does not exist, and a
+    writer that runs after the edit is no help to it."""
     root = workspace_root(tools)
     whole = [t.name for t in tools if {"path", "content"} <= set(t.args) and t.name in write_tool_names(tools)]
     if root is None or not whole:
@@ -502,8 +497,8 @@ def mend_new_files(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[st
 def mend_tools(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None) -> tuple[Plan, list[str]]:
     """``plan`` with each tool name of a step (of ``ids``, or all) that is not a tool of the graph, and that names
     exactly one of them by its first word ("write" for write_file, "Read_File"), replaced by that tool; and what
-    was changed. The 1.5B's corrected plan gave a step the tool "write": the step could write nothing, and each of
-    its write_file calls was refused until the run failed. Names that match no tool, or several, are left."""
+    was changed. A step whose tool names no tool of the graph can call none: each of its calls would be refused.
+    Names that match no tool, or several, are left."""
     names = {t.name for t in tools}
     if not names:
         return plan, []
@@ -524,9 +519,8 @@ def mend_dependencies(
     plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | None = None
 ) -> tuple[Plan, list[str]]:
     """``plan`` with each dependency of a step (of ``ids``, or all) that names a tool of the graph and no step
-    left out, and each dependency listed twice listed once; and what was changed. The 0.5B gave "longest" the
-    dependencies ``["write_words", "read_file"]``, was told "depends on unknown step 'read_file'", and answered
-    ``["read_file", "read_file"]``: the plan was refused twice and the run failed before any step."""
+    left out, and each dependency listed twice listed once; and what was changed. A tool named as a dependency
+    (``["write_words", "read_file"]``) is never a step to wait for; told so, a planner may only repeat it."""
     names = {t.name for t in tools}
     step_ids = {s.id for s in plan.steps}
     notes: list[str] = []
@@ -551,8 +545,7 @@ def mend_dependencies(
 def _step_meant(dependency: str, plan: Plan, step: Step) -> str | None:
     """The one other step a dependency that names no step means: the one whose id, or whose one file, reads the
     same without a leading verb ("write_util_strings" for the step "write_strings" that writes util/strings.py).
-    The 1.5B's plan for package_util depended on "write_util_strings" twice, was sent back twice, and the run
-    ended before any step."""
+    None when no step, or more than one, reads so."""
     key = _dependency_key(dependency)
     if not key:
         return None
@@ -581,9 +574,8 @@ _KEPT_RUN = re.compile(r"(?:python3?|pytest)\s+[\w/.\-]+\.py")
 
 def kept_runs(old: str, new: str) -> tuple[str, list[str]]:
     """``new`` acceptance with every command of the ``old`` one that runs a file as it is and that ``new`` does not
-    run added back, and those commands. A repair may reword a step's acceptance, never drop what it ran: the 1.5B's
-    reflection changed "`pytest test_shapes.py` passes" to "test_shapes.py compiles", the next test_shapes.py
-    compiled and failed, and the run ended `completed`."""
+    run added back, and those commands. A repair may reword a step's acceptance, never drop what it ran: "`pytest
+    test_x.py` passes" reworded to "test_x.py compiles" would let a failing test file pass."""
     have = set(commands(new))
     lost = [c for c in commands(old) if _KEPT_RUN.fullmatch(c) and c not in have]
     if not lost:
@@ -640,7 +632,7 @@ def mend_run_steps(plan: Plan, tools: Sequence[BaseTool]) -> tuple[Plan, list[st
     ("Run app.py" with ``run_file``, "Test app.py using pytest" with ``pytest``): the run goes into the acceptance of
     the step that writes the script (`` `python app.py` runs``, ``pytest`` for a test file), where verify runs it;
     the step's dependents depend on what it depended on. And what was changed. No tool of the graph runs a
-    script: such a step answered in words, and its judge failed it."""
+    script: such a step can only answer in words, and nothing it says is evidence."""
     names = {t.name for t in tools}
     writes = write_tool_names(tools)
     if not writes:
@@ -727,9 +719,8 @@ def mend_length(plan: Plan, tools: Sequence[BaseTool], max_steps: int | None) ->
     """``plan`` without the steps past the step limit that can do nothing: steps whose tools are all names the
     graph does not have (a step with no tools answers in words, and is kept) and that no step depends on, the
     last ones first, as many as the plan is over the limit, at most `_MAX_DROPPED` (none when that is not enough
-    to meet it); and what was dropped. The 1.5B's plan for a three-file task had six steps with five
-    allowed, the sixth "Test the app.py using pytest" with the tool "pytest" (not a tool of the graph); told the
-    limit, it sent the same six again, and the run failed before any step."""
+    to meet it); and what was dropped. Such a step ("Test app.py using pytest" with the tool "pytest", not a tool
+    of the graph) could call no tool, so dropping it loses no work."""
     over = len(plan.steps) - max_steps if max_steps else 0
     if not 0 < over <= _MAX_DROPPED:
         return plan, []
@@ -757,7 +748,7 @@ def tool_meant(name: str, names: set[str]) -> str:
     first = [n for n in names if n.lower().split("_")[0] == bare]
     if len(first) == 1:
         return first[0]
-    # "create_package", "make_dir": the 1.5B's step for util/__init__.py and util/strings.py could write nothing
+    # "create_package", "make_dir": a made-up tool that means making a file is write_file (it makes the folders)
     if bare.split("_")[0] in _CREATES and "write_file" in names:
         return "write_file"
     return name

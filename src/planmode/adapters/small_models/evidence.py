@@ -11,7 +11,7 @@ A step is judged on evidence — the tool calls that ran (`StepOutcome.tool_runs
   that file, itself or in a workspace module it imports (it is run with no input: one that reads standard input
   prints something beside the point);
 - **Python files** the step wrote, or its acceptance names, compile (``compile()``: nothing is executed or written);
-- **commands** the acceptance names in backticks (`` `python hello.py` ``, `` `pytest test_mathx.py` ``) run in the
+- **commands** the acceptance names in backticks (`` `python app.py` ``, `` `pytest test_util.py` ``) run in the
   workspace with a timeout and must exit 0 — only when the approved acceptance says so, only inside a known
   workspace, and only a Python file of the workspace or pytest (no ``python -c``, no paths out of it);
 - **calls** the acceptance says return a value ("double(21) returns 42", "is_prime(8) is False"): the function
@@ -80,9 +80,9 @@ _CHANGED = "the step changed something"
 
 _GONE = re.compile(r"\b(delete[sd]?|remove[sd]?|no longer|not exist|does not exist|renamed?)\b", re.IGNORECASE)
 _COMMAND = re.compile(r"`((?:python3?|pytest)\b[^`\n]*)`")
-#: "X.py exists and" before the verb: the 1.5B's "list_primes.py exists and runs with expected output" named no
-#: command, nothing ran, and its judge passed the silent script on "the successful execution of the print statement"
-#: "X.py exists and, when run, prints": the condition of running between the file and the verb (the 1.5B's).
+#: "X.py exists and" before the verb ("app.py exists and runs with expected output"): a clause that runs the file
+#: without naming a command still runs it.
+#: "X.py exists and, when run, prints": the condition of running between the file and the verb.
 _AND = (
     r"(?:\s+(?:exists|is created|is written)\s+and)?"
     r"(?:[\s,]+(?:when|if|once)\s+(?:it\s+is\s+|it's\s+)?(?:run|executed)\b,?)?"
@@ -157,8 +157,8 @@ class Evidence:
         ("returns 5", "has a docstring") leaves the step to the judge. A write step without acceptance is settled
         by its write (the check that it changed something passed): its report, often empty from a small model, is
         not the evidence. A step whose ``description`` says it prints something is settled only by a clause that
-        matched a quoted output: that a script runs does not say that it prints what the step asks (the 1.5B's
-        report.py read stdin instead of temps.txt, ran, printed nothing, and the run claimed it done)."""
+        matched a quoted output: that a script runs does not say that it prints what the step asks (a script that
+        reads standard input instead of its data file runs, prints nothing, and is not done)."""
         if self.failed:
             return False
         if not acceptance.strip():
@@ -171,9 +171,7 @@ class Evidence:
 
     def _prints_as_described(self, description: str) -> bool:
         """Whether a command printed exactly the text the step's description gives as the whole output: a Python
-        ``print('...')`` literal or "prints exactly ...". The 1.5B's judge failed a hello.py that printed
-        "Hello, world!" for "Write hello.py with print('Hello, world!')" twice, on reasons that quoted the file as it
-        was ("should contain print('Hello, world!'), not print('Hello, world!')")."""
+        ``print('...')`` literal or "prints exactly ...": such a step is decided by its output, not by a judge."""
         if any(c.passed is True and c.what.startswith(_AS_CALLED) for c in self.checks):
             return True  # it printed exactly what the call it names gives (`_printed_call`)
         said = exact_outputs(description)
@@ -214,8 +212,8 @@ class Evidence:
     def refutes(self, reason: str, report_shown: bool) -> str:
         """How the evidence contradicts a judge's reason for failing the step ("" when it does not): the reason
         says a file does not exist that a passed check found, or rests on the executor's report when none was
-        shown, or says nothing was written when the step wrote. The 1.5B's judge failed a right temps.txt four
-        times, each time on such a reason ("temps.txt does not exist", "the executor did not provide a report")."""
+        shown, or says nothing was written when the step wrote ("data.txt does not exist" beside a passed check
+        that found it, "the executor did not provide a report" when none was shown)."""
         found = {c.what.removesuffix(" exists") for c in self.checks if c.passed is True and c.what.endswith(" exists")}
         named = file_names(reason)
         denied = [n for n in named if _denied(reason, n)]
@@ -250,8 +248,8 @@ class Evidence:
 
     def _states_a_passed_check(self, reason: str) -> str | None:
         """The passed content check whose statement a failing reason makes as its ground ("The first line of
-        README.md is '# Counter', which does not match the acceptance criteria": the 1.5B's judge, beside the
-        passed check that says so), or None."""
+        README.md is '# Counter', which does not match the acceptance criteria", beside the passed check that says
+        so), or None."""
         said = " ".join(reason.lower().split())
         for check in self.checks:
             if check.passed is not True:
@@ -264,8 +262,8 @@ class Evidence:
 
     def _quotes_a_file(self, reason: str) -> str | None:
         """Which file's whole content a reason quotes while saying the file does not match or holds less (None when
-        it does not): the 1.5B's judge failed a right greet.py on "does not match the expected content: '<greet.py,
-        as written>'", then on "the step wrote '<it>', but the file only contains '<its first lines>'"."""
+        it does not): "does not match the expected content: '<app.py, as written>'", or "the step wrote '<it>', but
+        the file only contains '<its first lines>'"."""
         if not _MISMATCH.search(reason):
             return None
         said = _bare_text(reason)
@@ -277,9 +275,9 @@ class Evidence:
 
     def _misread_output(self, reason: str) -> str | None:
         """How a reason misreads what a command printed: the output it says is expected is what the command printed
-        (whole), or the output it says the command gave is not; None when it says neither. The 1.5B's judge failed
-        a right fizzbuzz.py with "the expected output should be: 1 2 Fizz … FizzBuzz. Instead, the actual output
-        is: 1 2 3 … 15", its check having printed the first; told nothing, it then passed a wrong one."""
+        (whole), or the output it says the command gave is not; None when it says neither. A reason that swaps the
+        two ("the expected output should be: <what it printed>. Instead, the actual output is: <something else>")
+        is contradicted by the check's output."""
         outputs = {
             c.what.removesuffix(" runs"): _flat(c.detail)
             for c in self.checks
@@ -301,8 +299,7 @@ class Evidence:
 
     def _defines(self, reason: str) -> str | None:
         """Where a file the step wrote defines every function or class the reason says it lacks ("does not contain
-        the `shout` function", "shout is not defined in util/strings.py"); None when one is defined nowhere. The
-        1.5B's judge failed a right util/strings.py twice on "does not contain the `shout` function"."""
+        the `shout` function", "shout is not defined in util/strings.py"); None when one is defined nowhere."""
         names = list(dict.fromkeys(m.group("n") for p in _LACKS for m in p.finditer(reason)))
         if not names:
             return None
@@ -354,9 +351,8 @@ class Evidence:
             lines += [c.line() for c in self.checks]
         if report.strip():
             lines += ["The executor's own report (a claim, not evidence):", clip(report, 1500, fold=False)]
-        # No report, no word of one: the 1.5B's judge, shown "the report is empty", failed right steps because "the
-        # report is empty"; told "the executor wrote no report; that is not a failure", it failed them because "the
-        # executor did not provide a report" (three of four judgements in a run)
+        # No report, no word of one: any mention of a missing report ("the report is empty", even "that is not a
+        # failure") gives a judge a reason to fail a step on it
         return clip("\n".join(lines), limit, marker="\n…[truncated]", fold=False)
 
 
@@ -365,7 +361,7 @@ _EXISTS_CLAUSE = re.compile(
     r"(?:the file\s+)?`?(?P<f>[\w/.\-]+)`?\s+(?:exists|is created|was created|is written|was written|has been created)",
     re.IGNORECASE,
 )
-#: "The `python demo.py` command should run without errors" (the 1.5B's): an article, "command" and a modal around.
+#: "The `python demo.py` command should run without errors": an article, "command" and a modal around.
 _MODAL = r"(?:\s+command)?\s+(?:(?:should|must|will)\s+)?"
 #: "with the correct output": what a run gives, said of no output in particular (`_settled`: decided by a run that
 #: printed nothing, where nothing says the script prints).
@@ -384,8 +380,8 @@ _FILE_RUNS_CLAUSE = re.compile(
 )
 
 
-#: "`pytest test_shapes.py` passes with `s = 3` returning `9`": a test run passes, whatever the clause says it
-#: checks (that is the tests' to check; the 1.5B's judge failed a test run that printed "1 passed" on such a tail).
+#: "`pytest test_area.py` passes with `s = 3` returning `9`": a test run passes, whatever the clause says it
+#: checks (that is the tests' to check, not the judge's).
 _PYTEST_PASSES = re.compile(
     r"(?:running\s+)?`(?P<c>(?:python3?\s+-m\s+)?pytest\b[^`]*)`\s+(?:passes|succeeds)\b.*", re.IGNORECASE | re.DOTALL
 )
@@ -405,9 +401,8 @@ _FILE_PRINTS_CLAUSE = re.compile(
 )
 
 
-#: "`python count_lines.py` outputs the number of lines in notes.txt", "count_words.py prints how many words
-#: poem.txt has": a count of a data file the checks can make themselves (the 1.5B's judge failed a count_lines.py
-#: that printed 3 for a three-line notes.txt, on "the output is 3 lines, but it should be the number of lines").
+#: "`python count.py` outputs the number of lines in notes.txt", "words.py prints how many words poem.txt has": a
+#: count of a data file the checks can make themselves, so no judge has to count.
 _COUNTED = r"(?P<what>lines|words|characters|chars)"
 _DATA = r"`?(?P<{g}>[\w/.\-]+\.(?!py\b)\w+)`?"
 _COUNT_CLAUSE = re.compile(
@@ -425,7 +420,7 @@ _COUNT_CLAUSE = re.compile(
 )
 
 
-#: "`python count_lines.py` prints the correct number of lines": a count said right, of no file in particular.
+#: "`python count.py` prints the correct number of lines": a count said right, of no file in particular.
 _RIGHT_COUNT = re.compile(
     r"(?:(?:running\s+)?(?:`(?P<c>[^`]+)`|`?(?<![\w/.\-])(?P<f>[\w/.\-]+\.py)`?)" + _MODAL + r")?"
     r"(?:prints|outputs|shows|displays|returns)\s+(?:out\s+)?the\s+(?:correct|right|expected|accurate)\s+"
@@ -437,8 +432,7 @@ _RIGHT_COUNT = re.compile(
 def _right_count(clause: str, passed: dict[str, str]) -> bool:
     """Whether ``clause`` says a command prints "the correct number of" lines, words or characters, naming no
     file, and a passed check found that command printing that count of a data file (`_counts`: the one the step's
-    description or the task names). The 1.5B's judge failed a count_lines.py that printed 3 for a three-line
-    notes.txt twice on "`python count_lines.py` prints the correct number of lines", the check beside it passed."""
+    description or the task names). Then the clause is decided by that check, not by a judge."""
     m = _RIGHT_COUNT.fullmatch(clause)
     if m is None:
         return False
@@ -452,7 +446,7 @@ def _right_count(clause: str, passed: dict[str, str]) -> bool:
 
 def _count_clause(clause: str, script: str | None = None, *, within: bool = False) -> tuple[str, str, str] | None:
     """The command, what it counts ("lines", "words", "characters") and the data file, of a clause that says a
-    command prints a count of a file ("`python count_lines.py` outputs the number of lines in notes.txt",
+    command prints a count of a file ("`python count.py` outputs the number of lines in notes.txt",
     "correctly counts the lines in notes.txt", said of ``script`` when it names no command); None when it is not
     one. ``within``: looked for inside a longer text (a step's description, the task), not as the whole clause."""
     m = _COUNT_CLAUSE.search(clause) if within else _COUNT_CLAUSE.fullmatch(clause)
@@ -503,8 +497,8 @@ def _counts(
 
 
 def _printed_clause(clause: str) -> tuple[str, str] | None:
-    """The command a clause says prints a quoted text (or a number, quoted or not: "`python run.py` prints 16", the
-    1.5B's, whose judge failed a run.py that printed 16 twice), and that text; None when the clause is not one."""
+    """The command a clause says prints a quoted text (or a number, quoted or not: "`python run.py` prints 16"),
+    and that text; None when the clause is not one."""
     if (m := _PRINTS_CLAUSE.fullmatch(clause)) is not None:
         return m.group("c").strip(), m.group("out") if m.group("q") else m.group("num")
     if (m := _FILE_PRINTS_CLAUSE.fullmatch(clause)) is not None:
@@ -529,7 +523,7 @@ _NO_OUTPUT = re.compile(
     r"actual output is (?:missing|empty))",
     re.IGNORECASE,
 )
-#: "The step did not execute the `python total.py` command" (the 1.5B's judge, beside a check that ran it).
+#: "The step did not execute the `python total.py` command" (contradicted by a check that ran it).
 _NOT_RUN = re.compile(
     r"\b(?:did not|didn't|does not|doesn't|was not|wasn't|never|not)\s+(?:(?:been|get)\s+)?"
     r"(?:execute[ds]?|run|ran|runs)\b(?!\s+(?:correctly|properly|as expected|successfully|without))",
@@ -556,7 +550,7 @@ _BOTH_WAYS = (
 )
 
 
-#: "the expected output should be: 1 2 Fizz …" up to where the reason turns to what it found.
+#: "the expected output should be: a b c …" up to where the reason turns to what it found.
 _EXPECTED_OUTPUT = re.compile(
     r"\bexpected output (?:should be|is|would be|must be)\s{0,8}:?\s{0,8}(?P<text>.+?)"
     r"(?=\s{0,8}(?:\binstead\b|\bbut\b|\bhowever\b|\bwhile\b|\bthe actual\b|\bactual output\b)|$)",
@@ -576,8 +570,8 @@ def _flat(text: str) -> str:
 
 
 def _same_both_ways(reason: str) -> str | None:
-    """A text a judge's reason gives as both what is expected and what is there (the 1.5B's judge failed a right
-    shapes.py because "the output was `16` instead of `16`"), or None."""
+    """A text a judge's reason gives as both what is expected and what is there ("the output was `16` instead of
+    `16`"), or None."""
     for pattern in _BOTH_WAYS:
         for m in pattern.finditer(reason):
             a, b = m.group("a").strip(), m.group("b").strip()
@@ -604,7 +598,7 @@ _LACKS = (
         re.IGNORECASE,
     ),
     re.compile(r"\b(?:function|class)\s+`?(?P<n>[A-Za-z_]\w*)`?\s+(?:is|was)\s+not\s+defined\b", re.IGNORECASE),
-    # "The shout function is not defined in util/strings.py" (the 1.5B's judge, on a file that defines it)
+    # "The shout function is not defined in util/strings.py"
     re.compile(
         r"\b`?(?P<n>[A-Za-z_]\w*)`?(?:\(\))?\s+(?:function|class)\s+(?:is|was)\s+not\s+defined\b", re.IGNORECASE
     ),
@@ -623,9 +617,8 @@ _PRINTS_EXACTLY = re.compile(
     re.IGNORECASE,
 )
 
-#: "Write hello.py to print 'Hello, world!'": a quoted text printed that ends the description is its whole output.
-#: The 1.5B's judge failed such a hello.py twice, beside the run that printed it, on "does not match the step's
-#: description".
+#: "Write app.py to print 'Hello, world!'": a quoted text printed that ends the description is its whole output,
+#: so the run that printed it decides the step.
 _PRINTS_QUOTED_END = re.compile(
     r"\b(?:to\s+print|prints?|outputs?)\s+(?P<q>['\"`])(?P<out>[^'\"`\n]{1,500})(?P=q)[.!]?\s*\Z", re.IGNORECASE
 )
@@ -675,7 +668,7 @@ def exact_outputs(description: str) -> set[str]:
 
 
 def _denied(reason: str, name: str) -> bool:
-    """Whether ``reason`` says that file ``name`` does not exist ("temps.txt does not exist", "`x.py` was not
+    """Whether ``reason`` says that file ``name`` does not exist ("data.txt does not exist", "`x.py` was not
     created", "the file 'x.py' is missing from ..."), not merely that something is missing from it."""
     f = r"(?:the\s+(?:file\s+)?)?['\"`]?" + re.escape(name) + r"['\"`]?(?:\s+file)?"  # "the `x.py` file"
     return any(re.search(p.format(f=f), reason, re.IGNORECASE) for p in _DENIAL)
@@ -704,11 +697,10 @@ def own_acceptance(step: Step, elsewhere: frozenset[str], wrote: Iterable[str]) 
     """``step``'s acceptance without the clauses another open step is to meet, and those clauses: a clause that
     runs a file another open step of the plan writes (``elsewhere``, `others_write`), or names only such files,
     where the step did not write them itself (``wrote``) and none is its own file. A clause with no file and no
-    command goes with the one before it ("`python biggest.py` prints 4, 9 and 2" is split at its commas). The
-    held-out biggest's plan gave the step that writes numbers.txt the acceptance "numbers.txt exists and the
-    largest number is printed by `python biggest.py`", biggest.py being the next step's file: the step failed on it
-    until the run ended. The clause is not lost: the next step checks its file, and `broken_runs` runs every done
-    step's commands at the end of the run."""
+    command goes with the one before it ("`python app.py` prints 4, 9 and 2" is split at its commas). A step that
+    writes data.txt is thus not held to "the largest number is printed by `python app.py`" when app.py is the next
+    step's file. The clause is not lost: the next step checks its file, and `broken_runs` runs every done step's
+    commands at the end of the run."""
     acceptance = step.acceptance or ""
     if not elsewhere or not acceptance.strip():
         return acceptance, []
@@ -744,9 +736,8 @@ def own_acceptance(step: Step, elsewhere: frozenset[str], wrote: Iterable[str]) 
 
 
 #: "when run", "when it is run", "if executed": a clause's condition of running, which says nothing a check could
-#: decide; the clause is what follows it. The 1.5B's "count_lines.py exists and when run, prints the number of
-#: lines in notes.txt" left "when run" a clause of its own, undecided, and its judge failed the right script twice
-#: after every check had passed.
+#: decide; the clause is what follows it ("app.py exists and when run, prints the number of lines in notes.txt"
+#: leaves no "when run" clause of its own, undecided, after every check passed).
 _RUN_CONDITION = re.compile(
     r"^(?:when|if|once)\s+(?:it\s+is\s+|it's\s+)?(?:run|executed|launched)\b[,:]?", re.IGNORECASE
 )
@@ -759,10 +750,9 @@ _BARE_PRINTS = re.compile(
 
 def _with_commands(clauses: list[str]) -> list[str]:
     """``clauses`` with a clause that says what is printed without saying by what ("prints 'Hello, world!'")
-    given the command of the clause before it: "`python hello.py` runs and prints 'Hello, world!'" (the 1.5B's
-    acceptance) is a clause that runs and one that prints. Before any command, the one Python file the clauses
-    name runs: "hello.py exists and when executed, prints 'Hello, world!'" (the 1.5B's; its judge failed the right
-    hello.py twice, and the reflection rewrote the step to hold the text instead of the code)."""
+    given the command of the clause before it: "`python app.py` runs and prints 'Hello, world!'" is a clause that
+    runs and one that prints. Before any command, the one Python file the clauses name runs: "app.py exists and
+    when executed, prints 'Hello, world!'" gives `` `python app.py` prints 'Hello, world!'``."""
     scripts = {n for n in file_names(" ".join(clauses)) if n.endswith(".py")}
     out, last = [], (f"python {scripts.pop()}" if len(scripts) == 1 else None)
     for clause in clauses:
@@ -778,8 +768,7 @@ def _with_commands(clauses: list[str]) -> list[str]:
 
 #: The file a content clause is about, or "it" (the acceptance's only file): "data.csv ", "the file `x.txt` ", "it ".
 _SUBJECT = r"(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?"
-#: "'cat sat on the mat' is in it", "'x' is in notes.txt": the same, said the other way round (the 1.5B's; its
-#: judge failed the right poem.txt four times on it).
+#: "'cat sat on the mat' is in it", "'x' is in notes.txt": the same, said the other way round.
 _IN_FILE_CLAUSE = re.compile(
     r"(?P<q>['\"`])(?P<text>(?=[^'\"`]*[^'\"`\s])[^'\"`]+)(?P=q)\s+(?:is|appears)\s+(?:written\s+|present\s+|found\s+)?"
     r"(?:in|inside)\s+(?:it|the\s+file|(?:the\s+file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?)",
@@ -798,7 +787,7 @@ _FIRST_LINE_CLAUSE = re.compile(
     r"(?P<q>['\"`])(?P<text>[^'\"`\n]+)(?P=q))"
     r"|(?:(?P<q2>['\"`])(?P<text2>[^'\"`\n]+)(?P=q2)\s+is\s+the\s+first\s+(?:line|row)"
     r"(?:\s+of\s+`?(?P<f2>[\w/.\-]+\.\w+)`?)?)"
-    # "README.md has '# Counter' as the first line" (the 1.5B's; its judge failed the right file five times)
+    # "README.md has '# Counter' as the first line"
     r"|(?:(?:(?:the file\s+)?`?(?P<f3>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:has|with|contains)\s+"
     r"(?P<q3>['\"`])(?P<text3>[^'\"`\n]+)(?P=q3)\s+as\s+(?:the|its)\s+first\s+(?:line|row))",
     re.IGNORECASE,
@@ -806,8 +795,7 @@ _FIRST_LINE_CLAUSE = re.compile(
 
 
 #: "config.json contains {"port": 8080}", "its content is {'port': 8080}", "scores.json has the list [3, 5, 7]",
-#: "its contents match {'port': 8080}" (the 1.5B's; its judge failed the right file four times), "config.json's
-#: content is [1, 2]".
+#: "its contents match {'port': 8080}", "config.json's content is [1, 2]".
 _LITERAL_CLAUSE = re.compile(
     r"(?:(?:(?:the file\s+)?`?(?P<f>[\w/.\-]+\.\w+)`?\s+|it\s+)?(?:contains|holds|has)"
     r"|(?:(?:its|the)\s+|(?:the file\s+)?`?(?P<f2>[\w/.\-]+\.\w+)`?(?:'s)?\s+)contents?"
@@ -817,10 +805,9 @@ _LITERAL_CLAUSE = re.compile(
 )
 
 
-#: "`cat temps.txt` outputs `0\n100`", "running `cat notes.txt` prints 'a\nb'", "`cat words.txt` outputs:" and the
+#: "`cat data.txt` outputs `0\n100`", "running `cat notes.txt` prints 'a\nb'", "`cat words.txt` outputs:" and the
 #: lines after the colon: what a file reads, given as what ``cat`` prints. No command runs: the file's text is
-#: compared (the 1.5B's judge failed a right temps.txt four times on this clause, and a right words.txt four times
-#: on the one with a colon).
+#: compared.
 _CAT_CLAUSE = re.compile(
     r"(?:running\s+)?`cat\s+(?P<f>[\w/.\-]+\.\w+)`\s+(?:prints|outputs|shows|displays|gives|returns)"
     r"(?:\s+(?:exactly\s*:?\s*)?(?P<q>['\"`])(?P<text>.*)(?P=q)|(?:\s+exactly)?\s*:\s*(?P<bare>\S.*)"
@@ -847,9 +834,7 @@ _JSON_VALUE = r"(?P<{g}>-?\d+(?:\.\d+)?|'[^'\n]*'|\"[^\"\n]*\"|true|false|null)"
 _JSON_FILE = r"`?(?P<{g}>[\w/.\-]+\.json)`?"
 _KEY = r"['\"`]?(?P<{g}>[A-Za-z_]\w*)['\"`]?"
 #: "its port is 8080", "config.json's port is 8080", "the port in config.json is set to 8080", "config.json has
-#: the key port set to 8080", "config.json contains "port": 8080": one key of a JSON file's data and its value (the
-#: 1.5B's "config.json exists and its port is 8080"; its judge failed the right file four times, "config.json does
-#: not exist").
+#: the key port set to 8080", "config.json contains "port": 8080": one key of a JSON file's data and its value.
 _KEY_CLAUSE = re.compile(
     rf"(?:(?:its|the)\s+|{_JSON_FILE.format(g='f')}(?:'s)?\s+)(?:value\s+of\s+)?{_KEY.format(g='k')}"
     rf"(?:\s+(?:key|field|value|setting))?(?:\s+(?:in|of)\s+{_JSON_FILE.format(g='f2')})?"
@@ -923,8 +908,8 @@ _NUMBERS = {
     w: i for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])
 }
 _COUNT = r"(?P<n>\d+|" + "|".join(_NUMBERS) + ")"
-#: "notes.txt contains exactly three lines", "it has 3 lines of text", "notes.txt exists with three lines of text"
-#: (the 1.5B's; its judge failed the right file three times on it): how many lines a file has.
+#: "notes.txt contains exactly three lines", "it has 3 lines of text", "notes.txt exists with three lines of text":
+#: how many lines a file has.
 _LINES_CLAUSE = re.compile(
     _SUBJECT + r"(?:contains|has|holds|consists of|is|(?:exists|is created|is written|was written)\s+with|with)\s+"
     rf"(?:exactly\s+|only\s+)?{_COUNT}\s+(?:non-empty\s+)?lines?(?:\s+(?:of\s+text|long))?",
@@ -936,7 +921,7 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBERS[word.lower()]
 
 
-#: A clause that only says a file's content is right, and not what it is: "temps.txt exists with the correct
+#: A clause that only says a file's content is right, and not what it is: "data.txt exists with the correct
 #: content", "has the specified content".
 _VAGUE = re.compile(
     r"\b(?:correct|expected|specified|right|proper|required|desired|described|appropriate|requested|intended)\b",
@@ -961,8 +946,8 @@ _BY_NEWLINES = re.compile(
 
 def _layout(clause: str) -> bool:
     """Whether ``clause`` only says how items are laid out in lines: decided by a passed check that held the
-    whole file to the lines the step describes. The held-out biggest's judge failed a right numbers.txt ('4\\n9\\n2')
-    seven times on "contains the numbers 4, 9, and 2, separated by newlines", whose last clause no check named."""
+    whole file to the lines the step describes ("contains the numbers 4, 9, and 2, separated by newlines": its last
+    clause names nothing a check could name, and the whole-file check already decides it)."""
     laid_out = _EACH_ON_A_LINE.search(clause) or _BY_NEWLINES.search(clause)
     return laid_out is not None and not re.search(r"['\"`\d\[\]{}]", clause)
 
@@ -986,8 +971,8 @@ def _described(description: str, name: str) -> list[tuple[str, str, str]]:
     """The content checks (as `_content_check` gives them) of what a step's description says its data file
     ``name`` holds: a literal ("containing the list [3, 5, 7]"), its first line or header ("whose first line is #
     Counter", "with the header line name,score"), how many lines ("exactly three lines"), or the items it holds
-    one per line ("the numbers 0 and 100, one per line"). The 1.5B's judge failed a right temps.txt, words.txt and
-    notes.txt on acceptance that said only "with the correct content"."""
+    one per line ("the numbers 0 and 100, one per line"). These decide an acceptance that says only "with the
+    correct content"."""
     out: list[tuple[str, str, str]] = []
     literal = next(
         (m.group(0) for m in _DESCRIBED_LITERAL.finditer(description) if _literal(m.group(0)) is not _NO_VALUE), None
@@ -1005,7 +990,7 @@ def _described(description: str, name: str) -> list[tuple[str, str, str]]:
     return out
 
 
-#: "The `add` function is defined in mathx.py", "mathx.py defines add(a, b)", "shout is defined in util/strings.py".
+#: "The `add` function is defined in util.py", "util.py defines add(a, b)", "shout is defined in util/strings.py".
 _DEFINES_CLAUSE = re.compile(
     r"(?:the\s+)?(?:(?:function|class)\s+)?`?(?P<n>[A-Za-z_]\w*)`?(?:\([^()`]*\))?`?(?:\s+(?:function|class))?\s+"
     r"(?:is|was)\s+defined\s+in\s+`?(?P<f>[\w/.\-]+\.py)`?"
@@ -1027,8 +1012,8 @@ def _code_of(text: str) -> ast.Module | None:
         return None
 
 
-#: "the score column sums to 60", "the sum of the score column in data.csv is 60": a CSV column's total (the 1.5B's
-#: acceptance; its judge failed a right data.csv four times on it, "the actual sum is 66").
+#: "the score column sums to 60", "the sum of the score column in data.csv is 60": a CSV column's total, summed by
+#: the check, not by a judge.
 _SUM_CLAUSE = re.compile(
     r"(?:(?:`?(?P<f>[\w/.\-]+\.csv)`?(?:'s)?\s+|its\s+)?(?:the\s+)?['\"`]?(?P<col>\w+)['\"`]?\s+column"
     r"(?:\s+(?:of|in)\s+`?(?P<f2>[\w/.\-]+\.csv)`?)?\s+(?:sums|adds\s+up|totals)\s+to"
@@ -1080,7 +1065,7 @@ def _content_check(clause: str, default: str | None) -> tuple[str, str, str] | N
         column = m.group("col") or m.group("col2")
         return (name, "sum", f"{column} = {m.group('n')}") if name and name.lower().endswith(".csv") else None
     if (m := _WHOLE_CLAUSE.fullmatch(clause)) is not None and _whole_text(m.group("bare")):
-        # the held-out biggest's judge failed a right numbers.txt five times on "its contents are 4\n9\n2"
+        # "its contents are 4\n9\n2": the file's whole text, compared as such
         name = m.group("f") or default
         return (name, "text", m.group("bare")) if name else None
     return None
@@ -1098,7 +1083,7 @@ def _said(m: re.Match[str]) -> str:
 
 def _with_subjects(clauses: list[str], default: str | None) -> list[str]:
     """``clauses`` with a clause that is only a quoted text, after one that says a file contains a text, said of
-    that file too: "words.txt has the lines 'apple', 'banana', 'kiwi'" (the 1.5B's acceptance) is three."""
+    that file too: "words.txt has the lines 'apple', 'banana', 'kiwi'" is three."""
     out, last = [], None
     for clause in clauses:
         asked = _content_check(clause, default)
@@ -1169,9 +1154,8 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
 def _ran(what: str, m: re.Match[str], passed: dict[str, str]) -> str | None:
     """ "runs" when the check ``what`` passed; a clause that also says "with the correct output" only when the run
     printed nothing: a script that prints is held to printing where its step or the task says so (`gather`: a
-    silent run fails), and a module that only defines a function has no output to be right about. The 1.5B's judge
-    failed a right mathx.py ten times on "`python mathx.py` runs with the correct output" ("the actual output is
-    `None`")."""
+    silent run fails), and a module that only defines a function has no output to be right about ("`python
+    util.py` runs with the correct output" of such a module is decided by its silent run)."""
     if what not in passed:
         return None
     vague = "vague" in m.re.groupindex and m.group("vague")
@@ -1185,9 +1169,8 @@ _BEHAVED = re.compile(r"as the task says: (?P<n>\w+)\((?P<p>[^()]*)\) returns (?
 
 def _behaves_as_said(clause: str, passed: dict[str, str]) -> bool:
     """Whether ``clause`` says a function returns an expression of its parameters ("double(x) returns x * 2 in
-    calc.py") that a passed `_behaves` check called it on and found (the same expression, by its parse). The
-    1.5B's judge failed a calc.py whose double(x) returned x * 2 (a stale ``return x + 2`` left after it), beside
-    that passed check, and the step was written over until it broke."""
+    calc.py") that a passed `_behaves` check called it on and found (the same expression, by its parse): what the
+    function returns decides the clause, not how its source reads."""
     if "return" not in clause or len(clause) > 500:  # a function's clause is short: long text is not read twice
         return False
     said = _task_functions(_IN_FILE_END.sub("", clause.strip().rstrip(".")).strip())
@@ -1217,7 +1200,7 @@ _CREATION_WORDS = re.compile(
 def only_creates(description: str) -> bool:
     """Whether ``description`` asks only that files exist ("Create strings.py file in the util directory",
     "Create util/__init__.py (it may be empty)"): with its file names and the words of creating gone, nothing is
-    left, and it does not say to write one ("Write hello.py" asks for its content)."""
+    left, and it does not say to write one ("Write app.py" asks for its content)."""
     names = file_names(description)
     if not names or len(description) > 300 or re.search(r"\bwrites?\b", description, re.IGNORECASE):
         return False
@@ -1250,9 +1233,8 @@ def _locate(name: str, root: Path | None, written: Iterable[str]) -> Path | bool
 
 
 def _parses(path: Path) -> Check:
-    """Whether a JSON file the step wrote is JSON: a text call read wrongly wrote the 1.5B's person.json as
-    ``{"name": "Ada"`` (cut at its comma); "person.json exists" passed, the judge passed it, and the next step's
-    script failed on it with JSONDecodeError, blamed on that script."""
+    """Whether a JSON file the step wrote is JSON: a file cut short (``{"name": "Ada"``) fails here, on the step
+    that wrote it, not later in the script of a step that reads it."""
     what = f"{path.name} is valid JSON"
     try:
         json.loads(path.read_bytes())
@@ -1275,13 +1257,13 @@ def _compiles(path: Path) -> Check:
     except SyntaxError as exc:
         said = f"line {exc.lineno}: {exc.msg}; fix the syntax"
         text = source.decode("utf-8", "replace").strip()
-        if text and not _CODE_MARKS.search(text):  # the 0.5B wrote hello.py as the text it was to print
+        if text and not _CODE_MARKS.search(text):  # a script written as the text it was to print
             lines = text.splitlines()
             shown = lines[0][:80]
-            # the 0.5B, told only "write the Python code", wrote the same text again: the reason shows the code that
-            # prints it, as Python's own "Did you mean print(...)?" does
+            # "write the Python code" alone does not say what that code is: the reason shows the code that prints
+            # it, as Python's own "Did you mean print(...)?" does
             example = f"print({shown!r})" + (", one print() for each line" if len(lines) > 1 else "")
-            # not of a test file: the 1.5B's test_mathx.py held "pytest test_mathx.py", which no test prints
+            # not of a test file: a test file holding "pytest test_util.py" is not meant to print that text
             shows = "" if _TEST_FILE.fullmatch(path.name) else f" (a script that prints that text holds {example})"
             said = (
                 f"line {exc.lineno}: {exc.msg}: {path.name} holds plain text ({shown!r}), not Python code; write "
@@ -1478,8 +1460,8 @@ def _behaves(name: str, params: list[str], expr: str, module: str, root: Path) -
 def _functions_checked(step: Step, goal: str, root: Path, wrote: Iterable[str]) -> list[Check]:
     """For each function the task (``goal``), or else the step's description, defines by an expression of its
     parameters ("add(a, b) that returns a + b") and that a Python file the step wrote defines at its top level,
-    whether it returns what the expression gives on sample arguments. The 1.5B's judge failed a right convert.py
-    ("does not match the step's description") and passed wrong ones; the task says what the function returns."""
+    whether it returns what the expression gives on sample arguments: the task says what the function returns, so
+    a call decides it, not a judge reading the source."""
     wanted = {**_task_functions(step.description), **_task_functions(goal)}
     if not wanted:
         return []
@@ -1539,8 +1521,8 @@ def _run(command: str, root: Path) -> Check:
     done = _in_workspace(what, args, root)
     if isinstance(done, Check):
         return done
-    # paths as the model knows them: the 1.5B, shown "can't open file '/tmp/…/ws/hello.py'", wrote its next try
-    # to that path under the workspace ("tmp/…/ws/hello.py")
+    # paths as the model knows them: an absolute path in an error ("can't open file '/tmp/…/ws/app.py'") invites
+    # a next write to that path under the workspace ("tmp/…/ws/app.py")
     output = _relative((done.stdout or "") + (done.stderr or ""), root)
     if "No module named pytest" in output:
         return Check(what, None, "pytest is not installed here")
@@ -1552,18 +1534,17 @@ def _run(command: str, root: Path) -> Check:
     return Check(what, True, clip((done.stdout or "").rstrip("\n"), 200, fold=False))
 
 
-#: pytest's exit code 5, no test collected: the 0.5B wrote test_mathx.py as a bare ``assert add(2, 3) == 5``, then
-#: as a copy of add(), and was told only "no tests ran".
+#: pytest's exit code 5, no test collected (a bare ``assert add(2, 3) == 5`` at the top of a test file): the fix is
+#: said, since "no tests ran" alone does not say what a test is.
 _NO_TESTS = (
     ". Fix: pytest runs only functions whose names start with test_, in files named test_*.py: write the test as "
     "`def test_<what it checks>():` with an assert in its body"
 )
 
-#: A script that opened a path that is not there: the 1.5B's greet_all.py listed the folder 'names' for names.txt,
-#: four times.
+#: A script that opened a path that is not there ('names' for names.txt): the hint lists what the workspace holds.
 _NOT_FOUND = re.compile(r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^'\n\x00]{1,200})'")
 
-#: A script that listed a file as a folder: the 1.5B's biggest.py called ``os.listdir('numbers.txt')``.
+#: A script that listed a file as a folder: ``os.listdir('data.txt')``.
 _NOT_A_FOLDER = re.compile(r"NotADirectoryError: \[Errno 20\] Not a directory: '([^'\n\x00]{1,200})'")
 
 #: "module 'util' has no attribute 'shout'", "name 'shout' is not defined", "cannot import name 'shout'".
@@ -1608,11 +1589,12 @@ def _module_of(rel: Path) -> str | None:
 
 
 def _hint(output: str, root: Path | None = None) -> str:
-    """The fix for an error a small model repeats, or "": the 1.5B wrote `import greet` then
-    `print(greet('Ada'))` three times, each failing with "'module' object is not callable", and `import util`
-    then `util.shout('hi')` for a shout defined in util/strings.py ("module 'util' has no attribute 'shout'")."""
+    """The fix for an error a model tends to repeat, or "": a module called as its function (`import greet`, then
+    `greet('Ada')`: "'module' object is not callable"), a name looked up in the wrong module (`util.shout` for a
+    shout defined in util/strings.py), a module used without its import, a missing file, a file listed as a
+    folder."""
     if root is not None and "ModuleNotFoundError" in output:
-        # "from your_module import is_prime" (the 1.5B's test_primes.py): the module the name is defined in
+        # "from your_module import is_prime": the module the name is defined in
         for imported in re.finditer(r"from\s+[\w.]+\s+import\s+(?P<names>[\w, ]+)", output):
             for name in (n.strip() for n in imported.group("names").split(",")):
                 module = _defined_in(name, root) if name.isidentifier() else None
@@ -1624,7 +1606,7 @@ def _hint(output: str, root: Path | None = None) -> str:
         if module is not None:
             return f". Fix: {name} is defined in the module {module}: write `from {module} import {name}`"
         used = m.group("n") and re.search(rf"\b{re.escape(name)}\.[A-Za-z_]", output)  # used as a module: name.attr
-        if used and _importable(name):  # the 1.5B's test called pytest.approx without importing pytest
+        if used and _importable(name):  # pytest.approx called without importing pytest
             return f". Fix: {name} is a module: write `import {name}` at the top of the file"
     if root is not None and (m := _NOT_FOUND.search(output)) is not None:
         missing = m.group(1)
@@ -1663,8 +1645,8 @@ _MISSING_FILE = re.compile(
 
 
 def _elsewhere(check: Check, root: Path, wrote: Iterable[str]) -> Check:
-    """A command that failed on a missing file the step wrote under another folder, told where it went: the 1.5B
-    wrote src/hello.py for "`python hello.py` runs" (commands run in the workspace's top folder)."""
+    """A command that failed on a missing file the step wrote under another folder, told where it went
+    (src/app.py written for "`python app.py` runs": commands run in the workspace's top folder)."""
     m = _MISSING_FILE.search(check.detail)
     name = next((g for g in m.groups() if g), None) if m else None
     if check.passed is not False or not name:
@@ -1696,9 +1678,8 @@ def gather(
     goal: str = "",
 ) -> Evidence:
     """The evidence of one successful attempt of ``step`` and the checks made on it (see the module). A file its
-    acceptance names that another open step writes (``elsewhere``, `others_write`) is not looked for: the 1.5B's
-    README step, whose acceptance asked for "a link to counter.py", failed twice because counter.py, the next
-    step's file, did not exist yet. The first line the task (``goal``) gives the step's data file is checked too,
+    acceptance names that another open step writes (``elsewhere``, `others_write`) is not looked for: it need not
+    exist yet, and that step checks it. The first line the task (``goal``) gives the step's data file is checked too,
     and wins over an acceptance that gives another (`_task_first_line`)."""
     root = workspace_root(tools)
     writes = write_tool_names(tools)
@@ -1771,9 +1752,8 @@ def gather(
             and produced.endswith(".py")
             and (says_prints(step.description, produced) or says_prints(goal, produced))
         ):
-            # the step, or the task, says its script prints: a silent run fails too (a patch rewrote csv_average's
-            # step as "Update avg.py to remove the leading indentation", an empty avg.py ran silent, the judge
-            # passed it, and the run claimed the task the task says prints the average)
+            # the step, or the task, says its script prints: a silent run fails too, whatever a repair made of the
+            # step's own wording
             printing.add(f"python {produced}")
             if f"python {produced}" not in run:  # nothing runs it: the judge is told so
                 unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
@@ -1781,7 +1761,7 @@ def gather(
         for command in run:
             check = _run(command, root)
             if check.passed and command in printing and not check.detail.strip():
-                # the 1.5B's list_primes.py defined its function and never called it: it ran, printing nothing
+                # a script that defines its function and never calls it runs, printing nothing
                 check = Check(check.what, False, _SILENT)
             elif check.passed and produced is not None and command == f"python {produced}":
                 wrapped = _wrapped_value(step.description, acceptance, produced, check.detail)
@@ -1811,9 +1791,8 @@ def gather(
 
 def _printed_on_import(check: Check, root: Path) -> Check:
     """A failed check of what a script printed, told which workspace module it imports prints when imported (a
-    top-level ``print()``, run before the script's own output). Round 15's temps_three: convert.py ended in
-    "example usage" prints, and report.py, which imports it, printed '32.0\\n212.0' twice; the 1.5B, shown only the
-    output, judged c_to_f wrong and gave up."""
+    top-level ``print()``, run before the script's own output): shown only the output, the extra lines look like a
+    wrong result of the script itself."""
     m = re.match(r"`python ([\w/.\-]+\.py)`", check.what)
     if check.passed is not False or m is None or "it printed" not in check.detail:
         return check
@@ -1864,9 +1843,9 @@ def _prints_at_top(module: Path) -> bool:
 
 def _other_outputs(acceptance: str, checks: list[Check]) -> list[Check]:
     """A failed check for each clause of ``acceptance`` that says a command prints a quoted text its run (passed,
-    its whole output shown) did not print, not even as a part. The 1.5B's judge passed a run.py that printed 16 on
-    "run.py prints '49' when executed" ("it produced '49' as expected"). A text that is part of the output is left
-    to the judge ("prints 'Hello'" of "Hello, Ada!")."""
+    its whole output shown) did not print, not even as a part: a run that printed 16 fails "run.py prints '49' when
+    executed" whatever a judge says. A text that is part of the output is left to the judge ("prints 'Hello'" of
+    "Hello, Ada!")."""
     outputs = {c.what: c.detail for c in checks if c.passed is True and c.what.endswith(" runs")}
     out = []
     for clause in _with_commands(_clauses(acceptance)):
@@ -1926,8 +1905,7 @@ def _printed_call(said: str, output: str, script: str, root: Path) -> Check | No
     printed value compared with what the script printed: exactly it, a passed check that settles what the step
     says it prints; not even part of its output, a failed one that names the value; else None (a label around the
     value is left to the judge). The function is the one a workspace module other than the script defines, by its
-    module path when the call gives one. The 1.5B's judge failed a right show_vowels.py twice (it printed 3 for
-    "prints count_vowels('banana')": "the content prints the string 'banana' instead of the vowel count")."""
+    module path when the call gives one."""
     printed = output.strip()
     if not printed or printed.endswith("…"):  # nothing, or cut short: not compared
         return None
@@ -1973,11 +1951,10 @@ def _printed_call(said: str, output: str, script: str, root: Path) -> Check | No
 
 
 def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
-    """For a step that writes one Python script and says it uses a data file of the workspace ("Write
-    count_lines.py that prints the number of lines in notes.txt"), whether the script, or a workspace module it
-    imports, names that file. Its checks run it with no input and no arguments: a script that reads standard
-    input instead runs and prints something beside the point. The 1.5B's count_lines.py read stdin, printed 0 for
-    a three-line notes.txt, its judge passed it, and the run claimed a done task."""
+    """For a step that writes one Python script and says it uses a data file of the workspace ("Write count.py
+    that prints the number of lines in notes.txt"), whether the script, or a workspace module it imports, names
+    that file. Its checks run it with no input and no arguments: a script that reads standard input instead runs
+    and prints something beside the point."""
     own = produced_file(step.description, step.acceptance or "")
     if own is None or not own.endswith(".py"):
         return []
@@ -2016,9 +1993,9 @@ def _inputs_named(step: Step, root: Path, wrote: Iterable[str]) -> list[Check]:
 
 def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None, wrote: Iterable[str]) -> None:
     """Check the first line the task gives data file ``name`` ("Write README.md whose first line is # Counter"), and
-    drop a failed first-line check of the acceptance that asks for another (a false "completed" on the 1.5B: its
-    plan accepted README.md by "'Counter' is the first line"; the right "# Counter" failed on it, the step wrote
-    "Counter" and passed). The task is what the run is for; a plan's acceptance is a small model's reading of it."""
+    drop a failed first-line check of the acceptance that asks for another (an acceptance's "'Counter' is the
+    first line" does not fail the "# Counter" the task asks for). The task is what the run is for; a plan's
+    acceptance is a model's reading of it."""
     first = _FIRST.search(said_of(goal, name))
     if first is None:
         return
@@ -2035,8 +2012,8 @@ def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None
     ]
     detail = held.detail
     if held.passed is False and "first line is" in detail:
-        # the 1.5B's step said "a first line of # Counter and content of '1 2 3 4 5'", with acceptance that README.md
-        # prints '# Counter 1 2 3 4 5': it wrote that one line four times, told only that the line was not the task's
+        # a step or acceptance that runs the first line into the rest ("'# Counter 1 2 3 4 5'") is told how the
+        # task's line is laid out, not only that the line is not the task's
         detail += (
             f"; the task's words win over the step's description and acceptance: write {text!r} alone on the first "
             "line of the file, then a line break, and anything else after it"
@@ -2093,8 +2070,7 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         said = text.replace("\\n", "\n").strip().splitlines()
         if [line.rstrip() for line in body.strip().splitlines()] == [line.rstrip() for line in said]:
             return Check(what, True)
-        # data said in another notation: "`cat person.json` outputs `{'name': 'Ada'}`" of '{"name": "Ada"}' (the
-        # 1.5B's; the right person.json failed on it twice)
+        # data said in another notation: "`cat person.json` outputs `{'name': 'Ada'}`" of '{"name": "Ada"}'
         if re.match(r"\s*[\[{]", text) and (data := _literal(body.strip())) is not _NO_VALUE and data == _literal(text):
             return Check(what, True)
         return Check(what, False, f"it reads {clip(body.strip(), 120, fold=False)!r}")
@@ -2134,9 +2110,8 @@ def _column_sum(body: str, column: str, total: float) -> tuple[bool | None, str]
 
 def _has_code(what: str, body: str, code: str) -> Check:
     """Whether every statement of ``code`` is one of the file's (compared as parsed Python: its layout, and how it
-    is wrapped, aside). The 1.5B's judge failed a right util/strings.py on "contains `def shout(s): return
-    s.upper() + '!'`" (the file had it on two lines). Code that is not found there is left to the judge: it may be
-    written another way."""
+    is wrapped, aside: "contains `def shout(s): return s.upper() + '!'`" holds of a file that has it on two lines).
+    Code that is not found there is left to the judge: it may be written another way."""
     wanted, tree = _code_of(code), _code_of(body)
     if wanted is None or tree is None or not wanted.body:
         return Check(what, None, "it is not Python that parses")
@@ -2161,11 +2136,10 @@ _WRAPPED = re.compile(
 
 def _wrapped_value(description: str, acceptance: str, script: str, output: str) -> str | None:
     """Why a script's one-line output wraps in words the one value its step asks it to print (None when it does
-    not): a step "Write count_lines.py that prints the number of lines in notes.txt" (no quote: the step gives no
-    wording of its own) whose script printed "The number of lines in notes.txt is 3." A false "completed" on the
-    1.5B came from this twice: the task's check reads 3; the executor is told to print just the result, and here
-    the evidence holds it to that. A step or acceptance that quotes anything (a wording of its own) is left to
-    the other checks."""
+    not): a step "Write count.py that prints the number of lines in notes.txt" (no quote: the step gives no
+    wording of its own) whose script printed "The number of lines in notes.txt is 3." The executor is told to
+    print just the result, and here the evidence holds it to that. A step or acceptance that quotes anything (a
+    wording of its own) is left to the other checks."""
     text = description or ""
     said = _COMMAND.sub("", f"{text} {acceptance}")  # its commands aside: "`python x.py` runs" quotes no wording
     if not says_prints(text, script) or _QUOTED.search(said) or "\n" in output.strip():
@@ -2197,8 +2171,8 @@ _EACH_ON_A_LINE = re.compile(
 def _misprinted(text: str, output: str) -> str | None:
     """How a script's output breaks the layout ``text`` (what the task and the step say of the script) gives it,
     or None: several items without a comma for "separated by commas", a comma for "separated by spaces", several
-    lines for "on one line", several items on one line for "one per line". The 1.5B's judge passed an evens.py
-    that printed "2 4 6 8 10" for "prints the even numbers from 2 to 10 on one line, separated by commas"."""
+    lines for "on one line", several items on one line for "one per line" ("2 4 6 8 10" fails "on one line,
+    separated by commas")."""
     out = output.strip()
     lines = [line for line in out.splitlines() if line.strip()]
     if not out or out.endswith("…"):
@@ -2226,9 +2200,8 @@ _FOLLOWED_BY_EACH = re.compile(
 
 def _each_line_printed(texts: Sequence[str], script: str, output: str, root: Path) -> str | None:
     """How a script's output differs from the one the task (or the step) gives it as a quoted text followed by each
-    line of a data file of the workspace, or None: the 1.5B's greet_all.py printed "Hi  Ada" (``print('Hi ',
-    name)``) for "prints 'Hi ' followed by each name in names.txt", its judge passed it, and the run claimed a done
-    task. Only where the file has two lines or more, and the whole output was seen."""
+    line of a data file of the workspace, or None: "Hi  Ada" (``print('Hi ', name)``) fails "prints 'Hi ' followed
+    by each name in names.txt". Only where the file has two lines or more, and the whole output was seen."""
     if output.endswith("…"):
         return None
     for text in texts:
@@ -2258,9 +2231,8 @@ def _each_line_printed(texts: Sequence[str], script: str, output: str, root: Pat
 
 def _spacing_hint(printed: Sequence[str], expected: Sequence[str], pre: str) -> str:
     """The fix, when ``printed`` is ``expected`` but for a space doubled where the text ``pre`` ends with one:
-    ``print('Hi ', name)`` printed "Hi  Ada" (print() puts a space between its arguments). The 1.5B, told only
-    what it printed and what was expected, wrote ``print('Hi ', end='')`` and then broke the script (round 15's
-    greet_names)."""
+    ``print('Hi ', name)`` printed "Hi  Ada" (print() puts a space between its arguments); "" otherwise. What was
+    printed and what was expected alone do not say where the extra space comes from."""
     if len(printed) != len(expected) or list(printed) == list(expected) or not pre.endswith(" "):
         return ""
     if not all(p == e or p.replace("  ", " ") == e for p, e in zip(printed, expected, strict=True)):
@@ -2283,17 +2255,17 @@ _SAYS_PRINTS = re.compile(r"\b(?:prints?|printing|outputs?|displays?|shows?)\b",
 def says_prints(description: str, name: str | None = None) -> bool:
     """Whether a step's description says it prints something ("a script that prints the sum"); with ``name``,
     whether it says so of that file: in a description that names several files, what follows a file's name (up to
-    the next file's, a file it uses aside) is said of it, and what comes before the first name of the first. The
-    0.5B's step "Write greet.py with a function greet(name) that returns ..., and main.py that imports greet and
-    prints greet('Ada')" failed its module greet.py for printing nothing."""
+    the next file's, a file it uses aside) is said of it, and what comes before the first name of the first: in
+    "Write greet.py with a function greet(name) that returns ..., and main.py that imports greet and prints
+    greet('Ada')", main.py prints and greet.py does not."""
     return bool(_SAYS_PRINTS.search(said_of(description or "", name)))
 
 
 def said_of(text: str, name: str | None) -> str:
     """What ``text`` says of file ``name``: all of it when it names fewer than two files (or no ``name``), else what
-    follows each mention of ``name`` up to the next file's (a file it uses aside: "reads temps.txt and prints" is
+    follows each mention of ``name`` up to the next file's (a file it uses aside: "reads data.txt and prints" is
     said of the script), and what comes before the first name, when ``name`` is the first."""
-    mentions = file_mentions(text, used=False)  # "reads temps.txt and prints": what report.py prints
+    mentions = file_mentions(text, used=False)  # "reads data.txt and prints": what app.py prints
     if name is None or len({n for n, _ in mentions}) < 2:
         return text
     said = ""

@@ -40,17 +40,15 @@ def mend_repair(plan: Plan, proposed: Plan, tools: Sequence[BaseTool], open_ids:
 def as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
     """``candidate`` read as small models write patches, where the meaning is not in doubt:
 
-    - a step "added" with the id of a step of the plan that is not done is that step's update (the 1.5B added
-      ``write_convert_py`` again to fix it; the reducer refuses a duplicate id). A done step's id stays an add, and
-      is refused: done steps never change;
+    - a step "added" with the id of a step of the plan that is not done is that step's update (the reducer refuses
+      a duplicate id). A done step's id stays an add, and is refused: done steps never change;
     - a dependency that names a tool of the graph and no step is dropped (``"dependencies": ["write_file"]``); an
       update left with no dependency changes none (it does not clear the step's own);
-    - a new step with no tools that produces one file ("Fix the syntax of mathx.py") is given the graph's write
-      tool, said in the patch's reason: the reflection's compact steps have no tools, and the 1.5B's fix step had
-      its write refused (the step declared none);
+    - a new step with no tools that produces one file ("Fix the syntax of util.py") is given the graph's write
+      tool, said in the patch's reason: the reflection's compact steps have no tools, and a step that declares no
+      write tool has every write refused;
     - an update of a step the plan does not have is a new step when it gives a description (else dropped), and the
-      removal of one is dropped: "cannot update unknown step" and "cannot remove unknown step" were in 14 of the
-      1.5B's refused patches in the rounds since 9;
+      removal of one is dropped (removing it changes nothing), so neither refuses the whole patch;
     - an update that takes away a failed write step's write tools keeps them."""
     known_ids = {s.id for s in plan.steps} | {a.id for a in candidate.add_steps}
     notes: list[str] = []
@@ -99,8 +97,8 @@ def as_meant(candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> Pla
     for u in updates:
         old = plan.get(u.id)
         if u.tools is not None and old is not None and old.status != StepStatus.DONE and known:
-            # a repair changes how a step does its work, not whether it can: the 1.5B's patch gave the failed
-            # write_avg the tools ["python"], and each of its writes was refused until the run failed
+            # a repair changes how a step does its work, not whether it can: an update that gives a failed write
+            # step only tools that do not write (["python"]) keeps its write tools
             meant = [tool_meant(t, known) for t in u.tools]
             had = [t for t in old.tools if t in writes]
             if had and not writes.intersection(meant):

@@ -87,8 +87,8 @@ def _made_empty_for_later(plan: Plan, step: Step, evidence: Evidence) -> bool:
     """Whether ``step`` only creates files (`only_creates`: "Create strings.py file in the util directory"), every
     clause of its acceptance is met by a passed check, and each file it wrote is empty and is one a package needs
     empty (``__init__.py``), one the step calls empty, or one another open step of the plan names (its content is
-    that step's). Nothing is left to judge: the 1.5B's judge failed such an empty util/strings.py three times
-    ("does not have the content it is supposed to have"), and the run ended in a deadlock."""
+    that step's). Nothing is left to judge: the file's content is another step's to write, so a judge asked about
+    it could only fail the step on content that is not yet due."""
     if not evidence.files or not only_creates(step.description) or not evidence.covers(step.acceptance):
         return False
     said_empty = says_file_empty(step.description)
@@ -121,11 +121,11 @@ def _second_look(
     report_shown: bool,
     ask: Callable[[str], Body[Verdict]],
 ) -> Body[Verdict]:
-    """A failed verdict of the model's judge whose reason the evidence contradicts ("temps.txt does not exist"
+    """A failed verdict of the model's judge whose reason the evidence contradicts ("data.txt does not exist"
     beside a passed check that found it; "the executor gave no report" when none was shown) is asked once more,
     the contradiction named. A second verdict on a contradicted reason stands only where a clause of the
     acceptance is left to the judge; where the checks decide every clause, they decide: the step passes, and its
-    reason says the judge was overruled. The 1.5B's judge failed a right temps.txt four times on such reasons."""
+    reason says the judge was overruled."""
     refuted = evidence.refutes(verdict.reason, report_shown)
     if not refuted:
         return verdict
@@ -136,8 +136,8 @@ def _second_look(
     second = yield from ask(again)
     if second.passed:
         return second
-    # a second reason that only repeats the contradiction it was shown is no reason: the 1.5B's judge answered
-    # "The evidence contradicts it (the checks found show_vowels.py: it exists)." and failed the step on it
+    # a second reason that only repeats the contradiction it was shown ("The evidence contradicts it (the checks
+    # found app.py: it exists).") is no reason
     refuted_again = evidence.refutes(second.reason, report_shown) or (refuted if refuted in second.reason else "")
     if refuted_again and evidence.covers(step.acceptance):
         overruled = f"the checks decide: the judge's reasons were contradicted by the evidence ({refuted_again})"
