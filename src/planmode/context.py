@@ -348,6 +348,10 @@ class PlanModeContext:
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.check_commands, str):  # an option or env var: comma-separated program names
+            object.__setattr__(self, "check_commands", [p.strip() for p in self.check_commands.split(",") if p.strip()])
+        if self.model_profile not in (None, "default", "small"):
+            raise ConfigurationError(f"model_profile must be one of 'default', 'small', got {self.model_profile!r}")
         for name in _FIELD_NAMES:
             _check_field(name, getattr(self, name))
 

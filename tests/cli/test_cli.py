@@ -28,6 +28,7 @@ PLAN_V1 = {
             "id": "draft",
             "description": "Write notes.md with a heading",
             "tools": ["write_file"],
+            "checks": [{"kind": "file", "path": "notes.md", "contains": ["# Notes"]}],
             "acceptance": "notes.md exists",
         },
         {"id": "check", "description": "Check the heading is there", "dependencies": ["draft"], "tools": ["read_file"]},
@@ -40,6 +41,7 @@ PLAN_V2 = {
             "id": "draft",
             "description": "Write notes.md with a heading and a date",
             "tools": ["write_file"],
+            "checks": [{"kind": "file", "path": "notes.md", "contains": ["# Notes"]}],
             "acceptance": "notes.md exists",
         },
         {"id": "check", "description": "Check the heading is there", "dependencies": ["draft"], "tools": ["read_file"]},
@@ -166,6 +168,7 @@ def test_show_and_history_of_the_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     show = subprocess.run([*PLANMODE, "show", "t2", "--db", str(db)], env=_env(), capture_output=True, text=True)
     assert show.returncode == 0 and "completed" in show.stdout and "draft" in show.stdout
+    assert 'file notes.md exists, contains "# Notes"' in show.stdout  # each step's declared checks are shown
     hist = subprocess.run([*PLANMODE, "history", "t2", "--db", str(db)], env=_env(), capture_output=True, text=True)
     assert hist.returncode == 0 and "Snapshots" in hist.stdout, hist.stdout + hist.stderr
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -116,8 +116,10 @@ class FileCheck(_CheckModel):
         return path
 
 
-#: A declared check (the ``kind`` tells which).
-Check = Annotated[RunCheck | FileCheck, Field(discriminator="kind")]
+#: A declared check (its ``kind`` tells which; a check without one is read by its fields: a command runs). A plain
+#: union, not a discriminated one: a JSON schema with ``oneOf`` and a discriminator is refused by some
+#: structured-output servers, ``anyOf`` is not.
+Check: TypeAlias = RunCheck | FileCheck
 
 
 def check_commands(checks: list[RunCheck | FileCheck]) -> list[str]:
