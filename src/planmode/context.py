@@ -286,6 +286,15 @@ class PlanModeContext:
             )
         },
     )
+    allow_git_writes: bool = field(
+        default=False,
+        metadata={
+            "description": (
+                "Let the workspace tools write in .git folders (hooks and config run commands); off: refused. "
+                "A resume cannot turn it on."
+            )
+        },
+    )
     step_approval: Literal["off", "writes"] = field(
         default_factory=lambda: _env_choice("PLANMODE_STEP_APPROVAL", ("off", "writes"), "off"),
         metadata={
@@ -439,7 +448,16 @@ def _typed(stored: PlanModeContext | Mapping[str, Any]) -> PlanModeContext:
 
 #: The settings a resumed run's context may tighten but never loosen: a run's caller cannot approve, skip a
 #: question or lift a limit by passing a context (loosening is an answer at the interrupt).
-TIGHTEN_ONLY = ("approval", "step_approval", "reapprove_patches", "check_staleness", "max_tokens", "max_cost", "prices")
+TIGHTEN_ONLY = (
+    "approval",
+    "step_approval",
+    "reapprove_patches",
+    "check_staleness",
+    "max_tokens",
+    "max_cost",
+    "prices",
+    "allow_git_writes",
+)
 
 
 def _loosens(name: str, stored: PlanModeContext, given: Mapping[str, Any]) -> bool:
@@ -453,6 +471,8 @@ def _loosens(name: str, stored: PlanModeContext, given: Mapping[str, Any]) -> bo
         return bool(old == "writes")
     if name in ("check_staleness", "reapprove_patches"):  # true -> false skips a question
         return bool(old)
+    if name == "allow_git_writes":  # false -> true lets the tools write git's hooks and config
+        return not old
     if name in ("max_tokens", "max_cost"):  # a larger limit, or none where there was one
         try:
             return bool(old > 0 and (new <= 0 or new > old))
