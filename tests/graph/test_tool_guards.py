@@ -197,6 +197,9 @@ def test_no_tool_reads_searches_or_writes_the_approval_key_in_a_home_workspace(h
             out = tools[name].invoke(args)
             assert out.startswith("refused") and "planmode's own data" in out, (name, path, out)
     assert (home / ".config" / "planmode" / "approval.key").read_text() == KEY
+    making = home / ".config" / "planmode" / ".approval.key.0badc0ffee.tmp"  # a key being made, not linked in yet
+    making.write_text(KEY)
+    assert tools["read_file"].invoke({"path": ".config/planmode/.approval.key.0badc0ffee.tmp"}).startswith("refused")
     for where in (".", ".config", "keydir"):
         assert tools["search_files"].invoke({"pattern": "approver", "path": where}).startswith("No matches"), where
     listed = tools["list_files"].invoke({"recursive": True})

@@ -44,7 +44,7 @@ from typing import Any
 from urllib.parse import quote
 
 from planmode.errors import PlanModeError
-from planmode.tools._trusted import git_path, planmode_path
+from planmode.tools._trusted import git_path, key_path, planmode_path
 
 __all__ = [
     "BLOBS_TABLE",
@@ -533,7 +533,7 @@ def _place(recorded: str, root: Path, allow_git: bool) -> tuple[str, ...] | str:
         here = here / part
         if here.is_symlink():
             return f"{here.relative_to(root).as_posix()} is a symlink (a rollback follows none)"
-    if planmode_path(joined, root):
+    if planmode_path(joined, root, key_path()):
         return "planmode's own data (its database or its approval key)"
     if git_path(joined, root) and not allow_git:
         return "git's own data (the run did not allow git writes)"

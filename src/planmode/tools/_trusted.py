@@ -15,6 +15,7 @@ Every check takes a *resolved* path (every symlink followed), so a symlink into 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from planmode.approval_key import key_file
@@ -35,16 +36,23 @@ def key_path() -> Path | None:
         return None
 
 
-def _parts(resolved: Path, root: Path) -> tuple[str, ...]:
-    try:
-        return resolved.relative_to(root).parts
-    except ValueError:
-        return resolved.parts
+def _parts(resolved: Path, root: Path) -> list[str]:
+    """The parts of ``resolved`` below ``root`` (all of them when it is not below it); by text: it runs for every
+    entry a listing or a search looks at."""
+    text, top = str(resolved), str(root).rstrip(os.sep)
+    if text.startswith(top + os.sep):
+        text = text[len(top) + 1 :]
+    return text.split(os.sep)
 
 
-def planmode_path(resolved: Path, root: Path) -> bool:
-    """Whether ``resolved`` is planmode's: the approval key file, or in a ``.planmode`` folder below ``root``."""
-    return resolved == key_path() or any(p == PLANMODE_DIR for p in _parts(resolved, root))
+def planmode_path(resolved: Path, root: Path, key: Path | None) -> bool:
+    """Whether ``resolved`` is planmode's: the approval key file ``key`` (`key_path`) or a temporary file of its
+    making (``.approval.key.<random>.tmp`` beside it), or in a ``.planmode`` folder below ``root``."""
+    if key is not None and (
+        resolved == key or (resolved.name.startswith(f".{key.name}.") and resolved.parent == key.parent)
+    ):
+        return True
+    return any(p == PLANMODE_DIR for p in _parts(resolved, root))
 
 
 def git_path(resolved: Path, root: Path) -> bool:

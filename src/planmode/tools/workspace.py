@@ -51,6 +51,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,7 @@ from pydantic import BaseModel, Field, ValidationError
 from planmode._compat import CONFIG_KEY_CHECKPOINTER
 from planmode.errors import PlanModeError
 from planmode.text import clip
-from planmode.tools._trusted import PLANMODE_DIR, git_path, planmode_path
+from planmode.tools._trusted import PLANMODE_DIR, git_path, key_path, planmode_path
 from planmode.tools._writes import (
     discard_change,
     git_writes_allowed,
@@ -145,6 +146,17 @@ def _run_database_files() -> frozenset[Path]:
 
     db = changes_database(saver)
     return _database_files(db) if db else frozenset()
+
+
+_Protected = tuple[Path | None, frozenset[Path]]
+#: The approval key and the run's database files (`_protected_now`) for the tool call running now: found once
+#: per call (`_guarded`), not once per file a listing or a search looks at.
+_CALL_PROTECTED: ContextVar[_Protected | None] = ContextVar("planmode_call_protected", default=None)
+
+
+def _protected_now() -> _Protected:
+    """The approval key file and the run's database files, as real paths, as they are now."""
+    return key_path(), _run_database_files()
 
 
 class WorkspaceError(PlanModeError, ToolException):
@@ -236,11 +248,11 @@ class _Workspace:
     def is_protected(self, resolved: Path) -> bool:
         """Whether a resolved path is planmode's: a ``.planmode`` folder, the approval key, a protected file (the
         database given), or the database of the run the tool is called in (`planmode.tools._trusted`)."""
+        key, run_files = _CALL_PROTECTED.get() or _protected_now()
         return (
             resolved in self.protected_files
-            or planmode_path(resolved, self.root)
-            or any(resolved.is_relative_to(d) for d in self.protected_dirs)
-            or resolved in _run_database_files()
+            or resolved in run_files
+            or planmode_path(resolved, self.root, key)  # <root>/.planmode (protected_dirs) among them
         )
 
     def _writable(self, path: str, resolved: Path) -> None:
@@ -687,6 +699,7 @@ def _guarded(func: Callable[..., str], root: Path) -> Callable[..., str]:
     `WorkspaceError` the tool returns; whatever comes back is clean text."""
 
     def run(*args: object, **kwargs: object) -> str:
+        token = _CALL_PROTECTED.set(_protected_now())
         try:
             return _clean(func(*args, **kwargs))
         except WorkspaceError as exc:
@@ -698,6 +711,8 @@ def _guarded(func: Callable[..., str], root: Path) -> Callable[..., str]:
             ) from exc
         except UnicodeError as exc:
             raise WorkspaceError(f"{func.__name__} refused text that is not valid Unicode: {exc}") from exc
+        finally:
+            _CALL_PROTECTED.reset(token)
 
     run.__name__ = func.__name__
     return run
