@@ -144,7 +144,10 @@ def _run_database_files() -> frozenset[Path]:
         return frozenset()
     from planmode.persistence.changes import changes_database  # at call time: persistence imports the tools' layer
 
-    db = changes_database(saver)
+    try:
+        db = changes_database(saver)
+    except TypeError:  # a checkpointer that cannot be a weak key (unhashable): it names no SQLite file
+        return frozenset()
     return _database_files(db) if db else frozenset()
 
 
