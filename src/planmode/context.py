@@ -293,6 +293,15 @@ class PlanModeContext:
             )
         },
     )
+    allow_git_writes: bool = field(
+        default=False,
+        metadata={
+            "description": (
+                "Let the workspace tools write in .git folders (hooks and config run commands); off: refused. "
+                "A resume cannot turn it on."
+            )
+        },
+    )
     step_approval: Literal["off", "writes"] = field(
         default_factory=lambda: _env_choice("PLANMODE_STEP_APPROVAL", ("off", "writes"), "off"),
         metadata={
@@ -509,6 +518,7 @@ TIGHTEN_ONLY = (
     "max_tokens",
     "max_cost",
     "prices",
+    "allow_git_writes",
 )
 
 
@@ -525,6 +535,8 @@ def _loosens(name: str, stored: PlanModeContext, given: Mapping[str, Any]) -> bo
         return not set(new) <= set(old)
     if name in ("check_staleness", "reapprove_patches", "run_checks", "sandbox"):  # true -> false skips a question
         return bool(old)
+    if name == "allow_git_writes":  # false -> true lets the tools write git's hooks and config
+        return not old
     if name in ("max_tokens", "max_cost"):  # a larger limit, or none where there was one
         try:
             return bool(old > 0 and (new <= 0 or new > old))

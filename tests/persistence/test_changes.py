@@ -140,7 +140,7 @@ def test_diffs_are_net_per_file_and_safe_for_hostile_names_and_binary(done: tupl
 
 def test_rollback_restores_the_files_of_that_moment(done: tuple[Any, Path, ChangeStore]) -> None:
     graph, ws, store = done
-    plan = restore_plan(store, "t", checkpoint_before(graph, "t", "b"))
+    plan = restore_plan(store, "t", checkpoint_before(graph, "t", "b"), workspace=ws)
     assert not plan.refused and plan.deletions == []
     assert sorted(restore(store, plan)) == ["data.bin", "notes.md"]
     assert (ws / "notes.md").read_text() == "one\n"
@@ -155,7 +155,7 @@ def test_a_rollback_to_before_any_step_deletes_the_files_the_steps_created(
 ) -> None:
     graph, ws, store = done
     first = list(graph.get_state_history(cfg("t")))[-1]  # the thread's first checkpoint
-    plan = restore_plan(store, "t", str(first.config["configurable"]["checkpoint_id"]))
+    plan = restore_plan(store, "t", str(first.config["configurable"]["checkpoint_id"]), workspace=ws)
     assert not plan.refused
     restore(store, plan)
     # notes.md and the hostile file were created: deleted (the folder made for the hostile one is left, empty)
@@ -170,7 +170,7 @@ def test_a_file_changed_outside_the_run_is_refused_with_the_list_and_nothing_cha
     graph, ws, store = done
     (ws / "notes.md").write_text("edited by hand\n")
     (ws / "data.bin").unlink()
-    plan = restore_plan(store, "t", checkpoint_before(graph, "t", "b"))
+    plan = restore_plan(store, "t", checkpoint_before(graph, "t", "b"), workspace=ws)
     assert plan.refused == {
         "notes.md": "changed outside the run since planmode last wrote it",
         "data.bin": "deleted outside the run since planmode last wrote it",
@@ -251,7 +251,7 @@ def test_a_huge_file_overwritten_is_recorded_by_hash_and_not_restored(tmp_path: 
     (change,) = store.changes("t")
     assert change.before_sha == sha(big) and store.content(change.before_sha) is None
     assert "too large to keep" in file_diffs(store, [change])[0].unified()
-    plan = restore_plan(store, "t", "c0")
+    plan = restore_plan(store, "t", "c0", workspace=tmp_path)
     assert plan.refused == {"big.log": "its earlier content was too large to keep"}
 
 

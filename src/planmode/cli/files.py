@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["changed_by_step", "diff", "one_line", "restore_files", "restored_note"]
 
+#: How `restore_files` marks a recorded path it left alone (not the run's to restore).
+_LEFT = " (left as it is: "
 _NOT_RECORDED = "file changes are recorded only in a SQLite database (planmode's default); this run's database is {db}"
 
 
@@ -127,10 +129,21 @@ def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[s
     the run changed since gets its content of then, a file a step created since is deleted. Nothing is changed
     when a file changed outside the run since planmode last wrote it: `PlanModeError` lists them.
 
-    Returns the files restored (relative to the workspace), each with what was done."""
+    Files are restored only in the run's own workspace, taken from the thread's stored settings (never from the
+    journal): a recorded path outside it, behind a symlink, or in planmode's or git's data is left as it is and
+    listed with why; the rest is restored (`planmode.persistence.changes.restore_plan`).
+
+    Returns the files restored (relative to the workspace), each with what was done, then the paths left alone."""
     from planmode.persistence.changes import restore, restore_plan
 
     store = _store(db)
+    settings = _settings_of(graph, thread)
+    workspace = getattr(settings, "workspace", None)
+    if not workspace:
+        raise PlanModeError(
+            f"thread {thread!r} has no workspace in its settings, so no file is the run's to restore; roll back "
+            "without --files"
+        )
     if isinstance(target, int):
         states = list(graph.get_state_history(_thread_cfg(thread), limit=target + 1))
         if len(states) <= target:
@@ -138,7 +151,8 @@ def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[s
         checkpoint_id = str(states[target].config["configurable"]["checkpoint_id"])
     else:
         checkpoint_id = target
-    plan = restore_plan(store, thread, checkpoint_id)
+    allow_git = getattr(settings, "allow_git_writes", False) is True
+    plan = restore_plan(store, thread, checkpoint_id, workspace=workspace, allow_git_writes=allow_git)
     if plan.refused:
         listed = "; ".join(f"{one_line(rel)} ({why})" for rel, why in plan.refused.items())
         raise PlanModeError(
@@ -147,9 +161,19 @@ def restore_files(graph: Any, db: str, thread: str, target: str | int) -> list[s
         )
     deleted = {plan.rel[p] for p in plan.deletions}
     restored = restore(store, plan)
-    return [
+    done = [
         f"{one_line(rel)} (deleted: created after that point)" if rel in deleted else one_line(rel) for rel in restored
     ]
+    return done + [f"{one_line(path)}{_LEFT}{why})" for path, why in plan.skipped.items()]
+
+
+def _settings_of(graph: Any, thread: str) -> Any:
+    """The thread's stored settings (a `PlanModeContext`), or None."""
+    from planmode.context import PlanModeContext, settings_from
+
+    values = graph.get_state(_thread_cfg(thread)).values or {}
+    settings = settings_from(values.get("settings"))
+    return settings if isinstance(settings, PlanModeContext) else None
 
 
 def _thread_cfg(thread: str) -> RunnableConfig:
@@ -164,6 +188,11 @@ def restored_note(restored: list[str] | None) -> Text:
             "the files the run changed since.",
             style="yellow",
         )
+    done = [r for r in restored if _LEFT not in r]
+    left = [r for r in restored if _LEFT in r]
     if not restored:
         return Text("Workspace files: nothing to restore (the run changed no file since then).")
-    return Text("Restored workspace files: ") + Text(", ".join(restored))
+    note = Text("Restored workspace files: ") + Text(", ".join(done) or "none")
+    if left:
+        note += Text("\nNot the run's to restore, left as they are: ", style="yellow") + Text("; ".join(left))
+    return note

@@ -57,7 +57,7 @@ from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
 from planmode.state.reducer import PlanUpdate
 from planmode.tools import bind_step_tools
-from planmode.tools._writes import journaling
+from planmode.tools._writes import git_writes, journaling
 from planmode.tools.files import done_files, given_files
 
 __all__ = [
@@ -283,7 +283,8 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
                 model = yield from model_for(deps, settings, negotiated_of(channels))
             at = (current_run(channels.get("approvals")), step.id, step.attempts)
             journal = yield from call(partial(step_journal, *at), partial(astep_journal, *at))
-            with journaling(journal):  # each file the step's workspace tools change (planmode.persistence.changes)
+            # each file the step's workspace tools change (planmode.persistence.changes); git's data only if allowed
+            with journaling(journal), git_writes(settings.allow_git_writes):
                 ctx = context(decision, inputs, model)
                 if deps.executor is None:  # the default executor's model calls made by this node's one driver
                     outcome = yield from default_execution(step, ctx)

@@ -17,6 +17,13 @@ Which changes a rollback undoes: those whose task ran from the checkpoint rolled
 (checkpoint ids are ordered in time, as LangGraph orders them), not undone already. Each file goes back to the
 content it had before the first of them (a file a step created is deleted), and only when its content is still
 what planmode last wrote there: a file changed outside the run since is refused, with the list (`restore_plan`).
+
+The journal is data, not an authority: a rollback restores files only inside the workspace it is given (the run's
+own, from the thread's settings), never the ``root`` a row names. A recorded path is taken out of ``..`` and must
+then lie inside that workspace, reached without a symlink (none at the path, none in a folder on the way), and
+not be planmode's own data (the approval key, a ``.planmode`` folder) or git's (unless the run allowed git
+writes). A row that fails this is skipped and reported (``RestorePlan.skipped``); the rest is restored, and every
+file is written or deleted through folders opened one by one without following a symlink.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any
 from urllib.parse import quote
 
 from planmode.errors import PlanModeError
+from planmode.tools._trusted import git_path, key_path, planmode_path
 
 __all__ = [
     "BLOBS_TABLE",
@@ -483,14 +491,19 @@ class RestorePlan:
     unchanged: list[str] = field(default_factory=list)
     """Files whose content is already what it was then (their changes are only marked undone)."""
     refused: dict[str, str] = field(default_factory=dict)
-    """Files that cannot be restored, by path relative to the workspace: why."""
+    """Files that cannot be restored, by path relative to the workspace: why (nothing is restored then)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Recorded paths that are not the run's to restore, as recorded: why (outside the workspace, behind a symlink,
+    planmode's or git's data). They are left as they are; the rest is restored."""
     seqs: dict[str, list[int]] = field(default_factory=dict)
     """The changes undone for each file (real path)."""
     rel: dict[str, str] = field(default_factory=dict)
+    workspace: str = ""
+    """The workspace every file is restored in (a real path)."""
 
     @property
     def empty(self) -> bool:
-        return not (self.writes or self.deletions or self.refused or self.unchanged)
+        return not (self.writes or self.deletions or self.refused or self.unchanged or self.skipped)
 
 
 def current_sha(path: str) -> str | None:
@@ -509,23 +522,54 @@ def current_sha(path: str) -> str | None:
     return digest.hexdigest()
 
 
-def restore_plan(store: ChangeStore, thread_id: str, checkpoint_id: str, *, checkpoint_ns: str = "") -> RestorePlan:
-    """What restoring the workspace files to checkpoint ``checkpoint_id`` takes (module docstring); nothing is
-    changed. A file is refused when its content is not what planmode last wrote there (changed outside the
-    run since), or its earlier content was not kept."""
-    plan = RestorePlan()
+def _place(recorded: str, root: Path, allow_git: bool) -> tuple[str, ...] | str:
+    """The parts (below ``root``) of the file a journal row names, or why it is not the run's to restore."""
+    joined = Path(os.path.normpath(os.path.join(root, recorded)))  # ".." taken out; an absolute path stays itself
+    if not joined.is_relative_to(root) or joined == root:
+        return f"outside the workspace {root}"
+    parts = joined.relative_to(root).parts
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            return f"{here.relative_to(root).as_posix()} is a symlink (a rollback follows none)"
+    if planmode_path(joined, root, key_path()):
+        return "planmode's own data (its database or its approval key)"
+    if git_path(joined, root) and not allow_git:
+        return "git's own data (the run did not allow git writes)"
+    return parts
+
+
+def restore_plan(
+    store: ChangeStore,
+    thread_id: str,
+    checkpoint_id: str,
+    *,
+    workspace: str | Path,
+    checkpoint_ns: str = "",
+    allow_git_writes: bool = False,
+) -> RestorePlan:
+    """What restoring the files of ``workspace`` (the run's own, from the thread's settings) to checkpoint
+    ``checkpoint_id`` takes (module docstring); nothing is changed. A recorded path that is not the run's to
+    restore is skipped (`RestorePlan.skipped`). A file is refused when its content is not what planmode last
+    wrote there (changed outside the run since), or its earlier content was not kept."""
+    root = Path(os.path.realpath(workspace))
+    plan = RestorePlan(workspace=str(root))
     changes = store.changes(thread_id, checkpoint_ns=checkpoint_ns, since_checkpoint=checkpoint_id)
     first: dict[str, Change] = {}
     last: dict[str, Change] = {}
     for change in changes:
-        first.setdefault(change.path, change)
-        last[change.path] = change
-        plan.seqs.setdefault(change.path, []).append(change.seq)
-    for path, start in first.items():
-        rel = plan.rel[path] = start.rel
-        if not Path(path).resolve().is_relative_to(Path(start.root)):
-            plan.refused[rel] = f"resolves outside the workspace {start.root}"
+        place = _place(change.path, root, allow_git_writes)
+        if isinstance(place, str):
+            plan.skipped.setdefault(change.path, place)
             continue
+        path = str(root.joinpath(*place))
+        first.setdefault(path, change)
+        last[path] = change
+        plan.seqs.setdefault(path, []).append(change.seq)
+        plan.rel[path] = "/".join(place)
+    for path, start in first.items():
+        rel = plan.rel[path]
         try:
             now = current_sha(path)
         except OSError as exc:
@@ -549,9 +593,59 @@ def restore_plan(store: ChangeStore, thread_id: str, checkpoint_id: str, *, chec
     return plan
 
 
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+#: Whether folders can be walked by descriptor (POSIX): then no symlink swapped in after the plan is followed.
+_BY_FD = {os.open, os.mkdir, os.unlink} <= os.supports_dir_fd
+
+
+def _folder(root: str, parts: Sequence[str]) -> int:
+    """A descriptor of the folder ``root/parts...``, each folder opened without following a symlink (a missing one
+    is made); raises `OSError` at a symlink (ELOOP or ENOTDIR)."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts:
+            try:
+                below = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                below = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _put_back(root: str, rel: str, data: bytes | None) -> None:
+    """Write ``data`` to ``root/rel`` (None: delete it), never through a symlink."""
+    *folders, name = rel.split("/")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    if not _BY_FD:  # no descriptor-relative calls here: by path, the final component not followed
+        path = os.path.join(root, *folders, name)
+        if data is None:
+            os.unlink(path)
+            return
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with os.fdopen(os.open(path, flags, 0o644), "wb") as handle:
+            handle.write(data)
+        return
+    folder = _folder(root, folders)
+    try:
+        if data is None:
+            os.unlink(name, dir_fd=folder)
+            return
+        with os.fdopen(os.open(name, flags, 0o644, dir_fd=folder), "wb") as handle:
+            handle.write(data)
+    finally:
+        os.close(folder)
+
+
 def restore(store: ChangeStore, plan: RestorePlan) -> list[str]:
-    """Carry out a `RestorePlan` with nothing refused; each file's changes are marked undone as soon as it is
-    restored (a failure half-way leaves a true record). Returns the files restored, relative to the workspace.
+    """Carry out a `RestorePlan` with nothing refused (its skipped paths are left alone); each file's changes are
+    marked undone as soon as it is restored (a failure half-way leaves a true record). Every file is written or
+    deleted in the plan's workspace, through folders opened without following a symlink. Returns the files
+    restored, relative to the workspace.
 
     Raises:
         PlanModeError: the plan has refused files, or a file could not be written (naming what was done).
@@ -563,13 +657,7 @@ def restore(store: ChangeStore, plan: RestorePlan) -> list[str]:
         store.mark_reverted(plan.seqs[path])
     for path in [*plan.writes, *plan.deletions]:
         try:
-            if path in plan.writes:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(plan.writes[path])
-            else:
-                os.unlink(path)
+            _put_back(plan.workspace, plan.rel[path], plan.writes.get(path))
         except OSError as exc:
             restored = ", ".join(done) or "none"
             raise PlanModeError(

@@ -13,13 +13,18 @@ its own writes.
 The step's change journal (`journaling`, opened by execute_step: `planmode.persistence.changes.StepJournal`) is
 another context variable: a workspace tool records each change there, its content before and after, *before* it
 writes (`record_change`); a change that cannot be recorded is not made.
+
+Whether the step running now may write in git's data (`git_writes`, opened by execute_step with the run setting
+``allow_git_writes``) is a third: the workspace tools refuse such a write unless it is on. The files a step may not
+change (`keeping`: a done step's files and the task's input files, opened by the tool loop's gate around each call)
+are a fourth: the workspace tools refuse a write whose resolved path is one of them, however the call spelled it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -27,7 +32,20 @@ from typing import Protocol
 
 from planmode.state.models import clean_text
 
-__all__ = ["ChangeJournal", "discard_change", "journaling", "path_key", "record_change", "record_write", "recording"]
+__all__ = [
+    "ChangeJournal",
+    "discard_change",
+    "git_writes",
+    "git_writes_allowed",
+    "journaling",
+    "keeping",
+    "kept_files",
+    "kept_name",
+    "path_key",
+    "record_change",
+    "record_write",
+    "recording",
+]
 
 _RECORDER: ContextVar[dict[str, str] | None] = ContextVar("planmode_step_writes", default=None)
 
@@ -99,3 +117,50 @@ def recording() -> Iterator[dict[str, str]]:
         yield writes
     finally:
         _RECORDER.reset(token)
+
+
+_GIT_WRITES: ContextVar[bool] = ContextVar("planmode_git_writes", default=False)
+
+
+def git_writes_allowed() -> bool:
+    """Whether the step running now may write in git's data (off outside `git_writes`)."""
+    return _GIT_WRITES.get()
+
+
+@contextmanager
+def git_writes(allowed: bool) -> Iterator[None]:
+    """Let the workspace tools write in ``.git`` inside the block when ``allowed`` (the run setting
+    ``allow_git_writes``); refused otherwise."""
+    token = _GIT_WRITES.set(allowed is True)
+    try:
+        yield
+    finally:
+        _GIT_WRITES.reset(token)
+
+
+_KEPT: ContextVar[frozenset[str]] = ContextVar("planmode_kept_files", default=frozenset())
+
+
+def kept_files() -> frozenset[str]:
+    """The files (relative to the workspace) the call running now may not change (none outside `keeping`)."""
+    return _KEPT.get()
+
+
+@contextmanager
+def keeping(names: frozenset[str]) -> Iterator[None]:
+    """Inside the block, the workspace tools refuse to write the files ``names`` (relative to their workspace)."""
+    token = _KEPT.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def kept_name(root: Path, path: str | Path, names: Iterable[str]) -> str | None:
+    """The one of ``names`` (relative to ``root``) that ``path`` (relative to ``root``, or absolute) is once both are
+    resolved as the workspace tools resolve a path (``..`` taken out, every symlink followed), or None."""
+    try:
+        target = (root / path).resolve()
+        return next((name for name in names if (root / name).resolve() == target), None)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL: the tool itself refuses such a path
+        return None

@@ -44,6 +44,7 @@ turn. The reply is the loop's answer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import posixpath
@@ -77,6 +78,7 @@ from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import StepTools, is_read_only
+from planmode.tools._writes import keeping, kept_name
 from planmode.tools.files import file_names
 from planmode.tools.text_calls import TextCall, TextCalls, read_text_calls, whole_file_content
 from planmode.tools.workspace import IDEMPOTENT_METADATA_KEY
@@ -159,20 +161,22 @@ class ToolGate:
         )
 
     def _done_file(self, request: ToolCallRequest) -> str | None:
-        """The done step's file a call's ``path`` names, or None. The 1.5B, in the step that writes
-        count_lines.py, called write_file on notes.txt (the done step's file) three times: its three lines became
-        four, and the task failed on its first file."""
+        """The done step's file a call's ``path`` names, however it is spelled, or None. The 1.5B, in the step that
+        writes count_lines.py, called write_file on notes.txt (the done step's file) three times: its three lines
+        became four, and the task failed on its first file. A path is compared as the workspace tools resolve it
+        (`kept_name`: ``../ws/notes.txt``, a symlinked alias of the workspace); the workspace tools refuse the
+        write again where it happens (`planmode.tools._writes.keeping`), whatever the call's arguments."""
         path = (request.tool_call.get("args") or {}).get("path") if self.kept else None
         if not isinstance(path, str) or not path.strip():
             return None
         given = PurePosixPath(path.replace("\\", "/"))
         if given.is_absolute() and self.root is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 given = given.relative_to(PurePosixPath(self.root))
-            except ValueError:
-                return None
         name = posixpath.normpath(given.as_posix())  # "x/../notes.txt", "./notes.txt": notes.txt
-        return name if name in self.kept else None
+        if name in self.kept:
+            return name
+        return kept_name(Path(self.root), path, self.kept) if self.root is not None else None
 
     def __call__(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolResult]) -> ToolResult:
         """The synchronous wrapper."""
@@ -180,7 +184,8 @@ class ToolGate:
         if refused is not None:
             return refused
         try:
-            return execute(request)
+            with keeping(self.kept):  # the workspace tools refuse a kept file where they write
+                return execute(request)
         except GraphBubbleUp:
             raise  # an interrupt (or a Command for a parent graph) travels on, as in every ToolNode
         except Exception as exc:
@@ -194,7 +199,8 @@ class ToolGate:
         if refused is not None:
             return refused
         try:
-            return await execute(request)
+            with keeping(self.kept):
+                return await execute(request)
         except GraphBubbleUp:
             raise
         except Exception as exc:

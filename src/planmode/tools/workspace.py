@@ -21,10 +21,17 @@ Text the tools return never contains a lone surrogate (a file name that is not v
 checkpointer), each write is recorded with the file's content before and after *before* it is made, and a write
 that cannot be recorded is refused (`planmode.persistence.changes`: ``planmode diff``, ``rollback --files``).
 
-**Protected paths.** planmode's own folder ``<root>/.planmode/`` and every path given as ``protected`` (the
-CLI passes its database; each file is protected with its SQLite ``-wal``, ``-shm`` and ``-journal``
-companions and planmode's ``.edit-lock``) are refused by every tool, reads included, and are not listed or
-searched: the agent cannot read or destroy the run history it is recorded in.
+**Protected paths.** planmode's own data is refused by every tool, reads included, and is not listed or
+searched: every ``.planmode/`` folder in the workspace, the approval key file (`planmode.approval_key.key_file`,
+wherever the workspace is), every path given as ``protected`` (the CLI passes its database), and the SQLite file
+of the checkpointer of the run a tool is called in; each database file with its SQLite ``-wal``, ``-shm`` and
+``-journal`` companions and planmode's ``.edit-lock``. The agent cannot read the key that seals approvals, nor
+read or destroy the run history it is recorded in (`planmode.tools._trusted`).
+
+**Git's data.** ``write_file`` and ``edit_file`` refuse every path in a ``.git`` folder (or a ``.git`` file) at any
+depth, however it is spelled (``./x/../.git/config``, a symlink into it): git runs its hooks and the commands its
+config names. Reading is allowed; writing only with ``allow_git_writes`` (the tools' argument, or the run setting
+of the step that runs them: `planmode.tools._writes.git_writes`).
 
 Limits of the guarantee: the check is made when the tool runs, so it does not defend against another
 process swapping a directory for a symlink between the check and the access (writes do refuse a symlink
@@ -37,22 +44,35 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import functools
 import hashlib
 import itertools
 import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 import regex
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langgraph.config import get_config
 from pydantic import BaseModel, Field, ValidationError
 
+from planmode._compat import CONFIG_KEY_CHECKPOINTER
 from planmode.errors import PlanModeError
 from planmode.text import clip
-from planmode.tools._writes import discard_change, journal_open, record_change, record_write
+from planmode.tools._trusted import PLANMODE_DIR, git_path, key_path, planmode_path
+from planmode.tools._writes import (
+    discard_change,
+    git_writes_allowed,
+    journal_open,
+    kept_files,
+    kept_name,
+    record_change,
+    record_write,
+)
 
 __all__ = [
     "IDEMPOTENT_METADATA_KEY",
@@ -101,12 +121,45 @@ _SNIFF_BYTES = 8192
 _EDIT_SHOWN = 1500
 _EDIT_CUT = "\n…[the rest not shown: read_file reads it]"
 
-PLANMODE_DIR = ".planmode"
-"""planmode's own folder in a workspace (the CLI's default database lives there): always protected."""
-
 #: Files beside the database that belong to it: SQLite's own, and planmode's per-thread edit lock
 #: (`planmode.persistence.edit.edit_lock`): an agent that deleted or replaced it would let two edits race.
 _SQLITE_COMPANIONS = ("-wal", "-shm", "-journal", ".edit-lock")
+
+
+@functools.lru_cache(maxsize=64)
+def _database_files(entry: str | Path) -> frozenset[Path]:
+    """A database file and its companions (`_SQLITE_COMPANIONS`), as real paths."""
+    target = Path(entry).expanduser().resolve()
+    return frozenset([target, *(target.with_name(target.name + c) for c in _SQLITE_COMPANIONS)])
+
+
+def _run_database_files() -> frozenset[Path]:
+    """The SQLite file (with its companions) of the checkpointer of the run a tool is called in; empty outside a
+    run, or when the checkpointer keeps no SQLite file that it names (in memory, PostgreSQL)."""
+    try:
+        saver = (get_config().get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+    except RuntimeError:  # not called inside a run
+        return frozenset()
+    if saver is None:
+        return frozenset()
+    from planmode.persistence.changes import changes_database  # at call time: persistence imports the tools' layer
+
+    try:
+        db = changes_database(saver)
+    except TypeError:  # a checkpointer that cannot be a weak key (unhashable): it names no SQLite file
+        return frozenset()
+    return _database_files(db) if db else frozenset()
+
+
+_Protected = tuple[Path | None, frozenset[Path]]
+#: The approval key and the run's database files (`_protected_now`) for the tool call running now: found once
+#: per call (`_guarded`), not once per file a listing or a search looks at.
+_CALL_PROTECTED: ContextVar[_Protected | None] = ContextVar("planmode_call_protected", default=None)
+
+
+def _protected_now() -> _Protected:
+    """The approval key file and the run's database files, as real paths, as they are now."""
+    return key_path(), _run_database_files()
 
 
 class WorkspaceError(PlanModeError, ToolException):
@@ -174,26 +227,51 @@ class EditFileArgs(BaseModel):
 class _Workspace:
     """The confined file operations behind the tools; every public method returns the tool's text."""
 
-    def __init__(self, root: str | Path, limits: WorkspaceLimits, protected: Iterable[str | Path] = ()) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        limits: WorkspaceLimits,
+        protected: Iterable[str | Path] = (),
+        *,
+        allow_git_writes: bool = False,
+    ) -> None:
         resolved = Path(root).resolve()
         if not resolved.is_dir():
             raise WorkspaceError(f"workspace root {str(root)!r} is not an existing directory; create it first")
         self.root = resolved
         self.limits = limits
+        self.allow_git_writes = allow_git_writes
         self.protected_dirs = [resolved / PLANMODE_DIR]
-        files: list[Path] = []
-        for entry in protected:
-            target = Path(entry).expanduser().resolve()
-            files += [target, *(target.with_name(target.name + c) for c in _SQLITE_COMPANIONS)]
-        self.protected_files = frozenset(files)
+        self.protected_files = frozenset(p for entry in protected for p in _database_files(entry))
 
     def own_files(self) -> list[str]:
         """planmode's own folder and the protected files, as real paths."""
         return sorted(str(p) for p in {*self.protected_dirs, *self.protected_files})
 
     def is_protected(self, resolved: Path) -> bool:
-        """Whether a resolved path is planmode's: its folder, or a protected file (the database)."""
-        return resolved in self.protected_files or any(resolved.is_relative_to(d) for d in self.protected_dirs)
+        """Whether a resolved path is planmode's: a ``.planmode`` folder, the approval key, a protected file (the
+        database given), or the database of the run the tool is called in (`planmode.tools._trusted`)."""
+        key, run_files = _CALL_PROTECTED.get() or _protected_now()
+        return (
+            resolved in self.protected_files
+            or resolved in run_files
+            or planmode_path(resolved, self.root, key)  # <root>/.planmode (protected_dirs) among them
+        )
+
+    def _writable(self, path: str, resolved: Path) -> None:
+        """Refuse a write into git's data unless allowed (by the tools' argument or the step's run setting), and a
+        write to a file the calling step may not change (a done step's, the task's input: `keeping`)."""
+        if git_path(resolved, self.root) and not (self.allow_git_writes or git_writes_allowed()):
+            raise WorkspaceError(
+                f"refused to write {path!r}: it is in git's own data ({self._rel(resolved)}), where hooks and "
+                "config run commands; nothing was written (the run setting allow_git_writes allows it)"
+            )
+        kept = kept_name(self.root, resolved, kept_files())
+        if kept is not None:
+            raise WorkspaceError(
+                f"refused to write {path!r}: it is {kept}, the work of a step that is done, or a file the task gives "
+                "to read; this step does not change it"
+            )
 
     # -- confinement ---------------------------------------------------------------------------------
 
@@ -216,8 +294,8 @@ class _Workspace:
             )
         if self.is_protected(resolved):
             raise WorkspaceError(
-                f"refused {path!r}: it is planmode's own data (its run database or its {PLANMODE_DIR}/ folder), "
-                "which the workspace tools never read or change"
+                f"refused {path!r}: it is planmode's own data (its run database, a {PLANMODE_DIR}/ folder or its "
+                "approval key), which the workspace tools never read or change"
             )
         return resolved
 
@@ -435,6 +513,7 @@ class _Workspace:
         existed = resolved.exists()
         if existed and not resolved.is_file():
             raise self._not_regular(path, resolved.stat().st_mode)
+        self._writable(path, resolved)
         resolved.parent.mkdir(parents=True, exist_ok=True)
         self._write(path, resolved, data)
         done = f"{'Overwrote' if existed else 'Created'} {self._rel(resolved)} ({len(data)} bytes)"
@@ -490,6 +569,7 @@ class _Workspace:
         return None, digest.hexdigest()
 
     def _write(self, path: str, resolved: Path, data: bytes) -> None:
+        self._writable(path, resolved)  # every write passes here: git's data is refused unless allowed
         # Recorded first (planmode.persistence.changes): a change the step's journal cannot record is not made.
         ticket = None
         if journal_open():
@@ -622,6 +702,7 @@ def _guarded(func: Callable[..., str], root: Path) -> Callable[..., str]:
     `WorkspaceError` the tool returns; whatever comes back is clean text."""
 
     def run(*args: object, **kwargs: object) -> str:
+        token = _CALL_PROTECTED.set(_protected_now())
         try:
             return _clean(func(*args, **kwargs))
         except WorkspaceError as exc:
@@ -633,6 +714,8 @@ def _guarded(func: Callable[..., str], root: Path) -> Callable[..., str]:
             ) from exc
         except UnicodeError as exc:
             raise WorkspaceError(f"{func.__name__} refused text that is not valid Unicode: {exc}") from exc
+        finally:
+            _CALL_PROTECTED.reset(token)
 
     run.__name__ = func.__name__
     return run
@@ -682,7 +765,11 @@ def _build(workspace: _Workspace, names: tuple[str, ...]) -> list[BaseTool]:
 
 
 def workspace_tools(
-    root: str | Path, *, limits: WorkspaceLimits | None = None, protected: Iterable[str | Path] = ()
+    root: str | Path,
+    *,
+    limits: WorkspaceLimits | None = None,
+    protected: Iterable[str | Path] = (),
+    allow_git_writes: bool = False,
 ) -> list[BaseTool]:
     """All five workspace tools (list_files, read_file, search_files, write_file, edit_file) for ``root``.
 
@@ -691,12 +778,14 @@ def workspace_tools(
         limits: bounds on what the tools read, return and write.
         protected: files the tools refuse to read, write, list or search, such as the run database (relative
             paths are relative to the current directory, as SQLite opens them); each is protected with its
-            ``-wal``, ``-shm`` and ``-journal`` companions and its ``.edit-lock``. ``<root>/.planmode/`` is
-            always protected.
+            ``-wal``, ``-shm`` and ``-journal`` companions and its ``.edit-lock``. Every ``.planmode/`` folder,
+            the approval key file and the database of the run a tool is called in are always protected.
+        allow_git_writes: let write_file and edit_file write in ``.git`` (refused by default, unless the run
+            setting ``allow_git_writes`` of the step calling them allows it).
 
     Raises `WorkspaceError` at once if ``root`` is not an existing directory.
     """
-    workspace = _Workspace(root, limits or WorkspaceLimits(), protected)
+    workspace = _Workspace(root, limits or WorkspaceLimits(), protected, allow_git_writes=allow_git_writes)
     return _build(workspace, _READ_ONLY_NAMES + _WRITE_NAMES)
 
 
