@@ -54,7 +54,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.heldout_2026_11 import HELDOUT2  # noqa: E402
 from bench.local_models import RecordingProxy  # noqa: E402
+from bench.task_spec import Check, Task, cmd, has_file, py, pytest_passes  # noqa: E402,F401
 
 __all__ = ["LOOP_MODEL_CALLS", "PLANMODE_RUN", "TASKS", "Check", "Task", "check_task", "run_one"]
 
@@ -95,37 +97,6 @@ LOOP_PROMPT = (
 
 
 # -- the tasks -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Check:
-    """A command run in the workspace (``python`` means this interpreter): it must exit 0, and its output,
-    stripped, must equal ``expect`` (when given) or contain ``contains`` (when given)."""
-
-    argv: tuple[str, ...]
-    expect: str | None = None
-    contains: str | None = None
-
-
-def py(*args: str, expect: str | None = None, contains: str | None = None) -> Check:
-    return Check(("python", *args), expect=expect, contains=contains)
-
-
-def pytest_passes(path: str) -> Check:
-    return Check(("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", path), contains="passed")
-
-
-def has_file(path: str) -> Check:
-    return py("-c", f"import pathlib, sys; sys.exit(0 if pathlib.Path({path!r}).is_file() else 1)")
-
-
-@dataclass(frozen=True)
-class Task:
-    id: str
-    prompt: str
-    steps: int  # how many things the task asks for (files to write or change)
-    checks: tuple[Check, ...]
-    files: dict[str, str] = field(default_factory=dict)  # the workspace before the run
 
 
 TASKS: tuple[Task, ...] = (
@@ -345,7 +316,8 @@ HELDOUT: tuple[Task, ...] = (
     ),
 )
 
-SETS: dict[str, tuple[Task, ...]] = {"main": TASKS, "heldout": HELDOUT}
+SETS: dict[str, tuple[Task, ...]] = {"main": TASKS, "heldout": HELDOUT, "heldout2": HELDOUT2}
+ALL_TASKS: tuple[Task, ...] = (*TASKS, *HELDOUT, *HELDOUT2)
 
 
 def check_task(task: Task, workspace: Path, timeout: float = 60.0) -> list[dict[str, Any]]:
@@ -353,6 +325,8 @@ def check_task(task: Task, workspace: Path, timeout: float = 60.0) -> list[dict[
     results = []
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # a shell script or a Makefile that runs `python` runs this interpreter, as a check's own `python` does
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     for check in task.checks:
         argv = [sys.executable if a == "python" else a for a in check.argv]
         try:
@@ -655,7 +629,7 @@ def per_task(data: dict[str, Any]) -> str:
     keys = sorted({(r["model"], r["system"]) for r in records})
     lines = ["| task | steps | " + " | ".join(f"{m} {s}" for m, s in keys) + " |", "|---|---|" + "---|" * len(keys)]
     seen = {r["task"] for r in records}
-    for task in (t for t in (*TASKS, *HELDOUT) if t.id in seen):
+    for task in (t for t in ALL_TASKS if t.id in seen):
         cells = []
         for model, system in keys:
             rs = [r for r in records if r["model"] == model and r["system"] == system and r["task"] == task.id]
@@ -728,7 +702,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["_one"]:  # the child: one run, its result as JSON
         system, task_id, base_url, model, workdir = args_list[1:6]
         overrides = json.loads(args_list[6]) if len(args_list) > 6 else {}
-        task = next(t for t in (*TASKS, *HELDOUT) if t.id == task_id)
+        task = next(t for t in ALL_TASKS if t.id == task_id)
         result = run_one(system, task, base_url, model, Path(workdir), overrides)
         (Path(workdir) / "result.json").write_text(json.dumps(result))
         return 0
