@@ -88,7 +88,9 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 
 def _per_done(total: float, done: int, digits: int) -> float | None:
-    return round(total / done, digits) if done else None
+    if not done:
+        return None
+    return round(total / done, digits) if digits else round(total / done)
 
 
 def _share(part: float, whole: float) -> float | None:
@@ -154,10 +156,14 @@ def summary_table(records: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"| {row['model']} | {row['system']} | {row['tasks']} x {row['runs_per_task']} | {row['tasks_done']} "
             f"({low}-{high}) | {row['done_runs']} / {row['runs']} | {row['claimed']} | {row['false_claims']} "
-            f"| {row['tokens_per_done']} | {row['seconds_per_done']} | {row['calls_per_done']} "
+            f"| {_na(row['tokens_per_done'])} | {_na(row['seconds_per_done'])} | {_na(row['calls_per_done'])} "
             f"| {_pct(row['failed_token_share'])} | {_pct(row['failed_time_share'])} | {row['budget_stops']} |"
         )
     return "\n".join(lines)
+
+
+def _na(value: float | None) -> str:
+    return "n/a" if value is None else str(value)
 
 
 def _pct(share: float | None) -> str:

