@@ -945,6 +945,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
     if args.table:
+        if not args.out.is_file():
+            parser.error(f"no results at {args.out}: run the suite first, or name the file with --out")
         published = json.loads(args.out.read_text())
         print(summary_table(published.get("runs", [])) + "\n\n" + per_task(published))
         return 0
