@@ -559,7 +559,8 @@ class CountingProxy(RecordingProxy):
         self.in_flight = 0
         self.budget: Budget | None = None
         """The run's caps: once its calls or tokens reach them, a chat call is refused (HTTP 403), not forwarded."""
-        self._chat_in_flight = 0
+        self._started = 0
+        """Chat calls forwarded since the last `take` (the run's calls, those still in flight included)."""
         self.refused = 0
         """Chat calls refused since the last `take_refused` because the budget was spent."""
         self.purposes: list[str] = []
@@ -588,21 +589,27 @@ class CountingProxy(RecordingProxy):
                 return
             if chat:
                 self.purposes.append(purpose)
-                self._chat_in_flight += 1
+                self._started += 1
             self.in_flight += 1
         try:
             super()._forward(handler, body)
         finally:
             with self._count_lock:
                 self.in_flight -= 1
-                self._chat_in_flight -= chat
+
+    def take(self) -> list[Any]:
+        """The calls recorded so far; the record, and the run's count of calls for its budget, start afresh."""
+        with self._count_lock:
+            self._started = 0
+            return super().take()
 
     def _spent(self, budget: Budget) -> bool:
-        """Whether the calls recorded since the last `take` (the run's), with those in flight, reach ``budget``."""
+        """Whether the run's calls (forwarded since the last `take`, finished or not) or the tokens of those that
+        finished reach ``budget``."""
         with self._lock:
             calls = list(self.calls)
         tokens = sum((c.prompt_tokens or 0) + (c.completion_tokens or 0) for c in calls)
-        return budget.spent(len(calls) + self._chat_in_flight, tokens)
+        return budget.spent(self._started, tokens)
 
     def take_refused(self) -> int:
         with self._count_lock:
