@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -235,3 +236,170 @@ def test_the_frames_bench_counts_the_stack_at_each_nodes_model_call(tmp_path: Pa
             assert not any(n.startswith("planmode.testing") for n in c["planmode"])  # the model's stand-in
             assert any(n.startswith(node[purpose]) for n in c["planmode"]), (path, purpose, c["planmode"])
             assert any(n.startswith("planmode.graph.pipeline:") for n in c["planmode"]), (path, purpose)
+
+
+# -- the fair comparison of the real-task bench (issue 44), offline against the scripted OpenAI server ------------
+
+_HELLO_CALL = json.dumps({"name": "write_file", "arguments": {"path": "hello.py", "content": "print('Hello, world!')"}})
+
+
+def _small_model(request: dict[str, Any]) -> Any:
+    """A small model's habits, the same for every system: the first answer is a tool call written as text, a tool
+    result is answered with a summary (no DONE), and the re-prompt with DONE."""
+    from bench.fair import REPROMPT
+
+    last = request["messages"][-1]
+    text = str(last.get("content") or "")
+    if last["role"] == "tool":
+        return "Wrote hello.py."
+    if last["role"] == "user" and text.endswith(REPROMPT):
+        return "DONE"
+    return _HELLO_CALL
+
+
+def _suite(tmp_path: Path, *extra: str, responder: Any = _small_model) -> dict[str, Any]:
+    import signal
+
+    from bench.real_tasks import main as real_tasks_main
+
+    from planmode.testing.openai_server import ScriptedOpenAIServer
+
+    out = tmp_path / "fair.json"
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with ScriptedOpenAIServer(responder) as srv:
+            argv = ["--base-url", srv.base_url, "--served-model", "scripted", "--tasks", "hello", "--out", str(out)]
+            assert real_tasks_main([*argv, *extra]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def test_the_fair_suite_runs_every_system_on_one_budget_and_reports_intervals(tmp_path: Path) -> None:
+    """One task, 2 runs, 2 systems on the scripted server. The plain loop takes the tool call written as text for
+    its answer, is re-prompted, says DONE: 0 of 2 done, 2 false claims. The loop with planmode's output repair runs
+    the call: 2 of 2 done. The meta holds the budget, the commit and the runs; the intervals are Wilson's."""
+    import subprocess
+
+    from bench.fair import wilson
+
+    data = _suite(
+        tmp_path, "--systems", "loop", "loop_repair", "--runs", "2", "--max-tokens", "5000", "--max-calls", "6"
+    )
+    meta = data["meta"]
+    assert meta["budget"] == {"time_s": 600.0, "tokens": 5000, "calls": 6}
+    assert meta["runs_per_task"] == 2 and meta["systems"] == ["loop", "loop_repair"]
+    assert meta["planmode_settings"]["max_tokens"] == 5000  # planmode's own token cap is the budget's
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert meta["commit"] == head.strip() and meta["commits"] == [head.strip()]
+    assert "Wilson" in meta["interval"]
+    # interleaved: run 1 starts with the loop, run 2 with the loop with repair
+    assert [(r["system"], r["run"]) for r in data["runs"]] == [
+        ("loop", 0),
+        ("loop_repair", 0),
+        ("loop_repair", 1),
+        ("loop", 1),
+    ]
+    for r in data["runs"]:
+        assert r["reprompts"] == 1 and r["claimed"] and r["status"] == "said_done", r
+        assert r["done"] == (r["system"] == "loop_repair"), r
+        assert r["calls"] == (3 if r["system"] == "loop_repair" else 2), r
+    rows = {row["system"]: row for row in data["summary"]}
+    loop, repaired = rows["loop"], rows["loop_repair"]
+    assert (loop["done_runs"], loop["runs"], loop["false_claims"], loop["claimed"]) == (0, 2, 2, 2)
+    assert (repaired["done_runs"], repaired["runs"], repaired["false_claims"]) == (2, 2, 0)
+    assert loop["done_share_95"] == [0.0, 0.658] and repaired["done_share_95"] == [0.342, 1.0]
+    assert [round(x, 3) for x in wilson(1, 2)] == [0.095, 0.905]
+    assert loop["tasks_done_95"] == [0.0, 0.66] and repaired["tasks_done"] == 1.0
+    runs = [r for r in data["runs"] if r["system"] == "loop_repair"]
+    tokens = sum(r["prompt_tokens"] + r["completion_tokens"] for r in runs)
+    assert tokens > 0 and repaired["tokens_per_done"] == round(tokens / 2)
+    assert repaired["calls_per_done"] == 3.0 and loop["calls_per_done"] is None
+    assert repaired["failed_token_share"] == 0.0 and loop["failed_token_share"] == 1.0
+    assert loop["failed_time_share"] == 1.0 and repaired["budget_stops"] == 0
+
+
+def test_a_run_stops_at_the_budgets_call_cap(tmp_path: Path) -> None:
+    """With a cap of one call, neither loop gets its re-prompt: each stops on the budget, without a claim."""
+    data = _suite(tmp_path, "--systems", "loop", "loop_repair", "--runs", "1", "--max-calls", "1")
+    assert data["meta"]["budget"]["calls"] == 1
+    for r in data["runs"]:
+        assert r["calls"] == 1 and r["status"] == "budget" and r["budget_stop"] and not r["claimed"], r
+    assert {row["system"]: row["budget_stops"] for row in data["summary"]} == {"loop": 1, "loop_repair": 1}
+
+
+def test_the_counting_proxy_refuses_a_call_past_the_budget() -> None:
+    """Whatever the system, the proxy forwards no chat call once the run's calls reach the cap (HTTP 403)."""
+    import urllib.error
+    import urllib.request
+
+    from bench.fair import BUDGET_REFUSAL, Budget
+    from bench.real_tasks import CountingProxy
+
+    from planmode.testing.openai_server import ScriptedOpenAIServer
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    def post(url: str) -> tuple[int, str]:
+        request = urllib.request.Request(url + "/chat/completions", body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    with ScriptedOpenAIServer(lambda request: "hello") as srv, CountingProxy(srv.base_url) as proxy:
+        proxy.budget = Budget(calls=2)
+        assert post(proxy.base_url)[0] == 200 and post(proxy.base_url)[0] == 200
+        status, text = post(proxy.base_url)
+        assert status == 403 and BUDGET_REFUSAL in text
+        assert len(srv.requests) == 2 and proxy.take_refused() == 1 and len(proxy.take()) == 2
+        assert post(proxy.base_url)[0] == 200  # a new run (take) starts with nothing spent
+
+
+def test_planmode_gets_the_token_cap_as_its_own_budget_and_its_pause_is_a_budget_stop(tmp_path: Path) -> None:
+    """planmode's run gets the budget's tokens as ``max_tokens``; a run that pauses at planmode's budget interrupt
+    (headless: nobody answers it) is recorded as paused at the budget, a budget stop, and no claim."""
+    from planmode.testing.responders import PlanResponder
+
+    plan = {"title": "hello", "steps": [{"id": "write", "description": "Write hello.py", "dependencies": []}]}
+    data = _suite(
+        tmp_path, "--systems", "planmode", "--runs", "1", "--max-tokens", "200", responder=PlanResponder(plan)
+    )
+    assert data["meta"]["planmode_settings"]["max_tokens"] == 200 and data["meta"]["budget"]["tokens"] == 200
+    [run] = data["runs"]
+    assert run["status"] == "paused (planmode.budget)" and run["budget_stop"], run
+    assert not run["claimed"] and not run["false_claim"] and not run["done"]
+
+
+def test_the_fair_summary_counts_claims_costs_and_intervals_from_records() -> None:
+    """`bench.fair.summary` on hand-made records: Wilson's interval (1 of 2 done: 0.095-0.905), the cost of a done
+    run (all runs' tokens over the runs done), the share the failed run spent, a false claim; DONE only as a word."""
+    from bench.fair import Budget, said_done, summary
+
+    def rec(task: str, done: bool, claimed: bool, tokens: int, seconds: float) -> dict[str, Any]:
+        return {
+            "model": "m",
+            "server": "s",
+            "system": "loop",
+            "task": task,
+            "done": done,
+            "claimed": claimed,
+            "prompt_tokens": tokens - 10,
+            "completion_tokens": 10,
+            "seconds": seconds,
+            "calls": 4,
+            "status": "said_done" if claimed else "budget",
+            "budget_stop": not claimed,
+        }
+
+    [row] = summary([rec("a", True, True, 100, 10.0), rec("b", False, True, 300, 30.0)])
+    assert (row["runs"], row["done_runs"], row["claimed"], row["false_claims"]) == (2, 1, 2, 1)
+    assert row["done_share_95"] == [0.095, 0.905] and row["tasks_done_95"] == [0.19, 1.81]
+    assert (row["tokens_per_done"], row["seconds_per_done"], row["calls_per_done"]) == (400, 40.0, 8.0)
+    assert (row["failed_token_share"], row["failed_time_share"]) == (0.75, 0.75)
+    assert said_done("All files exist. DONE.") and said_done("**DONE**")
+    assert not said_done("UNDONE") and not said_done("done") and not said_done("")
+    with pytest.raises(ValueError, match="positive"):
+        Budget(tokens=0)
