@@ -58,10 +58,12 @@ LAYERS: dict[str, int] = {
     "planmode.persistence._pg_fence": 2,
     "planmode.local_server": 2,
     "planmode.sandbox": 2,  # the one place that runs a command (checks, probes)
+    "planmode.checks": 2,  # running a step's declared checks (in the sandbox)
     "planmode.llama_tools": 2,
     "planmode.testing": 2,
     # 3: the nodes; 4: the graph; 5: embedding in a parent agent; 6: the public API; 7: the CLI
     "planmode.nodes": 3,
+    "planmode.adapters": 3,  # opt-in help for kinds of model; the core loads one only by name (adapter_for)
     "planmode.graph": 4,
     "planmode.agent_tool": 5,
     "planmode.middleware": 5,

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
-from planmode.checks import CheckResult, results_text
+from planmode.checks import CheckResult, results_text, run_checks
+from planmode.context import PlanModeContext
+from planmode.sandbox import SandboxPolicy
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip
@@ -25,9 +27,11 @@ __all__ = [
     "FILE_CHARS",
     "Evidence",
     "changed_files",
+    "declared_checks",
     "declared_writes",
     "gather",
     "preferred_write",
+    "sandbox_policy",
     "shown_path",
     "workspace_root",
     "write_tool_names",
@@ -127,3 +131,24 @@ def changed_files(tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> l
     """The files the run wrote that exist now, as shown to a user (relative to the workspace when known)."""
     root = workspace_root(tools)
     return [shown_path(p, root) for p in run_writes if Path(p).is_file()]
+
+
+def sandbox_policy(settings: PlanModeContext) -> SandboxPolicy:
+    """The sandbox a run's checks run in, from its settings."""
+    return SandboxPolicy(isolate=settings.sandbox, timeout=settings.check_timeout)
+
+
+def declared_checks(
+    step: Step, root: Path | None, settings: PlanModeContext, *, copy_workspace: bool = False
+) -> list[CheckResult]:
+    """The results of ``step``'s declared checks, run under the run's settings (`planmode.checks.run_checks`)."""
+    if not step.checks:
+        return []
+    return run_checks(
+        step.checks,
+        root,
+        allowed=settings.check_commands,
+        policy=sandbox_policy(settings),
+        enabled=settings.run_checks,
+        copy_workspace=copy_workspace,
+    )

@@ -23,10 +23,9 @@ from planmode.checks import failure_reason
 from planmode.context import PlanModeContext
 from planmode.llm import text_of
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
-from planmode.nodes._evidence import changed_files, workspace_root
+from planmode.nodes._evidence import changed_files, declared_checks, workspace_root
 from planmode.nodes._outputs import adependency_output, dependency_output, summarize
 from planmode.nodes._twin import Body, call, chat, model_for, twin_node
-from planmode.nodes.verify import declared_checks
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanSource, Step, StepStatus

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -31,24 +30,23 @@ from langchain_core.language_models import BaseChatModel
 from planmode._compat import RunnableCallable
 from planmode._drive import Call, together
 from planmode.adapters import adapter_for
-from planmode.checks import CheckResult, failure_reason, run_checks
+from planmode.checks import failure_reason
 from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict, verification
 from planmode.nodes._batch import gates_may_stop, next_batch
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, settings_of, store_of
-from planmode.nodes._evidence import gather, workspace_root
+from planmode.nodes._evidence import declared_checks, gather, workspace_root
 from planmode.nodes._outputs import astored_output, stored_output, summarize
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.observability.usage import step_scope
-from planmode.sandbox import SandboxPolicy
 from planmode.state.approvals import covering_grant, record
 from planmode.state.graph_state import PlanModeState, StepOutcome, run_writes_of
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition
 from planmode.state.patch import apply_transitions
 from planmode.state.reducer import PlanUpdate
 
-__all__ = ["bounded_gather", "declared_checks", "make_verify", "sandbox_policy"]
+__all__ = ["bounded_gather", "make_verify"]
 
 S = StepStatus
 Work = list[tuple[Step, StepOutcome]]
@@ -100,22 +98,6 @@ def make_verify(deps: Deps) -> RunnableCallable:
         return _update(state, plan, work, verdicts, full, settings)
 
     return twin_node("verify", verify)
-
-
-def declared_checks(
-    step: Step, root: Path | None, settings: PlanModeContext, *, copy_workspace: bool = False
-) -> list[CheckResult]:
-    """The results of ``step``'s declared checks, run under the run's settings (`planmode.checks.run_checks`)."""
-    if not step.checks:
-        return []
-    return run_checks(
-        step.checks,
-        root,
-        allowed=settings.check_commands,
-        policy=sandbox_policy(settings),
-        enabled=settings.run_checks,
-        copy_workspace=copy_workspace,
-    )
 
 
 def _outputs(work: Work, store: Any) -> list[str]:
@@ -231,11 +213,6 @@ def _failed(outcome: StepOutcome) -> Verdict | None:
     if outcome.ok:
         return None
     return Verdict(passed=False, reason=outcome.error or "the attempt failed")
-
-
-def sandbox_policy(settings: PlanModeContext) -> SandboxPolicy:
-    """The sandbox a run's checks run in, from its settings."""
-    return SandboxPolicy(isolate=settings.sandbox, timeout=settings.check_timeout)
 
 
 def _context(
