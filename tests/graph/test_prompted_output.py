@@ -109,6 +109,7 @@ def test_the_shape_hint_is_one_example_and_a_line_per_field() -> None:
                 "tools": [],
                 "complexity": "medium",
                 "acceptance": "...",
+                "checks": [],
             }
         ],
     }

@@ -8,10 +8,13 @@ prior. The constants were set against the bench oracle's calls (bench/budget_ben
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
+from planmode import prompts
 from planmode.context import PlanModeContext
 from planmode.llm.trim import CHARS_PER_TOKEN
 from planmode.observability.usage import total_tokens
@@ -28,6 +31,16 @@ _OVERHEAD = {"plan": 450, "execute": 120, "verify": 150, "reflect": 450, "patch"
 
 def _tok(text: str | None) -> int:
     return len(text or "") // CHARS_PER_TOKEN
+
+
+@functools.cache
+def _plan_prefix() -> int:
+    """The plan call's fixed prefix in tokens: its system prompt, the example and the schema of the plan it asks
+    for (the schema is sent with the call, and grows with what a step declares)."""
+    from planmode.state.draft import PlanDraft
+
+    schema = json.dumps(PlanDraft.model_json_schema())
+    return _tok(prompts.PLAN_SYSTEM) + _tok(prompts.PLAN_EXAMPLE) + _tok(schema)
 
 
 def step_estimate(step: Step, plan: Plan, settings: PlanModeContext) -> int:
@@ -69,7 +82,7 @@ def expected_tokens(name: str, state: Mapping[str, Any], settings: PlanModeConte
     plan = state.get("plan")
     usage = state.get("usage")
     if name == "plan":  # the plan call itself (an exploration's tool turns are counted as they happen)
-        return _OVERHEAD["plan"] + _tok(str(state.get("goal") or "")) + 600, []
+        return max(_OVERHEAD["plan"], _plan_prefix()) + _tok(str(state.get("goal") or "")) + 600, []
     if name == "respond":
         chars = sum(len(str(getattr(m, "content", ""))) for m in state.get("messages") or [])
         return _OVERHEAD["respond"] + chars // CHARS_PER_TOKEN + _ANSWER["medium"], []

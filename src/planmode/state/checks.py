@@ -18,7 +18,8 @@ import json
 import shlex
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, GetJsonSchemaHandler, field_validator, model_validator
+from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
 
 __all__ = ["Check", "CheckBy", "FileCheck", "RunCheck", "check_commands", "describe_check"]
 
@@ -33,7 +34,17 @@ _MAX_TEXT = 4000
 class _CheckModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    by: CheckBy = Field(default="plan", description="Who wrote the check: plan, or planmode (its adapter).")
+    by: SkipJsonSchema[CheckBy] = Field(default="plan", description="Who wrote it: plan, or planmode (its adapter).")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """The schema a planner is sent: no titles (the field names say it), short descriptions. Every plan call
+        carries it, twice in a patch's (added and updated steps)."""
+        schema = handler.resolve_ref_schema(handler(core_schema))
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
 
     @model_validator(mode="before")
     @classmethod
@@ -57,18 +68,14 @@ class RunCheck(_CheckModel):
     """A command run in the sandbox, in the workspace: its exit code and output are compared."""
 
     kind: Literal["run"] = "run"
-    command: str = Field(
-        min_length=1, max_length=_MAX_TEXT, description="The command, split like argv (no shell), e.g. 'python a.py'."
-    )
-    exit_code: int | None = Field(default=0, description="The exit code it must end with (null: any).")
+    command: str = Field(min_length=1, max_length=_MAX_TEXT, description="Split like argv, no shell.")
+    exit_code: int | None = Field(default=0, description="null: any.")
     stdout: str | None = Field(
         default=None,
         max_length=_MAX_TEXT,
-        description="What it must print, whole (compared without trailing white space on each line and at the end).",
+        description="Its whole output.",
     )
-    stdout_contains: list[Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]] = Field(
-        default_factory=list, description="Texts its output (stdout) must contain."
-    )
+    stdout_contains: list[Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]] = Field(default_factory=list)
 
     @field_validator("command")
     @classmethod
@@ -91,19 +98,15 @@ class FileCheck(_CheckModel):
     """A file of the workspace: whether it exists, and what it holds."""
 
     kind: Literal["file"] = "file"
-    path: str = Field(min_length=1, max_length=1000, description="The file, relative to the workspace.")
-    exists: bool = Field(default=True, description="Whether the file must exist (false: must not).")
-    contains: list[Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]] = Field(
-        default_factory=list, description="Texts the file must contain."
-    )
-    equals: str | None = Field(
-        default=None, max_length=_MAX_TEXT, description="The file's whole text (compared without trailing white space)."
-    )
+    path: str = Field(min_length=1, max_length=1000, description="Relative to the workspace.")
+    exists: bool = Field(default=True, description="false: must not exist.")
+    contains: list[Annotated[str, Field(min_length=1, max_length=_MAX_TEXT)]] = Field(default_factory=list)
+    equals: str | None = Field(default=None, max_length=_MAX_TEXT, description="Its whole text.")
     json_value: Any = Field(
         default=None,
         validation_alias=AliasChoices("json", "json_value"),
         serialization_alias="json",
-        description="The value the file must parse to as JSON (null: not checked).",
+        description="The value it parses to as JSON.",
     )
 
     @field_validator("path")

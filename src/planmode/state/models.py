@@ -203,7 +203,7 @@ class StepDefinition(_Model):
     )
     checks: list[Check] = Field(
         default_factory=list,
-        description="How the step is checked: commands run in the sandbox and files looked at (see planmode.checks).",
+        description="How planmode checks the step: commands it runs, files it looks at.",
     )
 
 
