@@ -347,7 +347,9 @@ def test_a_run_whose_repair_skipped_everything_is_not_completed(checkpointer: Sq
     )
     runs = FailA()
     graph = build_graph(model, executor=runs.execute, verifier=runs.verify, checkpointer=checkpointer)
-    graph.invoke({"messages": [("user", AB_TASK)]}, cfg(), context={"mode": "plan", "approval": "auto", "max_attempts": 1})
+    graph.invoke(
+        {"messages": [("user", AB_TASK)]}, cfg(), context={"mode": "plan", "approval": "auto", "max_attempts": 1}
+    )
 
     values = graph.get_state(cfg()).values
     assert runs.runs == ["a"]
