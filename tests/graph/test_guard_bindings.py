@@ -159,6 +159,8 @@ def test_a_new_run_record_follows_the_run_it_replaces() -> None:
     assert current_run(stray) == "r2" and stray[-1]["kind"] == "refused"
     again = add_approval_records(second, [second[0]])  # an exact copy of a record in the log adds nothing
     assert again == second
+    flood = add_approval_records(replayed, [first[0]] * 5)  # a replay sent again is refused once, not again
+    assert flood == replayed
 
 
 # -- 2. a repair goes through the policy when it adds a step or a write tool -------------------------------------

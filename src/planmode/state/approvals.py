@@ -167,18 +167,20 @@ def add_approval_records(current: Any, update: Any) -> list[dict[str, Any]]:
     An exact copy of a record already in the log adds nothing. Never raises: anything that is not a record is
     dropped, and the current log is read as far as it can be."""
     out = [dict(r) for r in _records(current)]
-    seen = {str(r.get(_SEAL)) for r in out}
+    seen = {str(r.get(_SEAL)) for r in out} | {str(r["refused"].get(_SEAL)) for r in out if _is_refusal(r)}
     for record in _records(update):
         if not is_sealed(record) or str(record.get(_SEAL)) in seen:
-            continue
+            continue  # unsealed, already in the log, or already refused once (a replay adds one refusal, not many)
         run = _head_run(out)
         if record.get("kind") == "new_run":
             if record.get("after") != run:
                 out.append(_refusal(run, record, "a new_run record that does not follow this run"))
+                seen.add(str(record.get(_SEAL)))
                 continue
             out = []
         elif run is not None and record.get("run") != run:
             out.append(_refusal(run, record, "a record of another run"))
+            seen.add(str(record.get(_SEAL)))
             continue
         out.append(dict(record))
         seen.add(str(record.get(_SEAL)))
@@ -210,12 +212,16 @@ def _refusal(run: str | None, refused: Mapping[str, Any], what: str) -> dict[str
         "run": run,
         "at": round(time.time(), 3),
         "reason": f"{what} was refused (replayed or copied from another thread or run)",
-        "refused": {k: _short(refused.get(k)) for k in ("kind", "decision", "by", "run", "thread", "ns", "at")},
+        "refused": {k: _short(refused.get(k)) for k in ("kind", "decision", "by", "run", "thread", "ns", "at", _SEAL)},
     }
     try:
         return seal(body)
     except Exception:  # no approval key: an unsealed record is dropped by every reader that trusts seals
         return body
+
+
+def _is_refusal(record: Mapping[str, Any]) -> bool:
+    return record.get("kind") == "refused" and isinstance(record.get("refused"), Mapping)
 
 
 def _short(value: Any) -> Any:
