@@ -372,3 +372,14 @@ def test_a_run_whose_steps_a_human_skipped_is_completed(checkpointer: SqliteSave
     values = graph.get_state(cfg()).values
     assert runs.runs == []
     assert values["status"] == "completed", values.get("error")
+
+
+def test_the_binding_is_the_graphs_own_thread_and_namespace_not_the_tasks() -> None:
+    from planmode.state.approvals import binding_of
+
+    assert binding_of({"thread_id": "T", "checkpoint_ns": "execute_step:1b2c"}) == ("T", "")
+    assert binding_of({"thread_id": "T", "checkpoint_ns": "approve:9f"}) == ("T", "")  # any node, one graph
+    nested = {"thread_id": 7, "checkpoint_ns": "planmode:aa|execute_step:bb"}
+    assert binding_of(nested) == ("7", "planmode")  # a subgraph's grants are its own, whatever its task id
+    assert binding_of({"thread_id": "T", "checkpoint_ns": "other:aa|execute_step:bb"}) != binding_of(nested)
+    assert binding_of({}) == (None, "")
