@@ -272,7 +272,10 @@ def test_read_only_plans_are_approved_by_the_read_only_policy(checkpointer: Sqli
         "at": 0,
         "reason": "initial plan",
         "run": current_run(values["approvals"]),
+        "thread": cfg()["configurable"]["thread_id"],
+        "ns": "",
         "steps": {"look": definition_digest(plan.get("look"), plan.goal)},
+        "tools": {"look": ["read_file"]},
         "shape": plan.shape,
     }
 

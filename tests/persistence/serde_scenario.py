@@ -206,6 +206,9 @@ def run(kind: str, target: str) -> dict[str, Any]:
         with ExitStack() as stack:
             second = stack.enter_context(stock_saver(kind, target, loop, memory))
             drive(graph_on(second), Command(resume={"action": "approve", "revision": shown["revision"]}), config)
+            # the repair adds a step: the approval policy decides it (here a human, approving it; issue 43)
+            again = state(graph_on(second), config).interrupts[0].value
+            drive(graph_on(second), Command(resume={"action": "approve", "revision": again["revision"]}), config)
         # a third one reads every checkpoint back
         with ExitStack() as stack:
             reader = stack.enter_context(stock_saver(kind, target, loop, memory))
@@ -320,6 +323,8 @@ def run_old(path: str) -> dict[str, Any]:
     shown = graph.get_state(config).interrupts[0].value
     events.clear()
     graph.invoke(Command(resume={"action": "approve", "revision": shown["revision"]}), config)
+    again = graph.get_state(config).interrupts[0].value  # the repair adds a step: a human decides it (issue 43)
+    graph.invoke(Command(resume={"action": "approve", "revision": again["revision"]}), config)
     after = graph.get_state(config).values
     newest = next(iter(stock.list(config)))
     report["resumed"] = {

@@ -32,12 +32,12 @@ VALID = {"reason": "a human adds a step", "add_steps": [{"id": "extra", "descrip
 #: An edit the reducer rejects (and records): a dependency that does not exist.
 REJECTED = {"reason": "a broken edit", "add_steps": [{"id": "bad", "description": "x", "dependencies": ["ghost"]}]}
 #: (node, which of its runs): every execution node once, and the loop nodes again after a step is done.
-#: Under the policy's approval (HEADLESS: auto) approve starts the first batch itself, dispatch runs where
-#: execution starts again (after the patch), and within a run verify starts the next batch itself, so the loop
-#: is execute_step -> verify -> execute_step.
+#: Under the policy's approval (HEADLESS: auto) approve starts the first batch itself, the patch (it adds a
+#: step, so the policy decides it: issue 43) goes back to approve, which starts the next batch itself too, and
+#: within a run verify starts the next batch itself, so the loop is execute_step -> verify -> execute_step.
 BOUNDARIES = [
     ("approve", 1),
-    ("dispatch", 1),
+    ("approve", 2),
     ("execute_step", 1),
     ("execute_step", 2),
     ("execute_step", 3),

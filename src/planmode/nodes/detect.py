@@ -17,6 +17,7 @@ from planmode.context import PlanModeContext, settings_dict
 from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, NodeRuntime, settings_of, task_of
 from planmode.nodes._twin import Body, model_for, structured, twin_node
+from planmode.state.approvals import current_run, new_run_record
 from planmode.state.graph_state import PlanModeState, new_run
 
 __all__ = ["DETECT_ROUTES", "DetectDecision", "heuristic_decision", "make_detect"]
@@ -111,7 +112,10 @@ def make_detect(deps: Deps) -> RunnableCallable:
     def detect(state: PlanModeState, runtime: NodeRuntime) -> Body[Command[DetectRoute]]:
         settings = settings_of({}, runtime)  # a new run takes its settings from the context (or defaults)
         task = task_of(state)
-        reset = new_run(settings_dict(settings), state.get("step_outcomes"), uuid.uuid4().hex)
+        run = uuid.uuid4().hex
+        reset = new_run(settings_dict(settings), state.get("step_outcomes"), run)
+        # the record that starts the run names the run it follows: the reducer refuses a replayed one
+        reset["approvals"] = [new_run_record(run, after=current_run(state.get("approvals")))]
         if not task:
             return Command(goto="finalize", update={**reset, "status": "failed", "error": "no task was given"})
         yield from model_for(deps, settings)  # a missing API key is a clear error now, before any work

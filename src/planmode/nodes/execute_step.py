@@ -9,8 +9,11 @@ and the settings from the graph's own channels (what the super-step started from
 2. every dependency is ``done``;
 3. a sealed grant in the run's approval record (`planmode.state.approvals`) covers its exact definition (goal,
    id, description, dependencies, tools, complexity, acceptance) — written only by the approve node (a human or
-   the policy), a per-step answer, or a patch the settings let run without re-approval, never by
-   ``update_state``;
+   the policy), a per-step answer, or a patch the settings let run without re-approval (and only for a step
+   whose write tools a human's or the policy's grant covered), never by ``update_state`` — and that grant is
+   bound to this run, to this thread and to this graph namespace, as this node's own config names them
+   (``thread_id``, ``checkpoint_ns``): a sealed grant copied from another thread or an earlier run covers
+   nothing;
 4. a step the grant holds for its own answer (``step_approval="writes"``) has that answer, for this definition;
 5. the budget allows the next call (a stopped run, or a limit already spent, runs nothing more).
 
@@ -52,7 +55,15 @@ from planmode.persistence import await_until_durable, wait_until_durable
 from planmode.persistence.alease import aassert_lease_held
 from planmode.persistence.changes import astep_journal, step_journal
 from planmode.persistence.lease import assert_lease_held
-from planmode.state.approvals import covering_grant, current_run, held_steps, seal
+from planmode.state.approvals import (
+    Binding,
+    covering_grant,
+    current_run,
+    foreign_grant,
+    held_steps,
+    run_binding,
+    seal,
+)
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
 from planmode.state.reducer import PlanUpdate
@@ -127,10 +138,19 @@ def read_channels() -> dict[str, Any]:
 
 
 def check_step(
-    step_id: str, state: Mapping[str, Any], settings: PlanModeContext, read_only: frozenset[str]
+    step_id: str,
+    state: Mapping[str, Any],
+    settings: PlanModeContext,
+    read_only: frozenset[str],
+    binding: Binding | None,
 ) -> Cleared | Refused:
-    """The execution guard's decision for ``step_id`` in ``state`` (the channels): pure, never raises."""
+    """The execution guard's decision for ``step_id`` in ``state`` (the channels) in the graph run ``binding``
+    names (its config's thread id and namespace; None: not in a graph run, nothing runs): pure, never raises."""
     plan = state.get("plan")
+    if binding is None:
+        return Refused(
+            step_id, "not in a graph run: there is no thread to check the approval against", approve_again=False
+        )
     if not isinstance(plan, Plan) or plan.version == 0:
         return Refused(step_id, "there is no approved plan to run it from", approve_again=False)
     step = plan.get(step_id)
@@ -149,17 +169,17 @@ def check_step(
             step_id, f"step {step_id!r} waits for {', '.join(waiting)} (not done)", approve_again=False, step=step
         )
     log = state.get("approvals")
-    grant = covering_grant(log, step, plan.goal)
+    grant = covering_grant(log, step, plan.goal, binding=binding, read_only=read_only)
     if grant is None:
+        why = "it was added or edited after the approval, or a repair gave it a tool nobody approved"
+        if foreign_grant(log, step, plan.goal, binding):
+            why = "the only grant of it was written for another thread or graph namespace, and was refused"
         return Refused(
-            step_id,
-            f"step {step_id!r} as it stands now was never approved (it was added or edited after the approval)",
-            approve_again=True,
-            step=step,
+            step_id, f"step {step_id!r} as it stands now was never approved here ({why})", approve_again=True, step=step
         )
     writes = [t for t in step.tools if t not in read_only]
     own = step.id in held_steps(grant) or (settings.step_approval == "writes" and bool(writes))
-    if own and covering_grant(log, step, plan.goal, kinds=("step",)) is None:
+    if own and covering_grant(log, step, plan.goal, kinds=("step",), binding=binding) is None:
         reason = f"step {step_id!r} waits for its own approval (it uses {', '.join(writes) or 'tools'})"
         return Refused(step_id, reason, approve_again=False, step=step)
     spent = _over_budget(state, settings)
@@ -194,6 +214,7 @@ def refusal_update(refused: Refused, state: Mapping[str, Any]) -> StateUpdate:
     record, and, for a step nobody approved, the approval asked again."""
     emit("step_refused", refused.reason, step_id=refused.step_id)
     plan = state.get("plan")
+    thread, ns = run_binding() or (None, None)
     record = {
         "kind": "refused",
         "decision": "refused",
@@ -204,6 +225,8 @@ def refusal_update(refused: Refused, state: Mapping[str, Any]) -> StateUpdate:
         "plan_version": plan.version if isinstance(plan, Plan) else 0,
         "revision": plan.revision if isinstance(plan, Plan) else None,
         "run": current_run(state.get("approvals")),
+        "thread": thread,
+        "ns": ns,
         "at": round(time.time(), 3),
     }
     out: StateUpdate = {"approvals": [seal(record)]}
@@ -229,7 +252,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
         state = read_channels()
         step_id = _step_id(task)
         settings = settings_of(task, runtime)  # the channels' settings (trusted_task), resolved once
-        return check_step(step_id, state, settings, read_only), state
+        return check_step(step_id, state, settings, read_only, run_binding()), state
 
     def start(cleared: Cleared, runtime: NodeRuntime) -> BaseStore | None:
         step = cleared.step

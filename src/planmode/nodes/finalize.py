@@ -22,6 +22,7 @@ from planmode.budget import BudgetSkipped, finalize_fits
 from planmode.checks import failure_reason
 from planmode.context import PlanModeContext
 from planmode.llm import text_of
+from planmode.nodes._completion import unfinished_error
 from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, settings_of, store_of
 from planmode.nodes._evidence import changed_files, declared_checks, workspace_root
 from planmode.nodes._outputs import adependency_output, dependency_output, summarize
@@ -112,8 +113,8 @@ def make_finalize(deps: Deps) -> RunnableCallable:
             return _cancelled(state, plan)
         if status not in ("failed", "completed"):
             status = "completed" if plan is not None and plan.is_complete else "failed"
-        if status == "completed" and plan is not None and not plan.is_complete:
-            status, error = "failed", error or "the plan ended with steps not done"
+        if status == "completed" and plan is not None and (unfinished := unfinished_error(plan)):
+            status, error = "failed", unfinished  # completed: every step done, or skipped by a human
         if status == "completed" and plan is not None:
             settings = settings_of(state, runtime)
             again = partial(_recheck, plan, deps, settings)

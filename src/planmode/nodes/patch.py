@@ -31,7 +31,7 @@ from planmode.nodes._gates import write_holds
 from planmode.nodes._repair import Reflection, proposed_patch, repair_view
 from planmode.nodes._twin import Body, ask, model_for, structured, twin_node
 from planmode.observability.events import emit
-from planmode.state.approvals import grant
+from planmode.state.approvals import decided_tools, grant
 from planmode.state.draft import PlanDraft, draft_to_plan
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import (
@@ -133,18 +133,21 @@ def make_patch(deps: Deps) -> RunnableCallable:
             warnings=outcome.warnings,
         )
         off_track = reflection.get("assessment") == "off_track"
-        reapprove = off_track or settings.reapprove_patches
+        patched = outcome.plan
+        # a patch that adds a step, or a write tool to a step, is decided by the approval policy (a human under
+        # ask_human), whatever reapprove_patches says: the settings never approve a write nobody decided
+        undecided = undecided_steps(state.get("approvals"), plan, patched, read_only)
+        reapprove = off_track or settings.reapprove_patches or bool(undecided)
         written: StateUpdate = {
             "plan": update.model_copy(update={"rejections": rejections}),
             "patches_applied": (state.get("patches_applied") or 0) + 1,
         }
         if reapprove:
             return {**written, "needs_approval": True, "status": "awaiting_approval"}
-        # Applied without asking (reapprove_patches off): the settings approve the patched plan (a grant by the
-        # settings), provided every step of the plan patched was approved. A step edited in meanwhile stays
-        # unapproved, so the next batch asks for approval (a patch must not approve an edit it happened to be
-        # applied on top of).
-        patched = outcome.plan
+        # Applied without asking (reapprove_patches off, no step added, no write tool added): the settings approve
+        # the patched plan (a grant by the settings), provided every step of the plan patched was approved. A step
+        # edited in meanwhile stays unapproved, so the next batch asks for approval (a patch must not approve an
+        # edit it happened to be applied on top of). execute_step holds a settings grant to the same rule.
         if patched is not None and not unapproved_steps(state, plan):
             holds = write_holds(patched, settings, read_only)
             written["approvals"] = [
@@ -156,6 +159,7 @@ def make_patch(deps: Deps) -> RunnableCallable:
                     by="settings",
                     hold=holds,
                     reason=update.patch.reason if update.patch else None,
+                    read_only=sorted(read_only),
                 )
             ]
         return {**written, "needs_approval": False}
@@ -167,6 +171,23 @@ def _check_problems(plan: Plan, ids: Sequence[str], tools: Sequence[BaseTool], s
     """How the steps ``ids`` of ``plan`` are checked, held to what a first plan's steps are held to."""
     steps = [s for i in dict.fromkeys(ids) if (s := plan.get(i)) is not None]
     return plan_check_problems(steps, tools, settings, workspace_root(tools) is not None)
+
+
+def undecided_steps(log: Any, plan: Plan, patched: Plan | None, read_only: frozenset[str]) -> list[str]:
+    """The steps of ``patched`` still to run that no decision of the run covers: a step the patch added (not in
+    ``plan``), or a step that declares a tool, not read-only, beyond the tools a human's or the policy's grant of
+    it covered (`planmode.state.approvals.decided_tools`). Only a patch with none runs on the earlier grant."""
+    if patched is None:
+        return []
+    known = {s.id for s in plan.steps}
+    out = []
+    for s in patched.steps:
+        if s.status in (StepStatus.DONE, StepStatus.SKIPPED):
+            continue
+        decided = decided_tools(log, s.id)
+        if s.id not in known or decided is None or set(s.tools) - read_only - decided:
+            out.append(s.id)
+    return out
 
 
 def _definition(step: Step) -> dict[str, Any]:

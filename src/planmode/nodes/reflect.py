@@ -91,9 +91,9 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}
         if result.assessment in ("needs_adjustment", "off_track"):
             return update
-        if result.assessment == "complete":
-            skip = [StepTransition(id=s.id, status=S.SKIPPED) for s in plan.by_status(S.PENDING, S.FAILED, S.BLOCKED)]
-            return {**update, "status": "completed", "plan": PlanUpdate(transitions=skip, source=PlanSource.REFLECT)}
+        if result.assessment == "complete":  # a claim: the steps stay as they are, and finalize decides
+            # (`planmode.nodes._completion`: a step no human skipped that is not done keeps the run from completed)
+            return {**update, "status": "completed"}
         if retried:  # settings.retry_judged_failed: the steps run again, their error carrying the reflection's words
             said = f"the reflection judged the run failed: {result.reasoning}".strip()
             retry = [
