@@ -319,3 +319,32 @@ def test_the_small_model_adapter_is_not_imported_by_a_default_run(tmp_path: Path
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_adapters_checks_read_from_prose_are_shown_for_approval_as_planmodes(tmp_path: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    step = one_step(acceptance="app.py exists and `python app.py` runs")
+    model = ScriptedChatModel(responder=PurposeScript(plan=step))
+    graph = build_graph(model, tools=workspace_tools(ws), checkpointer=InMemorySaver())
+    graph.invoke({"task": TASK}, CFG, context={"mode": "plan", "max_explore_calls": 0, "model_profile": "small"})
+    payload = graph.get_state(CFG).interrupts[0].value
+    [check] = [c for c in payload["plan"]["steps"][0]["checks"] if c["kind"] == "run"]
+    assert check["command"] == "python app.py" and check["by"] == "planmode"
+    assert "(planmode's)" in payload["markdown"] and "python app.py" in str(payload["checks"]["commands"])
+
+
+def test_without_the_adapter_prose_becomes_no_check(tmp_path: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    step = one_step(acceptance="app.py exists and `python app.py` runs")
+    model = ScriptedChatModel(responder=PurposeScript(plan=step))
+    graph = build_graph(model, tools=workspace_tools(ws), checkpointer=InMemorySaver())
+    graph.invoke({"task": TASK}, CFG, context={"mode": "plan", "max_explore_calls": 0})
+    payload = graph.get_state(CFG).interrupts[0].value
+    assert payload["plan"]["steps"][0]["checks"] == [] and payload["checks"]["commands"] == []
+    assert "Commands the checks run" not in payload["markdown"]
