@@ -255,7 +255,7 @@ def test_a_later_step_that_breaks_an_earlier_steps_check_fails_the_run(tmp_path:
                 "id": "write_util",
                 "description": "Write util.py",
                 "tools": ["write_file"],
-                "checks": [{"kind": "run", "command": "python -c \"import util; print(util.two())\"", "stdout": "2"}],
+                "checks": [{"kind": "run", "command": 'python -c "import util; print(util.two())"', "stdout": "2"}],
             },
             {
                 "id": "rewrite_util",
@@ -348,3 +348,39 @@ def test_without_the_adapter_prose_becomes_no_check(tmp_path: Path) -> None:
     payload = graph.get_state(CFG).interrupts[0].value
     assert payload["plan"]["steps"][0]["checks"] == [] and payload["checks"]["commands"] == []
     assert "Commands the checks run" not in payload["markdown"]
+
+
+def test_a_human_edits_checks_in_the_toml_form() -> None:
+    from planmode.cli.plan_form import read_form, to_form
+
+    step = Step(
+        id="a",
+        description="d",
+        tools=["write_file"],
+        checks=[
+            {"kind": "run", "command": "python a.py", "stdout": "1\n2"},
+            {"kind": "file", "path": "a.json", "json": {"k": [1]}},
+        ],
+    )
+    plan = Plan(goal="g", steps=[step])
+    form = to_form(plan, [])
+    assert 'command = "python a.py"' in form and "json = {k = [1]}" in form
+    back = read_form(form, plan)
+    assert not hasattr(back, "message") and Step.model_validate(back["steps"][0]).checks == step.checks
+    edited = read_form(form.replace('stdout = "1\\n2"', 'stdout = "3"'), plan)
+    assert Step.model_validate(edited["steps"][0]).checks[0].stdout == "3"
+    removed = read_form(form.replace('  {kind = "file", path = "a.json", json = {k = [1]}},\n', ""), plan)
+    assert [c.kind for c in Step.model_validate(removed["steps"][0]).checks] == ["run"]
+    bad = read_form(form.replace("checks = [", "checks = 3\nx = ["), plan)
+    assert hasattr(bad, "message")
+
+
+def test_planmodes_own_probe_code_is_not_shadowed_by_a_workspace_module(tmp_path: Path) -> None:
+    from planmode.adapters.small_models.evidence import _in_workspace
+
+    marker = tmp_path / "shadowed.txt"
+    (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    (tmp_path / "mine.py").write_text("VALUE = 7\n")
+    done = _in_workspace("probe", ["-c", "import json, mine; print(json.dumps(mine.VALUE))"], tmp_path)
+    assert not isinstance(done, type(None)) and getattr(done, "returncode", None) == 0, done
+    assert done.stdout.strip() == "7" and not marker.exists()
