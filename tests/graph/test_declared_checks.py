@@ -310,7 +310,8 @@ def test_the_small_model_adapter_is_not_imported_by_a_default_run(tmp_path: Path
         "from planmode.tools import workspace_tools\n"
         f"ws = pathlib.Path({str(tmp_path)!r})\n"
         "g = build_graph(ScriptedChatModel(responder=PurposeScript()), tools=workspace_tools(ws))\n"
-        "g.invoke({'task': 'say hi'}, {'configurable': {'thread_id': 't'}}, context={'mode': 'plan', 'approval': 'auto'})\n"
+        "cfg = {'configurable': {'thread_id': 't'}}\n"
+        "g.invoke({'task': 'say hi'}, cfg, context={'mode': 'plan', 'approval': 'auto'})\n"
         "print('small_models' in ' '.join(sys.modules))\n"
     )
     import subprocess
