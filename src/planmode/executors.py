@@ -33,6 +33,7 @@ from planmode._drive import Call, adrive, drive
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm.structured import structured_steps
+from planmode.state.earlier import earlier_text
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip
@@ -80,6 +81,9 @@ class StepContext:
     done_files: frozenset[str] = frozenset()
     """Files the plan's done steps produced that this step does not: the default executor's tool loop refuses a
     write to one (a done step's work is never redone by another step)."""
+    earlier: str | None = None
+    """The summary of the earlier run this run follows on its thread (`planmode.state.earlier.earlier_summary`),
+    None when it follows none: the default executor gives it to the model with the step."""
     evidence: str | None = None
     """For a verifier: the attempt's evidence as text (the tool calls that ran, the files written, the checks made
     without a model, and the executor's report marked as a claim: `planmode.nodes._evidence`). The default judge
@@ -115,6 +119,7 @@ def _execute_messages(step: Step, ctx: StepContext) -> list[BaseMessage]:
                 context=deps,
                 previous_error=prev,
             ).rstrip()
+            + earlier_text(ctx.earlier)
         ),
     ]
 

@@ -109,6 +109,8 @@ def make_approve(deps: Deps, policy: Any = None) -> RunnableCallable:
             }
         payload = approval_payload(plan, error=error, reason=reason, changes=plan_changes(base, plan))
         payload["read_only_tools"] = sorted(read_only)  # the CLI marks every other tool a step names as a write
+        if state.get("earlier"):  # the run this one follows: shown with the plan
+            payload["earlier"] = state.get("earlier")
         if settings.max_tokens or settings.max_cost or state.get("usage"):  # the estimate beside the budget
             payload["budget"] = approval_budget(plan, state, settings)
             payload["markdown"] += "\n\n" + approval_markdown(payload["budget"])
