@@ -5,6 +5,7 @@ user, where the runs started in it went), and nothing is created in A."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -77,7 +78,8 @@ def test_a_run_lives_in_its_workspace_and_is_found_from_where_it_started(tmp_pat
 
 
 def test_a_damaged_record_of_started_runs_loses_nothing_else(tmp_path: Path) -> None:
-    """A record file with junk lines (a hostile or truncated write) is read for the lines that are records."""
+    """A record file with junk lines (a hostile or truncated write) is read for the lines that are records, and a
+    record of a file that is not a planmode database is not followed."""
     import os
 
     from planmode.cli.common import remember_start, started_here
@@ -86,9 +88,17 @@ def test_a_damaged_record_of_started_runs_loses_nothing_else(tmp_path: Path) -> 
     a.mkdir()
     (b / ".planmode").mkdir(parents=True)
     db = b / ".planmode" / "planmode.sqlite"
-    db.write_bytes(b"")
+    with sqlite3.connect(db) as conn:  # the tables of a planmode database
+        conn.execute("CREATE TABLE checkpoints (thread_id TEXT)")
+        conn.execute("CREATE TABLE writes (thread_id TEXT)")
+    conn.close()
+    other = tmp_path / "someone-elses.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
     (state / "planmode").mkdir(parents=True)
-    (state / "planmode" / "started.jsonl").write_text('not json\n{"folder": 3}\n[]\n\n')
+    junk = ["not json", '{"folder": 3}', "[]", "", json.dumps({"folder": str(a), "db": str(other)})]
+    (state / "planmode" / "started.jsonl").write_text("\n".join(junk) + "\n")
     old_env, old_cwd = os.environ.get("XDG_STATE_HOME"), Path.cwd()
     os.environ["XDG_STATE_HOME"] = str(state)
     try:

@@ -287,11 +287,12 @@ def _started_records() -> list[tuple[str, str]]:
 
 def started_here(folder: Path | None = None) -> list[str]:
     """The SQLite databases that runs started in ``folder`` (the current folder) went to when it is not their
-    workspace, newest first, those that still exist."""
+    workspace, newest first: those that are still planmode databases (a record never makes a command open
+    another file)."""
     here = str((folder or Path.cwd()).absolute())
     out: list[str] = []
     for started_in, db in reversed(_started_records()):
-        if started_in == here and db not in out and Path(db).is_file():
+        if started_in == here and db not in out and Path(db).is_file() and _is_planmode_db(Path(db)):
             out.append(db)
     return out
 
