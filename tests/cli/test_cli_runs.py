@@ -252,8 +252,9 @@ def test_json_keys_are_stable_and_model_text_is_data(tmp_path: Path) -> None:
     with ScriptedOpenAIServer(responder()) as srv:
         assert _run(db, tmp_path, srv.base_url, "--auto-approve").returncode == 0
     listed = _json("ls", "--db", str(db), "--json")
-    assert set(listed) == {"database", "runs"}
+    assert set(listed) == {"database", "databases", "runs"}
     assert set(listed["runs"][0]) == {
+        "database",
         "thread_id",
         "checkpoint_ns",
         "checkpoint_id",

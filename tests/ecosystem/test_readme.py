@@ -101,15 +101,101 @@ def test_the_api_doc_lists_every_progress_event() -> None:
     assert missing == []
 
 
+# -- every command block of the README runs as written ---------------------------------------------------------
+
+#: The command blocks .ci/run extracts by their markers and runs verbatim (the set-up, then the tests).
+_RUN_BY_CI = ("setup-command", "test-command")
+#: The command blocks the tests below run as written.
+_RUN_HERE = ("plain-install", "try-without-a-key")
+_MARKER = re.compile(r"^<!--\s*([\w-]+)\s*-->$")
+
+
+def _command_blocks() -> list[tuple[int, str, str]]:
+    """(line, what runs it, code) of every ```bash / ```sh block of the README: the marker right above it (a
+    ``<!-- name -->`` block marker, or ``not-run: reason``), "" when it has none."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if line.strip() in ("```bash", "```sh", "```shell", "```console"):
+            above = lines[i - 1].strip() if i else ""
+            end = lines.index("```", i + 1)
+            if m := _NOT_RUN.search(above):
+                what = f"not-run: {m.group(1)}"
+            else:
+                what = m.group(1) if (m := _MARKER.match(above)) else ""
+            out.append((i + 1, what, "\n".join(lines[i + 1 : end])))
+    return out
+
+
+def test_every_command_block_of_the_readme_is_run_or_says_why_not() -> None:
+    """Each command block is run as written, by .ci/run or by a test here; the few that cannot run offline say why.
+    After an install, a block that calls ``planmode`` activates the venv first (the install's own shell aside)."""
+    blocks = _command_blocks()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    unmarked = [(line, code.splitlines()[0]) for line, what, code in blocks if not what]
+    assert unmarked == [], "mark each command block with what runs it, or <!-- not-run: why -->"
+    names = [what for _, what, _ in blocks if not what.startswith("not-run:")]
+    assert sorted(names) == sorted(_RUN_BY_CI + _RUN_HERE), names
+    for name in _RUN_BY_CI:
+        assert f"<!-- {name} -->" in ci, f".ci/run does not run the {name} block"
+    assert sum(what.startswith("not-run:") for _, what, _ in blocks) <= 2, "keep the blocks that are not run few"
+    for line, what, code in blocks:
+        first = code.strip().splitlines()[0]
+        if what not in ("plain-install", "setup-command") and re.search(r"^planmode |\s planmode ", code, re.M):
+            assert first.startswith(". .venv/bin/activate"), f"line {line}: planmode is not on PATH after the set-up"
+
+
+def _venv_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_", "VIRTUAL_ENV"))}
+    env.update(LANGSMITH_TRACING="false", COLUMNS="120")
+    return env
+
+
+@pytest.mark.integration
+def test_the_plain_install_block_runs_as_written(tmp_path: Path) -> None:
+    """``pip install . && planmode demo`` in a fresh venv, from a copy of the repository's files."""
+    import shutil
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the repository's files are not known")
+    clone = tmp_path / "clone"
+    for name in listed.stdout.decode().split("\0"):
+        if name and (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    env = _venv_env()
+    env.pop("PYTHONPATH", None)  # the installed package, not a source folder
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _block("plain-install")],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "run finished: completed" in out, out[-3000:]
+    assert (clone / ".venv" / "bin" / "planmode").is_file()
+
+
 @pytest.mark.integration
 def test_the_try_without_a_key_block_runs_as_written(tmp_path: Path) -> None:
     script = _block("try-without-a-key")
     port = _free_port()
     script = script.replace("8765", str(port))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PLANMODE_"))}
-    env.update(
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", LANGSMITH_TRACING="false", COLUMNS="120"
-    )
+    # The block starts by activating the venv of the set-up: here, the venv running these tests.
+    venv = Path(sys.prefix)
+    if (venv / "bin" / "activate").is_file():
+        (tmp_path / ".venv").symlink_to(venv, target_is_directory=True)
+    else:  # not a venv: an activate that puts this interpreter's folder on PATH
+        (tmp_path / ".venv" / "bin").mkdir(parents=True)
+        (tmp_path / ".venv" / "bin" / "activate").write_text(f'PATH="{Path(sys.executable).parent}:$PATH"\n')
+    env = _venv_env()
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
     # the server needs a moment to listen before `planmode run` connects: the block's `&` then a retrying client
     proc = subprocess.run(
         ["bash", "-c", script],

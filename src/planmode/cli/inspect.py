@@ -13,7 +13,18 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from planmode.cli.common import DbOpt, ThreadArg, cfg_of, database, friendly, graph_on, resume_command, session
+from planmode.cli.common import (
+    DbOpt,
+    ThreadArg,
+    cfg_of,
+    database,
+    database_of,
+    databases,
+    friendly,
+    graph_on,
+    resume_command,
+    session,
+)
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
@@ -175,7 +186,7 @@ def show(
     from planmode.cli.runlist import STATE_LABELS, interrupt_type, iso, run_state, when
     from planmode.persistence.rows import parse_ts
 
-    path = database(db, create=False)
+    path = database_of(db, thread)
     graph = graph_on(path)
     state = require_thread(graph, cfg_of(thread))
     if mermaid or png is not None:
@@ -304,22 +315,25 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List the runs in the database, newest first: what each is (running, interrupted, awaiting approval...)."""
-    from planmode.cli.runlist import STATE_LABELS, iso, wanted_states, when
-    from planmode.text import clip
+    from planmode.cli.runlist import iso, wanted_states
 
-    path = database(db, create=False)
     try:
         wanted = wanted_states(status)
     except ValueError as exc:  # an unknown status: a user error, one line
         raise PlanModeError(str(exc)) from None
-    runs = _runs(path, wanted, limit or None)
-    shown = session.get("db", path)  # a PostgreSQL URL is not printed (it may hold a password)
+    found: list[tuple[str, str, list[Any]]] = []  # (shown, path, runs) of each database
+    for candidate in databases(db):
+        path = database(candidate, create=False)
+        shown = session.get("db", path)  # a PostgreSQL URL is not printed (it may hold a password)
+        found.append((shown, path, _runs(path, wanted, limit or None)))
     if as_json:
         _print_json(
             {
-                "database": shown,
+                "database": found[0][0],
+                "databases": [shown for shown, _, _ in found],
                 "runs": [
                     {
+                        "database": shown,
                         "thread_id": r.thread_id,
                         "checkpoint_ns": r.checkpoint_ns,
                         "checkpoint_id": r.checkpoint_id,
@@ -334,11 +348,21 @@ def ls(
                         "error": r.error,
                         "next": next_command(r.state, r.thread_id, path, nested=bool(r.checkpoint_ns)),
                     }
+                    for shown, path, runs in found
                     for r in runs
                 ],
             }
         )
         return
+    for shown, _, runs in found:
+        _print_runs(shown, runs, status)
+
+
+def _print_runs(shown: str, runs: list[Any], status: str | None) -> None:
+    """One database's runs as `ls` prints them: a table titled with the database, or "no runs"."""
+    from planmode.cli.runlist import STATE_LABELS, when
+    from planmode.text import clip
+
     table = Table(title=Text(f"Runs in {shown} (newest first; times in UTC)"), title_justify="left")
     for name, style in (
         ("thread", "bold"),
@@ -370,7 +394,7 @@ def ls(
             Text(steps),
             Text(when(r.updated_at)),
         )
-    console.print(table if runs else Text("no runs" + (f" with status {status}" if status else "")))
+    console.print(table if runs else Text(f"no runs in {shown}" + (f" with status {status}" if status else "")))
 
 
 def _checkpoint_ids(graph: Any, thread: str) -> list[str]:
@@ -406,7 +430,7 @@ def history(
     from planmode.cli.ui import snapshot_table, unique_prefixes
     from planmode.persistence.snapshots import list_snapshots
 
-    graph = graph_on(database(db, create=False))
+    graph = graph_on(database_of(db, thread))
     require_thread(graph, cfg_of(thread))
     snaps = list_snapshots(graph, thread, limit=limit)
     prefixes = unique_prefixes(_checkpoint_ids(graph, thread))
@@ -475,7 +499,7 @@ def rollback(
     from planmode.persistence.lease import thread_lease
     from planmode.persistence.snapshots import rollback as do_rollback
 
-    path = database(db, create=False)
+    path = database_of(db, thread)
     graph = graph_on(path)
     require_thread(graph, cfg_of(thread))
     target = resolve_snapshot(_checkpoint_ids(graph, thread), snapshot)

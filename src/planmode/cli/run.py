@@ -24,9 +24,11 @@ from planmode.cli.common import (
     ThreadArg,
     cfg_of,
     database,
+    database_of,
     exit_code,
     friendly,
     graph_on,
+    remember_start,
     resume_command,
     session,
 )
@@ -249,7 +251,9 @@ def run(
             "OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
             "OpenAI-compatible server (try `planmode demo` to see planmode without a key)"
         )
-    path = database(db, create=True)
+    path = database(db, create=True, workspace=ws)  # the workspace's .planmode/ unless --db says otherwise
+    if db is None:
+        remember_start(path)  # found from this folder too (planmode.cli.common.databases)
     graph = graph_on(path, ws)
     if thread is not None:
         _refuse_an_existing_thread(graph, thread, path)
@@ -426,7 +430,7 @@ def resume(
 
     if base_url is not None:
         _check_base_url(base_url)
-    path = database(db, create=False)
+    path = database_of(db, thread)
     graph = graph_on(path, None)
     state = require_thread(graph, cfg_of(thread))
     if _finished(state):

@@ -470,6 +470,8 @@ def approval_screen(payload: Mapping[str, Any]) -> Group:
     read_only = payload.get("read_only_tools")
     read_only = [str(t) for t in read_only] if isinstance(read_only, list) else None
     parts: list[RenderableType] = [plan_table(plan, marks=_marks(changes), read_only=read_only)]
+    if payload.get("earlier"):  # a follow-up: the earlier run it builds on (planmode.state.earlier)
+        parts.insert(0, Text.assemble(("Follows an earlier run:\n", "bold"), (str(payload["earlier"]), "dim")))
     reason = payload.get("reason")
     if reason and str(reason) != "initial plan":
         parts.append(Text.assemble(("Asked again: ", "bold yellow"), str(reason)))

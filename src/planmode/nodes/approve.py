@@ -114,6 +114,8 @@ def make_approve(deps: Deps, policy: Any = None) -> RunnableCallable:
         open_steps = [s for s in plan.steps if s.status.value != "done"]
         payload["checks"] = approval_checks(open_steps, deps.tools, settings)  # what will run, and where
         payload["markdown"] += "\n\n" + checks_markdown(payload["checks"])
+        if state.get("earlier"):  # the run this one follows: shown with the plan
+            payload["earlier"] = state.get("earlier")
         if settings.max_tokens or settings.max_cost or state.get("usage"):  # the estimate beside the budget
             payload["budget"] = approval_budget(plan, state, settings)
             payload["markdown"] += "\n\n" + approval_markdown(payload["budget"])

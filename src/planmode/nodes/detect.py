@@ -18,6 +18,7 @@ from planmode.errors import ModelUnavailableError
 from planmode.nodes._deps import Deps, NodeRuntime, settings_of, task_of
 from planmode.nodes._twin import Body, model_for, structured, twin_node
 from planmode.state.approvals import current_run, new_run_record
+from planmode.state.earlier import earlier_summary
 from planmode.state.graph_state import PlanModeState, new_run
 
 __all__ = ["DETECT_ROUTES", "DetectDecision", "heuristic_decision", "make_detect"]
@@ -128,7 +129,9 @@ def make_detect(deps: Deps) -> RunnableCallable:
             route = "plan" if decision else "direct"
         goto: Literal["plan", "respond"] = "plan" if route == "plan" else "respond"
         status = "planning" if route == "plan" else "running"
-        return Command(goto=goto, update={**reset, "route": route, "status": status, "goal": task, "task": None})
+        earlier = earlier_summary(state)  # the finished run this one follows on the thread, before the reset
+        update = {**reset, "route": route, "status": status, "goal": task, "task": None, "earlier": earlier}
+        return Command(goto=goto, update=update)
 
     return twin_node("detect", detect)
 

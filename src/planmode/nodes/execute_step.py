@@ -95,6 +95,7 @@ GUARDED_KEYS = [
     "step_outcomes",
     "needs_approval",
     "status",
+    "earlier",
 ]
 
 
@@ -135,6 +136,12 @@ def read_channels() -> dict[str, Any]:
         return {}
     values = read(GUARDED_KEYS, False)
     return dict(values) if isinstance(values, Mapping) else {}
+
+
+def _earlier_of(channels: Mapping[str, Any]) -> str | None:
+    """The run's ``earlier`` summary from its channels (None when it follows no run)."""
+    earlier = channels.get("earlier")
+    return earlier if isinstance(earlier, str) else None
 
 
 def check_step(
@@ -274,6 +281,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             model=model,
             binding=binding,
             done_files=done_files(cleared.plan, step) | _given(cleared.plan, deps.tools),
+            earlier=_earlier_of(read_channels()),
         )
 
     def dependency_info(cleared: Cleared) -> dict[str, dict[str, str | None]]:

@@ -24,6 +24,7 @@ from planmode.nodes._evidence import preferred_write, workspace_root, write_tool
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
 from planmode.observability.events import emit
 from planmode.state.draft import PlanDraft, draft_to_plan
+from planmode.state.earlier import earlier_text
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource
 from planmode.state.patch import validate_plan
@@ -157,6 +158,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
         feedback = state.get("feedback")
         tool_names = ", ".join(f"{t.name}{'' if is_read_only(t) else ' (writes)'}" for t in deps.tools) or "none"
         findings = ""
+        earlier = earlier_text(state.get("earlier"))  # the run this one follows on the thread ("" when none)
         explored: list[str] | None = None
         # Exploring is shown only the read-only tools (a small model offered a write tool while planning spends its
         # few exploring turns on calls the gate refuses); the gate still refuses any other call where it runs.
@@ -165,7 +167,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
         if readers and settings.max_explore_calls > 0 and not feedback and not _nothing_to_explore(readers):
             explore: list[BaseMessage] = [
                 SystemMessage(content=prompts.EXPLORE_SYSTEM.format(max_calls=settings.max_explore_calls)),
-                HumanMessage(content=f"Task: {goal}"),
+                HumanMessage(content=f"Task: {goal}" + earlier),
             ]
             # Before approval only read-only tools run: the gate refuses the others where they are dispatched.
             res = yield from tool_loop(
@@ -189,7 +191,7 @@ def make_plan(deps: Deps) -> RunnableCallable:
                 )
                 + _example(deps.tools)
             ),
-            HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip()),
+            HumanMessage(content=prompts.PLAN_USER.format(task=goal, findings=findings).rstrip() + earlier),
         ]
         revising = current is not None and current.version > 0 and bool(feedback)
         if revising and current is not None:

@@ -284,6 +284,11 @@ class PlanModeState(InputState, total=False):
     goal: str
     """The task of the current run (detect reads ``task`` or the last human message and clears ``task``)."""
 
+    earlier: str | None
+    """The compact summary of the run this one follows on the thread (its task, steps, files changed, answer:
+    `planmode.state.earlier.earlier_summary`), written by detect; None when the thread had no finished run. The
+    planner and the executor are given it, and the approval shows it."""
+
     plan: Annotated[Plan | None, PlanChannel]
     """The plan. Every write goes through `plan_reducer` (via `PlanChannel`): it never raises, never edits done
     steps."""
@@ -366,6 +371,7 @@ class PlanModeUpdate(TypedDict, total=False):
     messages: list[AnyMessage]
     task: str | None
     goal: str
+    earlier: str | None
     plan: PlanWrite
     status: RunStatus
     report: dict[str, Any] | None
@@ -407,6 +413,7 @@ def new_run(settings: dict[str, Any], step_outcomes: Any, run_id: str) -> PlanMo
     return {
         "task": None,
         "goal": "",
+        "earlier": None,
         "plan": ResetPlan(reason="new run"),
         "status": "new",
         "report": None,
