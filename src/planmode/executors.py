@@ -94,8 +94,8 @@ class StepContext:
 class Verdict(BaseModel):
     """A verifier's judgement of one step's outcome."""
 
-    # The reason first: a model writes what the evidence shows before it decides (Qwen2.5-Coder-1.5B, asked for
-    # passed first, failed a hello.py that printed "Hello, world!" on a reason that quoted the file as it was)
+    # The reason first: the field order is the order a model writes them in, so it states what the evidence
+    # shows before it decides
     reason: str = Field(
         default="", description="What the evidence shows for each criterion and, when it did not pass, what is missing."
     )
@@ -141,7 +141,7 @@ def _loop_outcome(step: Step, res: LoopResult) -> StepOutcome:
 
 
 def tool_runs(messages: Sequence[BaseMessage], result_chars: int = 300) -> list[ToolRun]:
-    """The tool calls that ran in a transcript, in order: each call a model made that got a tool result, with its
+    """The tool calls that ran in ``messages``, in order: each call a model made that got a tool result, with its
     arguments and the beginning of the result (the evidence verify judges)."""
     calls: dict[str, tuple[str, str]] = {}
     for m in messages:
@@ -256,9 +256,9 @@ _EMPTY_OTHER = re.compile(
 
 def says_file_empty(text: str) -> bool:
     """Whether ``text`` says a file is empty: a clause (split at full stops, semicolons and lines) with "empty"
-    in it that names a file and does not say it of something else. The patch model copied "so sys.argv has no file
-    and standard input is empty" from a failure into a step's description, and a call named after the step with
-    no content then wrote avg.py empty; the judge passed it, and the run claimed a done task."""
+    in it that names a file and does not say it of something else ("standard input is empty", "an empty list"):
+    "app.py reads data.txt; standard input is empty" does not say a file is empty, "Write an empty
+    util/__init__.py" does."""
     for clause in re.split(r"\.\s|;|\n", text):
         if _EMPTY_FILE.search(clause) and not _EMPTY_OTHER.search(clause) and file_names(clause):
             return True

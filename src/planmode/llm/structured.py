@@ -469,7 +469,7 @@ def _cut_off(raw: AIMessage | None) -> str:
     reason = (raw.response_metadata or {}).get("finish_reason") if raw is not None else None
     if reason != "length" or raw is None:
         return ""
-    # the 0.5B's plans listed "write_file" as a step's tool, then as its dependency, until the cap cut them off
+    # an answer cut off while it repeated one piece (a list item written over and over) is told to write each once
     runaway = _RUNAWAY.search(text_of(raw)[-_RUNAWAY_TAIL:])
     if runaway is not None:
         piece = runaway.group(1)

@@ -33,8 +33,8 @@ class ProposedStep(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _as_small_models_write_it(cls, data: Any) -> Any:
-        """``null`` for a field it has no value for, one dependency as its id alone: the 1.5B's reflection sent
-        ``"dependencies": null`` three times ("Input should be a valid list") and the run ended unread."""
+        """``null`` for ``dependencies``, ``acceptance`` or ``after`` is read as the field's default, and one
+        dependency given as its id alone as a list of that id (a blank id: no dependency)."""
         if not isinstance(data, dict):
             return data
         out = {k: v for k, v in data.items() if not (v is None and k in ("dependencies", "acceptance", "after"))}

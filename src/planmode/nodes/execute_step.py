@@ -405,8 +405,7 @@ def _kept(outcome: StepOutcome, key: str, settings: PlanModeContext) -> StepOutc
 
 def _given(plan: Plan, tools: Sequence[BaseTool]) -> frozenset[str]:
     """The files of the workspace the task only reads (`given_files`): a write to one is refused where the step
-    runs, as a write to a done step's file is, to every step, its own file or not. The 1.5B's plan wrote the task's
-    names.txt with names of its own (a false "completed"); the plan check sends such a step back, but a step a
-    reflection adds ("Write names.txt with the names John and Jane") is not plan-checked, so this refuses the
-    call. A task that changes the file ("Read names.txt, then add Bob to it") does not give it (`given_files`)."""
+    runs, as a write to a done step's file is, to every step, its own file or not, whatever a plan check let
+    through (a step a repair added, "Write data.txt with two lines of its own", included). A task that changes
+    the file ("Read data.txt, then add a line to it") does not give it (`given_files`)."""
     return frozenset(given_files(plan.goal, workspace_root(tools)))

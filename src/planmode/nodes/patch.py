@@ -79,12 +79,11 @@ def make_patch(deps: Deps) -> RunnableCallable:
         def accept(candidate: PlanPatch) -> tuple[tuple[PlanUpdate, Preview] | None, list[str]]:
             if adapter is not None:  # a patch as small models write it, read as meant
                 candidate = adapter.mend_patch(candidate, plan, deps.tools)
-            # a failed step the patch keeps runs again (kept failed, the plan could only end failed: the 1.5B's
-            # patch added "fix the syntax of mathx.py" after the failed step that wrote it, and the run gave up)
+            # a failed step the patch keeps runs again (kept failed, the plan could only end failed, whatever the
+            # patch added after it)
             retry = _retrying_failed(candidate, plan)
-            # a patch that gives a reason and changes nothing (the 1.5B's: ten refusals in the rounds since 9) is a
-            # retry of the failed steps, as on_track is; refused, it cost a patch call and the fallback's (no reason:
-            # refused as before)
+            # a patch that gives a reason and changes nothing is a retry of the failed steps, as on_track is;
+            # without a reason (or with no failed step) it is previewed as sent, and refused as changing nothing
             patch = None if candidate.is_empty() and candidate.reason.strip() and retry else candidate
             update = PlanUpdate(patch=patch, transitions=retry, source=PlanSource.PATCH)
             outcome = preview(plan, update)
@@ -196,8 +195,8 @@ def _definition(step: Step) -> dict[str, Any]:
 
 def _with_the_fix(reasons: list[str], candidate: PlanPatch, plan: Plan) -> list[str]:
     """A refusal's ``reasons`` as the model is told them: a patch whose new steps the plan's step cap cut off
-    "changes nothing", and is told why and what to do instead. Round 15's package_util, its plan at the cap of 5,
-    sent added steps in two repairs, refused "the patch changes nothing" six times, and ran out its 600 s."""
+    "changes nothing", and is told that no step can be added and to update the failed step (an open one
+    when none failed) or remove a step instead. Any other refusal's reasons are returned as they are."""
     cap = plan.max_steps
     if reasons != ["the patch changes nothing"] or not candidate.add_steps or cap is None or len(plan.steps) < cap:
         return reasons
@@ -226,9 +225,8 @@ def _proposal(reflection: dict[str, Any]) -> tuple[PlanPatch | None, str | None,
 def _retrying_failed(candidate: PlanPatch, plan: Plan) -> list[StepTransition]:
     """The failed or blocked steps a patch (or the corrected whole plan) keeps unchanged, sent back to pending with
     their last error (as an ``on_track`` retry does): the patched plan is the plan to run, and a failed step it
-    keeps as it was is one to run again. Kept failed, its trouble stayed, and the run gave up on its next
-    reflection (the 1.5B's `test_shapes.py`, written on one line twice; its patch that added a step to fix
-    mathx.py after the failed step that wrote it). A step the patch updates is reset by the update."""
+    keeps as it was is one to run again (kept failed, the plan could only end failed). A step the patch updates
+    is reset by the update; a step it removes is not retried."""
     untouched = {u.id for u in candidate.update_steps} | set(candidate.remove_steps)
     return [
         StepTransition(id=s.id, status=StepStatus.PENDING, attempts=0)
@@ -269,8 +267,8 @@ def _full_plan_fallback(
         )
         return None
     proposed = draft_to_plan(draft, plan.goal, plan.max_steps or settings.max_steps, plan)
-    # the model was told to keep the done steps as they are: its copy of one is not a change (the 1.5B re-sent a
-    # done step with another complexity, and the whole repair was refused). Only the open steps are its plan.
+    # the model was told to keep the done steps as they are: its copy of one is not a change, even with another
+    # definition (the done step is kept as it was). Only the open steps are its plan.
     done = {s.id: s for s in plan.steps if s.status == StepStatus.DONE}
     kept = [s.id for s in proposed.steps if s.id in done and _definition(s) != _definition(done[s.id])]
     proposed = proposed.model_copy(update={"steps": [done.get(s.id, s) for s in proposed.steps]})

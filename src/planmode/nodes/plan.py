@@ -114,10 +114,9 @@ _MARKUP = re.compile(r"<tools>|<function[\s>=]|<tool_call>|\"(?:parameters|argum
 
 
 def _tool_markup(text: str) -> bool:
-    """Whether an exploring answer is a tool call or a tool's declaration written as text, not findings: the
-    1.5B answered with a made-up ``<tools><function name="update_code" ...>``, and the planner, shown it as what
-    exploring found, planned with a tool named update_code; another time with prose around a fenced
-    ``{"name": "read_names", "arguments": {...}}``, which the planner sent back twice as its plan."""
+    """Whether an exploring answer is a tool call or a tool's declaration written as text, not findings: tool
+    markup anywhere in it (``<tools>``, ``<function ...>``, ``<tool_call>``, a ``"parameters"`` or
+    ``"arguments"`` key), or a call `read_text_calls` reads. Such an answer is not findings to plan from."""
     return read_text_calls(text) is not None or bool(_MARKUP.search(text))
 
 
@@ -128,7 +127,8 @@ def _results(messages: Sequence[BaseMessage]) -> str:
 
 def _nothing_to_explore(readers: Sequence[BaseTool]) -> bool:
     """Every reading tool reads one workspace (`planmode.tools.workspace_tools`) and it is empty: exploring would
-    only find that out, at the price of a model call (on a 1.5B model on 2 cores, a minute of a run's ten)."""
+    only find that out, at the price of a model call. False when the readers read more than one root, none,
+    or a root that cannot be listed."""
     roots = {(t.metadata or {}).get(WORKSPACE_ROOT_METADATA_KEY) for t in readers}
     if len(roots) != 1:
         return False

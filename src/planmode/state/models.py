@@ -61,7 +61,7 @@ _STEP_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
 def as_step_id(raw: str) -> str:
     """A step id as a small model writes it, made an id: a valid id is kept as it is; otherwise without
     surrounding quotes, backticks or spaces, other characters than letters, digits, ``_`` and ``-`` made ``_``
-    (``"`write_mathx`"`` and ``write mathx.py`` name ``write_mathx`` and ``write_mathx_py``; ``1`` becomes
+    (``"`write_util`"`` and ``write util.py`` name ``write_util`` and ``write_util_py``; ``1`` becomes
     ``_1``). What is still not an id (too long, empty) is refused by validation as before."""
     if _STEP_ID.fullmatch(raw):
         return raw

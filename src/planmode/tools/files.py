@@ -55,13 +55,13 @@ class _Words:
 
 
 def file_names(text: str) -> list[str]:
-    """The file names ``text`` mentions (``mathx.py``, ``data/in.csv``), once each, in order."""
+    """The file names ``text`` mentions (``app.py``, ``data/in.csv``), once each, in order."""
     return list(dict.fromkeys(m.group(1) for m in _FILE.finditer(text or "")))
 
 
 def file_mentions(text: str, *, used: bool = True) -> list[tuple[str, int]]:
     """Every mention of a file name in ``text``: (the name, where it starts), in order; without ``used``, only
-    those not named as a file used (``reads temps.txt``, ``imports util.py``: one of the two words before)."""
+    those not named as a file used (``reads data.txt``, ``imports util.py``: one of the two words before)."""
     text = text or ""
     found = [(m.group(1), m.start()) for m in _FILE.finditer(text)]
     if used:
@@ -70,7 +70,7 @@ def file_mentions(text: str, *, used: bool = True) -> list[tuple[str, int]]:
     return [(n, at) for n, at in found if not any(w in _USED for w in words.before(at))]
 
 
-#: Before a file's name, words that say the task reads it: "Read names.txt", "each name in names.txt".
+#: Before a file's name, words that say the task reads it: "Read data.txt", "each line in data.txt".
 _READ_ONLY = frozenset({"read", "reads", "reading", "from", "open", "opens", "load", "loads", "parse", "parses"}) | {
     "using",
     "uses",
@@ -80,7 +80,7 @@ _READ_ONLY = frozenset({"read", "reads", "reading", "from", "open", "opens", "lo
 }
 
 
-#: Words that say a task changes a file: "Fix the bug in calc.py" names calc.py after "in", and is not a read.
+#: Words that say a task changes a file: "Fix the bug in lib.py" names lib.py after "in", and is not a read.
 _CHANGES = frozenset(
     {"fix", "fixes", "change", "changes", "update", "updates", "edit", "edits", "modify", "modifies", "correct"}
     | {"corrects", "add", "adds", "append", "appends", "replace", "replaces", "insert", "inserts", "set", "sets"}
@@ -91,7 +91,7 @@ _FIXES = frozenset(
     {"fix", "fixes", "update", "updates", "change", "changes", "edit", "edits", "modify", "modifies", "correct"}
     | {"corrects"}
 )
-#: A word that points back at the file named before it ("add Bob to it", "set its port").
+#: A word that points back at the file named before it ("add a line to it", "set its port").
 _PRONOUN = re.compile(r"\b(?:it|its|them)\b", re.IGNORECASE)
 #: Where the clause a file is named in begins: a sentence's end, a semicolon or colon, or "then".
 _CLAUSE_START = re.compile(r"[.;:!?](?:\s|$)|,?\s+then\b", re.IGNORECASE)
@@ -99,9 +99,9 @@ _CLAUSE_START = re.compile(r"[.;:!?](?:\s|$)|,?\s+then\b", re.IGNORECASE)
 
 def given_files(goal: str, root: Path | None) -> list[str]:
     """The files of the workspace a task only reads: each exists, and every mention of it in ``goal`` follows a word
-    that reads it (``Read names.txt``, ``each name in names.txt``) among the two words before, in a clause that says
-    no change ("Fix the bug in calc.py" changes calc.py). "calc.py has a bug: fix it", "Update names.txt" and "Read
-    names.txt, then add Bob to it" (a pronoun, before the next file name, in a clause that changes) are files to
+    that reads it (``Read data.txt``, ``each line in data.txt``) among the two words before, in a clause that says
+    no change ("Fix the bug in lib.py" changes lib.py). "lib.py has a bug: fix it", "Update data.txt" and "Read
+    data.txt, then add a line to it" (a pronoun, before the next file name, in a clause that changes) are files to
     change, not given ones."""
     if root is None:
         return []
@@ -115,7 +115,7 @@ def given_files(goal: str, root: Path | None) -> list[str]:
         at = m.start()
         clause = starts[i - 1] if (i := bisect_right(starts, at)) else 0
         read = any(w in _READ_ONLY for w in words.before(at)) and not words.any_marked(clause, at)
-        if _changed_by_pronoun(found, k, pronouns, words, starts, _CHANGES):  # "Read names.txt, then add Bob to it"
+        if _changed_by_pronoun(found, k, pronouns, words, starts, _CHANGES):  # "Read data.txt, then add a line to it"
             read = False
         mentions.setdefault(m.group(1), []).append(read)
     return [name for name, reads in mentions.items() if all(reads) and (root / name).is_file()]
@@ -123,10 +123,8 @@ def given_files(goal: str, root: Path | None) -> list[str]:
 
 def changed_files(goal: str, root: Path | None) -> list[str]:
     """The files of the workspace a task says to fix or change, by a verb that means it ("fix", "update", "change",
-    "edit", "modify", "correct"): in the clause before a mention ("Fix the bug in calc.py"), or just before a pronoun
-    that points back at it ("calc.py has a bug: ... Fix it"). They are the task's to produce, as a new file is: the
-    1.5B's plan for "calc.py has a bug ... Fix it, then write check.py" had one step that "identifies" the bug, with
-    no tool, and no step that changed calc.py."""
+    "edit", "modify", "correct"): in the clause before a mention ("Fix the bug in lib.py"), or just before a pronoun
+    that points back at it ("lib.py has a bug: ... Fix it"). They are the task's to produce, as a new file is."""
     if root is None:
         return []
     goal = goal or ""
@@ -155,7 +153,7 @@ def _changed_by_pronoun(
 
 def _changes_it(words: _Words, starts: list[int], after: int, it: int, verbs: frozenset[str]) -> bool:
     """Whether the pronoun at ``it`` is the object of a change: right after one of ``verbs`` ("update it", "set
-    its port"), or "to it" in a clause (from ``after`` on) that has one ("add Bob to it"). "add up the numbers in
+    its port"), or "to it" in a clause (from ``after`` on) that has one ("add a line to it"). "add up the numbers in
     it" is not: the file stays one the task reads."""
     before = words.before(it, 1)
     if before and before[0] in verbs:
@@ -168,7 +166,7 @@ def deliverables(
     goal: str, root: Path | None = None, *, inputs: frozenset[str] = _NOT_PRODUCED, made: Collection[str] = ()
 ) -> list[str]:
     """The files a task asks to produce: those it names, less the ones named as inputs or to remove (``read
-    data.csv``, ``delete old.py``: one of ``inputs`` among the two words before) and, when the workspace is known,
+    data.txt``, ``delete old.py``: one of ``inputs`` among the two words before) and, when the workspace is known,
     the ones that exist in it already — unless the run made them (``made``: the paths it wrote; a repair is
     planned after some of its files exist)."""
     out: list[str] = []
@@ -183,7 +181,7 @@ def deliverables(
     return list(dict.fromkeys(out))
 
 
-#: "Write count_lines.py that prints the number of lines in notes.txt": the file the step writes, then what it does.
+#: "Write app.py that prints the number of lines in data.txt": the file the step writes, then what it does.
 _WRITES_ONE = re.compile(
     rf"\s*(?:write|create|make|add)\s+(?:a\s+|the\s+)?(?:new\s+)?(?:python\s+)?(?:file|script|module|program)?\s*"
     rf"`?(?P<f>{_FILE.pattern})`?\s+(?:that|which|to|with|so)\b",
@@ -194,7 +192,7 @@ _WRITES_ONE = re.compile(
 def produced_file(description: str, acceptance: str = "") -> str | None:
     """The one file a step produces, when its description names exactly one that is not an input (or, when the
     description names none, its acceptance does), or starts by writing one file and then says what it does
-    ("Write count_lines.py that prints the lines in notes.txt"); None when that is not clear."""
+    ("Write app.py that prints the lines in data.txt"); None when that is not clear."""
     if (m := _WRITES_ONE.match(description or "")) is not None:
         return _placed(m.group("f"), acceptance)
     for text in (description, acceptance):
@@ -206,8 +204,8 @@ def produced_file(description: str, acceptance: str = "") -> str | None:
 
 def _placed(name: str, acceptance: str) -> str:
     """``name``, or the one path under a folder that the acceptance gives a bare file name: "Write empty
-    __init__.py in util directory", accepted by "util/__init__.py exists" (the 1.5B's package step), produces
-    util/__init__.py, not a top-level __init__.py."""
+    __init__.py in util directory", accepted by "util/__init__.py exists", produces util/__init__.py, not a
+    top-level __init__.py."""
     if "/" in name or "\\" in name:
         return name
     paths = {f for f in file_names(acceptance or "") if "/" in f and f.rsplit("/", 1)[1] == name}

@@ -327,9 +327,9 @@ class _Workspace:
 
     def _within_root_named(self, path: str) -> Path | None:
         """The existing file ``path`` names when it starts with a folder called "workspace" (or the root's own
-        name) that the workspace does not have: the 1.5B edited 'workspace/calc.py' fourteen times, each "no such
-        file", for the workspace's calc.py. Only for a file that must exist (a read, an edit): a write goes where
-        it says."""
+        name) that the workspace does not have: 'workspace/app.py' names the workspace's app.py. None when the
+        workspace has such a folder or the rest names no file. Only for a file that must exist (a read, an edit):
+        a write goes where it says."""
         given = Path(path)
         parts = given.parts
         if given.is_absolute() or len(parts) < 2 or parts[0] not in ("workspace", self.root.name):
@@ -403,7 +403,7 @@ class _Workspace:
                 lines.append(f"{shown}/" if entry.is_dir() else shown)
         if not lines:
             said = f"No entries in {path!r}" + (f" matching {pattern!r}" if pattern else "")
-            if pattern:  # the 0.5B asked for ".*" and "*/" (a regex, a folder) four times beside a file it had written
+            if pattern:  # a pattern that matched nothing (a regex, a folder name) gets what the folder holds
                 held = [
                     self._rel(e) + ("/" if e.is_dir() else "") for e in itertools.islice(self._walk(top, False), 20)
                 ]
@@ -526,8 +526,7 @@ class _Workspace:
             raise WorkspaceError("old_string is empty; use write_file to write a whole file")
         resolved = self._file(path)
         text = self._read_text(path, resolved)
-        # the file as it is, with the error: a small model that never read it (the 1.5B sent "return x * x" for
-        # both strings, twice, to fix a square() that returned x * 3) gets what to copy into old_string
+        # the file as it is, with the error: a model that never read it gets what to copy into old_string
         shown = f"; {path} now reads:\n{clip(text, _EDIT_SHOWN, marker=_EDIT_CUT, fold=False)}"
         if old_string == new_string:
             raise WorkspaceError(f"old_string and new_string are identical; nothing to change{shown}")
@@ -640,7 +639,7 @@ _TAGGED = regex.compile(
 
 def unwrap_python(path: str, content: str) -> tuple[str, str]:
     """The code of a Python file a model sent wrapped — in a Markdown fence (`````python ... `````) or in one pair
-    of tags (``<test> ... </test>``, seen from Qwen2.5-Coder-1.5B) — and what was removed; ``content`` and "" when
+    of tags (``<code> ... </code>``, any one tag name) — and what was removed; ``content`` and "" when
     that does not apply. Only for a ``.py`` path whose content does not compile while the unwrapped code does
     (neither a fence line nor a tag line is ever Python); nothing is run (``compile()`` only)."""
     if not path.endswith(".py") or _compiles(content):
@@ -650,7 +649,7 @@ def unwrap_python(path: str, content: str) -> tuple[str, str]:
         if m is not None and _compiles(m.group("body")):
             removed = what.format(tag=m.groupdict().get("tag"))
             return m.group("body") + "\n", f"{removed} around the code were removed: a Python file holds only code"
-    # one line with its line breaks escaped (the 1.5B's mathx.py, "def add(a, b):\\n    return a + b"): its lines
+    # one line with its line breaks escaped ("def add(a, b):\\n    return a + b"): its lines
     if "\n" not in content and "\\n" in content and _compiles(lines := content.replace("\\n", "\n")):
         return lines + "\n", "the escaped newlines (\\n) were written as line breaks: a Python file holds its lines"
     return content, ""
@@ -661,10 +660,9 @@ _TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".md", ".log", ".dat", ".ini", ".cfg",
 
 
 def unescape_lines(path: str, content: str) -> tuple[str, str]:
-    """The lines of a text file a model sent as one line with escaped newlines (``"0\\n100"``: the 1.5B's
-    temps.txt, which report.py then read as one line, "could not convert string to float: '0\\n100'"), and what
-    was changed; ``content`` and "" when that does not apply: another kind of file, a content with a real newline,
-    or none written as ``\\n``."""
+    """The lines of a text file a model sent as one line with escaped newlines (``"0\\n100"`` in data.txt is
+    the two lines ``0`` and ``100``), and what was changed; ``content`` and "" when that does not apply: another
+    kind of file, a content with a real newline, or none written as ``\\n``."""
     if not path.lower().endswith(_TEXT_SUFFIXES) or "\n" in content or "\\n" not in content:
         return content, ""
     lines = content.replace("\\r\\n", "\n").replace("\\n", "\n")
