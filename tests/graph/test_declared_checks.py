@@ -19,7 +19,7 @@ from planmode.graph import build_graph
 from planmode.persistence import async_sqlite_checkpointer, sqlite_checkpointer
 from planmode.sandbox import sandbox_status
 from planmode.state.approvals import definition_digest
-from planmode.state.models import Plan, Step
+from planmode.state.models import FileCheck, Plan, Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import workspace_tools
 
@@ -385,3 +385,19 @@ def test_planmodes_own_probe_code_is_not_shadowed_by_a_workspace_module(tmp_path
     done = _in_workspace("probe", ["-c", "import json, mine; print(json.dumps(mine.VALUE))"], tmp_path)
     assert not isinstance(done, type(None)) and getattr(done, "returncode", None) == 0, done
     assert done.stdout.strip() == "7" and not marker.exists()
+
+
+def test_a_plan_without_checks_keeps_the_revision_and_shape_it_had_before_checks_existed() -> None:
+    # an approval asked before the upgrade names this revision: it must still be the plan shown
+    plan = Plan(
+        goal="g",
+        title="t",
+        steps=[
+            Step(id="a", description="d", tools=["write_file"], acceptance="ok"),
+            Step(id="b", description="e", dependencies=["a"]),
+        ],
+    )
+    assert (plan.revision, plan.shape) == ("4656d0b00d5a32b6", "74379e73b2ac934b")  # as computed by 7c2ede4
+    with_check = plan.steps[0].model_copy(update={"checks": [FileCheck(path="x")]})
+    checked = plan.model_copy(update={"steps": [with_check]})
+    assert checked.revision != Plan(goal="g", title="t", steps=[plan.steps[0]]).revision
