@@ -14,7 +14,8 @@ from typing import Any
 from rich.text import Text
 
 from planmode.budget import parse_budget_answer
-from planmode.cli.ui import ask_text, choose, console, interactive
+from planmode.cli.ask import ask_text, choose, interactive
+from planmode.cli.ui import console
 from planmode.context import settings_dict
 from planmode.observability.usage import format_usage, total_tokens
 

@@ -91,6 +91,7 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
             fn(*args, **kwargs)
         except PlanModeError as exc:
             err_console.print(error_text(exc))
+            _resume_line()
             raise typer.Exit(EXIT_USAGE) from None
         except sqlite3.DatabaseError as exc:
             where = session.get("db", "the database")
@@ -114,9 +115,17 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
                 raise
             err_console.print(error_text(f"{type(exc).__name__}: {exc}"))
             err_console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
+            _resume_line()
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+def _resume_line() -> None:
+    """After an error while a run was being driven: the command that continues it (the run is checkpointed)."""
+    hint = session.get("resume")
+    if hint:
+        err_console.print(Text(f"The run is checkpointed; continue it with: {hint}", style="yellow"), soft_wrap=True)
 
 
 def cfg_of(thread: str) -> RunnableConfig:

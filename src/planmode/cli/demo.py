@@ -19,8 +19,10 @@ from typing import Any
 
 from rich.text import Text
 
+from planmode.cli.approval import ask_approval
+from planmode.cli.ask import interactive
 from planmode.cli.drive import drive, show_result
-from planmode.cli.ui import approval_screen, ask_approval, console, interactive, snapshot_table
+from planmode.cli.ui import approval_screen, console, snapshot_table
 from planmode.context import PlanModeContext
 from planmode.executors import StepContext, Verdict
 from planmode.state.models import Step

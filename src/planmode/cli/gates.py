@@ -10,7 +10,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from planmode.approval.staleness import STALE_TYPE
-from planmode.cli.ui import YES, ask_text, choose, console, interactive, plan_table
+from planmode.cli.ask import YES, ask_text, choose, interactive
+from planmode.cli.ui import console, plan_table
 from planmode.nodes._gates import STEP_APPROVAL_TYPE
 from planmode.state.models import Plan
 from planmode.text import clip
@@ -127,7 +128,7 @@ def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
                 (", ".join(after), "bold"),
             )
         )
-        sure = choose(f"Skip {step_id} and {len(after)} dependent step(s)?", ["no", "yes"])
+        sure = choose(f"Skip {step_id} and {len(after)} dependent step(s)?", ["no", "yes"], default="no")
         if sure is None:
             return None
         if sure == "yes":

@@ -51,9 +51,11 @@ def _approver(
 
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
         from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
+        from planmode.cli.approval import ask_approval
+        from planmode.cli.ask import interactive
         from planmode.cli.budget import budget_answer
         from planmode.cli.gates import GATE_TYPES, answer_gate
-        from planmode.cli.ui import approval_screen, ask_approval, interactive
+        from planmode.cli.ui import approval_screen
 
         if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
             # The command line's --max-tokens / --max-cost answer one pause: a pause that comes back (the value
