@@ -388,6 +388,9 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
         console.print(
             Text(f"The run failed. Inspect it with: {resume_command(tid, db, 'show')}", style="red"), soft_wrap=True
         )
+    from planmode.cli.undo import offer_undo
+
+    offer_undo(graph, tid, db, status)  # failed or cancelled with files changed: the undo, asked or as a command
     raise typer.Exit(exit_code(status))
 
 
