@@ -71,7 +71,7 @@ DbOpt = Annotated[
         "or the nearest parent folder with a .planmode/ folder, as git finds .git).",
     ),
 ]
-ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
+ThreadArg = Annotated[str, typer.Argument(help="Thread id.", metavar="THREAD")]
 
 #: The command that continues the run being driven (for the Ctrl-C message), and the database in use.
 session: dict[str, str] = {}

@@ -463,7 +463,10 @@ def resolve_snapshot(ids: list[str], given: str) -> str | int:
 def rollback(
     thread: ThreadArg,
     snapshot: Annotated[
-        str, typer.Argument(help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")
+        str,
+        typer.Argument(
+            help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).", metavar="SNAPSHOT"
+        ),
     ],
     db: DbOpt = None,
     files: Annotated[bool, typer.Option("--files", help="Also restore the workspace files the run changed.")] = False,

@@ -21,7 +21,6 @@ from rich.text import Text
 
 from planmode.cli.common import (
     DbOpt,
-    ThreadArg,
     cfg_of,
     database,
     exit_code,
@@ -182,7 +181,7 @@ def settings_options(fn: Callable[..., _R]) -> Callable[..., _R]:
 @settings_options
 def run(
     command: typer.Context,
-    task: Annotated[str, typer.Argument(help="What to do; - reads it from stdin.")],
+    task: Annotated[str, typer.Argument(help="What to do; - reads it from stdin.", metavar="TASK")],
     workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE", help="Folder the file tools work in.")] = Path(
         "."
     ),
@@ -275,6 +274,30 @@ def run(
 
 
 _FINISHED = ("completed", "failed", "answered", "cancelled")
+
+
+def _latest_unfinished(graph: Any, db: str, folder: Path) -> str:
+    """The thread of the newest run in ``db`` that is not finished and not running now (it waits for approval, was
+    interrupted, or is paused) and whose workspace is ``folder`` or holds it; `PlanModeError` when there is none."""
+    from planmode.cli.inspect import _runs
+    from planmode.context import settings_dict
+
+    here = folder.resolve()
+    for row in _runs(db, wanted=None, limit=None):  # newest first
+        if row.checkpoint_ns or row.state in (*_FINISHED, "running"):
+            continue
+        settings = settings_dict(graph.get_state(cfg_of(row.thread_id)).values.get("settings"))
+        workspace = settings.get("workspace")
+        if workspace and (here == Path(workspace) or Path(workspace) in here.parents):
+            console.print(
+                Text(f"Resuming the latest unfinished run of this workspace: {row.thread_id} ({row.state})"),
+                soft_wrap=True,
+            )
+            return str(row.thread_id)
+    raise PlanModeError(
+        f"no unfinished run of this workspace ({here}) in {db}: name the thread (see `planmode ls`), or "
+        "run this in the run's workspace"
+    )
 
 
 def _finished(state: Any) -> bool:
@@ -397,7 +420,14 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
 @friendly
 def resume(
     command: typer.Context,
-    thread: ThreadArg,
+    thread: Annotated[
+        str | None,
+        typer.Argument(
+            help="Thread id (default: the latest unfinished run of this workspace, the current folder).",
+            metavar="THREAD",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOpt = None,
     workspace: Annotated[
         Path | None, typer.Option(help="Folder the file tools work in (default: the run's own workspace).")
@@ -433,6 +463,8 @@ def resume(
         _check_base_url(base_url)
     path = database(db, create=False)
     graph = graph_on(path, None)
+    if thread is None:
+        thread = _latest_unfinished(graph, path, Path.cwd())
     state = require_thread(graph, cfg_of(thread))
     if _finished(state):
         status = state.values.get("status")

@@ -1,0 +1,61 @@
+"""What users look for (issue 45 item 8): ``planmode resume`` with no thread resumes the latest unfinished run of
+this workspace; the usage line names arguments as ``TASK``, not ``{task}``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planmode.testing.openai_server import ScriptedOpenAIServer
+from tests.cli.test_cli import _responder
+from tests.cli.test_cli_daily import cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        (["run"], "run [OPTIONS] TASK"),
+        (["show"], "show [OPTIONS] THREAD"),
+        (["rollback"], "rollback [OPTIONS] THREAD SNAPSHOT"),
+        (["diff"], "diff [OPTIONS] THREAD [STEP]"),
+    ],
+)
+def test_the_usage_line_names_arguments_in_capitals_without_braces(
+    tmp_path: Path, command: list[str], usage: str
+) -> None:
+    proc = cli(*command, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert usage in proc.stderr and "{" not in proc.stderr, proc.stderr
+    assert f"Missing argument '{usage.split()[2]}'" in proc.stderr
+
+
+def _waiting_run(tmp_path: Path, base_url: str, ws: Path, thread: str, db: Path) -> None:
+    """A run left waiting for approval (no terminal to ask at: exit 3)."""
+    ws.mkdir(exist_ok=True)
+    proc = cli(
+        "run", "Write notes.md with a heading, then read it back", "--workspace", str(ws), "--db", str(db),
+        "--thread", thread, "--mode", "plan", "--base-url", base_url, cwd=tmp_path, OPENAI_API_KEY="test",
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+
+
+def test_resume_without_a_thread_continues_the_latest_unfinished_run_of_this_workspace(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    a, b = tmp_path / "a", tmp_path / "b"
+    with ScriptedOpenAIServer(_responder({})) as srv:
+        _waiting_run(tmp_path, srv.base_url, a, "old-a", db)
+        _waiting_run(tmp_path, srv.base_url, a, "new-a", db)
+        _waiting_run(tmp_path, srv.base_url, b, "in-b", db)  # the newest, in another workspace
+        (a / "sub").mkdir()
+        proc = cli("resume", "--db", str(db), "--auto-approve", cwd=a / "sub", OPENAI_API_KEY="test")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "latest unfinished run of this workspace: new-a" in proc.stdout
+        assert (a / "notes.md").read_text() == "# Notes\n" and not (b / "notes.md").exists()
+        again = cli("resume", "--db", str(db), "--auto-approve", cwd=a, OPENAI_API_KEY="test")
+        assert again.returncode == 0 and "workspace: old-a" in again.stdout  # new-a is finished now
+    nothing = cli("resume", "--db", str(db), cwd=tmp_path)
+    assert nothing.returncode == 2 and "no unfinished run of this workspace" in nothing.stderr
+    assert "Traceback" not in nothing.stderr
