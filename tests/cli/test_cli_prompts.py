@@ -156,3 +156,51 @@ def test_enter_alone_never_approves_and_ctrl_d_is_later(monkeypatch: pytest.Monk
 
     monkeypatch.setattr("builtins.input", eof)
     assert ask.choose("Go on?", ["approve", "skip"]) is None
+
+
+def test_the_plan_editor_reports_every_problem_at_once_in_the_forms_words(tmp_path: Path) -> None:
+    """A form with a second step of id 'draft', a tool 'bash' that does not exist and an 'after' that names no
+    step: the editor reopens once with all three on top; left unchanged then, it goes back to the question."""
+    seen = tmp_path / "second_launch.toml"
+    script = tmp_path / "editor.py"
+    script.write_text(
+        "import sys, pathlib\n"
+        f"seen = pathlib.Path({str(seen)!r})\n"
+        "path = pathlib.Path(sys.argv[1])\n"
+        "if seen.exists():\n"
+        "    sys.exit(0)\n"
+        "if 'ERROR:' in path.read_text():\n"
+        "    seen.write_text(path.read_text())\n"
+        "    sys.exit(0)\n"
+        "with path.open('a') as fh:\n"
+        '    fh.write(\'\\n[[steps]]\\nid = "draft"\\ndescription = "again"\\nafter = ["nope"]\\n'
+        'tools = ["bash"]\\n\')\n'
+    )
+    with ScriptedOpenAIServer(_responder({})) as srv:
+        child = _spawn(srv, tmp_path, "form", EDITOR=f"{sys.executable} {script}", VISUAL="")
+        child.expect("Approve this plan")
+        child.sendline("e")
+        child.expect("back to the approval question")
+        child.expect("Approve this plan")
+        _quit_and_check_waiting(child, tmp_path, "form")
+    (error,) = [line for line in seen.read_text().splitlines() if line.startswith("# ERROR:")]
+    assert "two steps have id 'draft'" in error
+    assert "names a tool that does not exist: 'bash'" in error
+    assert "comes after 'nope', which is not a step of the plan" in error
+
+
+def test_form_problems_name_cycles_and_self_references() -> None:
+    from planmode.cli.form_check import form_problems
+
+    steps = [
+        {"id": "a", "tools": ["read_file"], "dependencies": ["b"]},
+        {"id": "b", "tools": [], "dependencies": ["a"]},
+        {"id": "c", "tools": [], "dependencies": ["c"]},
+        {"id": "", "tools": []},
+    ]
+    assert form_problems(steps, ["read_file"]) == [
+        "step 4 has no id",
+        "step 'c' comes after itself",
+        "steps 'a' -> 'b' -> 'a' come after each other in a circle",
+    ]
+    assert form_problems([{"id": "a", "tools": ["read_file"], "dependencies": []}], ["read_file"]) == []

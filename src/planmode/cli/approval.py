@@ -71,6 +71,13 @@ def run_editor(text: str) -> str | EditorFailed:
         os.unlink(path)
 
 
+def _workspace_tool_names() -> frozenset[str]:
+    """The names of the tools of the CLI's graph (its workspace tools, `planmode.cli.common.graph_on`)."""
+    from planmode.tools import workspace_tools
+
+    return frozenset(t.name for t in workspace_tools("."))
+
+
 def _leading_comments(lines: Sequence[str]) -> int:
     """How many lines at the top are comments or blank (the header planmode wrote, and whatever joins it)."""
     n = 0
@@ -89,17 +96,22 @@ def _back(message: str) -> None:
 NoEdit = Literal["back", "discarded", "quit"]
 
 
-def edit_plan(plan: Plan, revision: str, read_only: Iterable[str] | None = None) -> dict[str, Any] | NoEdit:
+def edit_plan(
+    plan: Plan, revision: str, read_only: Iterable[str] | None = None, tools: Iterable[str] | None = None
+) -> dict[str, Any] | NoEdit:
     """Open the editor on the plan as a form (`planmode.cli.plan_form`: TOML with comments, no internal fields),
     then show the edited plan with its diff and ask for approval. The edit answer to send, or `NoEdit`: ``back``
     when there is no edit (an editor that cannot start or exits non-zero, a form left unchanged or emptied: said
     in one line), ``discarded``, or ``quit``. A changed form that cannot be read reopens the editor with the error
-    on top (its line number that of the reopened file); nothing else relaunches it."""
+    on top (its line number that of the reopened file), every problem of it at once (`form_problems`: ``tools``
+    are the names of the tools that exist, by default the CLI's workspace tools); nothing else relaunches it."""
     from planmode.approval import Edit, parse_resume
+    from planmode.cli.form_check import form_problems
     from planmode.cli.plan_form import FormError, form_header, read_form, to_form
     from planmode.state.diff import plan_changes
 
     quiet = frozenset(read_only) if read_only is not None else _default_read_only()
+    exist = frozenset(tools) if tools is not None else _workspace_tool_names()
     body = to_form(plan, quiet)
     error: FormError | None = None
     while True:
@@ -124,6 +136,10 @@ def edit_plan(plan: Plan, revision: str, read_only: Iterable[str] | None = None)
         if isinstance(read, FormError):
             line = read.line - top if read.line is not None and read.line > top else read.line
             error = FormError(read.message, line, read.column)
+            continue
+        problems = form_problems(read.get("steps") or [], exist) if isinstance(read.get("steps"), list) else []
+        if problems:
+            error = FormError("; ".join(problems))
             continue
         answer = {"action": "edit", "plan": read, "revision": revision}
         checked = parse_resume(answer, plan)
@@ -177,8 +193,12 @@ def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
             console.print(Text("Feedback is needed to reject a plan.", style="yellow"))
             continue
         read_only = payload.get("read_only_tools")
+        tools = payload.get("tools")
         edited = edit_plan(
-            plan, str(payload["revision"]), [str(t) for t in read_only] if isinstance(read_only, list) else None
+            plan,
+            str(payload["revision"]),
+            [str(t) for t in read_only] if isinstance(read_only, list) else None,
+            [str(t) for t in tools] if isinstance(tools, list) else None,
         )
         if edited == "quit":
             return None
