@@ -19,9 +19,8 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -69,7 +68,7 @@ class _Command(TyperCommand):
     """A command whose usage line names a required argument as click and man pages do (``TASK``), not in typer's
     braces (``{task}``); an optional one stays in brackets (``[STEP]``)."""
 
-    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # typer's own click Context (typer vendors click)
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
 
 
