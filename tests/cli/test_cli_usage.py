@@ -59,3 +59,34 @@ def test_resume_without_a_thread_continues_the_latest_unfinished_run_of_this_wor
     nothing = cli("resume", "--db", str(db), cwd=tmp_path)
     assert nothing.returncode == 2 and "no unfinished run of this workspace" in nothing.stderr
     assert "Traceback" not in nothing.stderr
+
+
+@pytest.mark.parametrize(("mode", "said"), [("plan", False), ("auto", True)])
+def test_deciding_whether_the_task_needs_a_plan_is_said_only_when_it_is_decided(
+    tmp_path: Path, mode: str, said: bool
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedOpenAIServer(_responder({})) as srv:
+        proc = cli(
+            "run", "Write notes.md with a heading, then read it back", "--workspace", str(ws),
+            "--db", str(tmp_path / "r.sqlite"), "--mode", mode, "--auto-approve", "--base-url", srv.base_url,
+            OPENAI_API_KEY="test",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("deciding whether the task needs a plan" in proc.stdout) is said
+
+
+def test_a_planner_failure_says_its_error_once_with_what_to_try(tmp_path: Path) -> None:
+    from tests.cli.test_cli import _purpose
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedOpenAIServer(lambda body: "I cannot plan this." if _purpose(body) == "plan" else "x") as srv:
+        proc = cli(
+            "run", "do the thing", "--workspace", str(ws), "--db", str(tmp_path / "r.sqlite"), "--mode", "plan",
+            "--auto-approve", "--base-url", srv.base_url, OPENAI_API_KEY="test",
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.count("no JSON object found in the model output") == 1, proc.stdout
+    assert "Try: a more capable model (--model)" in proc.stdout

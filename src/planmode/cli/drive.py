@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from langgraph.pregel import Pregel
     from langgraph.types import StateSnapshot
 
-__all__ = ["Interrupted", "Watcher", "drive", "require_thread", "show_result"]
+__all__ = ["Interrupted", "Watcher", "drive", "once", "require_thread", "show_result"]
 
 Approver = Callable[[dict[str, Any]], dict[str, Any] | None]
 
@@ -136,9 +136,10 @@ class Progress:
     """What is happening now: a live status line on a terminal, plain lines without one (or with NO_COLOR, or
     on TERM=dumb)."""
 
-    def __init__(self, graph: Any, cfg: RunnableConfig) -> None:
+    def __init__(self, graph: Any, cfg: RunnableConfig, mode: str = "auto") -> None:
         self.graph = graph
         self.cfg = cfg
+        self.mode = mode  # a forced mode (plan, direct): nothing is decided at detect, so it is not said
         # TERM=dumb: rich draws no live line there (it cannot move the cursor), so plain lines, as without a terminal
         self.live_mode = console.is_terminal and not console.is_dumb_terminal and not os.environ.get("NO_COLOR")
         self.activity = "starting (loading the model client)"
@@ -237,6 +238,8 @@ class Progress:
     def model(self, node: str) -> None:
         if node == "execute_step" and self.started:
             return  # "executing step k/n" already says it
+        if node == "detect" and self.mode != "auto":
+            return  # --mode plan or direct: the node only passes the forced route on
         if node in _NODE_ACTIVITY:
             self.set(_NODE_ACTIVITY[node])
 
@@ -343,6 +346,16 @@ def drive(
         )
 
 
+def _mode_of(graph: Any, cfg: RunnableConfig, context: Any) -> str:
+    """The run's mode setting (auto, plan, direct): this command's settings, else the thread's stored ones."""
+    from planmode.context import settings_dict
+
+    given = context.get("mode") if isinstance(context, Mapping) else getattr(context, "mode", None)
+    if given is None:
+        given = settings_dict(graph.get_state(cfg).values.get("settings")).get("mode")
+    return str(given or "auto")
+
+
 def _drive(
     graph: Any,
     inp: Any,
@@ -356,8 +369,9 @@ def _drive(
     tid = cfg["configurable"]["thread_id"]
     if inp is None and _model_unavailable(graph.get_state(cfg)) is not None:
         inp = Command(resume={"action": "retry"})  # resuming a run paused for its model: try the model again
+    mode = _mode_of(graph, cfg, context)
     while True:
-        with Progress(graph, cfg) as progress:
+        with Progress(graph, cfg, mode) as progress:
             _stream(graph, inp, cfg, context, progress, watcher, resume_hint or f"planmode resume {tid}")
         state = graph.get_state(cfg)
         paused = _model_unavailable(state)
@@ -406,6 +420,16 @@ def _model_unavailable(state: Any) -> dict[str, Any] | None:
     return None
 
 
+def once(error: str) -> str:
+    """An error whose parts (planmode joins the error of each attempt with `` | ``, after ``what failed: ``) are
+    each said once."""
+    kept: list[str] = []
+    for part in (p.strip() for p in error.split(" | ")):
+        if not any(k == part or k.endswith(": " + part) for k in kept):
+            kept.append(part)
+    return " | ".join(kept)
+
+
 def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = None) -> None:
     """Print the final plan, answer, report and changed files of a thread."""
     values = graph.get_state(cfg).values
@@ -414,12 +438,15 @@ def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = 
         console.print(plan_table(plan))
     messages = values.get("messages") or []
     status = values.get("status")
-    if values.get("error") and status == "failed":
-        console.print(error_text(values["error"], label="failed:"))
+    error = str(values.get("error") or "") if status == "failed" else ""
+    if error:
+        console.print(error_text(once(error), label="failed:"))
     if messages and status in ("completed", "answered", "failed", "cancelled"):
-        console.print(Text("\nAnswer", style="bold"))
         content = messages[-1].content
-        console.print(Text(content if isinstance(content, str) else str(content)))
+        content = content if isinstance(content, str) else str(content)
+        if not (error and error in content):  # a failed run's answer that only repeats the error: said once
+            console.print(Text("\nAnswer", style="bold"))
+            console.print(Text(content))
     report = values.get("report")
     if report:
         console.print(

@@ -390,6 +390,19 @@ def _prices(raw: str | None) -> dict[str, Any]:
         raise PlanModeError(str(exc)) from None
 
 
+#: What to try when the planner gave no plan the run could use.
+_PLANNER_HINT = (
+    "The planner gave no plan planmode could use. Try: a more capable model (--model); for a local server, "
+    "--structured-output prompted or json_object; or say the task more concretely (the files to read and write)."
+)
+
+
+def _no_plan(values: Any) -> bool:
+    """Whether the run ended without any plan (the planner failed)."""
+    plan = values.get("plan")
+    return plan is None or not getattr(plan, "steps", None)
+
+
 def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
     from planmode.cli.drive import show_result
 
@@ -407,6 +420,8 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
                 style="yellow",
             )
         )
+    if status == "failed" and _no_plan(values):
+        console.print(Text(_PLANNER_HINT, style="yellow"), soft_wrap=True)
     if status == "failed":
         console.print(
             Text(f"The run failed. Inspect it with: {resume_command(tid, db, 'show')}", style="red"), soft_wrap=True
