@@ -90,3 +90,34 @@ def test_a_planner_failure_says_its_error_once_with_what_to_try(tmp_path: Path) 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.count("no JSON object found in the model output") == 1, proc.stdout
     assert "Try: a more capable model (--model)" in proc.stdout
+
+
+def test_run_json_writes_only_json_lines_to_stdout_the_last_one_the_result(tmp_path: Path) -> None:
+    import json
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = tmp_path / "r.sqlite"
+    task = "Write notes.md with a heading, then read it back"
+    with ScriptedOpenAIServer(_responder({})) as srv:
+        done = cli(
+            "run", task, "--json", "--workspace", str(ws), "--db", str(db), "--mode", "plan", "--auto-approve",
+            "--base-url", srv.base_url, OPENAI_API_KEY="test",
+        )  # fmt: skip
+        waiting = cli(
+            "run", task, "--json", "--workspace", str(ws), "--db", str(db), "--thread", "w1", "--mode", "plan",
+            "--base-url", srv.base_url, OPENAI_API_KEY="test",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]  # every line is JSON
+    kinds = [r["type"] for r in records]
+    for kind in ("plan_created", "plan_approved", "step_started", "step_completed", "run_finished"):
+        assert kind in kinds
+    assert records[-1]["type"] == "result" and records[-1]["status"] == "completed"
+    assert records[-1]["exit_code"] == 0 and records[-1]["resume"] is None
+    assert "notes.md" in " ".join(records[-1]["files_changed"])
+    assert "thread " in done.stderr  # the screens go to stderr
+    assert waiting.returncode == 3, waiting.stdout + waiting.stderr
+    last = json.loads(waiting.stdout.splitlines()[-1])
+    assert last["status"] == "awaiting_approval" and last["exit_code"] == 3
+    assert last["resume"].startswith("planmode resume w1 --db ")

@@ -9,6 +9,7 @@ checkpointed and resumable), and a second Ctrl-C forces at once.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from langgraph.pregel import Pregel
     from langgraph.types import StateSnapshot
 
-__all__ = ["Interrupted", "Watcher", "drive", "once", "require_thread", "show_result"]
+__all__ = ["Interrupted", "Watcher", "drive", "emit_json", "once", "require_thread", "show_result"]
 
 Approver = Callable[[dict[str, Any]], dict[str, Any] | None]
 
@@ -136,12 +137,15 @@ class Progress:
     """What is happening now: a live status line on a terminal, plain lines without one (or with NO_COLOR, or
     on TERM=dumb)."""
 
-    def __init__(self, graph: Any, cfg: RunnableConfig, mode: str = "auto") -> None:
+    def __init__(self, graph: Any, cfg: RunnableConfig, mode: str = "auto", json_lines: bool = False) -> None:
         self.graph = graph
         self.cfg = cfg
         self.mode = mode  # a forced mode (plan, direct): nothing is decided at detect, so it is not said
+        self.json_lines = json_lines  # each event also as a JSON line on stdout (`emit_json`)
         # TERM=dumb: rich draws no live line there (it cannot move the cursor), so plain lines, as without a terminal
-        self.live_mode = console.is_terminal and not console.is_dumb_terminal and not os.environ.get("NO_COLOR")
+        self.live_mode = (
+            console.is_terminal and not console.is_dumb_terminal and not os.environ.get("NO_COLOR") and not json_lines
+        )
         self.activity = "starting (loading the model client)"
         self.since = time.monotonic()
         self.started: dict[str, float] = {}
@@ -200,6 +204,8 @@ class Progress:
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
+        if self.json_lines:
+            emit_json({k: v for k, v in event.items() if k != "source"})
         if kind == "plan_approved" and event.get("message") == "approved automatically":
             plan = self.graph.get_state(self.cfg).values.get("plan")  # approved by the run's policy: show it first
             if isinstance(plan, Plan):
@@ -247,6 +253,13 @@ class Progress:
         self.print(_tool_line(node, name, args))
         if node == "plan":
             self.set(f"exploring with {name}")
+
+
+def emit_json(record: Mapping[str, Any]) -> None:
+    """One JSON object on one line of stdout, flushed (``run --json``: a CI reads each event as it comes). Text
+    from a model or a person is data in it (JSON-escaped)."""
+    sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def _force_exit_on_sigint(hint: str | None) -> None:
@@ -327,12 +340,14 @@ def drive(
     approver: Approver,
     resume_hint: str | None = None,
     watcher: Watcher | None = None,
+    json_lines: bool = False,
 ) -> str:
     """Run until the graph finishes or a human quits at the approval prompt; return the run status.
 
     ``resume_hint`` is the complete command that continues the run (printed when it is left for later).
-    ``watcher`` collects the files the tools changed. The thread's lease is held throughout: a second
-    process on the same thread gets `ThreadBusyError`.
+    ``watcher`` collects the files the tools changed. ``json_lines``: each progress event is also written to
+    stdout as a JSON line (`emit_json`). The thread's lease is held throughout: a second process on the same
+    thread gets `ThreadBusyError`.
     """
     with thread_lease(graph.checkpointer, cfg["configurable"]["thread_id"]):
         return _drive(
@@ -343,6 +358,7 @@ def drive(
             approver=approver,
             resume_hint=resume_hint,
             watcher=watcher or Watcher(queue.Queue()),
+            json_lines=json_lines,
         )
 
 
@@ -365,13 +381,14 @@ def _drive(
     approver: Approver,
     resume_hint: str | None,
     watcher: Watcher,
+    json_lines: bool = False,
 ) -> str:
     tid = cfg["configurable"]["thread_id"]
     if inp is None and _model_unavailable(graph.get_state(cfg)) is not None:
         inp = Command(resume={"action": "retry"})  # resuming a run paused for its model: try the model again
     mode = _mode_of(graph, cfg, context)
     while True:
-        with Progress(graph, cfg, mode) as progress:
+        with Progress(graph, cfg, mode, json_lines) as progress:
             _stream(graph, inp, cfg, context, progress, watcher, resume_hint or f"planmode resume {tid}")
         state = graph.get_state(cfg)
         paused = _model_unavailable(state)

@@ -91,8 +91,9 @@ def _screen(payload: dict[str, Any]) -> None:
     console.print(gate_screen(payload))
 
 
-def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
-    """The answer to a staleness or per-step question: asked at a terminal; None (left for later) otherwise.
+def answer_gate(payload: dict[str, Any], auto: bool, *, ask: bool = True) -> dict[str, Any] | None:
+    """The answer to a staleness or per-step question: asked at a terminal (unless ``ask`` is False); None (left
+    for later) otherwise.
     ``--auto-approve`` answers the staleness question; a per-step question (``--step-approval writes``) always
     asks the human at the terminal: auto-approving it would turn off the very question the user asked for."""
     stale = payload.get("type") == STALE_TYPE
@@ -106,7 +107,7 @@ def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
     if auto and stale:
         console.print(Text("Approved automatically (--auto-approve).", style="green"))
         return approve
-    if not interactive():
+    if not ask or not interactive():
         hint = "or pass --auto-approve" if stale else "(--step-approval writes asks a human for each write step)"
         console.print(Text(f"This needs an answer at a terminal {hint}.", style="yellow"))
         return None

@@ -43,7 +43,7 @@ __all__ = ["resume", "run"]
 
 
 def _approver(
-    auto: bool, resume_hint: str, budget: dict[str, Any] | None = None
+    auto: bool, resume_hint: str, budget: dict[str, Any] | None = None, *, ask: bool = True
 ) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
     flags = dict(budget or {"max_tokens": None, "max_cost": None, "stop": False})
     answered = [False]
@@ -63,14 +63,14 @@ def _approver(
             answered[0] = answered[0] or any(flags.values())
             return answer
         if payload.get("type") in GATE_TYPES:  # planmode.stale, planmode.step_approval (cli/gates.py)
-            return answer_gate(payload, auto)
+            return answer_gate(payload, auto, ask=ask)
         if auto:
             console.print(approval_screen(payload))
             console.print(
                 Text(f"Approved automatically (--auto-approve), revision {payload['revision']}.", style="green")
             )
             return {"action": "approve", "revision": payload["revision"]}
-        if not interactive():
+        if not ask or not interactive():  # --json asks nothing: the question is left for later
             console.print(approval_screen(payload))
             console.print(
                 Text(
@@ -177,6 +177,17 @@ def settings_options(fn: Callable[..., _R]) -> Callable[..., _R]:
     return with_settings
 
 
+JsonLines = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Write the run's progress events to stdout as JSON lines, the last one the result (status, exit "
+        "code, resume command); everything else goes to stderr. Nothing is asked: a question is left for later "
+        "(pass --auto-approve to approve plans).",
+    ),
+]
+
+
 @friendly
 @settings_options
 def run(
@@ -210,6 +221,7 @@ def run(
             "for the run (pip install 'planmode[local]')."
         ),
     ] = None,
+    as_json: JsonLines = False,
     *,
     settings: dict[str, Any],
 ) -> None:
@@ -218,6 +230,8 @@ def run(
     from planmode.cli.drive import Watcher, drive
     from planmode.context import PlanModeContext
 
+    if as_json:
+        _to_stderr()
     # Checked before anything is stored: a bad endpoint or an empty task is one line and exit 2, not a run.
     if task == "-":
         task = sys.stdin.read()
@@ -266,11 +280,12 @@ def run(
         {"messages": [("user", task)]},
         cfg_of(tid),
         context=ctx,
-        approver=_approver(auto, hint),
+        approver=_approver(auto, hint, ask=not as_json),
         resume_hint=hint,
         watcher=watcher,
+        json_lines=as_json,
     )
-    _finish(graph, tid, status, watcher, path)
+    _finish(graph, tid, status, watcher, path, as_json=as_json)
 
 
 _FINISHED = ("completed", "failed", "answered", "cancelled")
@@ -403,7 +418,32 @@ def _no_plan(values: Any) -> bool:
     return plan is None or not getattr(plan, "steps", None)
 
 
-def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
+def _to_stderr() -> None:
+    """``--json``: every screen and message of the command goes to stderr; stdout holds only the JSON lines."""
+    from planmode.cli.ui import console
+
+    console.file = sys.stderr
+
+
+def _result_line(tid: str, status: str, values: Any, db: str, watcher: Watcher) -> None:
+    """The last JSON line of ``--json``: the run's outcome."""
+    from planmode.cli.drive import emit_json
+
+    finished = status in _FINISHED
+    emit_json(
+        {
+            "type": "result",
+            "thread_id": tid,
+            "status": status,
+            "exit_code": exit_code(status),
+            "error": values.get("error") if status == "failed" else None,
+            "files_changed": list(watcher.changed),
+            "resume": None if finished else resume_command(tid, db),
+        }
+    )
+
+
+def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str, *, as_json: bool = False) -> None:
     from planmode.cli.drive import show_result
 
     values = graph.get_state(cfg_of(tid)).values
@@ -428,7 +468,9 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
         )
     from planmode.cli.undo import offer_undo
 
-    offer_undo(graph, tid, db, status)  # failed or cancelled with files changed: the undo, asked or as a command
+    offer_undo(graph, tid, db, status, ask=not as_json)  # failed or cancelled with changes: the undo offered
+    if as_json:
+        _result_line(tid, status, values, db, watcher)
     raise typer.Exit(exit_code(status))
 
 
@@ -469,11 +511,14 @@ def resume(
         ),
     ] = None,
     stop: Annotated[bool, typer.Option("--stop", help="At a budget pause: stop the run (status cancelled).")] = False,
+    as_json: JsonLines = False,
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
     from planmode.cli.drive import Watcher, drive, require_thread
 
+    if as_json:
+        _to_stderr()
     if base_url is not None:
         _check_base_url(base_url)
     path = database(db, create=False)
@@ -532,8 +577,9 @@ def resume(
         None,
         cfg_of(thread),
         context=overrides or None,
-        approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}),
+        approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}, ask=not as_json),
         resume_hint=hint,
         watcher=watcher,
+        json_lines=as_json,
     )
-    _finish(graph, thread, status, watcher, path)
+    _finish(graph, thread, status, watcher, path, as_json=as_json)

@@ -40,9 +40,10 @@ def undo_command(thread: str, db: str, start: str) -> str:
     return f"{resume_command(thread, db, 'rollback')} {start} --files"
 
 
-def offer_undo(graph: Any, thread: str, db: str, status: str) -> bool:
+def offer_undo(graph: Any, thread: str, db: str, status: str, *, ask: bool = True) -> bool:
     """At the end of a run that ended ``status`` (failed or cancelled) and changed files: list them and offer the
-    undo. True when the files were restored and the run rolled back to its start."""
+    undo (asked at a terminal unless ``ask`` is False: then the command only). True when the files were restored
+    and the run rolled back to its start."""
     from planmode.cli.files import changed_by_step
 
     if status not in UNDONE_STATUSES:
@@ -56,7 +57,7 @@ def offer_undo(graph: Any, thread: str, db: str, status: str) -> bool:
     for step_id, files in by_step.items():
         for name in files:
             console.print(Text.assemble("  ", name, (f"  (step {step_id})", "dim")))
-    if not interactive():
+    if not ask or not interactive():
         console.print(Text("Undo them (and roll the run back to its start) with: ") + Text(command), soft_wrap=True)
         return False
     answer = choose("Undo these changes and roll the run back to its start?", ["yes", "no"])
