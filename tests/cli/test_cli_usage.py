@@ -121,3 +121,38 @@ def test_run_json_writes_only_json_lines_to_stdout_the_last_one_the_result(tmp_p
     last = json.loads(waiting.stdout.splitlines()[-1])
     assert last["status"] == "awaiting_approval" and last["exit_code"] == 3
     assert last["resume"].startswith("planmode resume w1 --db ")
+
+
+def test_history_reads_at_80_columns_and_is_100_wide_when_piped(tmp_path: Path) -> None:
+    import json
+    import re
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = tmp_path / "r.sqlite"
+    with ScriptedOpenAIServer(_responder({})) as srv:
+        proc = cli(
+            "run", "Write notes.md with a heading, then read it back", "--workspace", str(ws), "--db", str(db),
+            "--thread", "h1", "--mode", "plan", "--auto-approve", "--base-url", srv.base_url, OPENAI_API_KEY="test",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    narrow = cli("history", "h1", "--db", str(db), COLUMNS="80").stdout
+    lines = narrow.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80
+    assert " UTC" not in "".join(lines[1:])  # short times; the day is said once, in the title
+    rows = [line for line in lines if re.match(r"^│\s+\d+ │", line)]
+    assert rows and all(re.search(r"│ \d\d:\d\d:\d\d │", row) for row in rows)
+    assert "run started" in narrow and "task received:" in narrow  # words are not broken across lines
+    for snap in json.loads(cli("history", "h1", "--db", str(db), "--json").stdout)["snapshots"]:
+        assert snap["prefix"] in narrow  # each checkpoint prefix whole: it can be typed back
+    import subprocess
+
+    from tests.cli.test_cli import PLANMODE
+    from tests.cli.test_cli_daily import env
+
+    no_columns = {k: v for k, v in env().items() if k != "COLUMNS"}
+    piped = subprocess.run(
+        [*PLANMODE, "history", "h1", "--db", str(db)], env=no_columns, capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL, check=False,
+    ).stdout.splitlines()  # fmt: skip
+    assert max(len(line) for line in piped) == 100  # no terminal anywhere: 100 columns, not one line per row

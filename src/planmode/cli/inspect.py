@@ -403,7 +403,7 @@ def history(
     accepts."""
     from planmode.cli.drive import require_thread
     from planmode.cli.runlist import iso
-    from planmode.cli.ui import snapshot_table, unique_prefixes
+    from planmode.cli.ui import snapshot_table, table_width, unique_prefixes
     from planmode.persistence.snapshots import list_snapshots
 
     graph = graph_on(database(db, create=False))
@@ -435,7 +435,7 @@ def history(
             }
         )
         return
-    console.print(snapshot_table(snaps, prefixes))
+    console.print(snapshot_table(snaps, prefixes), width=table_width())
 
 
 def resolve_snapshot(ids: list[str], given: str) -> str | int:

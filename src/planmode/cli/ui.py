@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "plan_table",
     "render_event",
     "snapshot_table",
+    "table_width",
     "unique_prefixes",
 ]
 
@@ -318,27 +320,53 @@ def unique_prefixes(ids: Sequence[str], minimum: int = 8) -> dict[str, str]:
     return out
 
 
-def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None = None) -> Table:
-    """A thread's snapshots (newest first) as a table; checkpoint ids are shown as unique prefixes that are
-    never cut (``rollback`` accepts them)."""
-    shown = prefixes or unique_prefixes([s.checkpoint_id for s in snapshots])
-    from planmode.cli.runlist import when
+def table_width() -> int | None:
+    """The width to draw a wide table at: the terminal's (None: the console's own) when output is a terminal or
+    COLUMNS is set; piped, the width of the terminal the command runs in (stderr or stdin), else 100."""
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return None
+    for stream in (sys.stderr, sys.stdin):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):  # not a terminal, closed, or no descriptor
+            continue
+    return 100
 
-    table = Table(title="Snapshots (newest first; times in UTC)", title_justify="left")
+
+def _short_times(moments: Sequence[Any]) -> tuple[list[str], str]:
+    """Each moment short, in UTC: ``HH:MM:SS`` when all fall on one day (the day said once, in the returned
+    title note), else ``MM-DD HH:MM``."""
+    from datetime import UTC
+
+    utc = [m.replace(tzinfo=m.tzinfo or UTC).astimezone(UTC) if m is not None else None for m in moments]
+    days = sorted({m.date() for m in utc if m is not None})
+    if len(days) <= 1:
+        note = f"times in UTC, {days[0].isoformat()}" if days else "times in UTC"
+        return [m.strftime("%H:%M:%S") if m is not None else "" for m in utc], note
+    return [m.strftime("%m-%d %H:%M") if m is not None else "" for m in utc], "times in UTC"
+
+
+def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None = None) -> Table:
+    """A thread's snapshots (newest first) as a table that reads at 80 columns: short times (the day once in the
+    title), the text wrapped at words; checkpoint ids are shown as unique prefixes that are never cut
+    (``rollback`` accepts them)."""
+    shown = prefixes or unique_prefixes([s.checkpoint_id for s in snapshots])
+    cells = [shown.get(s.checkpoint_id, s.checkpoint_id) for s in snapshots]
+    times, note = _short_times([s.created_at for s in snapshots])
+    table = Table(title=f"Snapshots (newest first; {note})", title_justify="left")
     table.add_column("back", justify="right", style="dim", no_wrap=True)
-    table.add_column("checkpoint", style="cyan", no_wrap=True, min_width=8)
+    table.add_column("checkpoint", style="cyan", no_wrap=True, min_width=max([8, *map(len, cells)]))
     table.add_column("time", style="dim", no_wrap=True)
     table.add_column("plan", justify="right", no_wrap=True)
-    table.add_column("steps", overflow="fold")
-    table.add_column("what happened", overflow="fold")
+    table.add_column("steps", overflow="fold", max_width=14)
+    table.add_column("what happened", overflow="fold", ratio=1)
     for n, snap in enumerate(snapshots):
         counts = snap.counts or {}
         steps = " ".join(f"{k}:{v}" for k, v in counts.items() if v)
-        created = when(snap.created_at)
         table.add_row(
             Text(str(n)),
-            Text(shown.get(snap.checkpoint_id, snap.checkpoint_id)),
-            Text(created),
+            Text(cells[n]),
+            Text(times[n]),
             Text(f"v{snap.plan_version}" if snap.plan_version else "-"),
             Text(steps),
             Text(snap.label),
