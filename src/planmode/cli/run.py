@@ -59,7 +59,7 @@ def _approver(
         if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
             # The command line's --max-tokens / --max-cost answer one pause: a pause that comes back (the value
             # was refused, or the raise ran out) is left paused with its reason (exit 6), never answered again.
-            answer = budget_answer(payload, **flags, repeated=answered[0])
+            answer = budget_answer(payload, **flags, repeated=answered[0], ask=ask)
             answered[0] = answered[0] or any(flags.values())
             return answer
         if payload.get("type") in GATE_TYPES:  # planmode.stale, planmode.step_approval (cli/gates.py)
