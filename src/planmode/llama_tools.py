@@ -8,10 +8,12 @@ grammar only allows ``functions.NAME:`` or the end, measured on Qwen2.5-Coder 0.
 from the prompt; ``functionary`` needs a functionary model and its Hugging Face tokenizer.
 
 `tool_call_handler`, registered as the chat format `TOOL_CALL_FORMAT`, keeps the GGUF's template and turns a
-reply that is a tool call written as text (`planmode.tools.text_calls`: ``<tool_call>`` tags, or a whole reply
-of JSON with ``name`` and ``arguments``) into OpenAI ``tool_calls`` when every call names a tool of the
-request. Any other reply, a streamed reply and a request with a named or "none" ``tool_choice`` pass through
-unchanged. ``planmode run --gguf`` serves this format by default (`planmode.local_server.DEFAULT_CHAT_FORMAT`).
+reply that is wholly a tool call written as text (`planmode.tools.text_calls`: nothing but ``<tool_call>``
+blocks, or JSON with ``name`` and ``arguments``; a call inside prose is text) into OpenAI ``tool_calls`` when
+every call names a tool of the request. It is part of the small-model adapter: only a server planmode starts for
+a GGUF model (``--gguf``) uses it. Any other reply, a streamed reply and a request with a named or "none"
+``tool_choice`` pass through unchanged. ``planmode run --gguf`` serves this format by default
+(`planmode.local_server.DEFAULT_CHAT_FORMAT`).
 
 `accept_null_content` makes the server take what OpenAI clients send after a tool call: an assistant message
 with ``tool_calls`` and ``"content": null`` (LangChain's ``ChatOpenAI`` does), which llama-cpp-python 0.3.16's

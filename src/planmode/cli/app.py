@@ -19,9 +19,10 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from planmode.cli import inspect as _inspect
 from planmode.cli import run as _run
@@ -63,17 +64,25 @@ def _main(
     """Plan Mode for LangGraph."""
 
 
+class _Command(TyperCommand):
+    """A command whose usage line names a required argument as click and man pages do (``TASK``), not in typer's
+    braces (``{task}``); an optional one stays in brackets (``[STEP]``)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # typer's own click Context (typer vendors click)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+
+
 # -- the commands, in the order of `planmode --help` --------------------------------------------------------------
-app.command("run")(_run.run)
-app.command("resume")(_run.resume)
-app.command("show")(_inspect.show)
-app.command("ls")(_inspect.ls)
-app.command("history")(_inspect.history)
-app.command("rollback")(_inspect.rollback)
-app.command("diff")(friendly(files_diff))  # planmode.cli.files (imports typer and rich only)
+app.command("run", cls=_Command)(_run.run)
+app.command("resume", cls=_Command)(_run.resume)
+app.command("show", cls=_Command)(_inspect.show)
+app.command("ls", cls=_Command)(_inspect.ls)
+app.command("history", cls=_Command)(_inspect.history)
+app.command("rollback", cls=_Command)(_inspect.rollback)
+app.command("diff", cls=_Command)(friendly(files_diff))  # planmode.cli.files (imports typer and rich only)
 
 
-@app.command()
+@app.command(cls=_Command)
 @friendly
 def graph() -> None:
     """Print the graph as Mermaid."""
@@ -82,7 +91,7 @@ def graph() -> None:
     print(mermaid())
 
 
-@app.command()
+@app.command(cls=_Command)
 @friendly
 def demo(
     db: Annotated[Path | None, typer.Option("--db", help="Keep the demo database here.")] = None,

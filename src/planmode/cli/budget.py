@@ -14,7 +14,8 @@ from typing import Any
 from rich.text import Text
 
 from planmode.budget import parse_budget_answer
-from planmode.cli.ui import ask_text, choose, console, interactive
+from planmode.cli.ask import ask_text, choose, interactive
+from planmode.cli.ui import console
 from planmode.context import settings_dict
 from planmode.observability.usage import format_usage, total_tokens
 
@@ -63,11 +64,13 @@ def budget_answer(
     max_cost: float | None,
     stop: bool,
     repeated: bool = False,
+    ask: bool = True,
 ) -> dict[str, Any] | None:
     """The resume value for a budget pause, or None to leave the run paused.
 
     ``repeated``: the command line's values answered a pause already; this one is left paused (the values
-    were refused, or the raise ran out), so a too-small raise never loops."""
+    were refused, or the raise ran out), so a too-small raise never loops. ``ask`` False (``--json``): no question,
+    even at a terminal."""
     console.print(budget_screen(payload))
     if stop:
         return {"action": "stop"}
@@ -93,7 +96,7 @@ def budget_answer(
             return None
         console.print(Text(f"Raising the budget: {json.dumps(given)}", style="green"))
         return given
-    if not interactive():
+    if not ask or not interactive():
         console.print(
             Text(
                 "The run is paused at its budget and this is not a terminal: resume with --max-tokens N "

@@ -76,7 +76,7 @@ DbOpt = Annotated[
         "read the nearest .planmode/ from this folder, and the databases runs started in this folder went to).",
     ),
 ]
-ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
+ThreadArg = Annotated[str, typer.Argument(help="Thread id.", metavar="THREAD")]
 
 #: The command that continues the run being driven (for the Ctrl-C message), and the database in use.
 session: dict[str, str] = {}
@@ -96,6 +96,7 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
             fn(*args, **kwargs)
         except PlanModeError as exc:
             err_console.print(error_text(exc))
+            _resume_line()
             raise typer.Exit(EXIT_USAGE) from None
         except sqlite3.DatabaseError as exc:
             where = session.get("db", "the database")
@@ -119,9 +120,17 @@ def friendly(fn: Callable[..., None]) -> Callable[..., None]:
                 raise
             err_console.print(error_text(f"{type(exc).__name__}: {exc}"))
             err_console.print(Text("(set PLANMODE_DEBUG=1 to see the traceback)", style="dim"))
+            _resume_line()
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+def _resume_line() -> None:
+    """After an error while a run was being driven: the command that continues it (the run is checkpointed)."""
+    hint = session.get("resume")
+    if hint:
+        err_console.print(Text(f"The run is checkpointed; continue it with: {hint}", style="yellow"), soft_wrap=True)
 
 
 def cfg_of(thread: str) -> RunnableConfig:
@@ -226,11 +235,12 @@ def databases(db: str | None) -> list[str]:
     return out
 
 
-def database_of(db: str | None, thread: str) -> str:
+def database_of(db: str | None, thread: str | None) -> str:
     """The database of ``thread`` for `database` (``create=False``): the first of `databases` that holds the
-    thread; the first of them when none does (the command then says the thread is not there)."""
+    thread; the first of them when none does (the command then says the thread is not there), or when no thread
+    is named (``resume`` with no thread looks for the latest unfinished run there)."""
     candidates = databases(db)
-    if db is None and len(candidates) > 1:
+    if db is None and thread is not None and len(candidates) > 1:
         for candidate in candidates:
             if _holds_thread(Path(candidate), thread):
                 return database(candidate, create=False)

@@ -16,8 +16,10 @@ from typing import Any
 
 from rich.text import Text
 
+from planmode.cli.approval import ask_approval
+from planmode.cli.ask import interactive
 from planmode.cli.drive import drive, show_result
-from planmode.cli.ui import approval_screen, ask_approval, console, interactive, snapshot_table
+from planmode.cli.ui import approval_screen, console, snapshot_table
 from planmode.context import PlanModeContext
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 

@@ -9,6 +9,7 @@ checkpointed and resumable), and a second Ctrl-C forces at once.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from langgraph.pregel import Pregel
     from langgraph.types import StateSnapshot
 
-__all__ = ["Interrupted", "Watcher", "drive", "require_thread", "show_result"]
+__all__ = ["Interrupted", "Watcher", "drive", "emit_json", "once", "require_thread", "show_result"]
 
 Approver = Callable[[dict[str, Any]], dict[str, Any] | None]
 
@@ -136,11 +137,15 @@ class Progress:
     """What is happening now: a live status line on a terminal, plain lines without one (or with NO_COLOR, or
     on TERM=dumb)."""
 
-    def __init__(self, graph: Any, cfg: RunnableConfig) -> None:
+    def __init__(self, graph: Any, cfg: RunnableConfig, mode: str = "auto", json_lines: bool = False) -> None:
         self.graph = graph
         self.cfg = cfg
+        self.mode = mode  # a forced mode (plan, direct): nothing is decided at detect, so it is not said
+        self.json_lines = json_lines  # each event also as a JSON line on stdout (`emit_json`)
         # TERM=dumb: rich draws no live line there (it cannot move the cursor), so plain lines, as without a terminal
-        self.live_mode = console.is_terminal and not console.is_dumb_terminal and not os.environ.get("NO_COLOR")
+        self.live_mode = (
+            console.is_terminal and not console.is_dumb_terminal and not os.environ.get("NO_COLOR") and not json_lines
+        )
         self.activity = "starting (loading the model client)"
         self.since = time.monotonic()
         self.started: dict[str, float] = {}
@@ -199,6 +204,8 @@ class Progress:
 
     def event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
+        if self.json_lines:
+            emit_json({k: v for k, v in event.items() if k != "source"})
         if kind == "plan_approved" and event.get("message") == "approved automatically":
             plan = self.graph.get_state(self.cfg).values.get("plan")  # approved by the run's policy: show it first
             if isinstance(plan, Plan):
@@ -237,6 +244,8 @@ class Progress:
     def model(self, node: str) -> None:
         if node == "execute_step" and self.started:
             return  # "executing step k/n" already says it
+        if node == "detect" and self.mode != "auto":
+            return  # --mode plan or direct: the node only passes the forced route on
         if node in _NODE_ACTIVITY:
             self.set(_NODE_ACTIVITY[node])
 
@@ -244,6 +253,13 @@ class Progress:
         self.print(_tool_line(node, name, args))
         if node == "plan":
             self.set(f"exploring with {name}")
+
+
+def emit_json(record: Mapping[str, Any]) -> None:
+    """One JSON object on one line of stdout, flushed (``run --json``: a CI reads each event as it comes). Text
+    from a model or a person is data in it (JSON-escaped)."""
+    sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def _force_exit_on_sigint(hint: str | None) -> None:
@@ -324,12 +340,14 @@ def drive(
     approver: Approver,
     resume_hint: str | None = None,
     watcher: Watcher | None = None,
+    json_lines: bool = False,
 ) -> str:
     """Run until the graph finishes or a human quits at the approval prompt; return the run status.
 
     ``resume_hint`` is the complete command that continues the run (printed when it is left for later).
-    ``watcher`` collects the files the tools changed. The thread's lease is held throughout: a second
-    process on the same thread gets `ThreadBusyError`.
+    ``watcher`` collects the files the tools changed. ``json_lines``: each progress event is also written to
+    stdout as a JSON line (`emit_json`). The thread's lease is held throughout: a second process on the same
+    thread gets `ThreadBusyError`.
     """
     with thread_lease(graph.checkpointer, cfg["configurable"]["thread_id"]):
         return _drive(
@@ -340,7 +358,18 @@ def drive(
             approver=approver,
             resume_hint=resume_hint,
             watcher=watcher or Watcher(queue.Queue()),
+            json_lines=json_lines,
         )
+
+
+def _mode_of(graph: Any, cfg: RunnableConfig, context: Any) -> str:
+    """The run's mode setting (auto, plan, direct): this command's settings, else the thread's stored ones."""
+    from planmode.context import settings_dict
+
+    given = context.get("mode") if isinstance(context, Mapping) else getattr(context, "mode", None)
+    if given is None:
+        given = settings_dict(graph.get_state(cfg).values.get("settings")).get("mode")
+    return str(given or "auto")
 
 
 def _drive(
@@ -352,12 +381,14 @@ def _drive(
     approver: Approver,
     resume_hint: str | None,
     watcher: Watcher,
+    json_lines: bool = False,
 ) -> str:
     tid = cfg["configurable"]["thread_id"]
     if inp is None and _model_unavailable(graph.get_state(cfg)) is not None:
         inp = Command(resume={"action": "retry"})  # resuming a run paused for its model: try the model again
+    mode = _mode_of(graph, cfg, context)
     while True:
-        with Progress(graph, cfg) as progress:
+        with Progress(graph, cfg, mode, json_lines) as progress:
             _stream(graph, inp, cfg, context, progress, watcher, resume_hint or f"planmode resume {tid}")
         state = graph.get_state(cfg)
         paused = _model_unavailable(state)
@@ -406,6 +437,16 @@ def _model_unavailable(state: Any) -> dict[str, Any] | None:
     return None
 
 
+def once(error: str) -> str:
+    """An error whose parts (planmode joins the error of each attempt with `` | ``, after ``what failed: ``) are
+    each said once."""
+    kept: list[str] = []
+    for part in (p.strip() for p in error.split(" | ")):
+        if not any(k == part or k.endswith(": " + part) for k in kept):
+            kept.append(part)
+    return " | ".join(kept)
+
+
 def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = None) -> None:
     """Print the final plan, answer, report and changed files of a thread."""
     values = graph.get_state(cfg).values
@@ -414,12 +455,15 @@ def show_result(graph: Any, cfg: RunnableConfig, *, changed: list[str] | None = 
         console.print(plan_table(plan))
     messages = values.get("messages") or []
     status = values.get("status")
-    if values.get("error") and status == "failed":
-        console.print(error_text(values["error"], label="failed:"))
+    error = str(values.get("error") or "") if status == "failed" else ""
+    if error:
+        console.print(error_text(once(error), label="failed:"))
     if messages and status in ("completed", "answered", "failed", "cancelled"):
-        console.print(Text("\nAnswer", style="bold"))
         content = messages[-1].content
-        console.print(Text(content if isinstance(content, str) else str(content)))
+        content = content if isinstance(content, str) else str(content)
+        if not (error and error in content):  # a failed run's answer that only repeats the error: said once
+            console.print(Text("\nAnswer", style="bold"))
+            console.print(Text(content))
     report = values.get("report")
     if report:
         console.print(

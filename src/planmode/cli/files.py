@@ -52,8 +52,10 @@ def _run_of(values: Any) -> str | None:
 
 
 def diff(
-    thread: Annotated[str, typer.Argument(help="Thread id.")],
-    step: Annotated[str | None, typer.Argument(help="A step id: only its changes (default: the whole run).")] = None,
+    thread: Annotated[str, typer.Argument(help="Thread id.", metavar="THREAD")],
+    step: Annotated[
+        str | None, typer.Argument(help="A step id: only its changes (default: the whole run).", metavar="STEP")
+    ] = None,
     db: Annotated[
         str | None,
         typer.Option(help="Database file (default: .planmode/planmode.sqlite here or in a parent folder)."),

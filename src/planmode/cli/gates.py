@@ -10,7 +10,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from planmode.approval.staleness import STALE_TYPE
-from planmode.cli.ui import YES, ask_text, choose, console, interactive, plan_table
+from planmode.cli.ask import YES, ask_text, choose, interactive
+from planmode.cli.ui import console, plan_table
 from planmode.nodes._gates import STEP_APPROVAL_TYPE
 from planmode.state.models import Plan
 from planmode.text import clip
@@ -90,8 +91,9 @@ def _screen(payload: dict[str, Any]) -> None:
     console.print(gate_screen(payload))
 
 
-def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
-    """The answer to a staleness or per-step question: asked at a terminal; None (left for later) otherwise.
+def answer_gate(payload: dict[str, Any], auto: bool, *, ask: bool = True) -> dict[str, Any] | None:
+    """The answer to a staleness or per-step question: asked at a terminal (unless ``ask`` is False); None (left
+    for later) otherwise.
     ``--auto-approve`` answers the staleness question; a per-step question (``--step-approval writes``) always
     asks the human at the terminal: auto-approving it would turn off the very question the user asked for."""
     stale = payload.get("type") == STALE_TYPE
@@ -105,7 +107,7 @@ def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
     if auto and stale:
         console.print(Text("Approved automatically (--auto-approve).", style="green"))
         return approve
-    if not interactive():
+    if not ask or not interactive():
         hint = "or pass --auto-approve" if stale else "(--step-approval writes asks a human for each write step)"
         console.print(Text(f"This needs an answer at a terminal {hint}.", style="yellow"))
         return None
@@ -127,7 +129,7 @@ def answer_gate(payload: dict[str, Any], auto: bool) -> dict[str, Any] | None:
                 (", ".join(after), "bold"),
             )
         )
-        sure = choose(f"Skip {step_id} and {len(after)} dependent step(s)?", ["no", "yes"])
+        sure = choose(f"Skip {step_id} and {len(after)} dependent step(s)?", ["no", "yes"], default="no")
         if sure is None:
             return None
         if sure == "yes":

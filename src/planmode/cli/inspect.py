@@ -427,7 +427,7 @@ def history(
     accepts."""
     from planmode.cli.drive import require_thread
     from planmode.cli.runlist import iso
-    from planmode.cli.ui import snapshot_table, unique_prefixes
+    from planmode.cli.ui import snapshot_table, table_width, unique_prefixes
     from planmode.persistence.snapshots import list_snapshots
 
     graph = graph_on(database_of(db, thread))
@@ -459,7 +459,7 @@ def history(
             }
         )
         return
-    console.print(snapshot_table(snaps, prefixes))
+    console.print(snapshot_table(snaps, prefixes), width=table_width())
 
 
 def resolve_snapshot(ids: list[str], given: str) -> str | int:
@@ -487,7 +487,10 @@ def resolve_snapshot(ids: list[str], given: str) -> str | int:
 def rollback(
     thread: ThreadArg,
     snapshot: Annotated[
-        str, typer.Argument(help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).")
+        str,
+        typer.Argument(
+            help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).", metavar="SNAPSHOT"
+        ),
     ],
     db: DbOpt = None,
     files: Annotated[bool, typer.Option("--files", help="Also restore the workspace files the run changed.")] = False,

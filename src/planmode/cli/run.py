@@ -21,7 +21,6 @@ from rich.text import Text
 
 from planmode.cli.common import (
     DbOpt,
-    ThreadArg,
     cfg_of,
     database,
     database_of,
@@ -46,32 +45,34 @@ __all__ = ["resume", "run"]
 
 
 def _approver(
-    auto: bool, resume_hint: str, budget: dict[str, Any] | None = None
+    auto: bool, resume_hint: str, budget: dict[str, Any] | None = None, *, ask: bool = True
 ) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
     flags = dict(budget or {"max_tokens": None, "max_cost": None, "stop": False})
     answered = [False]
 
     def approve(payload: dict[str, Any]) -> dict[str, Any] | None:
         from planmode.budget import INTERRUPT_TYPE as BUDGET_INTERRUPT
+        from planmode.cli.approval import ask_approval
+        from planmode.cli.ask import interactive
         from planmode.cli.budget import budget_answer
         from planmode.cli.gates import GATE_TYPES, answer_gate
-        from planmode.cli.ui import approval_screen, ask_approval, interactive
+        from planmode.cli.ui import approval_screen
 
         if payload.get("type") == BUDGET_INTERRUPT:  # a budget pause, not an approval (planmode.budget)
             # The command line's --max-tokens / --max-cost answer one pause: a pause that comes back (the value
             # was refused, or the raise ran out) is left paused with its reason (exit 6), never answered again.
-            answer = budget_answer(payload, **flags, repeated=answered[0])
+            answer = budget_answer(payload, **flags, repeated=answered[0], ask=ask)
             answered[0] = answered[0] or any(flags.values())
             return answer
         if payload.get("type") in GATE_TYPES:  # planmode.stale, planmode.step_approval (cli/gates.py)
-            return answer_gate(payload, auto)
+            return answer_gate(payload, auto, ask=ask)
         if auto:
             console.print(approval_screen(payload))
             console.print(
                 Text(f"Approved automatically (--auto-approve), revision {payload['revision']}.", style="green")
             )
             return {"action": "approve", "revision": payload["revision"]}
-        if not interactive():
+        if not ask or not interactive():  # --json asks nothing: the question is left for later
             console.print(approval_screen(payload))
             console.print(
                 Text(
@@ -178,11 +179,22 @@ def settings_options(fn: Callable[..., _R]) -> Callable[..., _R]:
     return with_settings
 
 
+JsonLines = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Write the run's progress events to stdout as JSON lines, the last one the result (status, exit "
+        "code, resume command); everything else goes to stderr. Nothing is asked: a question is left for later "
+        "(pass --auto-approve to approve plans).",
+    ),
+]
+
+
 @friendly
 @settings_options
 def run(
     command: typer.Context,
-    task: Annotated[str, typer.Argument(help="What to do; - reads it from stdin.")],
+    task: Annotated[str, typer.Argument(help="What to do; - reads it from stdin.", metavar="TASK")],
     workspace: Annotated[Path, typer.Option(envvar="PLANMODE_WORKSPACE", help="Folder the file tools work in.")] = Path(
         "."
     ),
@@ -211,6 +223,7 @@ def run(
             "for the run (pip install 'planmode[local]')."
         ),
     ] = None,
+    as_json: JsonLines = False,
     *,
     settings: dict[str, Any],
 ) -> None:
@@ -219,6 +232,8 @@ def run(
     from planmode.cli.drive import Watcher, drive
     from planmode.context import PlanModeContext
 
+    if as_json:
+        _to_stderr()
     # Checked before anything is stored: a bad endpoint or an empty task is one line and exit 2, not a run.
     if task == "-":
         task = sys.stdin.read()
@@ -269,14 +284,39 @@ def run(
         {"messages": [("user", task)]},
         cfg_of(tid),
         context=ctx,
-        approver=_approver(auto, hint),
+        approver=_approver(auto, hint, ask=not as_json),
         resume_hint=hint,
         watcher=watcher,
+        json_lines=as_json,
     )
-    _finish(graph, tid, status, watcher, path)
+    _finish(graph, tid, status, watcher, path, as_json=as_json)
 
 
 _FINISHED = ("completed", "failed", "answered", "cancelled")
+
+
+def _latest_unfinished(graph: Any, db: str, folder: Path) -> str:
+    """The thread of the newest run in ``db`` that is not finished and not running now (it waits for approval, was
+    interrupted, or is paused) and whose workspace is ``folder`` or holds it; `PlanModeError` when there is none."""
+    from planmode.cli.inspect import _runs
+    from planmode.context import settings_dict
+
+    here = folder.resolve()
+    for row in _runs(db, wanted=None, limit=None):  # newest first
+        if row.checkpoint_ns or row.state in (*_FINISHED, "running"):
+            continue
+        settings = settings_dict(graph.get_state(cfg_of(row.thread_id)).values.get("settings"))
+        workspace = settings.get("workspace")
+        if workspace and (here == Path(workspace) or Path(workspace) in here.parents):
+            console.print(
+                Text(f"Resuming the latest unfinished run of this workspace: {row.thread_id} ({row.state})"),
+                soft_wrap=True,
+            )
+            return str(row.thread_id)
+    raise PlanModeError(
+        f"no unfinished run of this workspace ({here}) in {db}: name the thread (see `planmode ls`), or "
+        "run this in the run's workspace"
+    )
 
 
 def _finished(state: Any) -> bool:
@@ -369,7 +409,45 @@ def _prices(raw: str | None) -> dict[str, Any]:
         raise PlanModeError(str(exc)) from None
 
 
-def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> None:
+#: What to try when the planner gave no plan the run could use.
+_PLANNER_HINT = (
+    "The planner gave no plan planmode could use. Try: a more capable model (--model); for a local server, "
+    "--structured-output prompted or json_object; or say the task more concretely (the files to read and write)."
+)
+
+
+def _no_plan(values: Any) -> bool:
+    """Whether the run ended without any plan (the planner failed)."""
+    plan = values.get("plan")
+    return plan is None or not getattr(plan, "steps", None)
+
+
+def _to_stderr() -> None:
+    """``--json``: every screen and message of the command goes to stderr; stdout holds only the JSON lines."""
+    from planmode.cli.ui import console
+
+    console.file = sys.stderr
+
+
+def _result_line(tid: str, status: str, values: Any, db: str, watcher: Watcher) -> None:
+    """The last JSON line of ``--json``: the run's outcome."""
+    from planmode.cli.drive import emit_json
+
+    finished = status in _FINISHED
+    emit_json(
+        {
+            "type": "result",
+            "thread_id": tid,
+            "status": status,
+            "exit_code": exit_code(status),
+            "error": values.get("error") if status == "failed" else None,
+            "files_changed": list(watcher.changed),
+            "resume": None if finished else resume_command(tid, db),
+        }
+    )
+
+
+def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str, *, as_json: bool = False) -> None:
     from planmode.cli.drive import show_result
 
     values = graph.get_state(cfg_of(tid)).values
@@ -386,17 +464,31 @@ def _finish(graph: Any, tid: str, status: str, watcher: Watcher, db: str) -> Non
                 style="yellow",
             )
         )
+    if status == "failed" and _no_plan(values):
+        console.print(Text(_PLANNER_HINT, style="yellow"), soft_wrap=True)
     if status == "failed":
         console.print(
             Text(f"The run failed. Inspect it with: {resume_command(tid, db, 'show')}", style="red"), soft_wrap=True
         )
+    from planmode.cli.undo import offer_undo
+
+    offer_undo(graph, tid, db, status, ask=not as_json)  # failed or cancelled with changes: the undo offered
+    if as_json:
+        _result_line(tid, status, values, db, watcher)
     raise typer.Exit(exit_code(status))
 
 
 @friendly
 def resume(
     command: typer.Context,
-    thread: ThreadArg,
+    thread: Annotated[
+        str | None,
+        typer.Argument(
+            help="Thread id (default: the latest unfinished run of this workspace, the current folder).",
+            metavar="THREAD",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOpt = None,
     workspace: Annotated[
         Path | None, typer.Option(help="Folder the file tools work in (default: the run's own workspace).")
@@ -423,15 +515,20 @@ def resume(
         ),
     ] = None,
     stop: Annotated[bool, typer.Option("--stop", help="At a budget pause: stop the run (status cancelled).")] = False,
+    as_json: JsonLines = False,
 ) -> None:
     """Continue a run from its last checkpoint (after Ctrl-C, a crash, or a pending approval), in the run's own
     workspace and with its own model unless told otherwise."""
     from planmode.cli.drive import Watcher, drive, require_thread
 
+    if as_json:
+        _to_stderr()
     if base_url is not None:
         _check_base_url(base_url)
     path = database_of(db, thread)
     graph = graph_on(path, None)
+    if thread is None:
+        thread = _latest_unfinished(graph, path, Path.cwd())
     state = require_thread(graph, cfg_of(thread))
     if _finished(state):
         status = state.values.get("status")
@@ -484,8 +581,9 @@ def resume(
         None,
         cfg_of(thread),
         context=overrides or None,
-        approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}),
+        approver=_approver(auto, hint, {"max_tokens": max_tokens, "max_cost": max_cost, "stop": stop}, ask=not as_json),
         resume_hint=hint,
         watcher=watcher,
+        json_lines=as_json,
     )
-    _finish(graph, thread, status, watcher, path)
+    _finish(graph, thread, status, watcher, path, as_json=as_json)

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +25,6 @@ from rich.console import (
     RenderHook,
     RenderResult,
 )
-from rich.prompt import Prompt
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
@@ -39,19 +35,14 @@ if TYPE_CHECKING:  # the plan model imports the LangGraph stack: imported where 
     from planmode.state.models import Plan, Step
 
 __all__ = [
-    "YES",
-    "ask_approval",
-    "ask_text",
     "changes_view",
-    "choose",
     "console",
     "err_console",
     "error_text",
-    "interactive",
     "plan_table",
-    "prompt_console",
     "render_event",
     "snapshot_table",
+    "table_width",
     "unique_prefixes",
 ]
 
@@ -339,27 +330,53 @@ def unique_prefixes(ids: Sequence[str], minimum: int = 8) -> dict[str, str]:
     return out
 
 
-def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None = None) -> Table:
-    """A thread's snapshots (newest first) as a table; checkpoint ids are shown as unique prefixes that are
-    never cut (``rollback`` accepts them)."""
-    shown = prefixes or unique_prefixes([s.checkpoint_id for s in snapshots])
-    from planmode.cli.runlist import when
+def table_width() -> int | None:
+    """The width to draw a wide table at: the terminal's (None: the console's own) when output is a terminal or
+    COLUMNS is set; piped, the width of the terminal the command runs in (stderr or stdin), else 100."""
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return None
+    for stream in (sys.stderr, sys.stdin):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):  # not a terminal, closed, or no descriptor
+            continue
+    return 100
 
-    table = Table(title="Snapshots (newest first; times in UTC)", title_justify="left")
+
+def _short_times(moments: Sequence[Any]) -> tuple[list[str], str]:
+    """Each moment short, in UTC: ``HH:MM:SS`` when all fall on one day (the day said once, in the returned
+    title note), else ``MM-DD HH:MM``."""
+    from datetime import UTC
+
+    utc = [m.replace(tzinfo=m.tzinfo or UTC).astimezone(UTC) if m is not None else None for m in moments]
+    days = sorted({m.date() for m in utc if m is not None})
+    if len(days) <= 1:
+        note = f"times in UTC, {days[0].isoformat()}" if days else "times in UTC"
+        return [m.strftime("%H:%M:%S") if m is not None else "" for m in utc], note
+    return [m.strftime("%m-%d %H:%M") if m is not None else "" for m in utc], "times in UTC"
+
+
+def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None = None) -> Table:
+    """A thread's snapshots (newest first) as a table that reads at 80 columns: short times (the day once in the
+    title), the text wrapped at words; checkpoint ids are shown as unique prefixes that are never cut
+    (``rollback`` accepts them)."""
+    shown = prefixes or unique_prefixes([s.checkpoint_id for s in snapshots])
+    cells = [shown.get(s.checkpoint_id, s.checkpoint_id) for s in snapshots]
+    times, note = _short_times([s.created_at for s in snapshots])
+    table = Table(title=f"Snapshots (newest first; {note})", title_justify="left")
     table.add_column("back", justify="right", style="dim", no_wrap=True)
-    table.add_column("checkpoint", style="cyan", no_wrap=True, min_width=8)
+    table.add_column("checkpoint", style="cyan", no_wrap=True, min_width=max([8, *map(len, cells)]))
     table.add_column("time", style="dim", no_wrap=True)
     table.add_column("plan", justify="right", no_wrap=True)
-    table.add_column("steps", overflow="fold")
-    table.add_column("what happened", overflow="fold")
+    table.add_column("steps", overflow="fold", max_width=14)
+    table.add_column("what happened", overflow="fold", ratio=1)
     for n, snap in enumerate(snapshots):
         counts = snap.counts or {}
         steps = " ".join(f"{k}:{v}" for k, v in counts.items() if v)
-        created = when(snap.created_at)
         table.add_row(
             Text(str(n)),
-            Text(shown.get(snap.checkpoint_id, snap.checkpoint_id)),
-            Text(created),
+            Text(cells[n]),
+            Text(times[n]),
             Text(f"v{snap.plan_version}" if snap.plan_version else "-"),
             Text(steps),
             Text(snap.label),
@@ -503,184 +520,6 @@ def _checks_note(checks: Mapping[str, Any]) -> Text:
         note.append("\nproblem: ", style="bold red")
         note.append(str(problem))
     return note
-
-
-# -- the approval prompt ------------------------------------------------------------------------------------
-
-
-def _run_editor(text: str) -> str:
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    with tempfile.NamedTemporaryFile("w+", suffix=".toml", delete=False, encoding="utf-8") as fh:
-        fh.write(text)
-        path = fh.name
-    try:
-        subprocess.run([*shlex.split(editor), path], check=False)
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    finally:
-        os.unlink(path)
-
-
-def _leading_comments(lines: Sequence[str]) -> int:
-    """How many lines at the top are comments or blank (the header planmode wrote, and whatever joins it)."""
-    n = 0
-    while n < len(lines) and (not lines[n].strip() or lines[n].lstrip().startswith("#")):
-        n += 1
-    return n
-
-
-def edit_plan(plan: Plan, revision: str, read_only: Iterable[str] | None = None) -> dict[str, Any] | None:
-    """Open $EDITOR on the plan as a form (`planmode.cli.plan_form`: TOML with comments, no internal fields)
-    until it holds a valid edit (an error reopens the editor with the error on top, as ``git commit`` does, its
-    line number that of the reopened file); then show the edited plan with its diff and ask for approval. The
-    edit answer to send, or None when the human gives up on the edit."""
-    from planmode.approval import Edit, parse_resume
-    from planmode.cli.plan_form import FormError, form_header, read_form, to_form
-    from planmode.state.diff import plan_changes
-
-    quiet = frozenset(read_only) if read_only is not None else _default_read_only()
-    body = to_form(plan, quiet)
-    error: FormError | None = None
-    while True:
-        header = form_header(error.shown() if error is not None else None)
-        if error is not None and error.line is not None:  # the line as the reopened file numbers it
-            header = form_header(error.shown(offset=len(header)))
-        saved = _run_editor("\n".join(header) + "\n" + body)
-        lines = saved.splitlines()
-        top = _leading_comments(lines)
-        if top == len(lines) or not "".join(line for line in lines if not line.lstrip().startswith("#")).strip():
-            console.print(Text("Edit cancelled (the file was empty).", style="yellow"))
-            return None
-        body = "\n".join(lines[top:]) + "\n"  # the person's text, their own comments kept; planmode's header goes
-        read = read_form(saved, plan)
-        if isinstance(read, FormError):
-            line = read.line - top if read.line is not None and read.line > top else read.line
-            error = FormError(read.message, line, read.column)
-            continue
-        answer = {"action": "edit", "plan": read, "revision": revision}
-        checked = parse_resume(answer, plan)
-        if not isinstance(checked, Edit):
-            error = FormError(str(checked))
-            continue
-        changes = plan_changes(plan, checked.plan)
-        if plan.title != checked.plan.title:
-            changes["title"] = [plan.title, checked.plan.title]
-        console.print(plan_table(checked.plan, marks=_marks(changes), read_only=quiet))
-        view = changes_view(changes, checked.plan)
-        if view is not None:
-            console.print(view)
-        choice = Prompt.ask(
-            Text("Approve the edited plan? approve / edit again / discard the edit"),
-            choices=["a", "e", "d"],
-            default="a",
-            console=prompt_console(),
-        )
-        if choice == "a":
-            return answer
-        if choice == "d":
-            return None
-        error = None
-
-
-#: Words that approve at every question planmode asks (as in git's and apt's y/yes), in any case.
-YES = {"y": "approve", "yes": "approve"}
-
-
-def choose(question: str, options: Sequence[str], *, synonyms: Mapping[str, str] | None = None) -> str | None:
-    """Ask ``question``; the answer is one of ``options`` (the first is the default, taken on an empty answer),
-    given as the whole word or its first letter, or a synonym (`YES`), in any case. An answer that is none of them
-    asks again, saying what is accepted. None at the end of input (Ctrl-D): the caller leaves for later."""
-    accepted = (
-        {o[0]: o for o in options} | {o: o for o in options} | {k.lower(): v for k, v in (synonyms or {}).items()}
-    )
-    prompt = Text.assemble(
-        (question, "bold"),
-        " " + " / ".join(options) + " ",
-        ("[" + "/".join(o[0] for o in options) + "]", "bold magenta"),
-        (f" ({options[0][0]})", "bold cyan"),
-        ": ",
-    )
-    where = prompt_console()
-    while True:
-        try:
-            raw = where.input(prompt)
-        except EOFError:  # Ctrl-D
-            where.print()
-            return None
-        word = raw.strip().lower()
-        if not word:
-            return options[0]
-        if word in accepted:
-            return accepted[word]
-        where.print(Text(f"Please answer {', '.join(options)} (or the first letter).", style="red"))
-
-
-def ask_text(question: str, *, default: str | None = None) -> str | None:
-    """A line of free text (feedback); None at the end of input (Ctrl-D)."""
-    try:
-        if default is None:
-            return Prompt.ask(Text(question), console=prompt_console())
-        return Prompt.ask(Text(question), default=default, console=prompt_console())
-    except EOFError:
-        prompt_console().print()
-        return None
-
-
-def ask_approval(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """Show the plan and ask approve / edit / reject / cancel / quit. None means quit (the run stays resumable);
-    cancel ends the run without executing anything. Ctrl-D at any question is quit."""
-    from planmode.state.models import Plan
-
-    plan = Plan.model_validate(payload["plan"])
-    console.print(approval_screen(payload))
-    while True:
-        choice = choose("Approve this plan?", ["approve", "edit", "reject", "cancel", "quit"], synonyms=YES)
-        if choice == "approve":
-            return {"action": "approve", "revision": payload["revision"]}
-        if choice in ("quit", None):
-            return None
-        if choice == "cancel":
-            why = ask_text("Why (optional)?", default="")
-            return None if why is None else {"action": "cancel", "feedback": why}
-        if choice == "reject":
-            answer = ask_text("What should change?")
-            if answer is None:
-                return None
-            feedback = answer.strip()
-            if feedback:
-                return {"action": "reject", "feedback": feedback}
-            console.print(Text("Feedback is needed to reject a plan.", style="yellow"))
-            continue
-        read_only = payload.get("read_only_tools")
-        edited = edit_plan(
-            plan, str(payload["revision"]), [str(t) for t in read_only] if isinstance(read_only, list) else None
-        )
-        if edited is not None:
-            return edited
-        console.print(approval_screen(payload))
-
-
-_tty: list[Console] = []
-
-
-def prompt_console() -> Console:
-    """Where a question is asked: the console when stdout is a terminal; else the terminal itself (``/dev/tty``)
-    when stdin is one (``planmode run ... | tee log``), as git and ssh ask for a password."""
-    if sys.stdout.isatty() or not sys.stdin.isatty():
-        return console
-    if not _tty:
-        try:
-            tty = open("/dev/tty", "w", encoding=console.encoding, errors="replace")  # noqa: SIM115 (kept open)
-        except OSError:
-            return console
-        _tty.append(_console(file=tty, force_terminal=True))
-    return _tty[0]
-
-
-def interactive() -> bool:
-    """True when a human can answer: stdin is a terminal, and stdout or the process's terminal can show the
-    question (`prompt_console`)."""
-    return sys.stdin.isatty() and (sys.stdout.isatty() or prompt_console() is not console)
 
 
 def lines(items: Iterable[str], *, style: str = "") -> Text:

@@ -23,13 +23,15 @@ answered with a refusal naming the step, the tool and what the step declared, an
 among the bound tools, the withheld names) and on whether writes are allowed — never on anything else the
 model sends, such as tool-call ids.
 
-Tool calls written as text (`planmode.tools.text_calls`): when a reply has no tool calls but its whole content
-is a tool call written as JSON (raw or fenced, one or a list), or holds ``<tool_call>`` tags, and every call names
-a tool the loop knows (one it runs, or one of the graph the step is not bound to), the reply is given real tool
-calls (with fresh ids made here, never ids from the text) and they go through the same `ToolNode` and the same
-`ToolGate` as any call. Text that looks like a tool call but names an unknown tool or cannot be read is never the
-answer: the model is told to call the tool through the tool-calling interface and gets another turn (within the
-turn bound); a loop that ends on such text ends with ``error`` set, naming it.
+Tool calls written as text (`planmode.tools.text_calls`), read only when the caller says the small-model adapter
+is on (``text_calls=True``; off by default): when a reply has no tool calls but the whole reply, stripped, is a
+tool call written as text (JSON raw or fenced, one or a list, or ``<tool_call>`` blocks, and nothing else: a call
+inside prose is text), and every call names a tool the loop knows (one it runs, or one of the graph the step is not
+bound to), the reply is given real tool calls (with fresh ids made here, never ids from the text) and they go
+through the same `ToolNode` and the same `ToolGate` as any call. Only the model's own reply is read, never what a
+tool returned. Text that is wholly call-shaped but names an unknown tool or cannot be read is never the answer:
+the model is told to call the tool through the tool-calling interface and gets another turn (within the turn
+bound); a loop that ends on such text ends with ``error`` set, naming it.
 
 A step's one file (`WholeFile`, given by the executor for a write step that produces one file): a call named after
 the step with a ``content`` (small models call the step, not the tool) is a call of the step's write tool, and,
@@ -312,6 +314,7 @@ def run_tool_loop(
     max_tool_calls: int | None = None,
     binding: StepTools | None = None,
     whole_file: WholeFile | None = None,
+    text_calls: bool = False,
 ) -> LoopResult:
     """Call the model, run its tool calls through LangGraph's `ToolNode` behind a `ToolGate`, repeat until it
     answers without tool calls or a bound is reached.
@@ -324,6 +327,8 @@ def run_tool_loop(
     With a ``binding`` (a step's `StepTools`), only the tools it binds are given to the model and run; a call to
     a tool it withholds is refused (the model gets the refusal) and recorded in the result's ``refused``. With a
     ``whole_file`` (`WholeFile`), a call named after the step, or a fenced file, is a call of the step's write tool.
+    ``text_calls`` (the small-model adapter's switch, off by default): a reply that is wholly a tool call written
+    as text is read as that call (`planmode.tools.text_calls`).
     """
     return drive(
         tool_loop_steps(
@@ -336,6 +341,7 @@ def run_tool_loop(
             max_tool_calls=max_tool_calls,
             binding=binding,
             whole_file=whole_file,
+            text_calls=text_calls,
         )
     )
 
@@ -351,6 +357,7 @@ async def arun_tool_loop(
     max_tool_calls: int | None = None,
     binding: StepTools | None = None,
     whole_file: WholeFile | None = None,
+    text_calls: bool = False,
 ) -> LoopResult:
     """`run_tool_loop` on the event loop: the model is called with ``ainvoke`` and `ToolNode` runs the tools
     asynchronously (a tool's coroutine is awaited; a sync-only tool runs in a worker thread, as in every
@@ -366,6 +373,7 @@ async def arun_tool_loop(
             max_tool_calls=max_tool_calls,
             binding=binding,
             whole_file=whole_file,
+            text_calls=text_calls,
         )
     )
 
@@ -381,6 +389,7 @@ def tool_loop_steps(
     max_tool_calls: int | None = None,
     binding: StepTools | None = None,
     whole_file: WholeFile | None = None,
+    text_calls: bool = False,
 ) -> Generator[Call[Any], Any, LoopResult]:
     """`run_tool_loop` as a loop for a driver (`planmode._drive`): yields each call to make (a `Call`: a model
     turn, or the whole loop graph when there are tools), returns the result. A node body composes it with
@@ -391,7 +400,9 @@ def tool_loop_steps(
     if whole_file is not None and whole_file.tool not in {t.name for t in tools}:
         whole_file = None  # a write tool the loop does not run: no reply is turned into a call of it
     if not tools:  # no tool can interrupt or return a Command: the model alone, without a subgraph's overhead
-        call_model, acall_model = _model_turn(model, (), settings, max_tool_calls, _known((), binding))
+        call_model, acall_model = _model_turn(
+            model, (), settings, max_tool_calls, _known((), binding), text_calls=text_calls
+        )
         return _finish(result, (yield from _without_tools(messages, turns, call_model, acall_model, binding)))
     loop = _loop_for(
         model,
@@ -402,6 +413,7 @@ def tool_loop_steps(
         max_tool_calls=max_tool_calls,
         binding=binding,
         whole_file=whole_file,
+        text_calls=text_calls,
     )
     config, durability = _run_args(turns)
     given = {"messages": list(messages)}
@@ -462,6 +474,7 @@ def _loop_for(
     max_tool_calls: int | None,
     binding: StepTools | None,
     whole_file: WholeFile | None = None,
+    text_calls: bool = False,
 ) -> Any:
     """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
     a step's framework overhead)."""
@@ -475,6 +488,7 @@ def _loop_for(
             max_tool_calls,
             binding.key if binding else None,
             whole_file,
+            text_calls,
         ),
         lambda: _build_loop(
             model,
@@ -485,6 +499,7 @@ def _loop_for(
             max_tool_calls=max_tool_calls,
             binding=binding,
             whole_file=whole_file,
+            text_calls=text_calls,
         ),
     )
 
@@ -508,9 +523,10 @@ def _build_loop(
     max_tool_calls: int | None,
     binding: StepTools | None,
     whole_file: WholeFile | None = None,
+    text_calls: bool = False,
 ) -> Any:
     call_model, acall_model = _model_turn(
-        model, tools, settings, max_tool_calls, _known(tools, binding), whole_file, _changers(tools)
+        model, tools, settings, max_tool_calls, _known(tools, binding), whole_file, _changers(tools), text_calls
     )
     gate = ToolGate(
         allow_writes=allow_writes,
@@ -962,10 +978,12 @@ def _model_turn(
     known: frozenset[str],
     whole_file: WholeFile | None = None,
     changers: _Changers = _Changers(),
+    text_calls: bool = False,
 ) -> tuple[Callable[[Any], _Update], Callable[[Any], Awaitable[_Update]]]:
     """The loop's model turn, sync and async: call the model (with the tools bound); a failure sets ``error``;
-    a tool call written as text becomes a real call or a request to call properly (``known``: the tool names it
-    may name); the tool-call budget cuts the reply's calls and marks it final."""
+    with ``text_calls``, a reply that is wholly a tool call written as text becomes a real call or a request to
+    call properly (``known``: the tool names it may name); the tool-call budget cuts the reply's calls and marks
+    it final."""
     bound = model.bind_tools(list(tools)) if tools else model
 
     def history(state: _LoopState) -> list[BaseMessage]:
@@ -980,7 +998,7 @@ def _model_turn(
             raise
         except Exception as exc:  # the caller turns this into a failed attempt; an unreachable model raises
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls, known, whole_file, changers)
+        return _after_reply(state, reply, max_tool_calls, known, whole_file, changers, text_calls)
 
     async def acall_model(state: _LoopState) -> _Update:
         msgs = await afit_transcript(model, history(state), settings, tools)
@@ -990,7 +1008,7 @@ def _model_turn(
             raise
         except Exception as exc:  # as in call_model
             return {"error": model_failure(exc, model, settings), "final": False}
-        return _after_reply(state, reply, max_tool_calls, known, whole_file, changers)
+        return _after_reply(state, reply, max_tool_calls, known, whole_file, changers, text_calls)
 
     return call_model, acall_model
 
@@ -1002,12 +1020,14 @@ def _after_reply(
     known: frozenset[str] = frozenset(),
     whole_file: WholeFile | None = None,
     changers: _Changers = _Changers(),
+    text_calls: bool = False,
 ) -> _Update:
     if not isinstance(reply, AIMessage):
         reply = AIMessage(content=text_of(reply))
     update: dict[str, Any] = {"turns": state.get("turns", 0) + 1, "final": False, "text_call": None}
     calls = list(reply.tool_calls or [])
-    read = None if calls else read_text_calls(text_of(reply))
+    # Only the model's own reply, and only with the small-model adapter on (``text_calls``): never a tool's result.
+    read = read_text_calls(text_of(reply)) if text_calls and not calls else None
     if whole_file is not None:
         if calls:
             calls = [_aliased(c, whole_file, known) for c in calls]

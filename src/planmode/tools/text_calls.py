@@ -3,16 +3,19 @@
 Small open models, on servers that do not parse their output into tool calls, answer with the call as text:
 a JSON object with ``name`` and ``arguments`` (or ``parameters``), fenced (```` ```json ````) or not, a list of
 them, or each one inside ``<tool_call>...</tool_call>`` tags (Qwen/Hermes style). `read_text_calls` recognises
-these, with one rule that never mistakes an answer for a call:
+these, with one rule that never mistakes an answer, or text an answer quotes, for a call:
 
-- ``<tool_call>`` tags are tool-call syntax wherever they appear in the reply, when the tag is closed or
-  followed by JSON (a reply that merely names the tag is prose);
-- JSON (raw, or in one fence) is a call when it is the *whole* reply, stripped, or when it *opens* the reply
-  and prose follows (small models comment on their call: "```json {...}``` This writes shapes.py."); an answer
-  that shows a JSON example after prose is an answer;
+- a reply is calls only when the *whole* reply, stripped, is calls: one call, a list of calls, or a sequence of
+  them (``<tool_call>`` blocks, fences, JSON values) with nothing but white space between. A call inside prose,
+  before it or after it, is text: an answer that quotes a file holding a ``<tool_call>`` tag is an answer;
 - a JSON value is a call when it is an object with a string ``name`` and ``arguments``/``parameters`` (an object,
   or a string holding one), also inside ``{"function": {...}}``; a list is calls when all its items are. JSON is
-  read as small models write it: raw newlines inside strings, and Python's triple-quoted strings.
+  read as small models write it: raw newlines inside strings, and Python's triple-quoted strings;
+- a reply made only of ``<tool_call>`` blocks, or only of JSON that names a call, that cannot be read is reported
+  as such (``problem``); it is never an answer.
+
+Only a caller that has the small-model adapter on reads text calls (`planmode.tools.loop`'s ``text_calls``); the
+caller reads a model's own reply, never what a tool returned.
 
 The parser is pure: it never raises, never evaluates anything (``json.loads`` only), uses no regular expression,
 and reads at most `MAX_TEXT_CALL_CHARS` characters.
@@ -72,69 +75,89 @@ def _read(text: object) -> TextCalls | None:
     if not isinstance(text, str):
         return None
     stripped = text.strip()
-    tagged = _tag_call(stripped)
-    if not tagged and not _json_shaped(stripped):
-        return _leading(stripped) if len(stripped) <= MAX_TEXT_CALL_CHARS else None
     if len(stripped) > MAX_TEXT_CALL_CHARS:
-        if tagged or _mentions_call(stripped[:MAX_TEXT_CALL_CHARS]):
+        head = stripped[:MAX_TEXT_CALL_CHARS]
+        if head.startswith(_OPEN) or (_json_shaped(head, whole=False) and _mentions_call(head)):
             return TextCalls(problem=f"the text is longer than {MAX_TEXT_CALL_CHARS} characters")
         return None
-    if tagged:
-        return _tagged(stripped)
-    body = _unfenced(stripped)
-    value, ok = _loads(body)
-    if not ok:
-        lead = _leading(stripped)  # a call, then prose
-        if lead is not None:
-            return lead
-        return TextCalls(problem="its JSON does not parse") if _mentions_call(body) else None
-    calls = _calls_of(value)
-    if calls is not None:
-        return TextCalls(calls=calls)
-    if _looks_like_call(value):
-        return TextCalls(problem='it is not an object with a string "name" and an object of "arguments"')
+    if _json_shaped(stripped):  # one JSON value, or one fence around it: read as small models write JSON
+        body = _unfenced(stripped)
+        value, ok = _loads(body)
+        if ok:
+            calls = _calls_of(value)
+            if calls is not None:
+                return TextCalls(calls=calls)
+            if _looks_like_call(value):
+                return TextCalls(problem='it is not an object with a string "name" and an object of "arguments"')
+            return None
+        found = _sequence(stripped)
+        if found is None and _one_unit(stripped) and _mentions_call(body):
+            return TextCalls(problem="its JSON does not parse")
+        return found
+    if stripped.startswith(_OPEN):
+        return _sequence(stripped)
     return None
 
 
-def _leading(s: str) -> TextCalls | None:
-    """The calls a reply opens with, before prose that comments on them (``{"name": ..., "arguments": ...}`` or a
-    fence holding one, then "This writes the file ..."), or None. Only a call that opens the reply counts: one
-    shown after prose is an example in an answer."""
-    if s.startswith(("{", "[")):
-        try:
-            value, _ = json.JSONDecoder().raw_decode(s)
-        except (ValueError, RecursionError):
-            return None
-        calls = _calls_of(value)
-        return TextCalls(calls=calls) if calls is not None else None
-    found: list[TextCall] = []
+def _sequence(s: str) -> TextCalls | None:
+    """The calls of a reply that is a sequence of units (``<tool_call>`` blocks, fences, JSON values) with only
+    white space between; None when anything else is in it (prose: an answer), or when a fence or JSON unit is not
+    a call (an answer that shows JSON). A ``<tool_call>`` block that holds no call is a problem: the tag is
+    tool-call syntax. A last ``<tool_call>`` block left open runs to the end."""
+    calls: list[TextCall] = []
     rest = s
-    while rest.startswith("```"):
-        close = rest.find("```", 3)
-        if close < 0:
-            break
-        value, ok = _loads(_unfenced(rest[: close + 3]))
-        calls = _calls_of(value) if ok else None
-        if calls is None:
-            if not found and _mentions_call(rest[: close + 3]):
-                return TextCalls(problem="it opens with a tool call that could not be read")
-            break
-        found.extend(calls)
-        rest = rest[close + 3 :].lstrip()
-    return TextCalls(calls=found) if found else None
+    while rest:
+        if rest.startswith(_OPEN):
+            end = rest.find(_CLOSE, len(_OPEN))
+            body = rest[len(_OPEN) :] if end < 0 else rest[len(_OPEN) : end]
+            rest = "" if end < 0 else rest[end + len(_CLOSE) :].lstrip()
+            value, ok = _loads(_unfenced(body.strip()))
+            found = _calls_of(value) if ok else None
+            if found is None:
+                return TextCalls(problem="a <tool_call> tag does not hold a JSON object with a name and arguments")
+        elif rest.startswith("```"):
+            close = rest.find("```", 3)
+            if close < 0:
+                return None
+            unit, rest = rest[: close + 3], rest[close + 3 :].lstrip()
+            value, ok = _loads(_unfenced(unit))
+            found = _calls_of(value) if ok else None
+            if found is None:
+                return (
+                    TextCalls(problem="a fence in it does not hold a readable call") if _mentions_call(unit) else None
+                )
+        elif rest.startswith(("{", "[")):
+            try:
+                value, at = json.JSONDecoder(strict=False).raw_decode(rest)
+            except (ValueError, RecursionError):
+                return None
+            found = _calls_of(value)
+            if found is None:
+                return None
+            rest = rest[at:].lstrip()
+        else:
+            return None  # prose
+        calls.extend(found)
+    return TextCalls(calls=calls) if calls else None
 
 
-def _tag_call(s: str) -> bool:
-    """Whether ``s`` holds a ``<tool_call>`` tag used as one: closed later, or followed by JSON (prose that
-    names the tag is not a call)."""
-    start = s.find(_OPEN)
-    if start < 0:
-        return False
-    return s.find(_CLOSE, start) >= 0 or s[start + len(_OPEN) :].lstrip().startswith(("{", "[", "```"))
+def _one_unit(s: str) -> bool:
+    """Whether ``s`` (JSON-shaped, not readable as JSON) is one unit: one fence with no other fence in it, or JSON
+    text with no complete value at its start (cut short, or not JSON as written), rather than a unit and more."""
+    if s.startswith("```"):
+        return "```" not in s[3:-3]
+    try:
+        json.JSONDecoder(strict=False).raw_decode(s)
+    except (ValueError, RecursionError):
+        return True
+    return False
 
 
-def _json_shaped(s: str) -> bool:
-    return s.startswith(("{", "[")) or (s.startswith("```") and s.endswith("```") and len(s) >= 6)
+def _json_shaped(s: str, *, whole: bool = True) -> bool:
+    """Whether ``s`` is one JSON value or one fence (``whole``: it also ends as one), by its first characters."""
+    if s.startswith(("{", "[")):
+        return True
+    return s.startswith("```") and (not whole or (s.endswith("```") and len(s) >= 6))
 
 
 def _unfenced(s: str) -> str:
@@ -151,24 +174,6 @@ def _unfenced(s: str) -> str:
         if tag.lower() in ("json", "tool_call", "tool_code"):
             inner = after
     return inner.strip()
-
-
-def _tagged(s: str) -> TextCalls:
-    calls: list[TextCall] = []
-    start = s.find(_OPEN)
-    while start >= 0:
-        begin = start + len(_OPEN)
-        end = s.find(_CLOSE, begin)
-        body = s[begin:] if end < 0 else s[begin:end]  # a missing close tag: the call runs to the end
-        value, ok = _loads(_unfenced(body.strip()))
-        found = _calls_of(value) if ok else None
-        if found is None:
-            return TextCalls(problem="a <tool_call> tag does not hold a JSON object with a name and arguments")
-        calls.extend(found)
-        if end < 0:
-            break
-        start = s.find(_OPEN, end + len(_CLOSE))
-    return TextCalls(calls=calls)
 
 
 def _loads(s: str) -> tuple[Any, bool]:
