@@ -477,7 +477,9 @@ def _loop_for(
     text_calls: bool = False,
 ) -> Any:
     """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
-    a step's framework overhead)."""
+    a step's framework overhead). Text calls are read when the caller asks (``text_calls``) or the run's settings
+    switch the small-model adapter on (``model_profile="small"``)."""
+    text_calls = text_calls or getattr(settings, "model_profile", None) == "small"
     return _LOOPS.get(
         (model, *tools, *(binding.tools if binding else ())),
         (
