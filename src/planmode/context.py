@@ -210,9 +210,9 @@ class PlanModeContext:
                 "(llama.cpp's server and llama-cpp-python constrain decoding to it); tool_calling: a forced tool "
                 "call; prompted: no response_format and no tools, the system message shows the JSON shape and the "
                 "answer's JSON is read from its text and validated (for small local models on CPU: no grammar, a "
-                "shorter prompt; the default of --gguf). auto: for an OpenAI-compatible model, try json_schema, "
-                "json_object and tool_calling in that order and keep the first one the server accepts for the rest "
-                "of the run; tool calling for other chat models."
+                "shorter prompt; the small model profile's choice). auto: for an OpenAI-compatible model, try "
+                "json_schema, json_object, tool_calling and prompted in that order (a refused schema or grammar moves "
+                "on) and keep the one the server answers for the rest of the run; tool calling for other chat models."
             )
         },
     )
