@@ -35,7 +35,9 @@ def progress_key(plan: Plan, trouble: str) -> str:
     """What a reflection saw, as a digest: the trouble (each failed step's error, which holds its check output),
     the steps done, and the definition of every step not finished. The same key at the next reflection means the
     retry or the repair in between changed nothing: no step got done, no unfinished step changed, and the same
-    trouble came back (a patch that changes nothing, a step failing again with the same output)."""
+    trouble came back. The run stops at a reflection whose key is the last one's when the last reflection chose a
+    repair (a patch that changed nothing), or after two retries in a row that changed nothing; a first retry that
+    changed nothing still gets a reflection, which may propose a repair."""
     fields = set(StepDefinition.model_fields)
     seen = {
         "trouble": trouble,
@@ -62,11 +64,15 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             return {"status": "failed", "error": msg, "reflections": count - 1}
         progress = progress_key(plan, trouble)
         earlier = state.get("reflection") or {}
-        if earlier.get("progress") == progress:
-            # what the last reflection chose (a retry, a repair) changed nothing: the same steps failed the same way
+        same = earlier.get("progress") == progress
+        stalled = int(earlier.get("stalled") or 0) + 1 if same else 0
+        repaired = earlier.get("assessment") in ("needs_adjustment", "off_track")
+        if same and (repaired or stalled >= 2):
+            # a repair that changed nothing, or a second retry that did not: the same steps failed the same way
+            what = f"the repair ({earlier.get('assessment')})" if repaired else "two retries"
             msg = (
-                f"stopped: no progress since the last reflection (it chose {earlier.get('assessment', '?')}): the "
-                f"same trouble with the same unfinished steps: {trouble}"
+                f"stopped: no progress: {what} chosen by the last reflection changed nothing, the same trouble with "
+                f"the same unfinished steps: {trouble}"
             )
             emit("reflection", msg, plan_version=plan.version, assessment="failed", trouble=trouble, retried=[])
             return {"status": "failed", "error": msg, "reflections": count}
@@ -112,7 +118,8 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             trouble=trouble,
             retried=[s.id for s in failed] if retried else [],
         )
-        update: StateUpdate = {"reflections": count, "reflection": {**result.model_dump(), "progress": progress}}
+        seen = {"progress": progress, "stalled": stalled}  # what the next reflection compares with (progress_key)
+        update: StateUpdate = {"reflections": count, "reflection": {**result.model_dump(), **seen}}
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
             return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}
