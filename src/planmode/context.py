@@ -217,9 +217,9 @@ class PlanModeContext:
                 "(llama.cpp's server and llama-cpp-python constrain decoding to it); tool_calling: a forced tool "
                 "call; prompted: no response_format and no tools, the system message shows the JSON shape and the "
                 "answer's JSON is read from its text and validated (for small local models on CPU: no grammar, a "
-                "shorter prompt; the default of --gguf). auto: for an OpenAI-compatible model, try json_schema, "
-                "json_object and tool_calling in that order and keep the first one the server accepts for the rest "
-                "of the run; tool calling for other chat models."
+                "shorter prompt; the small model profile's choice). auto: for an OpenAI-compatible model, try "
+                "json_schema, json_object, tool_calling and prompted in that order (a refused schema or grammar moves "
+                "on) and keep the one the server answers for the rest of the run; tool calling for other chat models."
             )
         },
     )
@@ -245,6 +245,19 @@ class PlanModeContext:
     normalize_messages: bool = field(
         default=False,
         metadata={"description": "Merge same-role messages and put one system message first (strict templates)."},
+    )
+    model_profile: Literal["default", "small"] | None = field(
+        default=None,
+        metadata={
+            "description": (
+                "small: the settings for a small local model (prompted structured output, normalised messages, one "
+                "step at a time, the server's context size, a retry of judged-failed steps, no final summary call; "
+                "each unless set) and the small-model adapter (planmode.adapters.small_models: checks read from "
+                "prose, plan and tool-call repair). default: none of that. Not set: `planmode run` "
+                "detects a local llama.cpp or Ollama server at base_url (--gguf always) and picks small there, and "
+                "shows the profile in its header."
+            )
+        },
     )
     max_tokens: int = field(
         default_factory=lambda: _env_int("PLANMODE_MAX_TOKENS", 0),
@@ -279,10 +292,26 @@ class PlanModeContext:
         },
     )
     request_timeout: float = field(
-        default=120.0, metadata={"description": "Seconds before a model request times out (default OpenAI model)."}
+        default=120.0,
+        metadata={
+            "description": (
+                "Seconds a model request may take, from connect to the last byte of the reply (default OpenAI model); "
+                "the client retries a timed-out request max_retries times."
+            )
+        },
     )
     max_retries: int = field(
         default=2, metadata={"description": "Retries of a failed model request: 429, 5xx, timeouts (default model)."}
+    )
+    max_reply_bytes: int = field(
+        default=16 * 1024 * 1024,
+        metadata={
+            "description": (
+                "Largest reply of the model server, in bytes (default model): a larger one is refused with an error, "
+                "without reading it whole."
+            ),
+            "min": 1,
+        },
     )
     check_staleness: bool = field(
         default_factory=lambda: _env_bool("PLANMODE_CHECK_STALENESS", True),
@@ -345,16 +374,6 @@ class PlanModeContext:
     check_timeout: float = field(
         default=60.0, metadata={"description": "Seconds one check's command may run before it is killed.", "min": 1}
     )
-    model_profile: Literal["default", "small"] | None = field(
-        default=None,
-        metadata={
-            "description": (
-                "small: switch on the small-model adapter (planmode.adapters.small_models): reading prose into "
-                "checks, repairing tool calls and plans; --gguf sets it. default: off. None: decided from the model "
-                "server when it can tell."
-            )
-        },
-    )
 
     def __post_init__(self) -> None:
         if isinstance(self.check_commands, str):  # an option or env var: comma-separated program names
@@ -411,8 +430,8 @@ def _check_field(name: str, value: Any) -> None:
     elif hint is bool:
         if not isinstance(value, bool):
             raise ConfigurationError(f"{name} must be true or false, got {value!r}")
-    elif typing.get_origin(hint) is Literal:
-        choices = typing.get_args(hint)
+    elif typing.get_origin(hint) is Literal or (value is not None and _optional_literal(hint)):
+        choices = typing.get_args(_optional_literal(hint) or hint)
         if value not in choices:
             raise ConfigurationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     elif name == "prices":
@@ -421,6 +440,13 @@ def _check_field(name: str, value: Any) -> None:
         not isinstance(value, list | tuple) or not all(isinstance(v, str) and v.strip() for v in value)
     ):
         raise ConfigurationError(f"check_commands must be a list of program names, got {value!r}")
+
+
+def _optional_literal(hint: Any) -> Any:
+    """The ``Literal[...]`` of a ``Literal[...] | None`` hint (None for any other hint)."""
+    args = typing.get_args(hint) if typing.get_origin(hint) is not Literal else ()
+    literals = [a for a in args if typing.get_origin(a) is Literal]
+    return literals[0] if len(literals) == 1 and type(None) in args else None
 
 
 def _check_prices(prices: Any) -> None:

@@ -1,8 +1,7 @@
 """A llama.cpp server for the length of a run: ``planmode run --gguf FILE`` runs fully offline.
 
     with llama_server("model.gguf") as server:
-        ctx = PlanModeContext(base_url=server.base_url, model=server.model, structured_output="prompted",
-                              normalize_messages=True)
+        ctx = settings_for(server, PlanModeContext())  # the small-model profile, pointed at the server
 
 The server is llama-cpp-python's OpenAI-compatible one (``python -m llama_cpp.server``, from the ``local``
 extra) on 127.0.0.1 and a free port. It is stopped when the block ends, also on an error or Ctrl-C, and it
@@ -23,8 +22,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
 
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError
@@ -33,12 +34,19 @@ __all__ = [
     "DEFAULT_CHAT_FORMAT",
     "GGUF_MAGIC",
     "INSTALL_HINT",
+    "OLLAMA_DEFAULT_CTX",
+    "SMALL_PROFILE",
+    "DetectedServer",
     "LocalServer",
     "check_gguf",
+    "detect_local_server",
     "llama_server",
     "missing_server_modules",
+    "replace_given",
     "server_environment",
     "settings_for",
+    "small_profile",
+    "with_profile",
 ]
 
 INSTALL_HINT = "pip install 'planmode[local]'"
@@ -78,27 +86,112 @@ class LocalServer:
 
 
 def settings_for(server: LocalServer, settings: PlanModeContext) -> PlanModeContext:
-    """``settings`` pointed at ``server``, with what a llama.cpp server needs: messages normalised for strict
-    chat templates, prompted structured output unless a mode was chosen (the JSON shape in the prompt and no
-    grammar to fail or slow decoding, and a shorter prompt than ``json_object``'s schema: bench/NOTES.md), and the
-    server's context size as the context budget unless one was set. Steps run one at a time unless
-    ``max_parallel`` was changed from its default: llama-cpp-python's server answers one request at a time, so
-    parallel steps only queue there, and a step that runs another step's file (``pytest test_mathx.py`` before
-    mathx.py exists) fails when the two run in the other order."""
-    mode = "prompted" if settings.structured_output == "auto" else settings.structured_output
-    budget = settings.context_tokens or server.n_ctx  # llama-cpp-python does not report its context size
-    default_parallel = next(f.default for f in fields(PlanModeContext) if f.name == "max_parallel")
-    return replace(
-        settings,
-        max_parallel=1 if settings.max_parallel == default_parallel else settings.max_parallel,
-        retry_judged_failed=True if "retry_judged_failed" not in settings.given() else settings.retry_judged_failed,
-        final_summary=False if "final_summary" not in settings.given() else settings.final_summary,
-        base_url=server.base_url,
-        model=server.model,
-        normalize_messages=True,
-        structured_output=mode,
-        context_tokens=budget,
-    )
+    """``settings`` pointed at ``server`` (``--gguf``), with the small-model profile (`small_profile`) and the
+    server's context size."""
+    return small_profile(replace_given(settings, base_url=server.base_url, model=server.model), server.n_ctx)
+
+
+def replace_given(settings: PlanModeContext, **changes: Any) -> PlanModeContext:
+    """``settings`` with ``changes``, remembering as given only what ``settings`` was given plus ``changes`` (a
+    ``dataclasses.replace`` copy counts every field as given, which `small_profile` reads)."""
+    given = {**settings.given(), **changes}
+    return PlanModeContext(**given)
+
+
+#: What the small-model profile sets, each unless the settings were given a value for it: prompted structured
+#: output (the JSON shape in the prompt and no grammar to fail or slow decoding, and a shorter prompt than
+#: json_object's schema: bench/NOTES.md), messages normalised for strict chat templates, steps one at a time (a local
+#: server answers one request at a time, so parallel steps only queue there, and a step that runs another step's file
+#: fails when the two run in the other order), a retry of steps a reflection judged failed, and no final summary call
+#: (the run's record is the answer).
+SMALL_PROFILE: Mapping[str, Any] = MappingProxyType(
+    {
+        "structured_output": "prompted",
+        "normalize_messages": True,
+        "max_parallel": 1,
+        "retry_judged_failed": True,
+        "final_summary": False,
+    }
+)
+
+
+def small_profile(settings: PlanModeContext, n_ctx: int | None) -> PlanModeContext:
+    """``settings`` with ``model_profile="small"`` and each value of `SMALL_PROFILE` they were not given, and the
+    server's context size ``n_ctx`` as the context budget unless one was given. A copy made by
+    ``dataclasses.replace`` counts as given every field: pass the settings as the caller made them."""
+    given = settings.given()
+    changes: dict[str, Any] = {k: v for k, v in SMALL_PROFILE.items() if k not in given}
+    if n_ctx and not given.get("context_tokens"):
+        changes["context_tokens"] = n_ctx
+    return replace_given(settings, model_profile="small", **changes)
+
+
+@dataclass(frozen=True)
+class DetectedServer:
+    """A local model server found at a base URL: its kind and the context size it reports (None: it reports none)."""
+
+    kind: Literal["llama.cpp", "ollama"]
+    n_ctx: int | None
+
+
+#: The context size Ollama gives a model when nothing (a Modelfile's num_ctx, OLLAMA_CONTEXT_LENGTH) sets one and no
+#: loaded model reports its own (its documented default on small machines); the OpenAI-compatible endpoint cannot
+#: change it per request, and a longer prompt is cut silently.
+OLLAMA_DEFAULT_CTX = 4096
+
+
+def detect_local_server(base_url: str, model: str | None = None, *, timeout: float = 2.0) -> DetectedServer | None:
+    """The llama.cpp or Ollama server at ``base_url``, by what it answers (one short request each, no retries):
+    llama.cpp's ``GET /props`` holds ``default_generation_settings`` (its ``n_ctx`` the context size); Ollama answers
+    ``GET /api/version`` with a version (its context size from ``GET /api/ps`` for ``model`` when loaded); a models
+    list whose entries are ``owned_by`` ``llamacpp`` is llama.cpp too. None for any other server, or none."""
+    from planmode.llm.window import get_json
+
+    root = base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    props = get_json(root + "/props", timeout)
+    if isinstance(props, dict) and isinstance(props.get("default_generation_settings"), dict):
+        n_ctx = props["default_generation_settings"].get("n_ctx") or props.get("n_ctx")
+        return DetectedServer("llama.cpp", _positive(n_ctx))
+    version = get_json(root + "/api/version", timeout)
+    if isinstance(version, dict) and isinstance(version.get("version"), str):
+        return DetectedServer("ollama", _ollama_context(root, model, timeout) or OLLAMA_DEFAULT_CTX)
+    models = get_json(base_url.rstrip("/") + "/models", timeout)
+    data = models.get("data") if isinstance(models, dict) else None
+    if isinstance(data, list) and any(isinstance(m, dict) and m.get("owned_by") == "llamacpp" for m in data):
+        return DetectedServer("llama.cpp", None)
+    return None
+
+
+def _ollama_context(root: str, model: str | None, timeout: float) -> int | None:
+    from planmode.llm.window import get_json
+
+    running = get_json(root + "/api/ps", timeout)
+    loaded = running.get("models") if isinstance(running, dict) else None
+    for entry in loaded if isinstance(loaded, list) else []:
+        if isinstance(entry, dict) and model in (entry.get("name"), entry.get("model")):
+            return _positive(entry.get("context_length"))
+    return None
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def with_profile(settings: PlanModeContext) -> tuple[PlanModeContext, str | None]:
+    """The run's settings with its model profile resolved, and why (None when the profile is default).
+
+    ``model_profile`` small: `small_profile`. default: the settings as they are. Not set, with a ``base_url``: small
+    when a llama.cpp or Ollama server answers there (`detect_local_server`), with the context size it reports;
+    otherwise default."""
+    if settings.model_profile == "default":
+        return settings, None
+    found = detect_local_server(settings.base_url, settings.model) if settings.base_url else None
+    if settings.model_profile == "small":
+        return small_profile(settings, found.n_ctx if found else None), "chosen"
+    if found is None:
+        return replace_given(settings, model_profile="default"), None
+    return small_profile(settings, found.n_ctx), f"{found.kind} server detected"
 
 
 #: The first four bytes of every GGUF file (the format's magic number).
@@ -161,7 +254,8 @@ def llama_server(
             llama.cpp server with one model serves it whatever name a request gives.
         port: 0 picks a free port.
         extra_args: more ``llama_cpp.server`` flags, e.g. ``["--n_threads", "4"]`` (default: the
-            ``PLANMODE_LLAMA_ARGS`` environment variable, split like a shell).
+            ``PLANMODE_LLAMA_ARGS`` environment variable, split like a shell). ``--n_threads`` and
+            ``--n_threads_batch`` default to the machine's cores (``os.cpu_count()``).
         startup_timeout: seconds to wait for the model to load and ``/v1/models`` to answer.
         log_path: keep the server's output in this file (default: a temporary file, removed afterwards).
         chat_format: the server's ``--chat_format``: `DEFAULT_CHAT_FORMAT` (the GGUF's template, tool calls
@@ -183,8 +277,11 @@ def llama_server(
     extra = list(extra_args) if extra_args is not None else shlex.split(os.environ.get("PLANMODE_LLAMA_ARGS", ""))
     size = n_ctx if n_ctx is not None else _flag_value(extra, "--n_ctx") or DEFAULT_N_CTX
     name = alias or path.name.removesuffix(".gguf")
-    if chat_format is not None and not any(a == "--chat_format" or a.startswith("--chat_format=") for a in extra):
+    if chat_format is not None and not _has_flag(extra, "--chat_format"):
         extra = [*extra, "--chat_format", chat_format]
+    for flag in ("--n_threads", "--n_threads_batch"):  # llama-cpp-python's default leaves cores idle
+        if not _has_flag(extra, flag):
+            extra = [*extra, flag, str(os.cpu_count() or 1)]
     with contextlib.ExitStack() as stack:
         if log_path is None:
             log_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planmode-llama-"))) / "server.log"
@@ -276,6 +373,10 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _has_flag(args: Sequence[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in args)
 
 
 def _flag_value(args: Sequence[str], flag: str) -> int | None:

@@ -33,11 +33,13 @@ __all__ = [
 
 DETECT_SYSTEM = """planmode:detect
 Decide whether the user's request needs a multi-step plan (several dependent actions, files to change,
-research then synthesis) or can be answered directly in one turn. Answer with needs_plan and a short reason."""
+research then synthesis) or can be answered directly in one turn. Answer with needs_plan, changes_files (true
+when the request asks to create, change, move, rename or delete files) and a short reason."""
 
 RESPOND_SYSTEM = """planmode:respond
 Answer the user's request directly and concisely. Use the tools when they help. Tools that change things
-are only available inside an approved plan."""
+are only available inside an approved plan. Never say that a file was created, changed, moved or deleted
+unless a tool call in this conversation did it: say what would have to change instead."""
 
 EXPLORE_SYSTEM = """planmode:explore
 You are preparing a plan for the task below. Before planning you may look around with read-only tools (at

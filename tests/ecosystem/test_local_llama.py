@@ -130,6 +130,41 @@ def test_server_flags_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     assert local_server._without_flag(["--n_ctx", "1", "--a", "b", "--n_ctx=3"], "--n_ctx") == ["--a", "b"]
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("", ["--n_threads", "CORES", "--n_threads_batch", "CORES"]),
+        ("--n_threads 1", ["--n_threads", "1", "--n_threads_batch", "CORES"]),
+    ],
+)
+def test_the_server_uses_the_machine_s_cores_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, given: str, expected: list[str]
+) -> None:
+    """llama-cpp-python's default is one generation thread on 2 cores: --gguf starts it with all of them."""
+    from planmode import local_server
+
+    started: list[list[str]] = []
+
+    class Started(Exception):
+        pass
+
+    def popen(args: list[str], **kwargs: object) -> object:
+        started.append(args)
+        raise Started
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 8)
+    monkeypatch.setattr(local_server, "missing_server_modules", lambda: [])
+    monkeypatch.setattr(local_server.subprocess, "Popen", popen)
+    monkeypatch.setenv("PLANMODE_LLAMA_ARGS", given)
+    with pytest.raises(Started), llama_server(model):
+        pass
+    args = started[0]
+    cores = str(os.cpu_count())
+    found = [a for i, a in enumerate(args) if a.startswith("--n_threads") or args[i - 1].startswith("--n_threads")]
+    assert found == [cores if a == "CORES" else a for a in expected]
+
+
 def test_the_server_waits_passively_unless_the_environment_says_otherwise() -> None:
     """llama.cpp's OpenMP threads spin while waiting unless told otherwise, which starves them on busy cores."""
     from planmode.local_server import server_environment

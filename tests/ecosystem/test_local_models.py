@@ -133,13 +133,14 @@ def test_auto_falls_back_to_tool_calling_when_both_response_formats_are_refused(
     assert "{0,63}" not in json.dumps(tool["parameters"])  # llama-cpp-python builds a grammar from it too
 
 
-def test_when_every_mode_is_refused_the_error_names_what_was_tried_and_the_setting(tmp_path: Path) -> None:
-    srv, values = run(tmp_path, Script(), refuse=("json_schema", "json_object", "tools"), max_plan_attempts=1)
-    assert values["status"] == "failed"
-    error = values["error"]
-    for word in ("json_schema:", "json_object:", "tool_calling:", "structured_output"):
-        assert word in error
-    assert len(srv.requests) == 3  # one request per mode, no retries of a refusal past max_retries=0
+def test_when_every_constrained_mode_is_refused_auto_ends_in_prompted(tmp_path: Path) -> None:
+    script = Script()
+    srv, values = run(tmp_path, script, refuse=("json_schema", "json_object", "tools"), max_plan_attempts=1)
+    assert values["status"] == "completed", values.get("error")
+    modes = [mode_of(b) for b in srv.requests]
+    assert modes[:4] == ["json_schema", "json_object", "tool_calling", "text"]  # one request per refused mode
+    assert set(modes[4:]) == {"text"}  # prompted kept for every later call
+    assert values["negotiated_output"].startswith("prompted ")
 
 
 def test_a_forced_mode_that_the_server_refuses_names_the_setting(tmp_path: Path) -> None:

@@ -113,12 +113,14 @@ def test_429_and_500_are_retried_within_bounds(tmp_path: Path) -> None:
 
 
 def test_errors_past_the_retry_bound_end_the_run_cleanly(tmp_path: Path) -> None:
-    """A 4xx that names neither a mode nor the context is a plain failed call: bounded, then a failed run."""
+    """A 400 that names neither a mode nor the context: auto tries each structured-output mode once (a 400 to a
+    constrained request may be its schema refused), and the 400 in prompted, which carries nothing to refuse, is a
+    plain failed call: bounded, then a failed run."""
     script = Script({"plan": [Fault(status=400)] * 20})
     graph, values = run(tmp_path, script, max_retries=1, max_plan_attempts=2)
     assert values["status"] == "failed"
     assert "model call failed" in values["error"]
-    assert len(script.of("plan")) == 2  # 2 planner attempts; a 400 is not retried
+    assert len(script.of("plan")) == 2 * 4  # 2 planner attempts of one request per mode; a 400 is not retried
     assert graph.get_state({"configurable": {"thread_id": "t"}}).values["status"] == "failed"
 
 

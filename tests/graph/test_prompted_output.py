@@ -117,10 +117,10 @@ def test_the_shape_hint_is_one_example_and_a_line_per_field() -> None:
     assert len(hint) < len(json.dumps(PlanDraft.model_json_schema())) + 400
 
 
-def test_prompted_is_a_setting_and_never_part_of_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prompted_is_a_setting_and_auto_s_last_resort(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLANMODE_STRUCTURED_OUTPUT", "prompted")
     assert PlanModeContext().structured_output == "prompted"
-    assert "prompted" not in AUTO_ORDER
+    assert AUTO_ORDER[-1] == "prompted"  # it asks the server for nothing it can refuse
 
 
 def test_gguf_settings_default_to_prompted() -> None:

@@ -127,6 +127,8 @@ def _setting_parameter(f: Any, hints: dict[str, Any]) -> inspect.Parameter:
     import typing
 
     hint = hints[f.name]
+    literal = [a for a in typing.get_args(hint) if typing.get_origin(a) is typing.Literal]
+    hint = literal[0] if len(literal) == 1 else hint  # Literal[...] | None (model_profile): its choices
     if hint is bool or hint is int or hint is float or hint is str or typing.get_origin(hint) is typing.Literal:
         kind: Any = hint
     else:  # str | None, dict[str, Any] (prices: JSON text)
@@ -261,6 +263,11 @@ def run(
         check_gguf(gguf)  # a missing or non-GGUF file: one line and exit 2, before "starting" or the extra's check
         console.print(Text(f"starting a llama.cpp server for {gguf} ..."))
         ctx = settings_for(command.with_resource(llama_server(gguf)), ctx)
+        why: str | None = "--gguf"
+    else:
+        from planmode.local_server import with_profile
+
+        ctx, why = with_profile(ctx)  # a local llama.cpp or Ollama server at --base-url: the small profile
     if not ctx.base_url and not os.environ.get("OPENAI_API_KEY"):
         raise PlanModeError(
             "OPENAI_API_KEY is not set: export it, or pass --base-url for a local "
@@ -278,6 +285,7 @@ def run(
     hint = session["resume"] = resume_command(tid, path)
     follows = f" · follows {follow_up}" if follow_up is not None else ""
     console.print(Text(f"thread {tid}{follows} · database {path} · workspace {ws}"), soft_wrap=True)
+    console.print(Text(_profile_line(ctx, why)), soft_wrap=True)
     watcher = Watcher(queue.Queue())
     status = drive(
         graph,
@@ -322,6 +330,18 @@ def _latest_unfinished(graph: Any, db: str, folder: Path) -> str:
 def _finished(state: Any) -> bool:
     """Whether a thread's head is a finished run: a final status, nothing to run next, no question pending."""
     return state.values.get("status") in _FINISHED and not state.next and not state.interrupts
+
+
+def _profile_line(ctx: Any, why: str | None) -> str:
+    """The run header's second line: the model, the structured-output mode and the model profile in force (with
+    why it was chosen and what it set)."""
+    where = f" at {ctx.base_url}" if ctx.base_url else ""
+    line = f"model {ctx.model}{where} · structured output {ctx.structured_output} · profile {ctx.model_profile}"
+    if ctx.model_profile != "small":
+        return line
+    steps = "one step at a time" if ctx.max_parallel == 1 else f"{ctx.max_parallel} steps at a time"
+    context = f"context {ctx.context_tokens} tokens" if ctx.context_tokens else "context as the server reports"
+    return f"{line} ({why}: {steps}, {context}, normalised messages={ctx.normalize_messages})"
 
 
 def _refuse_an_existing_thread(graph: Any, thread: str, db: str) -> None:

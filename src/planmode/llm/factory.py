@@ -52,6 +52,7 @@ def _key(settings: PlanModeContext) -> tuple[Any, ...]:
         settings.request_timeout,
         settings.max_retries,
         settings.max_output_tokens,
+        settings.max_reply_bytes,
     )
 
 
@@ -68,7 +69,14 @@ def _openai_model(settings: PlanModeContext) -> BaseChatModel:
     # ChatOpenAI sends its cap as max_completion_tokens, which llama-cpp-python's server (0.3.x) ignores: a
     # local server also gets the older max_tokens, which every OpenAI-compatible server reads.
     extra_body = {"max_tokens": cap} if cap and settings.base_url else None
+    from planmode.llm.http import async_client, sync_client
+
+    # Clients whose requests end within request_timeout, connect to last byte, and refuse a reply past
+    # max_reply_bytes (planmode.llm.http); httpx's own timeouts bound each read, not the request.
+    timeout, cap_bytes = settings.request_timeout, settings.max_reply_bytes
     return ChatOpenAI(
+        http_client=sync_client(timeout, cap_bytes),
+        http_async_client=async_client(timeout, cap_bytes),
         model=settings.model,
         base_url=settings.base_url,
         api_key=api_key or "not-needed",  # local servers ignore the key

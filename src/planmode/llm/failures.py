@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from planmode.context import PlanModeContext
 from planmode.errors import ModelUnauthorizedError, ModelUnavailableError
 from planmode.llm._learnt import endpoint, relearn
+from planmode.llm.http import ReplyTooLargeError
 from planmode.llm.window import context_budget
 from planmode.text import clip
 
@@ -28,6 +29,9 @@ def describe(exc: BaseException) -> str:
             loc = ".".join(str(p) for p in err["loc"]) or "(root)"
             parts.append(f"{loc}: {err['msg']}")
         return "invalid fields: " + "; ".join(parts)
+    too_large = _too_large(exc)
+    if too_large is not None:  # the openai client reports it as "Connection error." with it as the cause
+        exc = too_large
     # All of it, whitespace folded: llama-cpp-python puts the cause on the lines after "1 validation error:".
     text = " ".join(str(exc).split()) or type(exc).__name__
     return clip(text, 500, marker="", fold=False)
@@ -67,6 +71,8 @@ def failure_kind(exc: BaseException) -> FailureKind:
     is unavailable (connection refused, 5xx or 429 after the client's retries), the server refused a
     structured-output mode, the context overflowed, or another error. A timeout is another error: a server that
     answers too slowly is not down."""
+    if _too_large(exc) is not None:  # a reply past max_reply_bytes: the server answered, too much
+        return "other"
     text = _error_text(exc).lower()
     status = getattr(exc, "status_code", None)
     if status in _AUTH_STATUSES:  # before the markers: an auth error's text may name anything
@@ -86,6 +92,18 @@ def failure_kind(exc: BaseException) -> FailureKind:
     if isinstance(exc, ConnectionError):
         return "unavailable"
     return "other"
+
+
+def _too_large(exc: BaseException) -> ReplyTooLargeError | None:
+    """The `ReplyTooLargeError` behind ``exc`` (itself, or its cause or context), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ReplyTooLargeError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def model_failure(exc: BaseException, model: BaseChatModel, settings: PlanModeContext) -> str:

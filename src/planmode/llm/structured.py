@@ -44,6 +44,7 @@ __all__ = [
     "negotiated_mode",
     "negotiation_record",
     "openai_response_format",
+    "refuses_mode",
     "shape_hint",
     "start_from_record",
     "structured_runnable",
@@ -85,10 +86,12 @@ def call_structured(
     model cannot be reached (the run pauses; see `planmode.nodes.model_unavailable`).
 
     The mode follows ``settings.structured_output``. In ``auto``, an OpenAI-compatible model tries
-    json_schema, json_object (with the schema) and tool calling in turn: a server that refuses a mode (an HTTP
-    error naming response_format, json_schema or tools) gets the next one, and the first one accepted is
-    kept for that model object (`negotiated_mode`): every later call of the run uses it. The runnable of each
-    (model, schema, mode) is built once (`structured_runnable`).
+    json_schema, json_object (with the schema), tool calling and prompted in turn (`AUTO_ORDER`), starting from the
+    mode negotiated so far: a server that refuses a mode (`refuses_mode`) gets the next one, and the mode that is
+    answered is kept for that model object (`negotiated_mode`), which `ModelProvider` keeps one of per endpoint: every
+    later call starts from it. A later refusal (another schema the server cannot turn into a grammar) moves on again,
+    never back. Every mode that sends a schema sends it grammar-safe (`grammar_safe_schema`); Pydantic checks the
+    full schema on the answer. The runnable of each (model, schema, mode) is built once (`structured_runnable`).
     """
     return drive(structured_steps(model, schema, messages, settings))
 
@@ -136,10 +139,13 @@ def _structured(
                 "that implements bind_tools"
             ) from exc
         except Exception as exc:  # a failed model call is an error value for the node's retry loop
-            if failure_kind(exc) == "refused":
+            if refuses_mode(exc, mode):
                 refusals.append(f"{mode}: {clip(describe(exc), 300, marker='', fold=False)}")
                 continue
-            return None, model_failure(exc, model, settings), None
+            error = model_failure(exc, model, settings)
+            if refusals:  # what the server refused before this mode failed for another reason
+                error += f" (after the server refused {'; '.join(refusals)})"
+            return None, error, None
         if not forced:
             _remember_mode(model, mode)
         return _read(out, schema)
@@ -160,9 +166,28 @@ def _structured(
 Mode = Literal["json_schema", "json_object", "tool_calling", "prompted"]
 """How a structured value is asked for. ``prompted``: no response_format and no tools; the system message shows
 the JSON shape (`shape_hint`), the answer's JSON is read leniently from its text and Pydantic checks it. For
-small local models, where a grammar made from the schema slows decoding many times over (never in ``auto``)."""
+small local models, where a grammar made from the schema slows decoding many times over (the small model
+profile's choice), and the last resort of ``auto``: it asks the server for nothing it can refuse."""
 #: The order "auto" tries structured-output modes in, for an OpenAI-compatible model.
-AUTO_ORDER: tuple[Mode, ...] = ("json_schema", "json_object", "tool_calling")
+AUTO_ORDER: tuple[Mode, ...] = ("json_schema", "json_object", "tool_calling", "prompted")
+#: HTTP statuses of a request the server found malformed: for a request that carries a schema, a grammar or tools,
+#: the server's refusal of what it carried (llama.cpp answers 400 when it cannot build a grammar from a schema).
+_REFUSAL_STATUSES = frozenset({400, 422})
+
+
+def refuses_mode(exc: BaseException, mode: Mode) -> bool:
+    """Whether the failed call ``exc`` in ``mode`` is the server refusing the mode (then ``auto`` tries the next one).
+
+    The rule: a call that carried something to constrain the answer (every mode but prompted) and failed with HTTP
+    400 or 422 (a request the server could not take, other than a context overflow), or with an error naming the
+    structured-output mode (`failure_kind` ``refused``). Which part of the request the server could not take is not
+    read from its words: the next mode asks for less, and prompted asks for nothing the server can refuse, so a 400
+    that was about something else fails in prompted too, and is then the call's error. The mode that is answered is
+    the one remembered, so a 400 that was no refusal never makes a later call start from a mode it did not need."""
+    if mode == "prompted":
+        return False
+    kind = failure_kind(exc)
+    return kind == "refused" or (kind == "other" and getattr(exc, "status_code", None) in _REFUSAL_STATUSES)
 
 
 def negotiated_mode(model: BaseChatModel) -> Mode | None:
@@ -206,7 +231,7 @@ def _remember_mode(model: BaseChatModel, mode: Mode) -> None:
 def _modes(model: BaseChatModel, settings: PlanModeContext) -> tuple[list[Mode], bool]:
     """The modes to try, in order, and whether the setting forces them."""
     chosen = settings.structured_output
-    if chosen != "auto":  # "prompted" is only ever chosen: it is never part of auto
+    if chosen != "auto":
         return [chosen], True
     if not is_openai(model):
         return ["tool_calling"], False
@@ -271,6 +296,11 @@ def _build(model: BaseChatModel, schema: type[BaseModel], mode: Mode) -> Prepare
     if mode == "json_schema" and is_openai(model):
         rendered = openai_response_format(schema)
         if rendered is not None:
+            # Grammar-safe like every schema planmode sends: a local server makes a grammar of it, and llama.cpp's
+            # refuses a pattern's escapes; Pydantic checks the full schema on the answer.
+            inner = dict(rendered["json_schema"])
+            inner["schema"] = grammar_safe_schema(inner.get("schema") or {})
+            rendered = {**rendered, "json_schema": inner}
             # The response_format rendered once, sent through extra_body: given the Pydantic class,
             # langchain-openai hands it to openai's parse(), which renders the strict JSON schema again on every
             # call, and the client walks any response_format it is given, node by node, to transform it. The
@@ -412,10 +442,11 @@ def grammar_safe_pattern(pattern: str) -> str | None:
 def grammar_safe_schema(spec: Any) -> Any:
     """The JSON schema as a grammar llama.cpp can build: no formats or lengths, simple patterns only.
 
-    llama.cpp turns the schema of a json_object request into a grammar. PlanDraft's step-id pattern
-    ``^[A-Za-z_][A-Za-z0-9_\\-]{0,63}$`` became a grammar it failed to parse, and llama-cpp-python 0.3.16's
-    server process died; ``^[A-Za-z_][A-Za-z0-9_-]*$`` works. Pydantic still checks the full constraints on
-    the answer."""
+    llama.cpp turns the schema of a request (json_schema, json_object, a tool's parameters) into a grammar.
+    PlanDraft's step-id pattern ``^[A-Za-z_][A-Za-z0-9_\\-]{0,63}$`` became a grammar it failed to parse, and
+    llama-cpp-python 0.3.16's server process died; ``^[A-Za-z_][A-Za-z0-9_-]*$`` works. Pydantic still checks the
+    full constraints on the answer. Only schema keywords are changed: a property (or definition) that happens to be
+    named ``format`` or ``pattern`` stays."""
     if isinstance(spec, dict):
         out: dict[str, Any] = {}
         for key, value in spec.items():
@@ -426,11 +457,18 @@ def grammar_safe_schema(spec: Any) -> Any:
                 if simple is not None:
                     out[key] = simple
                 continue
+            if key in _NAMED_SCHEMAS and isinstance(value, dict):  # names of subschemas, not keywords
+                out[key] = {name: grammar_safe_schema(sub) for name, sub in value.items()}
+                continue
             out[key] = grammar_safe_schema(value)
         return out
     if isinstance(spec, list):
         return [grammar_safe_schema(v) for v in spec]
     return spec
+
+
+#: Schema keywords whose value maps names to subschemas.
+_NAMED_SCHEMAS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 
 
 def _with_hint(msgs: list[BaseMessage], hint: str) -> list[BaseMessage]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ __all__ = [
     "context_budget",
     "discover_context_tokens",
     "fit_transcript",
+    "get_json",
 ]
 
 
@@ -91,12 +91,12 @@ def discover_context_tokens(base_url: str, *, timeout: float = 2.0) -> int | Non
     asked. One short request each, no retries."""
     root = base_url.rstrip("/")
     root = root[: -len("/v1")] if root.endswith("/v1") else root
-    props = _get_json(root + "/props", timeout)
+    props = get_json(root + "/props", timeout)
     if isinstance(props, dict):
         for holder in (props, props.get("default_generation_settings")):
             if isinstance(holder, dict) and isinstance(holder.get("n_ctx"), int) and holder["n_ctx"] > 0:
                 return int(holder["n_ctx"])
-    models = _get_json(base_url.rstrip("/") + "/models", timeout)
+    models = get_json(base_url.rstrip("/") + "/models", timeout)
     data = models.get("data") if isinstance(models, dict) else None
     for item in data if isinstance(data, list) else []:
         size = item.get("max_model_len") if isinstance(item, dict) else None
@@ -105,11 +105,22 @@ def discover_context_tokens(base_url: str, *, timeout: float = 2.0) -> int | Non
     return None
 
 
-def _get_json(url: str, timeout: float) -> object:
+def get_json(url: str, timeout: float) -> object:
+    """The JSON at ``url`` (http or https only), or None when it cannot be fetched or read: the request ends within
+    ``timeout`` seconds, connect to last byte, and a reply past 1 MB is not read (`planmode.llm.http`)."""
     if not url.startswith(("http://", "https://")):
         return None
+    import httpx
+
+    from planmode.llm.http import ReplyTooLargeError, sync_client
+
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # http(s) only, checked above
-            return json.loads(response.read(1_000_000))
-    except (OSError, ValueError):
+        with sync_client(timeout, _PROBE_BYTES) as client:
+            response = client.get(url)
+        return json.loads(response.content) if response.status_code == 200 else None
+    except (httpx.HTTPError, ReplyTooLargeError, ValueError):
         return None
+
+
+#: The largest reply a probe of the server (its context size, its kind) reads.
+_PROBE_BYTES = 1_000_000

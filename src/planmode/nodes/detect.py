@@ -20,6 +20,7 @@ from planmode.nodes._twin import Body, model_for, structured, twin_node
 from planmode.state.approvals import current_run, new_run_record
 from planmode.state.earlier import earlier_summary
 from planmode.state.graph_state import PlanModeState, new_run
+from planmode.tools import read_only_names
 
 __all__ = ["DETECT_ROUTES", "DetectDecision", "heuristic_decision", "make_detect"]
 
@@ -71,6 +72,10 @@ class DetectDecision(BaseModel):
     """The classifier's answer."""
 
     needs_plan: bool = Field(description="True when the request needs a multi-step plan.")
+    changes_files: bool = Field(
+        default=False,
+        description="True when the request asks to create, change, move, rename or delete files.",
+    )
     reason: str = Field(default="", description="A short reason.")
 
 
@@ -125,7 +130,7 @@ def make_detect(deps: Deps) -> RunnableCallable:
         else:
             decision = heuristic_decision(task)
             if decision is None:
-                decision = yield from _classify(deps, task, settings)
+                decision = yield from _classify(deps, task, settings, writes=_writes_bound(deps))
             route = "plan" if decision else "direct"
         goto: Literal["plan", "respond"] = "plan" if route == "plan" else "respond"
         status = "planning" if route == "plan" else "running"
@@ -136,7 +141,16 @@ def make_detect(deps: Deps) -> RunnableCallable:
     return twin_node("detect", detect)
 
 
-def _classify(deps: Deps, task: str, settings: PlanModeContext) -> Body[bool]:
+def _writes_bound(deps: Deps) -> bool:
+    """Whether a tool that changes things is bound (a tool of the graph that is not read-only)."""
+    reading = read_only_names(deps.tools)
+    return any(t.name not in reading for t in deps.tools)
+
+
+def _classify(deps: Deps, task: str, settings: PlanModeContext, *, writes: bool) -> Body[bool]:
+    """Whether the task gets a plan, by the classifier's declared answer: it needs one, or, while a tool that
+    changes things is bound, it changes files (a direct answer cannot change them: its writes are refused before
+    approval)."""
     key = hashlib.sha256(task.encode("utf-8")).hexdigest()
     with deps.lock:
         if key in deps.detect_cache:
@@ -148,7 +162,7 @@ def _classify(deps: Deps, task: str, settings: PlanModeContext) -> Body[bool]:
     except ModelUnavailableError:  # plan: the planner pauses the run until the model is back
         return True
     # An unreadable classifier answer falls back to planning: the plan is shown before anything runs.
-    needs_plan = decision.needs_plan if decision is not None else True
+    needs_plan = decision.needs_plan or (writes and decision.changes_files) if decision is not None else True
     with deps.lock:
         deps.detect_cache[key] = needs_plan
     return needs_plan

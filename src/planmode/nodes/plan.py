@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -13,6 +15,7 @@ from langchain_core.tools import BaseTool
 
 from planmode import prompts
 from planmode._compat import RunnableCallable
+from planmode._drive import Call
 from planmode.adapters import adapter_for
 from planmode.approval.staleness import explored_paths
 from planmode.checks import plan_check_problems
@@ -142,6 +145,10 @@ def _nothing_to_explore(readers: Sequence[BaseTool]) -> bool:
         return False
 
 
+async def _anothing(readers: Sequence[BaseTool]) -> bool:
+    return await asyncio.to_thread(_nothing_to_explore, readers)
+
+
 def _plan_retry(reasons: list[str]) -> str:
     return prompts.PLAN_RETRY.format(reasons="\n".join(f"- {r}" for r in reasons))
 
@@ -164,7 +171,9 @@ def make_plan(deps: Deps) -> RunnableCallable:
         # few exploring turns on calls the gate refuses); the gate still refuses any other call where it runs.
         reading = read_only_names(deps.tools)  # a name a writing tool shares is not read-only
         readers = [t for t in deps.tools if t.name in reading]
-        if readers and settings.max_explore_calls > 0 and not feedback and not _nothing_to_explore(readers):
+        # the folder is listed off the event loop on the async path (the LangGraph server refuses blocking calls)
+        empty = readers and (yield Call(partial(_nothing_to_explore, readers), partial(_anothing, readers)))
+        if readers and settings.max_explore_calls > 0 and not feedback and not empty:
             explore: list[BaseMessage] = [
                 SystemMessage(content=prompts.EXPLORE_SYSTEM.format(max_calls=settings.max_explore_calls)),
                 HumanMessage(content=f"Task: {goal}" + earlier),

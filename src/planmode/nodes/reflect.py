@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from planmode import prompts
@@ -11,10 +14,10 @@ from planmode.nodes._repair import Reflection, repair_view
 from planmode.nodes._twin import Body, ask, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.state.graph_state import PlanModeState
-from planmode.state.models import PlanSource, StepStatus, StepTransition
+from planmode.state.models import Plan, PlanSource, StepDefinition, StepStatus, StepTransition
 from planmode.state.reducer import PlanUpdate
 
-__all__ = ["Reflection", "make_reflect"]
+__all__ = ["Reflection", "make_reflect", "progress_key"]
 
 S = StepStatus
 
@@ -26,6 +29,22 @@ def _reflect_retry(reasons: list[str]) -> str:
         f"That answer could not be read ({'; '.join(reasons)}). Answer again with only the JSON object: your "
         "assessment of the plan and of the trouble described above (not of this message)."
     )
+
+
+def progress_key(plan: Plan, trouble: str) -> str:
+    """What a reflection saw, as a digest: the trouble (each failed step's error, which holds its check output),
+    the steps done, and the definition of every step not finished. The same key at the next reflection means the
+    retry or the repair in between changed nothing: no step got done, no unfinished step changed, and the same
+    trouble came back. The run stops at a reflection whose key is the last one's when the last reflection chose a
+    repair (a patch that changed nothing), or after two retries in a row that changed nothing; a first retry that
+    changed nothing still gets a reflection, which may propose a repair."""
+    fields = set(StepDefinition.model_fields)
+    seen = {
+        "trouble": trouble,
+        "done": sorted(s.id for s in plan.by_status(S.DONE)),
+        "open": [s.model_dump(mode="json", include=fields) for s in plan.steps if s.status not in (S.DONE, S.SKIPPED)],
+    }
+    return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def make_reflect(deps: Deps) -> RunnableCallable:
@@ -43,6 +62,20 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         if count > settings.max_reflections:
             msg = f"gave up after {settings.max_reflections} reflection(s); last trouble: {trouble}"
             return {"status": "failed", "error": msg, "reflections": count - 1}
+        progress = progress_key(plan, trouble)
+        earlier = state.get("reflection") or {}
+        same = earlier.get("progress") == progress
+        stalled = int(earlier.get("stalled") or 0) + 1 if same else 0
+        repaired = earlier.get("assessment") in ("needs_adjustment", "off_track")
+        if same and (repaired or stalled >= 2):
+            # a repair that changed nothing, or a second retry that did not: the same steps failed the same way
+            what = f"the repair ({earlier.get('assessment')})" if repaired else "two retries"
+            msg = (
+                f"stopped: no progress: {what} chosen by the last reflection changed nothing, the same trouble with "
+                f"the same unfinished steps: {trouble}"
+            )
+            emit("reflection", msg, plan_version=plan.version, assessment="failed", trouble=trouble, retried=[])
+            return {"status": "failed", "error": msg, "reflections": count}
         model = yield from model_for(deps, settings, negotiated_of(state))
         messages: list[BaseMessage] = [
             SystemMessage(content=prompts.REFLECT_SYSTEM),
@@ -85,7 +118,8 @@ def make_reflect(deps: Deps) -> RunnableCallable:
             trouble=trouble,
             retried=[s.id for s in failed] if retried else [],
         )
-        update: StateUpdate = {"reflections": count, "reflection": result.model_dump()}
+        seen = {"progress": progress, "stalled": stalled}  # what the next reflection compares with (progress_key)
+        update: StateUpdate = {"reflections": count, "reflection": {**result.model_dump(), **seen}}
         if result.assessment == "on_track":
             retry = [StepTransition(id=s.id, status=S.PENDING, attempts=0) for s in plan.by_status(S.FAILED, S.BLOCKED)]
             return {**update, "plan": PlanUpdate(transitions=retry, source=PlanSource.REFLECT)}

@@ -198,6 +198,54 @@ class _AsyncFenceErrors:
                 raise
             raise lost from exc
 
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune the threads' checkpoints (LangGraph's ``BaseCheckpointSaver.aprune``, which the LangGraph server
+        calls to bound storage): ``"keep_latest"`` keeps the newest checkpoint of each namespace of each thread and
+        its pending writes, ``"delete"`` removes every checkpoint and write. No planmode channel is a DeltaChannel,
+        so the checkpoint kept holds the whole state.
+
+        Raises:
+            TypeError: ``thread_ids`` is a single string.
+            ValueError: an unknown strategy.
+        """
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
+        threads = [str(t) for t in thread_ids]
+        if not threads:
+            return
+        marks = ",".join("?" * len(threads))
+        stale = (
+            f"thread_id IN ({marks})"
+            if strategy == "delete"
+            else f"thread_id IN ({marks}) AND checkpoint_id < (SELECT MAX(k.checkpoint_id) FROM checkpoints k "
+            "WHERE k.thread_id = {t}.thread_id AND k.checkpoint_ns = {t}.checkpoint_ns)"
+        )
+        saver: Any = self
+        async with saver.lock, saver.conn.cursor() as cur:
+            await cur.execute(f"DELETE FROM writes WHERE {stale.format(t='writes')}", threads)
+            await cur.execute(f"DELETE FROM checkpoints WHERE {stale.format(t='checkpoints')}", threads)
+            await saver.conn.commit()
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints the given runs wrote (their metadata's ``run_id``) and their writes
+        (LangGraph's ``BaseCheckpointSaver.adelete_for_runs``: the server removes a rolled-back run's checkpoints)."""
+        runs = [str(r) for r in run_ids]
+        if not runs:
+            return
+        marks = ",".join("?" * len(runs))
+        of_runs = f"json_extract(CAST(metadata AS TEXT), '$.run_id') IN ({marks})"
+        saver: Any = self
+        async with saver.lock, saver.conn.cursor() as cur:
+            await cur.execute(
+                "DELETE FROM writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN "
+                f"(SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE {of_runs})",
+                runs,
+            )
+            await cur.execute(f"DELETE FROM checkpoints WHERE {of_runs}", runs)
+            await saver.conn.commit()
+
 
 def _lost(exc: BaseException, config: Any) -> LeaseLostError | None:
     """The `LeaseLostError` a refused write is, else None."""
