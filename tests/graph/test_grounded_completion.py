@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planmode.graph import build_graph
 from planmode.adapters.small_models.evidence import own_acceptance
 from planmode.adapters.small_models.verify import COVERED
+from planmode.graph import build_graph
 from planmode.persistence import async_sqlite_checkpointer, sqlite_checkpointer
 from planmode.state.models import Step
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
