@@ -77,6 +77,11 @@ def run_estimate(sc: Scenario, db: Path) -> dict[str, Any]:
         payload = graph.get_state(cfg).interrupts[0].value
         estimate = payload["budget"]["estimate"]
         graph.invoke(Command(resume={"action": "approve", "revision": payload["revision"]}), cfg)
+        for _ in range(sc.n + 5):  # a repair that adds a step is decided again (approved here, as the plan was)
+            asked = [i.value for i in graph.get_state(cfg).interrupts if "revision" in (i.value or {})]
+            if not asked:
+                break
+            graph.invoke(Command(resume={"action": "approve", "revision": asked[0]["revision"]}), cfg)
         values = graph.get_state(cfg).values
         midway = _midway_estimate(graph, cfg, ctx)
     finally:

@@ -297,6 +297,7 @@ def _bare_work(model: BenchModel, sc: Scenario) -> Any:
                         step_id=sid,
                         description=step.description,
                         acceptance=step.acceptance,
+                        checks="(none)",
                         context="(none)",
                         previous_error="",
                     ).rstrip()

@@ -520,7 +520,9 @@ def _repair_turn(llm: Any, tools: Any, messages: list[Any], calls_left: int) -> 
         request_timeout=REQUEST_TIMEOUT,
         max_retries=0,
     )
-    result = run_tool_loop(llm, tools, messages, settings, allow_writes=True, max_iterations=calls_left)
+    result = run_tool_loop(
+        llm, tools, messages, settings, allow_writes=True, max_iterations=calls_left, text_calls=True
+    )
     made = sum(isinstance(m, AIMessage) for m in result.messages[len(messages) :])
     if result.error is None:
         return list(result.messages), result.text, None, False

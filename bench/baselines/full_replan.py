@@ -61,7 +61,7 @@ def build_full_replan_graph(
     def plan(state: FullReplanState) -> dict[str, Any]:
         draft = planner.invoke(
             [
-                SystemMessage(content=prompts.PLAN_SYSTEM.format(max_steps=max_steps, tools="none")),
+                SystemMessage(content=prompts.PLAN_SYSTEM.format(max_steps=max_steps, tools="none", commands="none")),
                 HumanMessage(content=prompts.PLAN_USER.format(task=state["goal"], findings="").rstrip()),
             ]
         )
@@ -79,6 +79,7 @@ def build_full_replan_graph(
                         step_id=step["id"],
                         description=step["description"],
                         acceptance=step.get("acceptance") or "(none given)",
+                        checks="(none)",
                         context=context,
                         previous_error="",
                     ).rstrip()
@@ -123,7 +124,7 @@ def build_full_replan_graph(
         current = _plan(state["goal"], state["steps"])
         draft = planner.invoke(
             [
-                SystemMessage(content=REPLAN_SYSTEM.format(max_steps=max_steps, tools="none")),
+                SystemMessage(content=REPLAN_SYSTEM.format(max_steps=max_steps, tools="none", commands="none")),
                 HumanMessage(
                     content=REPLAN_USER.format(
                         trouble=state.get("trouble") or "", plan=repair_view(current, open_details=True)

@@ -34,7 +34,7 @@ from planmode.checks import checks_summary
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm.structured import structured_steps
-from planmode.state.earlier import earlier_text
+from planmode.prompts import earlier_text
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip

@@ -26,8 +26,8 @@ from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate, negotiated_of, 
 from planmode.nodes._evidence import preferred_write, workspace_root, write_tool_names
 from planmode.nodes._twin import Body, ask, model_for, tool_loop, twin_node
 from planmode.observability.events import emit
+from planmode.prompts import earlier_text
 from planmode.state.draft import PlanDraft, draft_to_plan
-from planmode.state.earlier import earlier_text
 from planmode.state.graph_state import PlanModeState
 from planmode.state.models import Plan, PlanPatch, PlanSource
 from planmode.state.patch import validate_plan

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from planmode import prompts
 from planmode.text import clip
 
-__all__ = ["FINISHED_STATUSES", "MAX_CHARS", "MAX_STEPS", "earlier_summary", "earlier_text"]
+__all__ = ["FINISHED_STATUSES", "MAX_CHARS", "MAX_STEPS", "earlier_summary"]
 
 #: The statuses of a finished run: only a finished run is summarised for the next one.
 FINISHED_STATUSES = frozenset({"completed", "failed", "answered", "cancelled"})
@@ -76,8 +75,3 @@ def earlier_summary(values: Mapping[str, Any]) -> str | None:
         lines.append(f"- ... and {len(steps) - len(lines)} more steps")
     middle = ["Plan steps:", *lines] if steps else []
     return "\n".join([*head, *middle, *tail])
-
-
-def earlier_text(summary: str | None) -> str:
-    """The earlier run's summary as the end of a task message (`planmode.prompts.EARLIER_RUN`); "" without one."""
-    return "\n" + prompts.EARLIER_RUN.format(summary=summary) if summary else ""
