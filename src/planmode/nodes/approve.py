@@ -20,6 +20,7 @@ changes; `route_after_approve` reads the route from state, so an edit during the
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any, cast
 
 from langgraph.types import interrupt
@@ -112,7 +113,8 @@ def make_approve(deps: Deps, policy: Any = None) -> RunnableCallable:
         payload = approval_payload(plan, error=error, reason=reason, changes=plan_changes(base, plan))
         payload["read_only_tools"] = sorted(read_only)  # the CLI marks every other tool a step names as a write
         open_steps = [s for s in plan.steps if s.status.value != "done"]
-        payload["checks"] = approval_checks(open_steps, deps.tools, settings)  # what will run, and where
+        checks = partial(approval_checks, open_steps, deps.tools, settings)  # may probe bubblewrap once: a thread
+        payload["checks"] = yield from call(checks, partial(asyncio.to_thread, checks))  # what will run, and where
         payload["markdown"] += "\n\n" + checks_markdown(payload["checks"])
         if state.get("earlier"):  # the run this one follows: shown with the plan
             payload["earlier"] = state.get("earlier")
