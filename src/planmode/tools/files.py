@@ -6,6 +6,8 @@ small model that answers a write step in words to write the one file the step pr
 
 from __future__ import annotations
 
+import functools
+
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection
@@ -189,10 +191,12 @@ _WRITES_ONE = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=8192)
 def produced_file(description: str, acceptance: str = "") -> str | None:
     """The one file a step produces, when its description names exactly one that is not an input (or, when the
     description names none, its acceptance does), or starts by writing one file and then says what it does
-    ("Write app.py that prints the lines in data.txt"); None when that is not clear."""
+    ("Write app.py that prints the lines in data.txt"); None when that is not clear. Remembered (a pure
+    function of its text): every executing step asks it of every done step (`done_files`)."""
     if (m := _WRITES_ONE.match(description or "")) is not None:
         return _placed(m.group("f"), acceptance)
     for text in (description, acceptance):
