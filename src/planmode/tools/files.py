@@ -7,7 +7,6 @@ small model that answers a write step in words to write the one file the step pr
 from __future__ import annotations
 
 import functools
-
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection
