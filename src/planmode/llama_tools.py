@@ -4,7 +4,7 @@ llama-cpp-python 0.3.16 formats a prompt with the GGUF's own chat template (whic
 e.g. Qwen 2.5's ``<tool_call>`` convention), but with ``tool_choice`` "auto" it returns what the model wrote
 as text: the server parses no tool calls. Its function-calling chat formats do not help a model of another
 family: ``chatml-function-calling`` answers "auto" with the tool's name as the message content (its message
-grammar only allows ``functions.NAME:`` or the end, measured on Qwen2.5-Coder 0.5B) and drops tool results
+grammar only allows ``functions.NAME:`` or the end) and drops tool results
 from the prompt; ``functionary`` needs a functionary model and its Hugging Face tokenizer.
 
 `tool_call_handler`, registered as the chat format `TOOL_CALL_FORMAT`, keeps the GGUF's template and turns a

@@ -330,8 +330,8 @@ def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The server process's environment: ``environ`` with unbuffered output and, unless ``environ`` sets it,
     ``OMP_WAIT_POLICY=PASSIVE``. llama.cpp's OpenMP threads otherwise spin while they wait for each other; on a
     machine whose cores are busy with other work (a test run, a second server) the spinning threads take the cores
-    from the ones with work to do: one other busy process on 2 cores made the 0.5B model 1.5-1.6x slower to answer
-    than with passive waiting (docs/local-models.md)."""
+    from the ones with work to do; passive waiting leaves them to the threads that have work (measurements:
+    docs/local-models.md)."""
     return {"OMP_WAIT_POLICY": "PASSIVE", **environ, "PYTHONUNBUFFERED": "1"}
 
 

@@ -23,8 +23,8 @@ S = StepStatus
 
 
 def _reflect_retry(reasons: list[str]) -> str:
-    """The message after an unreadable assessment. It says what to assess: a small model (Qwen2.5-Coder-1.5B)
-    told only "that answer could not be read ... answer again" judged the run failed *because* of that message."""
+    """The message after an unreadable assessment. It says what to assess (the plan and the trouble above, not
+    this message), so the model's next answer judges the run, not the retry request."""
     return (
         f"That answer could not be read ({'; '.join(reasons)}). Answer again with only the JSON object: your "
         "assessment of the plan and of the trouble described above (not of this message)."
@@ -98,16 +98,16 @@ def make_reflect(deps: Deps) -> RunnableCallable:
         if result.assessment == "on_track" and trouble.startswith("deadlock"):
             result = result.model_copy(update={"assessment": "needs_adjustment"})  # retrying cannot help
         if result.assessment == "complete" and (unmet := plan.by_status(S.FAILED)):
-            # a model's "complete" does not skip a step its verification failed: the 0.5B's reflection called the
-            # run complete over a main.py that did not compile, the step was skipped, and the run ended `completed`
+            # a model's "complete" does not skip a step its verification failed: with a failed step, it is read as
+            # "failed", so the run never ends `completed` over a step whose checks did not pass
             said = f"the reflection called the run complete, but {', '.join(s.id for s in unmet)} failed verification"
             result = result.model_copy(update={"assessment": "failed", "reasoning": f"{said}: {result.reasoning}"})
         # a small model's first "failed" over failed steps is read as a retry of them, told what it found
         failed = plan.by_status(S.FAILED) if result.assessment == "failed" else []
         retried = settings.retry_judged_failed and count == 1 and bool(failed)
         if settings.retry_judged_failed and failed and not retried and result.proposes_patch:
-            # a later "failed" that gives its own repair is read as that repair: the 1.5B's last reflection said
-            # "failed" and gave the steps to add or change in 4 of round 14's 8 misses (3 with reflections left)
+            # a later "failed" that gives its own repair is read as that repair (needs_adjustment), so the steps
+            # it adds or changes are tried while reflections are left
             said = f"read as needs_adjustment: judged failed with a repair proposed: {result.reasoning}"
             result = result.model_copy(update={"assessment": "needs_adjustment", "reasoning": said})
         emit(

@@ -141,11 +141,11 @@ class ToolGate:
                 name=request.tool_call["name"],
                 status="error",
             )
-        if tool is None and self.step_file is not None:  # the 0.5B called the step before, write_notes_txt, 5 times
+        if tool is None and self.step_file is not None:  # an unknown tool in a write step: name the step's own call
             write, path = self.step_file
             name = request.tool_call["name"]
             return ToolMessage(
-                # no placeholder to copy: the 1.5B wrote "<the whole text of calc.py>" as calc.py
+                # no placeholder to copy: the message names the content in words, so none can be written verbatim
                 content=f"Error: {name} is not a tool. This step writes {path}: call {write} with path {path!r} "
                 f"and, as content, the whole new text of {path}",
                 tool_call_id=request.tool_call.get("id") or "",
@@ -163,11 +163,10 @@ class ToolGate:
         )
 
     def _done_file(self, request: ToolCallRequest) -> str | None:
-        """The done step's file a call's ``path`` names, however it is spelled, or None. The 1.5B, in the step that
-        writes count_lines.py, called write_file on notes.txt (the done step's file) three times: its three lines
-        became four, and the task failed on its first file. A path is compared as the workspace tools resolve it
-        (`kept_name`: ``../ws/notes.txt``, a symlinked alias of the workspace); the workspace tools refuse the
-        write again where it happens (`planmode.tools._writes.keeping`), whatever the call's arguments."""
+        """The done step's file a call's ``path`` names, however it is spelled, or None: a later step does not
+        change a file a done step wrote. A path is compared as the workspace tools resolve it (`kept_name`:
+        ``../ws/data.txt``, a symlinked alias of the workspace); the workspace tools refuse the write again where it
+        happens (`planmode.tools._writes.keeping`), whatever the call's arguments."""
         path = (request.tool_call.get("args") or {}).get("path") if self.kept else None
         if not isinstance(path, str) or not path.strip():
             return None
@@ -175,7 +174,7 @@ class ToolGate:
         if given.is_absolute() and self.root is not None:
             with contextlib.suppress(ValueError):
                 given = given.relative_to(PurePosixPath(self.root))
-        name = posixpath.normpath(given.as_posix())  # "x/../notes.txt", "./notes.txt": notes.txt
+        name = posixpath.normpath(given.as_posix())  # "x/../data.txt", "./data.txt": data.txt
         if name in self.kept:
             return name
         return kept_name(Path(self.root), path, self.kept) if self.root is not None else None
@@ -230,8 +229,8 @@ def _refused(binding: StepTools, name: str, call_id: str) -> Command[Any]:
 
 
 def _own_file(step_file: tuple[str, str] | None) -> str:
-    """What a step refused a write to a kept file is to write instead: its own file by name, when it has one (the
-    0.5B, told "write this step's own file", wrote notes.txt again, then listed the workspace three times)."""
+    """What a step refused a write to a kept file is to write instead: its own file by name and its write tool,
+    when it has one, so the refusal names the one write the step may make."""
     if step_file is None:
         return "write this step's own file"
     tool, path = step_file
@@ -583,8 +582,7 @@ def _build_loop(
 def _step_file_written(history: Sequence[BaseMessage], whole_file: WholeFile) -> str | None:
     """The result of a write of the step's one file by its write tool among the last tool results, when it
     succeeded, else None. The step's work is then done: the loop ends without another model turn, whose answer a
-    write step's verification does not read (its evidence is the change). The 1.5B's turn after a write most often
-    repeated the write (not run again) or described it: 15 to 25 s per step on 2 cores."""
+    write step's verification does not read (its evidence is the change), so no model time is spent on it."""
     if whole_file.path is None:
         return None
     made = {}
@@ -607,9 +605,8 @@ def _step_file_written(history: Sequence[BaseMessage], whole_file: WholeFile) ->
 
 def _repeated_failure(history: Sequence[BaseMessage]) -> str | None:
     """Why the loop stops early when the model's last two turns made the same calls (names and arguments) and
-    every one of them failed (None otherwise). The 0.5B sent a call of a tool that does not exist six turns in a
-    row, each one told the same error: the step's attempt ended on its turn bound a minute later, with nothing
-    learned after the second."""
+    every one of them failed (None otherwise): a third identical turn would be told the same errors, so the
+    step's attempt ends after the second rather than at its turn bound."""
     rounds: list[tuple[AIMessage, list[ToolMessage]]] = []
     results: list[ToolMessage] = []
     for message in reversed(history):
@@ -718,27 +715,27 @@ def _all_repeated(state: _LoopState, calls: Sequence[ToolCall], changers: _Chang
 
 def _step_write(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     """The write tool's arguments for a call named after the step, or None when it carries no content. The call
-    is the step's write, so its path is the step's file, whatever path the call names (the 1.5B's call named after
-    write_shapes wrote ``src/shapes.py``; the approved step writes ``shapes.py``). A step that names no one file
-    writes where the call says (the 1.5B called ``write_count_lines`` with count_lines.py eight times, each
-    refused as an unknown tool, for a step whose description named notes.txt as well)."""
+    is the step's write, so its path is the step's file, whatever path the call names (a call named after the
+    step with path ``src/app.py`` writes ``app.py`` when the approved step writes ``app.py``). A step that names no
+    one file writes where the call says. A path that is a done step's file is kept as said, so the gate refuses
+    it."""
     content = _text_content(args.get("content")) if isinstance(args, dict) else None
     if content is None and isinstance(args, dict) and "content" not in args and whole_file.empty:
-        content = ""  # "Write empty __init__.py": the 1.5B called write_util_init with the path alone, six times
+        content = ""  # a step that writes an empty file (an empty __init__.py): the path alone is the whole write
     if content is None:
         return None
     path = whole_file.path or args.get("path")
     said = args.get("path")
     if isinstance(said, str) and said.strip() and posixpath.normpath(said.replace("\\", "/")) in whole_file.kept:
-        path = said  # a done step's file, not this step's: the gate refuses it (the 1.5B sent notes.txt's lines so)
+        path = said  # a done step's file, not this step's: the gate refuses it
     if not isinstance(path, str) or not path.strip():
         return None
     return {"path": path, "content": content}
 
 
 def _text_content(value: Any) -> str | None:
-    """A call's ``content`` as text: a string, or a list of strings as its lines (the 1.5B sent test_shapes.py as
-    ``["import pytest", "from shapes import area_square", ...]`` and the call was refused); else None."""
+    """A call's ``content`` as text: a string, or a list of strings as its lines (``["import pytest", "from util
+    import area", ...]``, joined with newlines and ending in one); else None."""
     if isinstance(value, str):
         return value
     if isinstance(value, list) and value and all(isinstance(line, str) for line in value):
@@ -748,9 +745,8 @@ def _text_content(value: Any) -> str | None:
 
 def _misplaced(args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
     """The write tool's arguments with the step's file as the path, when ``args`` put that file under a folder of
-    the model's own (not in the workspace, not named by the step or the goal), else None. The 1.5B wrote
-    src/hello.py and src/fizzbuzz.py for steps that write hello.py and fizzbuzz.py, whose acceptance ran them at
-    the top: an attempt lost each time."""
+    the model's own (not in the workspace, not named by the step or the goal), else None: a step that writes
+    app.py writes app.py, where its checks look, not src/app.py."""
     if whole_file.path is None or whole_file.root is None or not isinstance(args, dict):
         return None
     path = args.get("path")
@@ -809,13 +805,13 @@ def _aliased_args(
 
 
 def _nested_call(name: str, args: Any, known: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
-    """The call an unknown tool's arguments hold: a known tool's name as their one key, with its arguments (the
-    0.5B called "Create mathx.py and its test" with ``{"write_file": {"path": "mathx.py", "content": ...}}``,
-    twice), or as the value of ``function`` (or ``tool``, ``name``) beside its arguments. The inner call is that
-    tool's: the gate and the step's declared tools decide as for any call of it."""
+    """The call an unknown tool's arguments hold: a known tool's name as their one key, with its arguments (a
+    call of "Create app.py" with ``{"write_file": {"path": "app.py", "content": ...}}``), or as the value of
+    ``function`` (or ``tool``, ``name``) beside its arguments. The inner call is that tool's: the gate and the
+    step's declared tools decide as for any call of it."""
     if name in known or not isinstance(args, dict):
         return None
-    for key in _NAMING_KEYS:  # {"function": "read_file", "path": "calc.py"}: the 1.5B, in a step named identify_bug
+    for key in _NAMING_KEYS:  # {"function": "read_file", "path": "app.py"}: read_file with path app.py
         named = args.get(key)
         if isinstance(named, str) and named in known:
             return named, {k: v for k, v in args.items() if k != key}
@@ -835,9 +831,7 @@ _NEVER_CLOSED = re.compile(r"'(?P<b>[(\[{])' was never closed")
 
 def _closed_code(args: dict[str, Any]) -> dict[str, Any] | None:
     """The write's arguments with the brackets its Python file's last line leaves open closed, when that is the
-    file's only syntax error; else None. The 1.5B ended a file's content one bracket short again and again
-    (``print(area_square(4)"``): run.py and shapes.py failed to compile on "'(' was never closed" in both rounds
-    of a suite, and their steps failed after their attempts."""
+    file's only syntax error (``print(area(4)``: "'(' was never closed" on the last line); else None."""
     path, content = args.get("path"), args.get("content")
     if not isinstance(path, str) or not path.endswith(".py") or not isinstance(content, str) or not content.strip():
         return None
@@ -860,9 +854,9 @@ def _closed_code(args: dict[str, Any]) -> dict[str, Any] | None:
 
 def _shaped(args: Any, whole_file: WholeFile) -> tuple[str, dict[str, Any]] | None:
     """The one declared tool whose arguments ``args`` are (every required one given, none it does not take), with
-    ``args``; None when none or several fit. The 1.5B called ``update_double_function`` with ``path``,
-    ``old_string`` and ``new_string`` four times for a step that declares edit_file, each refused as an unknown
-    tool. The call is then that tool's: the gate and the step's declared tools decide as for any call of it."""
+    ``args``; None when none or several fit (a call of ``update_function`` with ``path``, ``old_string`` and
+    ``new_string``, in a step that declares edit_file, is edit_file's). The call is then that tool's: the gate
+    and the step's declared tools decide as for any call of it."""
     if not isinstance(args, dict) or not args:
         return None
     given = set(args)
@@ -884,24 +878,23 @@ def _own_alias_args(name: str, args: Any, whole_file: WholeFile, known: frozense
     return None
 
 
-#: A file a tool's name names, its dot written as an underscore or not: "write_notes_txt", "create_app.py".
+#: A file a tool's name names, its dot written as an underscore or not: "write_data_txt", "create_app.py".
 _NAMED_FILE = re.compile(r"([A-Za-z0-9]+)[_.](py|txt|json|csv|md|cfg|toml|yaml|yml|ini)(?![A-Za-z0-9])")
-#: An unknown tool's name that says it writes: "write_double_function", "create_report", "save-file".
+#: An unknown tool's name that says it writes: "write_app_function", "create_report", "save-file".
 _WRITES = re.compile(r"^(?:write|create|save|make)(?:[_\-\s]|$)", re.IGNORECASE)
 
 
 def _said_write(name: str, args: Any, whole_file: WholeFile) -> dict[str, Any] | None:
-    """The write tool's arguments of a call to an unknown tool whose name says it writes ("write_double_function")
+    """The write tool's arguments of a call to an unknown tool whose name says it writes ("write_app_function")
     and no other change, with exactly a ``path`` that is the step's one file and a string ``content``, else None.
-    Round 15's fix_double: the 1.5B called write_double_function with calc.py's path and content nine times in
-    a step that writes calc.py, each refused as an unknown tool, and the run failed. The step's own file and its
-    declared write tool: the write tool's gate applies as to any call of it. A name that names another file
-    (``write_notes_txt``, the step before) is a confused call, and stays unknown."""
+    The step's own file and its declared write tool: the write tool's gate applies as to any call of it. A name
+    that names another file (``write_data_txt`` in a step that writes app.py) is a confused call, and stays
+    unknown."""
     if whole_file.path is None or not isinstance(args, dict) or set(args) != {"path", "content"}:
         return None
     if _WRITES.match(name.strip()) is None or _NOT_WHOLE.search(name) is not None:
         return None
-    named = {f"{stem}.{ext}" for stem, ext in _NAMED_FILE.findall(name)}  # write_notes_txt: another step's file
+    named = {f"{stem}.{ext}" for stem, ext in _NAMED_FILE.findall(name)}  # write_data_txt: another step's file
     if named - {PurePosixPath(whole_file.path).name}:
         return None
     path, content = args.get("path"), _text_content(args.get("content"))
@@ -914,10 +907,9 @@ def _said_write(name: str, args: Any, whole_file: WholeFile) -> dict[str, Any] |
 
 def _file_named_write(name: str, args: Any) -> dict[str, Any] | None:
     """The write tool's arguments of a call to an unknown tool named after the file its ``path`` names (its file
-    name or stem) with a string ``content``, else None. The 0.5B wrote greet.py and main.py in one turn as calls
-    named ``write_greet`` and ``main.py``, then ``main``, each with the path and the content: refused as unknown
-    tools, main.py was never written. The path is the call's own: the write tool's gate and the step's declared
-    tools apply as to any call of it."""
+    name or stem, or a name that mentions it, as ``main.py``, ``main`` or "Create main.py") with a string
+    ``content``, else None. The path is the call's own: the write tool's gate and the step's declared tools apply
+    as to any call of it."""
     content = _text_content(args.get("content")) if isinstance(args, dict) else None
     if content is None:
         return None
@@ -937,9 +929,9 @@ _NOT_WHOLE = re.compile(r"append|insert|delete|remove|rename|replace|edit|patch|
 
 
 def _names_its_write(name: str, file: str) -> bool:
-    """Whether an unknown tool's name mentions the file its call writes, and no other change: the 0.5B called
-    "Create mathx.py and its test" and "pytest test_mathx.py", each with the path and the content of the file its
-    name mentions. "append notes.txt" is not a whole-file write, and stays an unknown tool."""
+    """Whether an unknown tool's name mentions the file its call writes, and no other change ("Create util.py
+    and its test", "pytest test_util.py", with that file's path and content). "append data.txt" is not a
+    whole-file write, and stays an unknown tool."""
     return file in file_names(name) and _NOT_WHOLE.search(name) is None
 
 

@@ -180,11 +180,11 @@ def _loads(s: str) -> tuple[Any, bool]:
     """``s`` as JSON, read as small models write it: raw newlines and tabs inside strings (``strict=False``),
     Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold, an
     object in doubled braces (``{{"name": ...}}``, a format string's escape, or only its opening one doubled) read
-    as the object, and a whole object that still does not parse repaired (`planmode.state.parse.repaired_json`:
-    the 1.5B wrote ``"content": '{"port": 8080}'`` in single quotes, and the call was not run)."""
+    as the object, and a whole object that still does not parse repaired (`planmode.state.parse.repaired_json`),
+    after values in single quotes (``"content": '{"port": 8080}'``) are read as JSON strings."""
     t = s.strip()
     doubled = t[1:-1] if t.startswith("{{") and t.endswith("}}") else None
-    opened = t[1:] if t.startswith("{{") else None  # the 1.5B doubled only the opening brace, once in a run
+    opened = t[1:] if t.startswith("{{") else None  # only the opening brace doubled: "{{...}" is the object
     for text in (s, _triple_quoted(s), doubled, opened, _single_quoted(s)):
         if text is None:
             continue
@@ -204,11 +204,11 @@ _AFTER_VALUE = re.compile(r"\s*[,:}\]]")
 
 
 def _single_quoted(s: str) -> str | None:
-    r"""``s`` with each value written in single quotes (``"content": '{"name": "Ada", "age": 36}'``, the 1.5B's
-    person.json; ``{'path': 'a.py'}``) written as a JSON string, or None when it has none. A single-quoted string
-    opens after a colon, a comma or an opening bracket, and closes at the first single quote followed by a comma,
-    a colon or a closing bracket; ``\'`` inside is a quote. json_repair read that value as ``'{"name": "Ada"'``
-    and a stray argument ``age``, and a truncated person.json was written."""
+    r"""``s`` with each value written in single quotes (``"content": '{"name": "Ada", "age": 36}'``;
+    ``{'path': 'a.py'}``) written as a JSON string, or None when it has none. A single-quoted string opens after a
+    colon, a comma or an opening bracket, and closes at the first single quote followed by a comma, a colon or a
+    closing bracket; ``\'`` inside is a quote. So a quoted value that holds JSON stays one whole string (never
+    cut at its first comma into a shorter value and a stray argument)."""
     if "'" not in s:
         return None
     out: list[str] = []
@@ -348,8 +348,8 @@ def whole_file_content(text: object, path: str) -> str | None:
 
 def _left_open(text: str, path: str) -> tuple[str, str] | None:
     """A Python file's one fence that the reply opened and never closed, when the reply ends after a whole line
-    and what follows the fence compiles (the 1.5B's list_primes.py came so, after the nudge, and the step failed
-    with nothing written); None otherwise (another file: a reply cut short cannot be told from a whole one)."""
+    and what follows the fence compiles, so a whole Python file whose closing fence is missing is still written;
+    None otherwise (another file: a reply cut short cannot be told from a whole one)."""
     if not path.lower().endswith(".py") or not text.endswith("\n"):
         return None
     lines = text.split("\n")
