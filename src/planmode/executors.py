@@ -83,9 +83,9 @@ class StepContext:
     """Files the plan's done steps produced that this step does not: the default executor's tool loop refuses a
     write to one (a done step's work is never redone by another step)."""
     evidence: str | None = None
-    """For a verifier: the attempt's evidence as text (the tool calls that ran, the files written, the checks made
-    without a model, and the executor's report marked as a claim: `planmode.nodes._evidence`). The default judge
-    reads this instead of the executor's report alone."""
+    """For a verifier: the attempt's evidence as text (the tool calls that ran, the files written, the results of
+    the step's declared checks, and the executor's report marked as a claim: `planmode.nodes._evidence`). The
+    default judge reads this instead of the executor's report alone."""
     earlier: str | None = None
     """The summary of the earlier run this run follows on its thread (`planmode.state.earlier.earlier_summary`),
     None when it follows none: the default executor gives it to the model with the step."""

@@ -1,7 +1,8 @@
 """The files a text names, and the files a task or a step asks to produce.
 
-Read by the plan's coverage checks and by verify (`planmode.nodes._evidence`), and by the executor, which offers a
-small model that answers a write step in words to write the one file the step produces (`produced_file`).
+Read by the small-model adapter's plan and evidence rules (`planmode.adapters.small_models`), by the guard on
+done steps' files (`done_files`), and by the executor, which offers a model that answers a write step in words to
+write the one file the step produces (`produced_file`).
 """
 
 from __future__ import annotations

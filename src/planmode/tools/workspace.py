@@ -97,7 +97,7 @@ IDEMPOTENT_METADATA_KEY = "planmode_idempotent"
 
 WORKSPACE_ROOT_METADATA_KEY = "planmode_workspace_root"
 """Key in ``BaseTool.metadata`` of the workspace tools: the workspace root (a real path), where verify and finalize
-check the files a run promised (`planmode.nodes._evidence`)."""
+run the steps' declared checks (`planmode.nodes._evidence`)."""
 
 
 def workspace_root(tools: Iterable[BaseTool]) -> Path | None:
