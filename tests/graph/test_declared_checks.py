@@ -322,19 +322,15 @@ def test_the_small_model_adapter_is_not_imported_by_a_default_run(tmp_path: Path
     assert done.stdout.strip().splitlines()[-1] == "False"
 
 
-def test_the_adapters_checks_read_from_prose_are_shown_for_approval_as_planmodes(tmp_path: Path) -> None:
-    from langgraph.checkpoint.memory import InMemorySaver
+def test_prose_checks_reads_backticked_commands_as_planmodes_checks() -> None:
+    from planmode.adapters.small_models import prose_checks
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    step = one_step(acceptance="app.py exists and `python app.py` runs")
-    model = ScriptedChatModel(responder=PurposeScript(plan=step))
-    graph = build_graph(model, tools=workspace_tools(ws), checkpointer=InMemorySaver())
-    graph.invoke({"task": TASK}, CFG, context={"mode": "plan", "max_explore_calls": 0, "model_profile": "small"})
-    payload = graph.get_state(CFG).interrupts[0].value
-    [check] = [c for c in payload["plan"]["steps"][0]["checks"] if c["kind"] == "run"]
-    assert check["command"] == "python app.py" and check["by"] == "planmode"
-    assert "(planmode's)" in payload["markdown"] and "python app.py" in str(payload["checks"]["commands"])
+    step = Step(id="a", description="Write app.py", tools=["write_file"], acceptance="`python app.py` runs")
+    plan, notes = prose_checks(Plan(goal="g", steps=[step]), ["python"])
+    [check] = plan.steps[0].checks
+    assert check.command == "python app.py" and check.by == "planmode" and notes
+    plan, notes = prose_checks(Plan(goal="g", steps=[step]), [])  # a program the run does not allow: none
+    assert plan.steps[0].checks == [] and not notes
 
 
 def test_without_the_adapter_prose_becomes_no_check(tmp_path: Path) -> None:

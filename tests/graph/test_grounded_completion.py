@@ -420,7 +420,7 @@ def test_a_write_step_without_acceptance_is_sent_back(tmp_path: Path) -> None:
     out, model, _ = run(tmp_path, script)
 
     assert model.calls("plan") == 2
-    assert "step 'write_mathx' writes but has no acceptance" in retry_reasons(model)
+    assert "step 'write_mathx' writes but declares no check" in retry_reasons(model)  # the core's rule, first
     assert out["status"] == "completed", out.get("error")
 
 
@@ -475,7 +475,7 @@ def test_planmode_mends_only_what_follows_from_the_plan_and_the_task(tmp_path: P
     (tmp_path / "b").mkdir()
     out, model, ws = run(tmp_path / "b", PurposeScript(plan=nameless), task="Do the work", max_plan_attempts=2)
     assert model.calls("plan") == 2 and model.calls("execute") == 0
-    assert out["status"] == "failed" and "has no acceptance" in out["report"]["error"]
+    assert out["status"] == "failed" and "declares no check" in out["report"]["error"]
     assert not list(ws.iterdir())
 
 

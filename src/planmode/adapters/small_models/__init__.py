@@ -4,8 +4,9 @@ What it does, each part kept here and nowhere in the core:
 
 - **plans** (`coverage`): fixes a planner's plan where the meaning is not in doubt (a tool's name written as
   a dependency, a step named after a tool, a read-back step) and sends back plans that leave out a file the task
-  asks for; the commands a step's acceptance prose names in backticks become declared checks marked as
-  planmode's (``by: planmode``), so the human sees them at approval;
+  asks for (`prose_checks` can read the commands a step's acceptance names in backticks as declared checks
+  marked as planmode's, ``by: planmode``; it is not switched on yet: the verify-time reading below still decides
+  which clause belongs to which step);
 - **repairs** (`repair`): a patch as small models write it, read as meant;
 - **verification** (`verify`, `evidence`): after the declared checks passed, facts read from the step's prose
   (files it names, commands it runs, values it prints), then the judge, with a second look when the evidence
@@ -88,8 +89,7 @@ class SmallModels:
     def finish_plan(self, plan: Plan, tools: Sequence[BaseTool], settings: PlanModeContext) -> tuple[Plan, list[str]]:
         plan, modules = coverage.mend_module_runs(plan, tools)
         plan, runs = coverage.mend_runs(plan, tools)
-        plan, declared = prose_checks(plan, settings.check_commands if settings.run_checks else [])
-        return plan, [*modules, *runs, *declared]
+        return plan, [*modules, *runs]
 
     def mend_patch(self, candidate: PlanPatch, plan: Plan, tools: Sequence[BaseTool]) -> PlanPatch:
         return repair.as_meant(candidate, plan, tools)
