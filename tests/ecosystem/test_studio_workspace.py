@@ -25,7 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 _PURPOSE = re.compile(r"^planmode:(\w+)")
 PLAN = {
     "title": "Hello",
-    "steps": [{"id": "hello", "description": "Write hello.txt with the line hi", "tools": ["write_file"]}],
+    "steps": [
+        {
+            "id": "hello",
+            "description": "Write hello.txt with the line hi",
+            "tools": ["write_file"],
+            "checks": [{"kind": "file", "path": "hello.txt", "contains": ["hi"]}],
+        }
+    ],
 }
 
 
