@@ -42,6 +42,7 @@ __all__ = [
     "results_text",
     "run_checks",
     "sandbox_line",
+    "sandbox_policy",
 ]
 
 #: How much of a file or of a command's output a result keeps (shown to the executor and the judge).
@@ -174,6 +175,11 @@ def sandbox_line(policy: SandboxPolicy, enabled: bool) -> str:
     return f"checks run in the sandbox: {status.reason}" if status.active else f"sandbox {status.reason}"
 
 
+def sandbox_policy(settings: PlanModeContext) -> SandboxPolicy:
+    """The sandbox a run's checks run in, from its settings."""
+    return SandboxPolicy(isolate=settings.sandbox, timeout=settings.check_timeout)
+
+
 def approval_checks(
     steps: Sequence[StepDefinition], tools: Sequence[BaseTool], settings: PlanModeContext
 ) -> dict[str, Any]:
@@ -182,7 +188,7 @@ def approval_checks(
     from planmode.tools.workspace import workspace_root
 
     commands = list(dict.fromkeys(c.command for s in steps for c in s.checks if isinstance(c, RunCheck)))
-    policy = SandboxPolicy(isolate=settings.sandbox, timeout=settings.check_timeout)
+    policy = sandbox_policy(settings)
     active = settings.run_checks and settings.sandbox and sandbox_status(policy).active
     return {
         "commands": commands,

@@ -14,9 +14,8 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
-from planmode.checks import CheckResult, results_text, run_checks
+from planmode.checks import CheckResult, results_text, run_checks, sandbox_policy
 from planmode.context import PlanModeContext
-from planmode.sandbox import SandboxPolicy
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip
@@ -131,11 +130,6 @@ def changed_files(tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> l
     """The files the run wrote that exist now, as shown to a user (relative to the workspace when known)."""
     root = workspace_root(tools)
     return [shown_path(p, root) for p in run_writes if Path(p).is_file()]
-
-
-def sandbox_policy(settings: PlanModeContext) -> SandboxPolicy:
-    """The sandbox a run's checks run in, from its settings."""
-    return SandboxPolicy(isolate=settings.sandbox, timeout=settings.check_timeout)
 
 
 def declared_checks(
