@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -30,17 +29,18 @@ from pydantic import BaseModel, Field
 
 from planmode import prompts
 from planmode._drive import Call, adrive, drive
+from planmode.adapters import adapter_for
 from planmode.checks import checks_summary
 from planmode.context import PlanModeContext
 from planmode.errors import ConfigurationError, ModelUnavailableError
 from planmode.llm.structured import structured_steps
 from planmode.prompts import earlier_text
+from planmode.state.checks import declared_files, empty_file
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Step
 from planmode.text import clip
 from planmode.tools import StepTools, is_read_only
 from planmode.tools._writes import recording
-from planmode.tools.files import file_names, produced_file
 from planmode.tools.loop import LoopResult, WholeFile, tool_loop_steps
 from planmode.tools.workspace import workspace_root
 
@@ -80,8 +80,9 @@ class StepContext:
     """The step's binding (its bound tools, what it declares, the graph's tools it may not call): the default
     executor's tool loop refuses, and records, a call to any of the withheld ones."""
     done_files: frozenset[str] = frozenset()
-    """Files the plan's done steps produced that this step does not: the default executor's tool loop refuses a
-    write to one (a done step's work is never redone by another step)."""
+    """Files the plan's done steps declare they produced (their file checks, `planmode.state.checks.done_files`)
+    that this step does not: the default executor's tool loop refuses a write to one (a done step's work is never
+    redone by another step)."""
     evidence: str | None = None
     """For a verifier: the attempt's evidence as text (the tool calls that ran, the files written, the results of
     the step's declared checks, and the executor's report marked as a claim: `planmode.nodes._evidence`). The
@@ -243,32 +244,16 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
     return _loop_outcome(step, res)
 
 
-#: A step that says its file is empty ("Write empty __init__.py", "util/__init__.py exists and is empty").
-#: ("is not empty", "non-empty" say the opposite.)
-_EMPTY_FILE = re.compile(r"(?<!not )(?<!non-)(?<!non )\bempty\b", re.IGNORECASE)
-#: "empty" said of something else than a file: "standard input is empty", "an empty list", "the output is empty".
-_EMPTY_OTHER = re.compile(
-    r"\b(?:input|stdin|output|stdout|argv|arguments?|list|string|line|dict|result|answer)\s+(?:is|are|stays)\s+empty\b"
-    r"|\bempty\s+(?:input|stdin|output|list|string|line|dict|result|answer|lines)\b",
-    re.IGNORECASE,
-)
-
-
-def says_file_empty(text: str) -> bool:
-    """Whether ``text`` says a file is empty: a clause (split at full stops, semicolons and lines) with "empty"
-    in it that names a file and does not say it of something else ("standard input is empty", "an empty list"):
-    "app.py reads data.txt; standard input is empty" does not say a file is empty, "Write an empty
-    util/__init__.py" does."""
-    for clause in re.split(r"\.\s|;|\n", text):
-        if _EMPTY_FILE.search(clause) and not _EMPTY_OTHER.search(clause) and file_names(clause):
-            return True
-    return False
-
-
 def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFile | None:
     """The declared write tool that writes a file whole (one that takes ``path`` and ``content``, ``write_file``
-    first) and the file the step produces (None when that is not clear), or None when there is no such tool."""
-    path = produced_file(step.description, step.acceptance or "")
+    first) and the file the step produces, or None when there is no such tool. The file is the one the step's file
+    checks declare (`planmode.state.checks.declared_files`), None when they declare none or several; only the
+    small-model adapter, when it is on, reads one from the step's prose."""
+    declared = declared_files(step)
+    adapter = adapter_for(ctx.settings)
+    path: str | None = declared[0] if len(declared) == 1 else None
+    if path is None and not declared and adapter is not None:
+        path = adapter.produced_file(step)
     by_name = {t.name: t for t in ctx.tools}
     runnable = [by_name[n] for n in dict.fromkeys(step.tools) if n in by_name]
     shapes = tuple(_shape(t) for t in runnable if ctx.binding is None or ctx.binding.binds(t))
@@ -278,7 +263,9 @@ def _whole_file(step: Step, ctx: StepContext, writes: Sequence[str]) -> WholeFil
             named = "\n".join((step.description, step.acceptance or "", ctx.goal or ""))
             root = workspace_root(ctx.tools)
             top = str(root) if root is not None else None
-            empty = says_file_empty(f"{step.description}\n{step.acceptance or ''}")
+            empty = path is not None and empty_file(step, path)
+            if not empty and not declared and adapter is not None:
+                empty = adapter.says_empty(step)
             return WholeFile(
                 tool=name,
                 path=path,

@@ -594,7 +594,7 @@ def test_a_plan_that_writes_a_file_the_task_gives_to_read_is_sent_back_and_mende
     ],
 )
 def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, goal: str, given: list[str]) -> None:
-    from planmode.tools.files import given_files
+    from planmode.adapters.small_models.files import given_files
 
     for name in ("names.txt", "config.json", "calc.py"):
         (tmp_path / name).write_text("x\n")
@@ -620,7 +620,7 @@ def test_the_files_a_task_gives_to_read_are_those_it_only_reads(tmp_path: Path, 
 def test_the_files_a_task_says_to_fix_or_change_are_its_to_produce(
     tmp_path: Path, goal: str, changed: list[str]
 ) -> None:
-    from planmode.tools.files import changed_files
+    from planmode.adapters.small_models.files import changed_files
 
     for name in ("names.txt", "config.json", "calc.py"):
         (tmp_path / name).write_text("x\n")
@@ -720,7 +720,7 @@ def test_a_text_of_thousands_of_file_names_is_read_in_linear_time(tmp_path: Path
     it); 100,000 characters here. The bound is for a hang, not a measure of speed."""
     import time
 
-    from planmode.tools.files import changed_files, deliverables, file_mentions, given_files
+    from planmode.adapters.small_models.files import changed_files, deliverables, file_mentions, given_files
 
     text = "Read names.txt then fix x.py, " * 3_400
     (tmp_path / "names.txt").write_text("x\n")
@@ -1046,7 +1046,7 @@ def test_the_final_answer_never_names_a_file_that_does_not_exist(tmp_path: Path)
 
 
 def test_file_names_and_deliverables_are_read_from_the_task(tmp_path: Path) -> None:
-    from planmode.tools.files import deliverables, file_names
+    from planmode.adapters.small_models.files import deliverables, file_names
 
     assert file_names("create mathx.py and test_mathx.py (e.g. planmode.tools), then data/in.csv.") == [
         "mathx.py",
@@ -1251,7 +1251,7 @@ def test_a_step_cannot_rewrite_the_file_of_a_done_step(tmp_path: Path, mode: str
 
 def test_done_files_are_the_done_steps_files_the_step_does_not_produce() -> None:
     from planmode.state.models import Plan, StepStatus
-    from planmode.tools.files import done_files
+    from planmode.adapters.small_models.files import done_files
 
     def step(i: str, description: str, status: StepStatus = StepStatus.PENDING) -> Step:
         return Step(id=i, description=description, tools=["write_file"], status=status)

@@ -530,7 +530,7 @@ def test_the_whole_file_reader_never_raises_and_returns_what_a_fence_held(path: 
 
 
 def test_the_file_a_step_produces_is_the_one_it_names_that_it_does_not_use() -> None:
-    from planmode.tools.files import produced_file
+    from planmode.adapters.small_models.files import produced_file
 
     assert produced_file("Create test_primes.py with tests that import primes.py") == "test_primes.py"
     assert produced_file("Write report.py that reads temps.txt and prints each number") == "report.py"

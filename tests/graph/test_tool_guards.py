@@ -294,6 +294,7 @@ NOTES = {
     "description": "Write notes.txt with three lines",
     "tools": ["write_file"],
     "acceptance": "notes.txt exists",
+    "checks": [{"kind": "file", "path": "notes.txt"}],
 }
 COUNT = {
     "id": "write_count",
@@ -301,6 +302,7 @@ COUNT = {
     "dependencies": ["write_notes"],
     "tools": ["write_file", "edit_file"],
     "acceptance": "`python count_lines.py` prints '3'",
+    "checks": [{"kind": "file", "path": "count_lines.py"}],
 }
 SOURCE = "print(len(open('notes.txt').read().splitlines()))\n"
 
@@ -318,10 +320,12 @@ def other_spellings(ws: Path, name: str, old: str) -> list[dict[str, Any]]:
     ]
 
 
-def run_graph(tmp_path: Path, script: PurposeScript, task: str, mode: str) -> tuple[dict[str, Any], ScriptedChatModel]:
+def run_graph(
+    tmp_path: Path, script: PurposeScript, task: str, mode: str, **context: Any
+) -> tuple[dict[str, Any], ScriptedChatModel]:
     ws = tmp_path / "ws"
     model = ScriptedChatModel(responder=script)
-    ctx = {"mode": "plan", "approval": "auto", "max_explore_calls": 0, "max_attempts": 1}
+    ctx = {"mode": "plan", "approval": "auto", "max_explore_calls": 0, "max_attempts": 1, **context}
     tools = workspace_tools(ws)
     if mode == "sync":
         saver = sqlite_checkpointer(tmp_path / "runs.sqlite")
@@ -369,7 +373,8 @@ def test_a_done_steps_file_under_another_spelling_is_refused(tmp_path: Path, mod
     assert out["status"] == "completed", out.get("error")
 
 
-def test_the_tasks_input_file_under_another_spelling_is_refused(tmp_path: Path) -> None:
+def test_the_tasks_input_file_under_another_spelling_is_refused_with_the_small_model_adapter(tmp_path: Path) -> None:
+    """The task's input files are read from its prose: only the small-model adapter reads them."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "names.txt").write_text("Ada\nGrace\n")
@@ -394,7 +399,7 @@ def test_the_tasks_input_file_under_another_spelling_is_refused(tmp_path: Path) 
 
     script = PurposeScript(plan={"title": "t", "steps": [greet]}, execute=execute, reflect=GIVE_UP)
     task = "Read names.txt, then write greet_all.py that prints 'Hi ' followed by each name in names.txt."
-    out, model = run_graph(tmp_path, script, task, "sync")
+    out, model = run_graph(tmp_path, script, task, "sync", model_profile="small")
     assert (ws / "names.txt").read_text() == "Ada\nGrace\n"
     ran = [m for r in model.requests if r.purpose == "execute" for m in r.tool_results()]
     assert all(m.status == "error" and "refused" in str(m.content) for m in ran[:7]), [m.content for m in ran[:7]]

@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from langchain_core.language_models import BaseChatModel
     from langchain_core.tools import BaseTool
 
@@ -85,6 +87,18 @@ class Adapter(Protocol):
 
     def unsupported(self, text: str, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> bool:
         """Whether a final answer claims files the record does not show."""
+        ...
+
+    def kept_files(self, plan: Plan, step: Step, root: Path | None) -> frozenset[str]:
+        """Files, beyond those done steps declare, that ``step`` may not write (read from the task's prose)."""
+        ...
+
+    def produced_file(self, step: Step) -> str | None:
+        """The one file a step that declares none writes, read from its prose, or None."""
+        ...
+
+    def says_empty(self, step: Step) -> bool:
+        """Whether a step that declares no file says, in its prose, that the file it writes is empty."""
         ...
 
 

@@ -40,6 +40,7 @@ from langgraph.types import Command
 
 from planmode._compat import GraphNode, RunnableCallable
 from planmode._drive import per_path
+from planmode.adapters import adapter_for
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, settings_of
 from planmode.errors import ModelUnavailableError
@@ -64,12 +65,12 @@ from planmode.state.approvals import (
     run_binding,
     seal,
 )
+from planmode.state.checks import done_files
 from planmode.state.graph_state import StepOutcome
 from planmode.state.models import Plan, PlanSource, Step, StepStatus, StepTransition, clean_text
 from planmode.state.reducer import PlanUpdate
 from planmode.tools import bind_step_tools
 from planmode.tools._writes import git_writes, journaling
-from planmode.tools.files import done_files, given_files
 
 __all__ = [
     "GUARDED_KEYS",
@@ -280,7 +281,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             tools=binding.tools,
             model=model,
             binding=binding,
-            done_files=done_files(cleared.plan, step) | _given(cleared.plan, deps.tools),
+            done_files=done_files(cleared.plan, step) | _adapter_kept(cleared, deps.tools),
             earlier=_earlier_of(read_channels()),
         )
 
@@ -403,9 +404,11 @@ def _kept(outcome: StepOutcome, key: str, settings: PlanModeContext) -> StepOutc
     return outcome.model_copy(update={"output_ref": key, "output": outcome.output[: settings.result_chars]})
 
 
-def _given(plan: Plan, tools: Sequence[BaseTool]) -> frozenset[str]:
-    """The files of the workspace the task only reads (`given_files`): a write to one is refused where the step
-    runs, as a write to a done step's file is, to every step, its own file or not, whatever a plan check let
-    through (a step a repair added, "Write data.txt with two lines of its own", included). A task that changes
-    the file ("Read data.txt, then add a line to it") does not give it (`given_files`)."""
-    return frozenset(given_files(plan.goal, workspace_root(tools)))
+def _adapter_kept(cleared: Cleared, tools: Sequence[BaseTool]) -> frozenset[str]:
+    """The files the small-model adapter, when the run's settings switch it on, also keeps from ``cleared.step``'s
+    writes (read from the task's prose: the files it only reads, the files done steps named); none without it. A
+    write to one is refused where the write happens, as a write to a done step's declared file is."""
+    adapter = adapter_for(cleared.settings)
+    if adapter is None:
+        return frozenset()
+    return adapter.kept_files(cleared.plan, cleared.step, workspace_root(tools))

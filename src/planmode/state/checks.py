@@ -15,13 +15,27 @@ adapter's checks made from a step's prose, shown marked as planmode's).
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, GetJsonSchemaHandler, field_validator, model_validator
 from pydantic.json_schema import JsonSchemaValue, SkipJsonSchema
 
-__all__ = ["Check", "CheckBy", "FileCheck", "RunCheck", "check_commands", "describe_check"]
+if TYPE_CHECKING:
+    from planmode.state.models import Plan, StepDefinition
+
+__all__ = [
+    "Check",
+    "CheckBy",
+    "FileCheck",
+    "RunCheck",
+    "check_commands",
+    "declared_files",
+    "describe_check",
+    "done_files",
+    "empty_file",
+]
 
 #: Who wrote a check: ``plan`` (the planner or a human; what the plan says) or ``planmode`` (made by planmode's
 #: small-model adapter from the step's prose, and shown as planmode's).
@@ -128,6 +142,36 @@ Check: TypeAlias = RunCheck | FileCheck
 def check_commands(checks: list[RunCheck | FileCheck]) -> list[str]:
     """The commands ``checks`` run, in order (each once)."""
     return list(dict.fromkeys(c.command for c in checks if isinstance(c, RunCheck)))
+
+
+def _file_key(path: str) -> str:
+    """A declared path as the workspace tools compare it: forward slashes, no ``.`` parts."""
+    return posixpath.normpath(path.replace("\\", "/")).removeprefix("./")
+
+
+def declared_files(step: StepDefinition) -> list[str]:
+    """The files ``step`` declares it leaves in the workspace: the paths of its file checks that say the file
+    exists, in order, each once. This is what the plan says a step produces; nothing is read from its prose."""
+    return list(dict.fromkeys(_file_key(c.path) for c in step.checks if isinstance(c, FileCheck) and c.exists))
+
+
+def done_files(plan: Plan, step: StepDefinition) -> frozenset[str]:
+    """The files that the plan's done steps (other than ``step``) declare they produced (`declared_files`) and
+    ``step`` does not declare as its own: a write to one of them from ``step`` is refused where the write happens
+    (`planmode.tools.loop.ToolGate`, the workspace tools). One pass over the plan's checks, no text read."""
+    done: set[str] = set()
+    for other in plan.steps:
+        if other.id != step.id and other.status.value == "done":
+            done.update(declared_files(other))
+    return frozenset(done - set(declared_files(step)))
+
+
+def empty_file(step: StepDefinition, path: str) -> bool:
+    """Whether ``step`` declares ``path`` empty: a file check on it whose whole text (``equals``) is ``""``."""
+    key = _file_key(path)
+    return any(
+        isinstance(c, FileCheck) and c.exists and c.equals == "" and _file_key(c.path) == key for c in step.checks
+    )
 
 
 def describe_check(check: RunCheck | FileCheck) -> str:

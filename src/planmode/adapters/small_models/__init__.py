@@ -20,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from planmode.adapters.small_models import coverage, evidence, repair, verify
+from planmode.adapters.small_models import coverage, evidence, files, repair, verify
 from planmode.state.checks import RunCheck
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from langchain_core.language_models import BaseChatModel
     from langchain_core.tools import BaseTool
 
@@ -124,6 +126,15 @@ class SmallModels:
 
     def unsupported(self, text: str, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> bool:
         return bool(evidence.unsupported_files(text, tools, run_writes))
+
+    def kept_files(self, plan: Plan, step: Step, root: Path | None) -> frozenset[str]:
+        return files.done_files(plan, step) | frozenset(files.given_files(plan.goal, root))
+
+    def produced_file(self, step: Step) -> str | None:
+        return files.produced_file(step.description, step.acceptance or "")
+
+    def says_empty(self, step: Step) -> bool:
+        return files.says_file_empty(f"{step.description}\n{step.acceptance or ''}")
 
 
 #: The adapter `planmode.adapters.adapter_for` returns for ``model_profile="small"``.

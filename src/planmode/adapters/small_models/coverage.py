@@ -5,7 +5,7 @@ A plan is sent back to the planner, with reasons that name the fix, when:
 - a step that writes nothing is named after a tool (``list_files``, ``read_file``): a step is an action, its
   tools go in ``tools``;
 - a step that writes (declares a write tool of the graph) has no acceptance criteria;
-- a file the task asks for (`planmode.tools.files.deliverables`) is written by no step — no step that
+- a file the task asks for (`planmode.adapters.small_models.files.deliverables`) is written by no step — no step that
   declares a write tool names it in its description or acceptance;
 - the task asks for files and a step that depends on nothing only reads (declares read-only tools only):
   looking around belongs to planning (the explore phase), not to the plan.
@@ -41,9 +41,7 @@ from planmode.adapters.small_models.evidence import (
     workspace_root,
     write_tool_names,
 )
-from planmode.state.draft import free_id
-from planmode.state.models import Plan, Step, as_step_id
-from planmode.tools.files import (
+from planmode.adapters.small_models.files import (
     changed_files,
     deliverables,
     file_mentions,
@@ -51,6 +49,8 @@ from planmode.tools.files import (
     given_files,
     produced_file,
 )
+from planmode.state.draft import free_id
+from planmode.state.models import Plan, Step, as_step_id
 
 __all__ = [
     "kept_runs",
@@ -114,7 +114,7 @@ def plan_problems(
     """Why ``plan`` does not cover its task as a plan must (empty: it does), each reason naming the fix. With
     ``ids``, only those steps are held to the rules of single steps (a repair's open steps: its done steps were
     held to them when they were planned); every step counts as writing what it names. ``made``: the files the run
-    wrote so far, still the task's to produce though they exist (`planmode.tools.files.deliverables`)."""
+    wrote so far, still the task's to produce though they exist (`files.deliverables`)."""
     names = {t.name.lower() for t in tools}
     writes = write_tool_names(tools)
     problems = step_problems(plan, tools, ids)

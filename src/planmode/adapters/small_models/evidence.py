@@ -47,13 +47,12 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from planmode.executors import says_file_empty
+from planmode.adapters.small_models.files import deliverables, file_mentions, file_names, produced_file, says_file_empty
 from planmode.sandbox import SandboxPolicy, run_command, run_python_probe
 from planmode.state.graph_state import StepOutcome, ToolRun
 from planmode.state.models import Plan, Step, StepStatus
 from planmode.text import clip
 from planmode.tools.binding import read_only_names
-from planmode.tools.files import deliverables, file_mentions, file_names, produced_file
 from planmode.tools.workspace import workspace_root
 
 __all__ = [

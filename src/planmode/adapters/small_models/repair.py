@@ -19,8 +19,8 @@ from planmode.adapters.small_models.coverage import (
     tool_meant,
 )
 from planmode.adapters.small_models.evidence import preferred_write, write_tool_names
+from planmode.adapters.small_models.files import produced_file
 from planmode.state.models import NewStep, Plan, PlanPatch, StepStatus, StepUpdate
-from planmode.tools.files import produced_file
 
 __all__ = ["as_meant", "mend_repair"]
 

@@ -12,9 +12,10 @@ from functools import partial
 from langchain_core.language_models import BaseChatModel
 
 from planmode.adapters.small_models.evidence import Check, Evidence, gather, only_creates, others_write, own_acceptance
+from planmode.adapters.small_models.files import says_file_empty
 from planmode.checks import CheckResult
 from planmode.context import PlanModeContext
-from planmode.executors import StepContext, Verdict, says_file_empty, verification
+from planmode.executors import StepContext, Verdict, verification
 from planmode.nodes._deps import Deps
 from planmode.nodes._twin import Body, call
 from planmode.state.checks import describe_check
