@@ -32,6 +32,7 @@ FIRST_PLAN = {
             "description": "Write notes.md with the heading '# Ledger'",
             "tools": ["write_file"],
             "acceptance": "notes.md exists",
+            "checks": [{"kind": "file", "path": "notes.md"}],
         }
     ],
 }
@@ -44,6 +45,7 @@ SECOND_PLAN = {
             "description": "Append a summary section to notes.md",
             "tools": ["edit_file", "write_file"],
             "acceptance": "notes.md exists",
+            "checks": [{"kind": "file", "path": "notes.md"}],
         }
     ],
 }

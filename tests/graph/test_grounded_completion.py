@@ -684,7 +684,7 @@ def test_the_file_readers_read_a_text_once_and_say_what_they_said_before(tmp_pat
     out here, on random texts of the words they look at: the same answers."""
     import re
 
-    from planmode.tools import files
+    from planmode.adapters.small_models import files
 
     text = "".join(tokens)
     for name in ("names.txt", "calc.py"):
