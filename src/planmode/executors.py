@@ -194,11 +194,11 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
 
     A step that declares a write tool and whose model answered without one running (small models describe the
     call, or ask for the tool) is told once, within the same attempt and its turn bound, to call it: one more turn
-    instead of a failed verification and a new attempt. When its write tool takes a path and a content, a call
-    named after the step with a content is a call of that tool (on the step's one file, `produced_file`, or else on
-    the path the call names); when the step produces one file, once told, the model may instead answer with the
-    file's whole content in one fenced block. Either is written with that tool through the same gate
-    (`planmode.tools.loop.WholeFile`)."""
+    instead of a failed verification and a new attempt. With the small-model adapter on, when its write tool takes a
+    path and a content, a call named after the step with a content is a call of that tool (on the step's declared
+    file, or else on the path the call names); when the step declares one file, once told, the model may instead
+    answer with the file's whole content in one fenced block. Either is written with that tool through the same
+    gate (`planmode.tools.loop.WholeFile`)."""
     model = _model_of(ctx, "default_executor")
     turns = ctx.settings.max_executor_iterations
     writes = _declared_writes(step, ctx)
@@ -221,7 +221,7 @@ def _default_steps(step: Step, ctx: StepContext) -> Generator[Any, Any, StepOutc
         and not any(r.ok and r.name in writes for r in tool_runs(res.messages))
     ):
         text = prompts.EXECUTE_WRITE_NUDGE.format(tools=", ".join(writes), tool=writes[0])
-        if whole is not None and whole.path is not None:
+        if whole is not None and whole.path is not None and adapter_for(ctx.settings) is not None:
             text += " " + prompts.EXECUTE_WHOLE_FILE.format(path=whole.path, tool=whole.tool)
         more = yield from tool_loop_steps(
             model,

@@ -54,7 +54,8 @@ DEFAULT_N_CTX = 8192
 """Context size of the server: room for a plan and a few tool results without the memory of a 128k context."""
 DEFAULT_CHAT_FORMAT = "planmode-tool-calls"
 """The server's chat format: the GGUF's own template, with tool calls the model writes as text returned as real
-``tool_calls`` (`planmode.llama_tools`). llama-cpp-python's server parses no tool calls from a model's text."""
+``tool_calls`` (`planmode.adapters.small_models.llama_tools`). llama-cpp-python's server parses no tool calls
+from a model's text."""
 
 # llama_cpp.server imports these (the `server` extra of llama-cpp-python).
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
@@ -64,8 +65,9 @@ _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlett
 _CHILD = """\
 import os, runpy, sys, threading
 if any(a.endswith("planmode-tool-calls") for a in sys.argv):
-    import planmode.llama_tools  # registers the chat format that reads tool calls written as text ...
-    planmode.llama_tools.accept_null_content()  # ... and lets the calls' messages come back (content null)
+    # the small-model adapter's chat format that reads tool calls written as text, and null contents accepted
+    import planmode.adapters.small_models.llama_tools as planmode_llama_tools
+    planmode_llama_tools.accept_null_content()
 def _watch():
     sys.stdin.buffer.read()
     os._exit(0)

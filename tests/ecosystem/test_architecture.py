@@ -59,11 +59,11 @@ LAYERS: dict[str, int] = {
     "planmode.local_server": 2,
     "planmode.sandbox": 2,  # the one place that runs a command (checks, probes)
     "planmode.checks": 2,  # running a step's declared checks (in the sandbox)
-    "planmode.llama_tools": 2,
     "planmode.testing": 2,
     # 3: the nodes; 4: the graph; 5: embedding in a parent agent; 6: the public API; 7: the CLI
     "planmode.nodes": 3,
-    "planmode.adapters": 3,  # opt-in help for kinds of model; the core loads one only by name (adapter_for)
+    "planmode.adapters": 2,  # the registry: the core loads an adapter only by name (adapter_for)
+    "planmode.adapters.small_models": 3,  # opt-in help for small models, never imported by the core
     "planmode.graph": 4,
     "planmode.agent_tool": 5,
     "planmode.middleware": 5,

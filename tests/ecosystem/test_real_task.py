@@ -92,7 +92,7 @@ class _Llama:
 def test_the_chat_format_returns_a_tool_call_written_as_text_as_a_real_tool_call(content: str) -> None:
     from llama_cpp import llama_chat_format
 
-    import planmode.llama_tools  # noqa: F401  (registers the format)
+    import planmode.adapters.small_models.llama_tools  # noqa: F401  (registers the format)
 
     handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
     llama = _Llama(content)
@@ -111,7 +111,7 @@ def test_the_chat_format_returns_a_tool_call_written_as_text_as_a_real_tool_call
 def test_the_chat_format_shows_the_template_earlier_calls_arguments_as_objects() -> None:
     from llama_cpp import llama_chat_format
 
-    import planmode.llama_tools  # noqa: F401
+    import planmode.adapters.small_models.llama_tools  # noqa: F401
 
     handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
     llama = _Llama("Done.")
@@ -142,7 +142,7 @@ def test_the_chat_format_shows_the_template_earlier_calls_arguments_as_objects()
 def test_the_chat_format_leaves_everything_else_as_the_server_answered(content: str, kwargs: dict[str, Any]) -> None:
     from llama_cpp import llama_chat_format
 
-    import planmode.llama_tools  # noqa: F401
+    import planmode.adapters.small_models.llama_tools  # noqa: F401
 
     handler = llama_chat_format.get_chat_completion_handler(DEFAULT_CHAT_FORMAT)
     out = handler(llama=_Llama(content), messages=[{"role": "user", "content": "go"}], **kwargs)
@@ -153,7 +153,7 @@ def test_null_content_of_a_tool_call_message_becomes_empty_text() -> None:
     """LangChain sends an assistant message with tool_calls and content null (as OpenAI's API allows);
     llama-cpp-python 0.3.16 answers HTTP 500 ("Input should be a valid string") unless it is text."""
     pytest.importorskip("llama_cpp")
-    from planmode.llama_tools import null_content_to_empty
+    from planmode.adapters.small_models.llama_tools import null_content_to_empty
 
     call = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": "{}"}}
     body = {

@@ -3,7 +3,8 @@
 - a done step's declared file is kept from every later step, though its prose names no file;
 - a step that declares the same file (a fix of it) may write it;
 - a file a done step's prose names, but that no check declares, is not kept by the core (no English read);
-- the one file a write step declares is where a call named after the step writes, though its prose names none;
+- with the small-model adapter on, the one file a write step declares is where a call named after the step writes,
+  though its prose names none; without the adapter, no call is repaired;
 - ``done_files`` is one pass over the plan's checks, whatever the steps' prose holds.
 """
 
@@ -129,23 +130,32 @@ def test_the_core_keeps_no_file_a_done_steps_prose_names_without_declaring_it(tm
     assert out["status"] == "completed", out.get("error")
 
 
-def test_a_call_named_after_the_step_writes_the_one_file_it_declares(tmp_path: Path) -> None:
+def test_a_call_named_after_the_step_writes_the_one_file_it_declares_with_the_adapter_only(tmp_path: Path) -> None:
+    """The call repair is the small-model adapter's: with it, a call named after the step writes the step's
+    declared file (its prose names none); without it, the call is run as made: no tool has that name."""
     report = {
         "id": "report",
         "description": "Write the report",
         "tools": ["write_file"],
         "checks": [{"kind": "file", "path": "docs/report.md", "contains": ["# Report"]}],
     }
-    (tmp_path / "ws" / "docs").mkdir(parents=True)
 
     def execute(req: ScriptRequest) -> Any:
         if req.tool_results():
             return "done"
         return {"tool_calls": [tool_call("report", content="# Report\n")]}  # no path: the step's declared file
 
-    out, _ = run(tmp_path, [report], execute)
-    assert (tmp_path / "ws" / "docs" / "report.md").read_text() == "# Report\n"
-    assert out["status"] == "completed", out.get("error")
+    for profile, where in (("small", tmp_path / "small"), ("default", tmp_path / "default")):
+        (where / "ws" / "docs").mkdir(parents=True)
+        out, model = run(where, [report], execute, model_profile=profile)
+        written = (where / "ws" / "docs" / "report.md").exists()
+        if profile == "small":
+            assert (where / "ws" / "docs" / "report.md").read_text() == "# Report\n"
+            assert out["status"] == "completed", out.get("error")
+        else:
+            assert not written and out["status"] != "completed"
+            said = results(model, "Step `report`")
+            assert said and said[0].status == "error", said
 
 
 def test_done_files_reads_the_checks_only() -> None:

@@ -30,7 +30,7 @@ from planmode.testing.openai_server import ScriptedOpenAIServer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import bind_step_tools, workspace_tools
 from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
-from planmode.tools.text_calls import MAX_TEXT_CALL_CHARS, read_text_calls
+from planmode.adapters.small_models.text_calls import MAX_TEXT_CALL_CHARS, read_text_calls
 
 pytestmark = pytest.mark.integration
 
@@ -493,7 +493,7 @@ def test_a_call_quoted_from_a_file_never_runs_in_a_run_with_default_settings(tmp
     ],
 )
 def test_a_whole_file_is_read_from_one_fence_only(reply: str, content: str | None) -> None:
-    from planmode.tools.text_calls import whole_file_content
+    from planmode.adapters.small_models.text_calls import whole_file_content
 
     assert whole_file_content(reply, "x.py") == content
 
@@ -502,7 +502,7 @@ def test_a_fence_left_open_is_read_only_for_a_python_file() -> None:
     """The 1.5B answered the nudge with list_primes.py in a fence it never closed, and the step failed with nothing
     written. A Python file's one fence left open after a whole line is the file when it compiles; another file's
     is not (a reply cut short cannot be told from a whole one)."""
-    from planmode.tools.text_calls import whole_file_content
+    from planmode.adapters.small_models.text_calls import whole_file_content
 
     assert whole_file_content("```\nfor n in (2, 3):\n    print(n, end=' ')\n", "list_primes.py") == (
         "for n in (2, 3):\n    print(n, end=' ')\n"
@@ -512,7 +512,7 @@ def test_a_fence_left_open_is_read_only_for_a_python_file() -> None:
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
 def test_hostile_text_neither_crashes_nor_hangs_the_whole_file_reader(kind: str) -> None:
-    from planmode.tools.text_calls import whole_file_content
+    from planmode.adapters.small_models.text_calls import whole_file_content
 
     started = time.monotonic()
     content = whole_file_content(HOSTILE[kind], "x.py")
@@ -523,7 +523,7 @@ def test_hostile_text_neither_crashes_nor_hangs_the_whole_file_reader(kind: str)
 @settings(max_examples=200, deadline=None)
 @given(st.text(), st.text(alphabet="`\n ab", max_size=40))
 def test_the_whole_file_reader_never_raises_and_returns_what_a_fence_held(path: str, text: str) -> None:
-    from planmode.tools.text_calls import whole_file_content
+    from planmode.adapters.small_models.text_calls import whole_file_content
 
     content = whole_file_content(text, path)
     assert content is None or (content.endswith("\n") and content.strip() and content.rstrip("\n") in text)

@@ -19,9 +19,6 @@ if TYPE_CHECKING:
 
     from planmode.checks import CheckResult
     from planmode.context import PlanModeContext
-    from planmode.executors import Verdict
-    from planmode.nodes._deps import Deps
-    from planmode.nodes._twin import Body
     from planmode.state.graph_state import StepOutcome
     from planmode.state.models import Plan, PlanPatch, Step
 
@@ -69,7 +66,7 @@ class Adapter(Protocol):
 
     def judge(
         self,
-        deps: Deps,
+        deps: Any,
         plan: Plan,
         step: Step,
         outcome: StepOutcome,
@@ -77,8 +74,9 @@ class Adapter(Protocol):
         model: BaseChatModel | None,
         output: str,
         declared: list[CheckResult],
-    ) -> Body[Verdict]:
-        """The judgement of an attempt whose declared checks passed."""
+    ) -> Any:
+        """The judgement of an attempt whose declared checks passed (a node body, `planmode.nodes._twin.Body`,
+        of a `Verdict`; ``deps`` is the graph's `planmode.nodes._deps.Deps`)."""
         ...
 
     def run_problems(self, plan: Plan, tools: Sequence[BaseTool], run_writes: Mapping[str, str]) -> str | None:

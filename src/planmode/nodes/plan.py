@@ -34,7 +34,6 @@ from planmode.state.patch import validate_plan
 from planmode.state.reducer import PlanUpdate, preview
 from planmode.tools import read_only_names
 from planmode.tools.loop import is_read_only
-from planmode.tools.text_calls import read_text_calls
 from planmode.tools.workspace import WORKSPACE_ROOT_METADATA_KEY
 
 __all__ = ["PlanDraft", "draft_to_plan", "make_plan", "request_plan"]
@@ -119,8 +118,8 @@ _MARKUP = re.compile(r"<tools>|<function[\s>=]|<tool_call>|\"(?:parameters|argum
 def _tool_markup(text: str) -> bool:
     """Whether an exploring answer is a tool call or a tool's declaration written as text, not findings: tool
     markup anywhere in it (``<tools>``, ``<function ...>``, ``<tool_call>``, a ``"parameters"`` or
-    ``"arguments"`` key), or a call `read_text_calls` reads. Such an answer is not findings to plan from."""
-    return read_text_calls(text) is not None or bool(_MARKUP.search(text))
+    ``"arguments"`` key). Such an answer is not findings to plan from."""
+    return bool(_MARKUP.search(text))
 
 
 def _results(messages: Sequence[BaseMessage]) -> str:

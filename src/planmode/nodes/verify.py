@@ -83,7 +83,10 @@ def make_verify(deps: Deps) -> RunnableCallable:
             if evidence.failed:  # a failed declared check decides: no judge is asked
                 return Verdict(passed=False, reason=evidence.no_write or failure_reason(results))
             if adapter is not None:
-                return (yield from adapter.judge(deps, plan, step, outcome, settings, model, full[step.id], results))
+                judged: Verdict = yield from adapter.judge(
+                    deps, plan, step, outcome, settings, model, full[step.id], results
+                )
+                return judged
             if deps.verifier is None and not step.acceptance.strip():
                 return Verdict(passed=True, reason="")  # every check passed and no prose is left to judge
             report = "" if outcome.writes else full[step.id]

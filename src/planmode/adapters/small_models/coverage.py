@@ -90,7 +90,7 @@ def step_problems(plan: Plan, tools: Sequence[BaseTool], ids: Sequence[str] | No
                 f"step {step.id!r} is named after a tool. A step is an action: give it an id and description that "
                 f"say what it does (e.g. 'write_report': 'Write report.md with ...') and list tools in 'tools'"
             )
-        if declared_writes(step, writes) and not step.acceptance.strip():
+        if declared_writes(step, writes) and not step.acceptance.strip() and not step.checks:  # checks declare it
             problems.append(
                 f"step {step.id!r} writes but has no acceptance: add acceptance that names the file, e.g. "
                 f"'out.py exists and `python out.py` runs'"

@@ -8,7 +8,7 @@ grammar only allows ``functions.NAME:`` or the end) and drops tool results
 from the prompt; ``functionary`` needs a functionary model and its Hugging Face tokenizer.
 
 `tool_call_handler`, registered as the chat format `TOOL_CALL_FORMAT`, keeps the GGUF's template and turns a
-reply that is wholly a tool call written as text (`planmode.tools.text_calls`: nothing but ``<tool_call>``
+reply that is wholly a tool call written as text (`text_calls`: nothing but ``<tool_call>``
 blocks, or JSON with ``name`` and ``arguments``; a call inside prose is text) into OpenAI ``tool_calls`` when
 every call names a tool of the request. It is part of the small-model adapter: only a server planmode starts for
 a GGUF model (``--gguf``) uses it. Any other reply, a streamed reply and a request with a named or "none"
@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from planmode.tools.text_calls import read_text_calls
+from planmode.adapters.small_models.text_calls import read_text_calls
 
 __all__ = ["TOOL_CALL_FORMAT", "accept_null_content", "null_content_to_empty", "to_tool_calls", "tool_call_handler"]
 
