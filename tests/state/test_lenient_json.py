@@ -7,13 +7,18 @@ read through it, so a hostile text gives both the same object.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from planmode.errors import PlanParseError
+from planmode.state import parse
 from planmode.state.lenient_json import read_json_value
 from planmode.state.parse import extract_json
+from planmode.tools import text_calls
 from planmode.tools.text_calls import read_text_calls
 
 #: Tool calls written as text the way models write JSON, each with the object it means.
@@ -93,3 +98,17 @@ def test_a_value_nested_too_deeply_is_unread_and_never_raises() -> None:
     assert read_json_value(deep) == (None, False)
     with pytest.raises(PlanParseError, match="nested too deeply"):
         extract_json(deep)
+
+
+@pytest.mark.parametrize("module", [parse, text_calls], ids=lambda m: m.__name__)
+def test_the_callers_decode_no_json_of_their_own(module: ModuleType) -> None:
+    """Both callers read JSON only through `planmode.state.lenient_json`: neither imports a JSON decoder."""
+    path = Path(str(module.__file__))
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    assert not imported & {"json", "json_repair", "simplejson", "orjson"}, imported
+    assert "planmode.state.lenient_json" in imported

@@ -3,8 +3,9 @@
 `read_json_value` reads a whole text as one JSON value, as models write JSON (raw newlines in strings, Python's
 triple-quoted and single-quoted strings, doubled braces, quotes left unescaped, a bracket left out); `extract_json`
 finds the JSON object of a reply (the whole text, a fenced block, or the largest object in prose) and reads whole
-texts with `read_json_value`. The plan parser (`planmode.state.parse`) and the tool calls a model wrote as text
-(`planmode.tools.text_calls`) both read through these, so a text reads the same in both.
+texts with `read_json_value`; `leading_json_value` reads the value a text starts with. The plan parser
+(`planmode.state.parse`) and the tool calls a model wrote as text (`planmode.tools.text_calls`) read JSON only
+through these, so a text reads the same in both.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json_repair
 
 from planmode.errors import PlanParseError
 
-__all__ = ["extract_json", "read_json_value", "repaired_json"]
+__all__ = ["extract_json", "leading_json_value", "read_json_value", "repaired_json"]
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -353,6 +354,15 @@ def read_json_value(s: str, *, repair: bool = True) -> tuple[Any, bool]:
         if isinstance(value, dict | list):
             return value, True
     return None, False
+
+
+def leading_json_value(s: str) -> tuple[Any, int] | None:
+    """The JSON value that starts ``s`` (raw newlines and tabs inside its strings read as written) and the index
+    where it ends, or None when no complete value starts it (cut short, or not JSON as written). Never raises."""
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(s)
+    except (ValueError, RecursionError):  # invalid JSON; nesting deeper than the interpreter's stack
+        return None
 
 
 #: What may follow a single-quoted string's closing quote: a comma, a colon (a key's), or a closing bracket.

@@ -29,11 +29,10 @@ tool through the same gate (`planmode.tools.loop.WholeFile`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from planmode.state.lenient_json import read_json_value
+from planmode.state.lenient_json import leading_json_value, read_json_value
 
 __all__ = ["MAX_TEXT_CALL_CHARS", "TextCall", "TextCalls", "read_text_calls", "whole_file_content"]
 
@@ -127,14 +126,11 @@ def _sequence(s: str) -> TextCalls | None:
                     TextCalls(problem="a fence in it does not hold a readable call") if _mentions_call(unit) else None
                 )
         elif rest.startswith(("{", "[")):
-            try:
-                value, at = json.JSONDecoder(strict=False).raw_decode(rest)
-            except (ValueError, RecursionError):
+            leading = leading_json_value(rest)
+            found = _calls_of(leading[0]) if leading is not None else None
+            if leading is None or found is None:
                 return None
-            found = _calls_of(value)
-            if found is None:
-                return None
-            rest = rest[at:].lstrip()
+            rest = rest[leading[1] :].lstrip()
         else:
             return None  # prose
         calls.extend(found)
@@ -146,11 +142,7 @@ def _one_unit(s: str) -> bool:
     text with no complete value at its start (cut short, or not JSON as written), rather than a unit and more."""
     if s.startswith("```"):
         return "```" not in s[3:-3]
-    try:
-        json.JSONDecoder(strict=False).raw_decode(s)
-    except (ValueError, RecursionError):
-        return True
-    return False
+    return leading_json_value(s) is None
 
 
 def _json_shaped(s: str, *, whole: bool = True) -> bool:
