@@ -189,7 +189,7 @@ class Evidence:
     def _kinds(self, acceptance: str) -> list[str | None]:
         """How the passed checks decide each clause of ``acceptance`` (`_settled`); a clause that only says the
         content is right ("with the correct content"), when the checks of what the step's description gives its
-        data file (`_described`) all passed, is "described"."""
+        data file (`_described_content`) all passed, is "described"."""
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
         default = _only_file(acceptance)
         clauses = _with_subjects(_with_commands(_clauses(acceptance)), default)
@@ -431,7 +431,7 @@ _RIGHT_COUNT = re.compile(
 
 def _right_count(clause: str, passed: dict[str, str]) -> bool:
     """Whether ``clause`` says a command prints "the correct number of" lines, words or characters, naming no
-    file, and a passed check found that command printing that count of a data file (`_counts`: the one the step's
+    file, and a passed check found that command printing that count of a data file (`_count_checks`: the one the step's
     description or the task names). Then the clause is decided by that check, not by a judge."""
     m = _RIGHT_COUNT.fullmatch(clause)
     if m is None:
@@ -469,7 +469,7 @@ def _counted(body: str, what: str) -> int:
     return len(body.removesuffix("\n"))
 
 
-def _counts(
+def _count_checks(
     acceptance: str, said: Sequence[str], script: str | None, checks: list[Check], root: Path, wrote: Iterable[str]
 ) -> list[Check]:
     """For each count of a data file that a clause of ``acceptance``, or the texts ``said`` of the step's
@@ -927,7 +927,7 @@ _VAGUE = re.compile(
     r"\b(?:correct|expected|specified|right|proper|required|desired|described|appropriate|requested|intended)\b",
     re.IGNORECASE,
 )
-#: The checks of what a step's description gives its data file are named so (`_described`).
+#: The checks of what a step's description gives its data file are named so (`_described_content`).
 _AS_DESCRIBED = "as the step describes: "
 
 
@@ -967,7 +967,7 @@ _DESCRIBED_LINES = re.compile(rf"\b(?:exactly\s+)?{_COUNT}\s+(?:non-empty\s+)?li
 _DESCRIBED_LITERAL = re.compile(r"\[[^\[\]\n]*\]|\{[^{}\n]*\}")
 
 
-def _described(description: str, name: str) -> list[tuple[str, str, str]]:
+def _described_content(description: str, name: str) -> list[tuple[str, str, str]]:
     """The content checks (as `_content_check` gives them) of what a step's description says its data file
     ``name`` holds: a literal ("containing the list [3, 5, 7]"), its first line or header ("whose first line is #
     Counter", "with the header line name,score"), how many lines ("exactly three lines"), or the items it holds
@@ -1323,7 +1323,7 @@ def _returned(call: str, text: str) -> str:
     return f"{call} returns {text}"
 
 
-def _returns(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> Check:
+def _return_check(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> Check:
     """Call the workspace function a "returns" clause names (the one module that defines it, imported in a child
     process in the workspace, bounded in time) and compare what it returns."""
     call, fn, args, value, text = clause
@@ -1502,7 +1502,7 @@ def _in_workspace(what: str, args: list[str], root: Path) -> subprocess.Complete
     return subprocess.CompletedProcess(list(done.argv), done.exit_code, done.stdout, done.stderr)
 
 
-def _run(command: str, root: Path) -> Check:
+def _command_run_check(command: str, root: Path) -> Check:
     """Run an acceptance's command in the workspace (``python`` is this interpreter), bounded in time."""
     what = f"`{command}` runs"
     try:
@@ -1644,7 +1644,7 @@ _MISSING_FILE = re.compile(
 )
 
 
-def _elsewhere(check: Check, root: Path, wrote: Iterable[str]) -> Check:
+def _with_missing_file_hint(check: Check, root: Path, wrote: Iterable[str]) -> Check:
     """A command that failed on a missing file the step wrote under another folder, told where it went
     (src/app.py written for "`python app.py` runs": commands run in the workspace's top folder)."""
     m = _MISSING_FILE.search(check.detail)
@@ -1701,10 +1701,10 @@ def gather(
         evidence.checks += _command_checks(step, goal, produced, root, wrote)
         evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
         texts = [step.description, goal] if produced else []  # whole: "in notes.txt" is cut off by said_of
-        evidence.checks.extend(_counts(acceptance, texts, produced, evidence.checks, root, wrote))
+        evidence.checks.extend(_count_checks(acceptance, texts, produced, evidence.checks, root, wrote))
         for clause in _clauses(acceptance):
             if (call := _returns_clause(clause)) is not None:
-                evidence.checks.append(_returns(call, root))
+                evidence.checks.append(_return_check(call, root))
     if root is not None and writer:
         evidence.checks.extend(_functions_checked(step, goal, root, wrote))
     if root is not None:
@@ -1786,7 +1786,7 @@ def _content_checks(evidence: Evidence, step: Step, goal: str, root: Path | None
     if goal and data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
         _task_first_line(evidence, goal, data, root, wrote)
     if data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
-        for asked in _described(step.description, data):  # not as the step describes: the judge reads it
+        for asked in _described_content(step.description, data):  # not as the step describes: the judge reads it
             held = _file_content_check(*asked, root, wrote)
             detail = held.detail if held.passed is not True else ""
             evidence.checks.append(Check(_AS_DESCRIBED + held.what, True if held.passed else None, detail))
@@ -1812,7 +1812,7 @@ def _command_checks(step: Step, goal: str, produced: str | None, root: Path, wro
             unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
             checks.append(Check(f"`python {produced}` runs", None, unrun))
     for command in run:
-        check = _run(command, root)
+        check = _command_run_check(command, root)
         if check.passed and command in printing and not check.detail.strip():
             # a script that defines its function and never calls it runs, printing nothing
             check = Check(check.what, False, _SILENT)
@@ -1820,7 +1820,7 @@ def _command_checks(step: Step, goal: str, produced: str | None, root: Path, wro
             check, called = _printed_as_said(check, step, goal, produced, root)
             if called is not None:
                 checks.append(called)
-        checks.append(_elsewhere(check, root, wrote))
+        checks.append(_with_missing_file_hint(check, root, wrote))
     return checks
 
 
@@ -2469,7 +2469,7 @@ def broken_runs(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
         copy = Path(tmp) / root.name
         shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(*skip))
         for command in wanted:
-            check = _run(command, copy)
+            check = _command_run_check(command, copy)
             checks.append(check)
             if check.passed is False:
                 step = by_command[command]
