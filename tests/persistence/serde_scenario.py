@@ -130,6 +130,41 @@ def planmode_objects(value: Any, path: str = "") -> list[str]:
     return found
 
 
+def compared_with_live(snapshots: list[Any], live: dict[str, dict[str, Any]]) -> tuple[int, int, int]:
+    """How many of ``snapshots`` (read back) were compared with the values the run held (``live``, by checkpoint id),
+    how many mismatched (or held a plan or an outcome of the wrong type), and how many of those compared held an
+    outcome."""
+    from planmode.state import Plan
+    from planmode.state.graph_state import StepOutcome
+
+    compared = mismatched = 0
+    outcomes_seen = 0
+    for snap in snapshots:
+        plan = snap.values.get("plan")
+        outcomes = snap.values.get("step_outcomes") or {}
+        if plan is not None and not isinstance(plan, Plan):
+            mismatched += 1
+        if any(not isinstance(o, StepOutcome) for o in outcomes.values()):
+            mismatched += 1
+        original = live.get(snap.config["configurable"]["checkpoint_id"])
+        if original is None:
+            continue
+        compared += 1
+        outcomes_seen += bool(outcomes)
+        if plan != original.get("plan") or outcomes != (original.get("step_outcomes") or {}):
+            mismatched += 1
+    return compared, mismatched, outcomes_seen
+
+
+def typed_objects(tuples: list[Any]) -> list[str]:
+    """Where a planmode object (not JSON data) sits in the channel values or the pending writes of ``tuples``."""
+    typed = []
+    for t in tuples:
+        typed += planmode_objects(t.checkpoint["channel_values"], f"checkpoint {t.checkpoint['id']}")
+        typed += planmode_objects(list(t.pending_writes or []), f"writes of {t.checkpoint['id']}")
+    return typed
+
+
 def run(kind: str, target: str) -> dict[str, Any]:
     """The scenario on ``kind``; the report the test checks."""
     from langgraph.checkpoint.serde import _msgpack
@@ -138,7 +173,6 @@ def run(kind: str, target: str) -> dict[str, Any]:
 
     from planmode.graph import build_graph
     from planmode.state import Plan, Step
-    from planmode.state.graph_state import StepOutcome
     from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
     events: list[str] = []
@@ -219,26 +253,8 @@ def run(kind: str, target: str) -> dict[str, Any]:
     unregister()
     loop.close()
 
-    typed = []
-    for t in tuples:
-        typed += planmode_objects(t.checkpoint["channel_values"], f"checkpoint {t.checkpoint['id']}")
-        typed += planmode_objects(list(t.pending_writes or []), f"writes of {t.checkpoint['id']}")
-    compared = mismatched = 0
-    outcomes_seen = 0
-    for snap in snapshots:
-        plan = snap.values.get("plan")
-        outcomes = snap.values.get("step_outcomes") or {}
-        if plan is not None and not isinstance(plan, Plan):
-            mismatched += 1
-        if any(not isinstance(o, StepOutcome) for o in outcomes.values()):
-            mismatched += 1
-        original = live.get(snap.config["configurable"]["checkpoint_id"])
-        if original is None:
-            continue
-        compared += 1
-        outcomes_seen += bool(outcomes)
-        if plan != original.get("plan") or outcomes != (original.get("step_outcomes") or {}):
-            mismatched += 1
+    typed = typed_objects(tuples)
+    compared, mismatched, outcomes_seen = compared_with_live(snapshots, live)
     plan = final["plan"]
     report.update(
         events=events,

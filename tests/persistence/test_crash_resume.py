@@ -372,6 +372,23 @@ def _ns(created_at: str) -> int:
 
 def check_trial(job: Job, trial: Trial) -> None:
     """Everything the trial must show, recorded in ``trial.problems``."""
+    done_at = _check_final_state(job, trial)
+    _check_integrity(job, trial)
+    executions = _executions(job)
+    trial.executions = len(executions)
+    trial.kills_during_step = sum(1 for pid in trial.killed if any(e.pid == pid and not e.finished for e in executions))
+    later = with_dependencies(job.plan)
+    trial.kills_after_dependent = sum(
+        1 for pid in trial.killed if any(e.pid == pid and e.step in later for e in executions)
+    )
+    needed_by = dependents(job.plan)
+    for step in step_ids(job.plan):
+        _check_step_runs(trial, step, executions, needed_by[step], done_at)
+
+
+def _check_final_state(job: Job, trial: Trial) -> dict[str, int]:
+    """Check that the run completed with every step done; the time (ns) of the first checkpoint that shows each
+    step done."""
     saver = open_checkpointer(job.db)
     try:
         graph = build_graph(ScriptedChatModel(responder=PurposeScript(plan=PLANS[job.plan])), checkpointer=saver)
@@ -396,6 +413,11 @@ def check_trial(job: Job, trial: Trial) -> None:
                     done_at[s.id] = min(done_at.get(s.id, _ns(snap.created_at)), _ns(snap.created_at))
     finally:
         saver.conn.close()
+    return done_at
+
+
+def _check_integrity(job: Job, trial: Trial) -> None:
+    """Check a SQLite database's integrity (PostgreSQL's is its own)."""
     integrity = "ok"
     if not str(job.db).startswith("postgresql://"):
         with sqlite3.connect(job.db) as conn:
@@ -404,6 +426,9 @@ def check_trial(job: Job, trial: Trial) -> None:
     if integrity != "ok":
         trial.problems.append(f"integrity_check: {integrity}")
 
+
+def _executions(job: Job) -> list[Execution]:
+    """The step executions the workers counted, each marked finished when its end was counted too."""
     executions: list[Execution] = []
     for line in _read(job.counter).splitlines():
         kind, step, attempt, pid, ns = line.split()
@@ -413,41 +438,41 @@ def check_trial(job: Job, trial: Trial) -> None:
             for e in executions:
                 if (e.step, e.attempt, e.pid) == (step, int(attempt), int(pid)):
                     e.finished = True
-    trial.executions = len(executions)
-    trial.kills_during_step = sum(1 for pid in trial.killed if any(e.pid == pid and not e.finished for e in executions))
-    later = with_dependencies(job.plan)
-    trial.kills_after_dependent = sum(
-        1 for pid in trial.killed if any(e.pid == pid and e.step in later for e in executions)
-    )
-    needed_by = dependents(job.plan)
-    for step in step_ids(job.plan):
-        runs = sorted((e for e in executions if e.step == step), key=lambda e: e.ns)
-        # a process that started a dependent of this step had it done (verified, and durable before that start)
-        done_by = {e.pid: e.ns for e in executions if e.step in needed_by[step]}
-        for e in runs:
-            if any(ns < e.ns and pid != e.pid for pid, ns in done_by.items()):
-                trial.re_runs_of_done_steps += 1
-                trial.problems.append(
-                    f"done step {step} ran again (pid {e.pid}) after a process had started a step that depends on it"
-                )
-        if not runs:
-            trial.problems.append(f"step {step} never executed")
-            continue
-        trial.re_executions += len(runs) - 1
-        if len(runs) > 1 + len(trial.killed):
-            trial.problems.append(f"step {step} executed {len(runs)} times with {len(trial.killed)} kill(s)")
-        for e in runs:
-            if step in done_at and e.ns >= done_at[step]:
-                trial.problems.append(
-                    f"step {step} executed again (pid {e.pid}) after the checkpoint that recorded it done"
-                )
-        for previous, again in itertools.pairwise(runs):
-            trial.re_executions_after_finish += previous.finished
-            if previous.pid not in trial.killed:
-                trial.problems.append(
-                    f"step {step} re-executed by pid {again.pid} although pid {previous.pid}, "
-                    "which executed it before, was not killed"
-                )
+    return executions
+
+
+def _check_step_runs(
+    trial: Trial, step: str, executions: list[Execution], needed_by: set[str], done_at: dict[str, int]
+) -> None:
+    """Check that ``step`` ran, and ran again only after a kill: never after a process started a step that depends
+    on it, nor after the checkpoint that recorded it done."""
+    runs = sorted((e for e in executions if e.step == step), key=lambda e: e.ns)
+    # a process that started a dependent of this step had it done (verified, and durable before that start)
+    done_by = {e.pid: e.ns for e in executions if e.step in needed_by}
+    for e in runs:
+        if any(ns < e.ns and pid != e.pid for pid, ns in done_by.items()):
+            trial.re_runs_of_done_steps += 1
+            trial.problems.append(
+                f"done step {step} ran again (pid {e.pid}) after a process had started a step that depends on it"
+            )
+    if not runs:
+        trial.problems.append(f"step {step} never executed")
+        return
+    trial.re_executions += len(runs) - 1
+    if len(runs) > 1 + len(trial.killed):
+        trial.problems.append(f"step {step} executed {len(runs)} times with {len(trial.killed)} kill(s)")
+    for e in runs:
+        if step in done_at and e.ns >= done_at[step]:
+            trial.problems.append(
+                f"step {step} executed again (pid {e.pid}) after the checkpoint that recorded it done"
+            )
+    for previous, again in itertools.pairwise(runs):
+        trial.re_executions_after_finish += previous.finished
+        if previous.pid not in trial.killed:
+            trial.problems.append(
+                f"step {step} re-executed by pid {again.pid} although pid {previous.pid}, "
+                "which executed it before, was not killed"
+            )
 
 
 def run_trials(

@@ -152,15 +152,8 @@ def _topo_rank(plan: Plan) -> dict[str, int]:
     return {sid: r * 100 + plan.ids().index(sid) for sid, r in rank.items()}  # unique ranks
 
 
-@st.composite
-def valid_patches(draw: st.DrawFn, plan: Plan) -> dict[str, Any]:
-    """A patch (as JSON) that must apply: it keeps done steps, ids unique, dependencies known, no cycles."""
-    rank = _topo_rank(plan)
-    open_ids = [s.id for s in plan.steps if s.status is not S.DONE]
-    removed = draw(st.lists(st.sampled_from(open_ids), unique=True, max_size=3)) if open_ids else []
-    kept = [s for s in plan.steps if s.id not in removed]
-    patch: dict[str, Any] = {"reason": draw(words)}
-
+def _drawn_updates(draw: st.DrawFn, kept: list[Step], removed: list[str], rank: dict[str, int]) -> list[dict[str, Any]]:
+    """Updates of open kept steps: each one that depended on a removed step is rewired to earlier steps only."""
     updates: list[dict[str, Any]] = []
     for s in kept:
         rewire = any(d in removed for d in s.dependencies)
@@ -177,11 +170,11 @@ def valid_patches(draw: st.DrawFn, plan: Plan) -> dict[str, Any]:
         if draw(st.booleans()):
             upd["status"] = draw(st.sampled_from(["pending", "skipped"]))
         updates.append(upd)
-    if updates:
-        patch["update_steps"] = updates
+    return updates
 
-    free = [i for i in POOL if i not in plan.ids()]
-    new_ids = draw(st.lists(st.sampled_from(free), unique=True, max_size=4)) if free else []
+
+def _drawn_additions(draw: st.DrawFn, kept: list[Step], new_ids: list[str]) -> list[dict[str, Any]]:
+    """New steps with the ids ``new_ids``, each depending only on kept steps and earlier additions."""
     adds: list[dict[str, Any]] = []
     for n, nid in enumerate(new_ids):
         known = [k.id for k in kept] + new_ids[:n]  # only earlier additions: truncation drops a tail
@@ -194,6 +187,25 @@ def valid_patches(draw: st.DrawFn, plan: Plan) -> dict[str, Any]:
         elif place == "position":
             add["position"] = draw(st.integers(0, len(kept) + n + 1))
         adds.append(add)
+    return adds
+
+
+@st.composite
+def valid_patches(draw: st.DrawFn, plan: Plan) -> dict[str, Any]:
+    """A patch (as JSON) that must apply: it keeps done steps, ids unique, dependencies known, no cycles."""
+    rank = _topo_rank(plan)
+    open_ids = [s.id for s in plan.steps if s.status is not S.DONE]
+    removed = draw(st.lists(st.sampled_from(open_ids), unique=True, max_size=3)) if open_ids else []
+    kept = [s for s in plan.steps if s.id not in removed]
+    patch: dict[str, Any] = {"reason": draw(words)}
+
+    updates = _drawn_updates(draw, kept, removed, rank)
+    if updates:
+        patch["update_steps"] = updates
+
+    free = [i for i in POOL if i not in plan.ids()]
+    new_ids = draw(st.lists(st.sampled_from(free), unique=True, max_size=4)) if free else []
+    adds = _drawn_additions(draw, kept, new_ids)
     if adds:
         patch["add_steps"] = adds
 

@@ -150,7 +150,7 @@ def settings_resolved(state: Any, runtime: Any) -> tuple[Any, Any, dict[str, Any
     if not run_settings.brings_news(state, runtime):
         return state, runtime, None
     stored = state["settings"]
-    resolved = run_settings.resolve_settings(runtime.context, stored, on_ignored=_said)
+    resolved = run_settings.resolve_settings(runtime.context, stored, on_ignored=_emit_settings_ignored)
     written = None if resolved is stored else run_settings.settings_dict(resolved)  # only ignored values: as is
     return {**state, "settings": resolved}, runtime.override(context=None), written
 
@@ -194,7 +194,7 @@ def resolved_once(node: GraphNode) -> GraphNode:
     return per_path(node, wrap)
 
 
-def _said(message: str, kept: dict[str, Any], given: dict[str, Any]) -> None:
+def _emit_settings_ignored(message: str, kept: dict[str, Any], given: dict[str, Any]) -> None:
     """A ``settings_ignored`` event: a resume's context tried to loosen the run's settings."""
     from planmode.observability.events import emit
 

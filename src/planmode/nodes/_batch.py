@@ -119,7 +119,8 @@ def _attempt(step: Step) -> int:
     return step.attempts if step.status is S.RUNNING else step.attempts + 1
 
 
-def _held(state: PlanModeState) -> bool:
+def _ready_step_held(state: PlanModeState) -> bool:
+    """Whether the grant that covers a ready step of the plan holds that step for its own answer."""
     plan = state.get("plan")
     if not isinstance(plan, Plan):
         return False
@@ -190,7 +191,7 @@ def gates_may_stop(state: PlanModeState, settings: PlanModeContext) -> bool:
     `planmode.budget`: the budget check) may stop the next batch: verify then leaves the decision to dispatch."""
     if settings.step_approval != "off" or settings.max_tokens or settings.max_cost or state.get("budget"):
         return True
-    if _held(state):  # an approval given under step_approval="writes" still holds steps for their own answer
+    if _ready_step_held(state):  # an approval given under step_approval="writes" still holds steps for their own answer
         return True
     return bool(
         settings.check_staleness and isinstance(state.get("workspace_fingerprint"), dict) and staleness_check_due(state)

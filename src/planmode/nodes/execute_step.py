@@ -328,7 +328,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
             if store is not None and outcome.ok and outcome.output:
                 put = (store, step.id, step.attempts, outcome.output)
                 ref = yield from call(partial(put_output, *put), partial(aput_output, *put))
-                outcome = _kept(outcome, ref, settings)
+                outcome = _output_kept_in_store(outcome, ref, settings)
         except ModelUnavailableError as exc:  # a pause, not a verdict on the step (verify routes to it)
             return _to_verify(unavailable_update("execute_step", task, exc), True)
         return _to_verify({"step_outcomes": {step.id: outcome}}, True)
@@ -397,7 +397,7 @@ def _step_id(task: Any) -> str:
     return ""
 
 
-def _kept(outcome: StepOutcome, key: str, settings: PlanModeContext) -> StepOutcome:
+def _output_kept_in_store(outcome: StepOutcome, key: str, settings: PlanModeContext) -> StepOutcome:
     """The outcome of an attempt whose full output the store keeps under ``key``: the outcome (a pending write,
     then a checkpoint until verify clears it) keeps only its beginning; verify reads the rest with
     `stored_output`."""

@@ -374,49 +374,82 @@ def _changes(s: StateSnapshot, parent: StateSnapshot | None) -> list[str]:
     if "detect" in ran and values.get("route") and values.get("route") != before.get("route"):
         parts.append("task needs a plan" if values["route"] == "plan" else "simple request: answering directly")
     plan, old = _plan_of(values), _plan_of(before)
-    if plan is not None and (old is None or plan.version != old.version):
-        if plan.version == 0:
-            parts.append("no valid plan")
-        elif old is None or old.version == 0:
-            parts.append(f"plan v{plan.version} created ({len(plan.steps)} steps)")
-        elif plan.version > old.version:
-            source = plan.history[-1].source if plan.history else PlanSource.PATCH.value
-            parts.append(f"{_VERSION_VERBS.get(source, 'patched to')} v{plan.version}")
-        else:
-            parts.append(f"new plan v{plan.version}")
-    elif plan is None and old is not None:
-        parts.append("plan cleared")
+    parts += _version_change_words(plan, old)
     if "approve" in ran:
-        error = values.get("approval_error")
-        if error and error != before.get("approval_error"):
-            parts.append(f"approval answer refused: {_excerpt(str(error))}")
-        elif values.get("feedback") and "plan" in s.next:
-            parts.append("plan rejected with feedback")
-        elif plan is not None and "dispatch" in s.next:
-            parts.append(f"plan v{plan.version} approved")
+        parts += _approval_words(s, values, before, plan)
     if "execute_step" in ran:
-        outcomes = values.get("step_outcomes") or {}
-        old_outcomes = before.get("step_outcomes") or {}
-        fresh = [k for k in outcomes if outcomes[k] != old_outcomes.get(k)]
-        if fresh:
-            failed = [k for k in fresh if not getattr(outcomes[k], "ok", True)]
-            parts.append(f"executed {_ids(fresh)}" + (f" ({_ids(failed)} failed)" if failed else ""))
+        parts += _execution_words(values, before)
     if plan is not None and old is not None:
-        moved: dict[StepStatus, list[str]] = {}
-        for step in plan.steps:
-            prev = old.get(step.id)
-            if prev is not None and prev.status is not step.status:
-                moved.setdefault(step.status, []).append(step.id)
-            elif prev is not None and step.status is StepStatus.RUNNING and step.attempts > prev.attempts:
-                # verify judged an attempt and started the next one in one update: a retry, then a start
-                moved.setdefault(StepStatus.PENDING, []).append(step.id)
-                moved.setdefault(StepStatus.RUNNING, []).append(step.id)
-        for new_status, ids in moved.items():
-            one, many = _TRANSITION_WORDS[new_status]
-            parts.append((one if len(ids) == 1 else many).format(_ids(ids)))
+        parts += _status_change_words(plan, old)
     if "reflect" in ran and values.get("reflection") and values.get("reflection") != before.get("reflection"):
         assessment = (values.get("reflection") or {}).get("assessment", "?")
         parts.append(f"reflection: {assessment}")
+    return parts + _next_move_words(s, ran, values, plan)
+
+
+def _version_change_words(plan: Plan | None, old: Plan | None) -> list[str]:
+    """The plan's new version (or its absence) compared with ``old``, in words; empty when the version is the
+    same."""
+    if plan is None:
+        return ["plan cleared"] if old is not None else []
+    if old is not None and plan.version == old.version:
+        return []
+    if plan.version == 0:
+        return ["no valid plan"]
+    if old is None or old.version == 0:
+        return [f"plan v{plan.version} created ({len(plan.steps)} steps)"]
+    if plan.version > old.version:
+        source = plan.history[-1].source if plan.history else PlanSource.PATCH.value
+        return [f"{_VERSION_VERBS.get(source, 'patched to')} v{plan.version}"]
+    return [f"new plan v{plan.version}"]
+
+
+def _approval_words(
+    s: StateSnapshot, values: Mapping[str, Any], before: Mapping[str, Any], plan: Plan | None
+) -> list[str]:
+    """What the approval gate decided, in words: an answer refused, a rejection with feedback, or an approval."""
+    error = values.get("approval_error")
+    if error and error != before.get("approval_error"):
+        return [f"approval answer refused: {_excerpt(str(error))}"]
+    if values.get("feedback") and "plan" in s.next:
+        return ["plan rejected with feedback"]
+    if plan is not None and "dispatch" in s.next:
+        return [f"plan v{plan.version} approved"]
+    return []
+
+
+def _execution_words(values: Mapping[str, Any], before: Mapping[str, Any]) -> list[str]:
+    """The steps with a new outcome, and those of them that failed, in words."""
+    outcomes = values.get("step_outcomes") or {}
+    old_outcomes = before.get("step_outcomes") or {}
+    fresh = [k for k in outcomes if outcomes[k] != old_outcomes.get(k)]
+    if not fresh:
+        return []
+    failed = [k for k in fresh if not getattr(outcomes[k], "ok", True)]
+    return [f"executed {_ids(fresh)}" + (f" ({_ids(failed)} failed)" if failed else "")]
+
+
+def _status_change_words(plan: Plan, old: Plan) -> list[str]:
+    """The steps whose status changed from ``old`` to ``plan``, grouped by their new status, in words."""
+    moved: dict[StepStatus, list[str]] = {}
+    for step in plan.steps:
+        prev = old.get(step.id)
+        if prev is not None and prev.status is not step.status:
+            moved.setdefault(step.status, []).append(step.id)
+        elif prev is not None and step.status is StepStatus.RUNNING and step.attempts > prev.attempts:
+            # verify judged an attempt and started the next one in one update: a retry, then a start
+            moved.setdefault(StepStatus.PENDING, []).append(step.id)
+            moved.setdefault(StepStatus.RUNNING, []).append(step.id)
+    words: list[str] = []
+    for new_status, ids in moved.items():
+        one, many = _TRANSITION_WORDS[new_status]
+        words.append((one if len(ids) == 1 else many).format(_ids(ids)))
+    return words
+
+
+def _next_move_words(s: StateSnapshot, ran: set[str], values: Mapping[str, Any], plan: Plan | None) -> list[str]:
+    """Where the run goes next, in words: finalizing, reflecting on trouble, or finished."""
+    parts: list[str] = []
     status = values.get("status")
     decided = "dispatch" in ran or "verify" in ran  # both decide what runs next (nodes.dispatch.next_batch)
     if decided and "finalize" in s.next:

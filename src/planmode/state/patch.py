@@ -215,6 +215,92 @@ def _reorder(steps: list[Step], order: list[str], reasons: list[str]) -> list[St
     return out
 
 
+def _removed_ids(by_id: dict[str, Step], remove: Sequence[str], reasons: list[str]) -> list[str]:
+    """The ids of ``remove`` that may go (known, not done, named once); a reason for each other one."""
+    removed: list[str] = []
+    for sid in remove:
+        step = by_id.get(sid)
+        if step is None:
+            reasons.append(f"cannot remove unknown step {sid!r}")
+        elif step.status is S.DONE:
+            reasons.append(f"step {sid!r} is done and cannot be removed")
+        elif sid in removed:
+            reasons.append(f"step {sid!r} is removed twice")
+        else:
+            removed.append(sid)
+    return removed
+
+
+def _updated_ids(steps: list[Step], updates: Sequence[StepUpdate], removed: list[str], reasons: list[str]) -> list[str]:
+    """The ids of the steps ``updates`` changed, each changed in place in ``steps``; a reason for each update
+    refused (named twice, of a removed or unknown step, or refused by `_update`)."""
+    updated: list[str] = []
+    seen_updates: set[str] = set()
+    for upd in updates:
+        if upd.id in seen_updates:
+            reasons.append(f"step {upd.id!r} is updated twice")
+            continue
+        seen_updates.add(upd.id)
+        if upd.id in removed:
+            reasons.append(f"step {upd.id!r} is both updated and removed")
+            continue
+        idx = next((i for i, s in enumerate(steps) if s.id == upd.id), None)
+        if idx is None:
+            reasons.append(f"cannot update unknown step {upd.id!r}")
+            continue
+        new_step, changed = _update(steps[idx], upd, reasons)
+        if changed:
+            steps[idx] = new_step
+            updated.append(upd.id)
+    return updated
+
+
+def _additions_within_cap(
+    count: int, additions: list[NewStep], cap: int | None, warnings: list[str]
+) -> tuple[list[NewStep], list[str]]:
+    """The additions that fit under ``cap`` next to ``count`` steps, and the ids of those truncated (with a
+    warning when any are)."""
+    if cap is None or count + len(additions) <= cap:
+        return additions, []
+    room = max(0, cap - count)
+    dropped = [n.id for n in additions[room:]]
+    warnings.append(f"step cap {cap} reached: {len(dropped)} added step(s) truncated ({', '.join(dropped)})")
+    return additions[:room], dropped
+
+
+def _added_ids(steps: list[Step], additions: list[NewStep], reasons: list[str], warnings: list[str]) -> list[str]:
+    """The ids of the new steps inserted into ``steps``; a reason for each one refused (a duplicate id, or
+    refused by `_insert`)."""
+    added: list[str] = []
+    existing = {s.id for s in steps}
+    for new in additions:
+        if new.id in existing:
+            reasons.append(f"duplicate step id {new.id!r}: a step with that id already exists")
+            continue
+        before = len(steps)
+        _insert(steps, new, reasons, warnings)
+        if len(steps) > before:
+            existing.add(new.id)
+            added.append(new.id)
+    return added
+
+
+def _whole_plan_reasons(before: Plan, steps: list[Step], removed: list[str]) -> list[str]:
+    """Why ``steps`` (the patched steps of ``before``) cannot be the plan: invalid steps, no steps, a dependency
+    on a removed step, or a done step changed, removed or moved."""
+    reasons = list(validate_steps(steps))
+    if not steps:
+        reasons.append("the patch would leave the plan without steps")
+    if removed:
+        left = {s.id for s in steps}
+        for s in steps:
+            for d in s.dependencies:
+                if d in removed and d not in left:
+                    reasons.append(f"step {s.id!r} still depends on removed step {d!r}; rewire it in the same patch")
+    reasons.extend(_done_steps_intact(before.steps, steps))
+    return reasons
+
+
 def apply_patch(plan: Plan, patch: PlanPatch, *, max_steps: int | None = None, source: str = "patch") -> PatchResult:
     """Apply ``patch`` to ``plan`` completely or not at all.
 
@@ -232,84 +318,19 @@ def apply_patch(plan: Plan, patch: PlanPatch, *, max_steps: int | None = None, s
     if patch.is_empty():
         return _reject(plan, ["the patch changes nothing"], warnings)
 
-    steps = list(plan.steps)
-    by_id = {s.id: s for s in steps}
-
-    # remove
-    removed: list[str] = []
-    for sid in patch.remove_steps:
-        step = by_id.get(sid)
-        if step is None:
-            reasons.append(f"cannot remove unknown step {sid!r}")
-        elif step.status is S.DONE:
-            reasons.append(f"step {sid!r} is done and cannot be removed")
-        elif sid in removed:
-            reasons.append(f"step {sid!r} is removed twice")
-        else:
-            removed.append(sid)
-    steps = [s for s in steps if s.id not in removed]
-
-    # update
-    updated: list[str] = []
-    seen_updates: set[str] = set()
-    for upd in patch.update_steps:
-        if upd.id in seen_updates:
-            reasons.append(f"step {upd.id!r} is updated twice")
-            continue
-        seen_updates.add(upd.id)
-        if upd.id in removed:
-            reasons.append(f"step {upd.id!r} is both updated and removed")
-            continue
-        idx = next((i for i, s in enumerate(steps) if s.id == upd.id), None)
-        if idx is None:
-            reasons.append(f"cannot update unknown step {upd.id!r}")
-            continue
-        new_step, changed = _update(steps[idx], upd, reasons)
-        if changed:
-            steps[idx] = new_step
-            updated.append(upd.id)
-
-    # add (truncating past the cap)
-    added: list[str] = []
-    additions = list(patch.add_steps)
+    removed = _removed_ids({s.id: s for s in plan.steps}, patch.remove_steps, reasons)
+    steps = [s for s in plan.steps if s.id not in removed]
+    updated = _updated_ids(steps, patch.update_steps, removed, reasons)
     caps = [c for c in (max_steps, plan.max_steps) if c is not None]
-    cap = min(caps) if caps else None
-    dropped: list[str] = []
-    if cap is not None and len(steps) + len(additions) > cap:
-        room = max(0, cap - len(steps))
-        dropped = [n.id for n in additions[room:]]
-        additions = additions[:room]
-        warnings.append(f"step cap {cap} reached: {len(dropped)} added step(s) truncated ({', '.join(dropped)})")
+    additions, dropped = _additions_within_cap(len(steps), list(patch.add_steps), min(caps) if caps else None, warnings)
+    added = _added_ids(steps, additions, reasons, warnings)
     existing = {s.id for s in steps}
-    for new in additions:
-        if new.id in existing:
-            reasons.append(f"duplicate step id {new.id!r}: a step with that id already exists")
-            continue
-        before = len(steps)
-        _insert(steps, new, reasons, warnings)
-        if len(steps) > before:
-            existing.add(new.id)
-            added.append(new.id)
-
-    # reorder
     order_before = [s.id for s in steps]
     if patch.reorder:
         steps = _reorder(steps, [i for i in patch.reorder if i not in dropped or i in existing], reasons)
 
-    # whole-plan checks
     if not reasons:
-        reasons.extend(validate_steps(steps))
-        if not steps:
-            reasons.append("the patch would leave the plan without steps")
-        if removed:
-            left = {s.id for s in steps}
-            for s in steps:
-                for d in s.dependencies:
-                    if d in removed and d not in left:
-                        reasons.append(
-                            f"step {s.id!r} still depends on removed step {d!r}; rewire it in the same patch"
-                        )
-        reasons.extend(_done_steps_intact(plan.steps, steps))
+        reasons.extend(_whole_plan_reasons(plan, steps, removed))
     retitled = patch.title is not None and patch.title != plan.title
     if not reasons and steps == list(plan.steps) and not retitled:
         # e.g. a reorder into the same order, or updates repeating current values: applying it would bump

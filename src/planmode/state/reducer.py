@@ -206,46 +206,68 @@ def _reduce(current: Plan | None, update: Any) -> Preview:
         return _refused(current, "unknown", [upd], source=PlanSource.UNKNOWN)
     if upd.reset:
         return Preview(None, "reset")
-    src = upd.source
     if upd.rejections and current is not None:
         kept = [*current.rejections, *upd.rejections][-MAX_REJECTIONS_KEPT:]
         current = current.model_copy(update={"rejections": kept})
-    if upd.expected_revision is not None:
-        now = current.revision if current is not None else None
-        if upd.expected_revision != now:
-            kind = "plan" if upd.plan is not None else "patch" if upd.patch is not None else "transition"
-            at = f"revision {now!r} (version {current.version})" if current is not None else "no plan"
-            return _refused(
-                current,
-                kind,
-                [
-                    f"stale edit: it was made against revision {upd.expected_revision!r}, "
-                    f"but the plan is now at {at}; read the plan again and redo the edit"
-                ],
-                source=src,
-            )
-    original = current
+    if (stale := _stale_edit_refusal(current, upd)) is not None:
+        return stale
     if upd.plan is not None:
-        if current is None or current.version == 0:
-            plan, reasons = new_plan(upd.plan, source=src, reason=upd.patch.reason if upd.patch else "")
-            if reasons:
-                return _refused(current, "plan", reasons, source=src, goal=upd.plan.goal)
-            return Preview(plan, "applied", record=plan.history[-1])
-        patch = diff_to_patch(current, upd.plan, reason=upd.patch.reason if upd.patch else "")
-        if patch.is_empty():
-            return Preview(current, "unchanged")
-        res = apply_patch(current, patch, source=src)  # held to the plan's own max_steps
-        if res.reasons == ["the patch changes nothing"]:
-            # e.g. the same plan with only steps past the cap added: the same plan sent again is no change
-            return Preview(current, "unchanged")
-        if not res.applied:
-            return _refused(current, "plan", res.reasons, source=src)
-        return Preview(res.plan, "applied", warnings=res.warnings, record=res.plan.history[-1])
+        return _whole_plan_preview(current, upd.plan, upd)
     if current is None or current.version == 0:
         kind = "patch" if upd.patch else "transition"
-        return _refused(current, kind, ["there is no plan to change yet"], source=src)
+        return _refused(current, kind, ["there is no plan to change yet"], source=upd.source)
     if upd.patch is None and not upd.transitions and upd.approved_by is None:
         return Preview(current, "unchanged")  # an update that asks for nothing
+    return _edit_preview(current, upd)
+
+
+def _stale_edit_refusal(current: Plan | None, upd: PlanUpdate) -> Preview | None:
+    """The refusal of an update made against another revision than ``current``'s; None when it names none, or
+    the current one."""
+    if upd.expected_revision is None:
+        return None
+    now = current.revision if current is not None else None
+    if upd.expected_revision == now:
+        return None
+    kind = "plan" if upd.plan is not None else "patch" if upd.patch is not None else "transition"
+    at = f"revision {now!r} (version {current.version})" if current is not None else "no plan"
+    return _refused(
+        current,
+        kind,
+        [
+            f"stale edit: it was made against revision {upd.expected_revision!r}, "
+            f"but the plan is now at {at}; read the plan again and redo the edit"
+        ],
+        source=upd.source,
+    )
+
+
+def _whole_plan_preview(current: Plan | None, proposed: Plan, upd: PlanUpdate) -> Preview:
+    """What a whole proposed plan makes of ``current``: the first plan when there is none yet (or only a draft),
+    else the patch it differs by, applied."""
+    src = upd.source
+    reason = upd.patch.reason if upd.patch else ""
+    if current is None or current.version == 0:
+        plan, reasons = new_plan(proposed, source=src, reason=reason)
+        if reasons:
+            return _refused(current, "plan", reasons, source=src, goal=proposed.goal)
+        return Preview(plan, "applied", record=plan.history[-1])
+    patch = diff_to_patch(current, proposed, reason=reason)
+    if patch.is_empty():
+        return Preview(current, "unchanged")
+    res = apply_patch(current, patch, source=src)  # held to the plan's own max_steps
+    if res.reasons == ["the patch changes nothing"]:
+        # e.g. the same plan with only steps past the cap added: the same plan sent again is no change
+        return Preview(current, "unchanged")
+    if not res.applied:
+        return _refused(current, "plan", res.reasons, source=src)
+    return Preview(res.plan, "applied", warnings=res.warnings, record=res.plan.history[-1])
+
+
+def _edit_preview(current: Plan, upd: PlanUpdate) -> Preview:
+    """What ``upd``'s patch, transitions and approval, in that order, make of ``current``; all or nothing."""
+    src = upd.source
+    original = current
     warnings: list[str] = []
     record: PatchRecord | None = None
     if upd.patch is not None:

@@ -40,7 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,7 +188,7 @@ class Evidence:
     def _kinds(self, acceptance: str) -> list[str | None]:
         """How the passed checks decide each clause of ``acceptance`` (`_settled`); a clause that only says the
         content is right ("with the correct content"), when the checks of what the step's description gives its
-        data file (`_described`) all passed, is "described"."""
+        data file (`_described_content`) all passed, is "described"."""
         passed = {c.what: c.detail for c in self.checks if c.passed is True}
         default = _only_file(acceptance)
         clauses = _with_subjects(_with_commands(_clauses(acceptance)), default)
@@ -430,7 +430,7 @@ _RIGHT_COUNT = re.compile(
 
 def _right_count(clause: str, passed: dict[str, str]) -> bool:
     """Whether ``clause`` says a command prints "the correct number of" lines, words or characters, naming no
-    file, and a passed check found that command printing that count of a data file (`_counts`: the one the step's
+    file, and a passed check found that command printing that count of a data file (`_count_checks`: the one the step's
     description or the task names). Then the clause is decided by that check, not by a judge."""
     m = _RIGHT_COUNT.fullmatch(clause)
     if m is None:
@@ -468,7 +468,7 @@ def _counted(body: str, what: str) -> int:
     return len(body.removesuffix("\n"))
 
 
-def _counts(
+def _count_checks(
     acceptance: str, said: Sequence[str], script: str | None, checks: list[Check], root: Path, wrote: Iterable[str]
 ) -> list[Check]:
     """For each count of a data file that a clause of ``acceptance``, or the texts ``said`` of the step's
@@ -926,7 +926,7 @@ _VAGUE = re.compile(
     r"\b(?:correct|expected|specified|right|proper|required|desired|described|appropriate|requested|intended)\b",
     re.IGNORECASE,
 )
-#: The checks of what a step's description gives its data file are named so (`_described`).
+#: The checks of what a step's description gives its data file are named so (`_described_content`).
 _AS_DESCRIBED = "as the step describes: "
 
 
@@ -966,7 +966,7 @@ _DESCRIBED_LINES = re.compile(rf"\b(?:exactly\s+)?{_COUNT}\s+(?:non-empty\s+)?li
 _DESCRIBED_LITERAL = re.compile(r"\[[^\[\]\n]*\]|\{[^{}\n]*\}")
 
 
-def _described(description: str, name: str) -> list[tuple[str, str, str]]:
+def _described_content(description: str, name: str) -> list[tuple[str, str, str]]:
     """The content checks (as `_content_check` gives them) of what a step's description says its data file
     ``name`` holds: a literal ("containing the list [3, 5, 7]"), its first line or header ("whose first line is #
     Counter", "with the header line name,score"), how many lines ("exactly three lines"), or the items it holds
@@ -1075,7 +1075,7 @@ _BARE_QUOTED = re.compile(
 )
 
 
-def _said(m: re.Match[str]) -> str:
+def _quoted_as_written(m: re.Match[str]) -> str:
     """A quoted text as quoted, or a number as written."""
     return f"{m.group('q')}{m.group('text')}{m.group('q')}" if m.group("text") else m.group("number")
 
@@ -1089,7 +1089,7 @@ def _with_subjects(clauses: list[str], default: str | None) -> list[str]:
         if asked is not None:
             last = asked[0] if asked[1] == "contains" else None
         elif last is not None and (m := _BARE_QUOTED.fullmatch(clause)) is not None:
-            clause = f"{last} contains {_said(m)}"
+            clause = f"{last} contains {_quoted_as_written(m)}"
         out.append(clause)
     return out
 
@@ -1130,9 +1130,9 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
     if (m := _EXISTS_CLAUSE.fullmatch(clause)) is not None:
         return "exists" if f"{m.group('f')} exists" in passed else None
     if (m := _RUNS_CLAUSE.fullmatch(clause) or _PYTEST_PASSES.fullmatch(clause)) is not None:
-        return _ran(f"`{m.group('c').strip()}` runs", m, passed)
+        return _runs_if_passed(f"`{m.group('c').strip()}` runs", m, passed)
     if (m := _FILE_RUNS_CLAUSE.fullmatch(clause)) is not None:
-        return _ran(f"`python {m.group('f')}` runs", m, passed)
+        return _runs_if_passed(f"`python {m.group('f')}` runs", m, passed)
     if (asked := _returns_clause(clause)) is not None:
         return "returns" if _returned(asked[0], asked[4]) in passed else None
     if (said := _printed_clause(clause)) is not None:
@@ -1150,7 +1150,7 @@ def _settled(clause: str, passed: dict[str, str]) -> str | None:
     return None
 
 
-def _ran(what: str, m: re.Match[str], passed: dict[str, str]) -> str | None:
+def _runs_if_passed(what: str, m: re.Match[str], passed: dict[str, str]) -> str | None:
     """ "runs" when the check ``what`` passed; a clause that also says "with the correct output" only when the run
     printed nothing: a script that prints is held to printing where its step or the task says so (`gather`: a
     silent run fails), and a module that only defines a function has no output to be right about ("`python
@@ -1322,7 +1322,7 @@ def _returned(call: str, text: str) -> str:
     return f"{call} returns {text}"
 
 
-def _returns(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> Check:
+def _return_check(clause: tuple[str, str, tuple[Any, ...], Any, str], root: Path) -> Check:
     """Call the workspace function a "returns" clause names (the one module that defines it, imported in a child
     process in the workspace, bounded in time) and compare what it returns."""
     call, fn, args, value, text = clause
@@ -1501,7 +1501,7 @@ def _in_workspace(what: str, args: list[str], root: Path) -> subprocess.Complete
     return subprocess.CompletedProcess(list(done.argv), done.exit_code, done.stdout, done.stderr)
 
 
-def _run(command: str, root: Path) -> Check:
+def _command_run_check(command: str, root: Path) -> Check:
     """Run an acceptance's command in the workspace (``python`` is this interpreter), bounded in time."""
     what = f"`{command}` runs"
     try:
@@ -1643,7 +1643,7 @@ _MISSING_FILE = re.compile(
 )
 
 
-def _elsewhere(check: Check, root: Path, wrote: Iterable[str]) -> Check:
+def _with_missing_file_hint(check: Check, root: Path, wrote: Iterable[str]) -> Check:
     """A command that failed on a missing file the step wrote under another folder, told where it went
     (src/app.py written for "`python app.py` runs": commands run in the workspace's top folder)."""
     m = _MISSING_FILE.search(check.detail)
@@ -1686,14 +1686,48 @@ def gather(
     declared = declared_writes(step, writes)
     wrote = [p for p in outcome.writes]
     if declared and outcome.tool_runs is not None:
-        effect = bool(wrote) or any(r.ok and r.name in writes for r in outcome.tool_runs)
-        detail = (
-            ""
-            if effect
-            else f"no {' or '.join(declared)} call ran, so nothing changed; the reply alone is not evidence: "
-            f"call {declared[0]} to make the change"
-        )
-        evidence.checks.append(Check(_CHANGED, effect, detail))
+        evidence.checks.append(_changed_check(declared, outcome, writes))
+    compiled = _read_written(evidence, wrote, root)
+    acceptance = step.acceptance or ""
+    writer = bool(declared or outcome.writes)
+    if writer and not _GONE.search(acceptance):
+        evidence.checks += _named_files_checks(step, elsewhere, root, wrote, compiled)
+        _content_checks(evidence, step, goal, root, wrote)
+    if root is not None and writer:
+        evidence.checks.extend(_inputs_named(step, root, wrote))
+    if root is not None and not evidence.failed:
+        produced = produced_file(step.description, acceptance)
+        evidence.checks += _command_checks(step, goal, produced, root, wrote)
+        evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
+        texts = [step.description, goal] if produced else []  # whole: "in notes.txt" is cut off by said_of
+        evidence.checks.extend(_count_checks(acceptance, texts, produced, evidence.checks, root, wrote))
+        for clause in _clauses(acceptance):
+            if (call := _returns_clause(clause)) is not None:
+                evidence.checks.append(_return_check(call, root))
+    if root is not None and writer:
+        evidence.checks.extend(_functions_checked(step, goal, root, wrote))
+    if root is not None:
+        evidence.checks = [_printed_on_import(c, root) for c in evidence.checks]
+    return evidence
+
+
+def _changed_check(declared: list[str], outcome: StepOutcome, writes: frozenset[str]) -> Check:
+    """Whether an attempt of a step that declares the write tools ``declared`` changed something: it wrote a file,
+    or one of its write calls ran."""
+    effect = bool(outcome.writes) or any(r.ok and r.name in writes for r in outcome.tool_runs or ())
+    detail = (
+        ""
+        if effect
+        else f"no {' or '.join(declared)} call ran, so nothing changed; the reply alone is not evidence: "
+        f"call {declared[0]} to make the change"
+    )
+    return Check(_CHANGED, effect, detail)
+
+
+def _read_written(evidence: Evidence, wrote: list[str], root: Path | None) -> set[Path]:
+    """The Python files among ``wrote`` that were compiled: each written file's beginning goes into
+    ``evidence.files`` (or a note that it is gone or unreadable), and a check that it compiles (``.py``) or parses
+    (``.json``) into ``evidence.checks``."""
     compiled: set[Path] = set()
     for path in wrote:
         p = Path(path)
@@ -1710,82 +1744,100 @@ def gather(
             evidence.checks.append(_compiles(p))
         elif p.suffix == ".json":
             evidence.checks.append(_parses(p))
+    return compiled
+
+
+def _named_files_checks(
+    step: Step, elsewhere: frozenset[str], root: Path | None, wrote: list[str], compiled: set[Path]
+) -> list[Check]:
+    """A check that each file the acceptance names exists (not one another open step writes, ``elsewhere``), and
+    that each Python one not yet in ``compiled`` compiles (it is then added to ``compiled``)."""
     acceptance = step.acceptance or ""
-    if (declared or outcome.writes) and not _GONE.search(acceptance):
-        own = produced_file(step.description, acceptance)
-        for name in file_names(acceptance):
-            if name in elsewhere and name != own and not any(p.endswith("/" + name) for p in wrote):
-                continue
-            where = _locate(name, root, wrote)
-            if where is None:
-                evidence.checks.append(Check(f"{name} exists", None, "no workspace to look in"))
-            elif where is False:
-                evidence.checks.append(Check(f"{name} exists", False, f"{name} was not created: write it"))
-            else:
-                assert isinstance(where, Path)
-                evidence.checks.append(Check(f"{name} exists", True))
-                if where.suffix == ".py" and where not in compiled:
-                    compiled.add(where)
-                    evidence.checks.append(_compiles(where))
-    if (declared or outcome.writes) and not _GONE.search(acceptance):
-        default = _only_file(acceptance)
-        for clause in _with_subjects(_clauses(acceptance), default):
-            if (asked := _content_check(clause, default)) is not None:
-                evidence.checks.append(_holds(*asked, root, wrote))
-        data = produced_file(step.description, acceptance)
-        if goal and data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
-            _task_first_line(evidence, goal, data, root, wrote)
-        if data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
-            for asked in _described(step.description, data):  # not as the step describes: the judge reads it
-                held = _holds(*asked, root, wrote)
-                detail = held.detail if held.passed is not True else ""
-                evidence.checks.append(Check(_AS_DESCRIBED + held.what, True if held.passed else None, detail))
-    if root is not None and (declared or outcome.writes):
-        evidence.checks.extend(_inputs_named(step, root, wrote))
-    if root is not None and not evidence.failed:
-        printing = _asked_to_print(acceptance)
-        run = commands(acceptance)
-        produced = produced_file(step.description, acceptance)
-        if (
-            produced is not None
-            and produced.endswith(".py")
-            and (says_prints(step.description, produced) or says_prints(goal, produced))
-        ):
-            # the step, or the task, says its script prints: a silent run fails too, whatever a repair made of the
-            # step's own wording
-            printing.add(f"python {produced}")
-            if f"python {produced}" not in run:  # nothing runs it: the judge is told so
-                unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
-                evidence.checks.append(Check(f"`python {produced}` runs", None, unrun))
-        for command in run:
-            check = _run(command, root)
-            if check.passed and command in printing and not check.detail.strip():
-                # a script that defines its function and never calls it runs, printing nothing
-                check = Check(check.what, False, _SILENT)
-            elif check.passed and produced is not None and command == f"python {produced}":
-                wrapped = _wrapped_value(step.description, acceptance, produced, check.detail)
-                said = f"{said_of(goal, produced)} {said_of(step.description, produced)}"
-                each = _each_line_printed([goal, step.description], produced, check.detail, root)
-                wrong = wrapped or _misprinted(said, check.detail) or each
-                called = _printed_call(said, check.detail, produced, root) if wrong is None else None
-                if called is not None and called.passed is False:
-                    wrong = called.detail
-                elif called is not None:
-                    evidence.checks.append(called)
-                if wrong is not None:
-                    check = Check(check.what, False, wrong)
-            evidence.checks.append(_elsewhere(check, root, wrote))
-        evidence.checks.extend(_other_outputs(acceptance, evidence.checks))
-        texts = [step.description, goal] if produced else []  # whole: "in notes.txt" is cut off by said_of
-        evidence.checks.extend(_counts(acceptance, texts, produced, evidence.checks, root, wrote))
-        for clause in _clauses(acceptance):
-            if (call := _returns_clause(clause)) is not None:
-                evidence.checks.append(_returns(call, root))
-    if root is not None and (declared or outcome.writes):
-        evidence.checks.extend(_functions_checked(step, goal, root, wrote))
-    if root is not None:
-        evidence.checks = [_printed_on_import(c, root) for c in evidence.checks]
-    return evidence
+    own = produced_file(step.description, acceptance)
+    checks: list[Check] = []
+    for name in file_names(acceptance):
+        if name in elsewhere and name != own and not any(p.endswith("/" + name) for p in wrote):
+            continue
+        where = _locate(name, root, wrote)
+        if where is None:
+            checks.append(Check(f"{name} exists", None, "no workspace to look in"))
+        elif where is False:
+            checks.append(Check(f"{name} exists", False, f"{name} was not created: write it"))
+        else:
+            assert isinstance(where, Path)
+            checks.append(Check(f"{name} exists", True))
+            if where.suffix == ".py" and where not in compiled:
+                compiled.add(where)
+                checks.append(_compiles(where))
+    return checks
+
+
+def _content_checks(evidence: Evidence, step: Step, goal: str, root: Path | None, wrote: list[str]) -> None:
+    """Add to ``evidence`` the checks of what the acceptance's content clauses ask of a file, of the first line the
+    task gives the step's data file (`_task_first_line`), and of what the description says that file holds (left
+    to the judge: never failed)."""
+    acceptance = step.acceptance or ""
+    default = _only_file(acceptance)
+    for clause in _with_subjects(_clauses(acceptance), default):
+        if (asked := _content_check(clause, default)) is not None:
+            evidence.checks.append(_file_content_check(*asked, root, wrote))
+    data = produced_file(step.description, acceptance)
+    if goal and data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
+        _task_first_line(evidence, goal, data, root, wrote)
+    if data is not None and not data.endswith(".py") and isinstance(_locate(data, root, wrote), Path):
+        for asked in _described_content(step.description, data):  # not as the step describes: the judge reads it
+            held = _file_content_check(*asked, root, wrote)
+            detail = held.detail if held.passed is not True else ""
+            evidence.checks.append(Check(_AS_DESCRIBED + held.what, True if held.passed else None, detail))
+
+
+def _command_checks(step: Step, goal: str, produced: str | None, root: Path, wrote: list[str]) -> list[Check]:
+    """The runs of the acceptance's commands, each failed when it should print and printed nothing, or (the script
+    the step produces, ``produced``) printed other than what the step and the task say; and a note when that script
+    is said to print and no command runs it."""
+    acceptance = step.acceptance or ""
+    printing = _asked_to_print(acceptance)
+    run = commands(acceptance)
+    checks: list[Check] = []
+    if (
+        produced is not None
+        and produced.endswith(".py")
+        and (says_prints(step.description, produced) or says_prints(goal, produced))
+    ):
+        # the step, or the task, says its script prints: a silent run fails too, whatever a repair made of the
+        # step's own wording
+        printing.add(f"python {produced}")
+        if f"python {produced}" not in run:  # nothing runs it: the judge is told so
+            unrun = "not run: the acceptance names no command that runs it, so what it prints is not shown"
+            checks.append(Check(f"`python {produced}` runs", None, unrun))
+    for command in run:
+        check = _command_run_check(command, root)
+        if check.passed and command in printing and not check.detail.strip():
+            # a script that defines its function and never calls it runs, printing nothing
+            check = Check(check.what, False, _SILENT)
+        elif check.passed and produced is not None and command == f"python {produced}":
+            check, called = _printed_as_said(check, step, goal, produced, root)
+            if called is not None:
+                checks.append(called)
+        checks.append(_with_missing_file_hint(check, root, wrote))
+    return checks
+
+
+def _printed_as_said(check: Check, step: Step, goal: str, produced: str, root: Path) -> tuple[Check, Check | None]:
+    """The passed run ``check`` of the step's script ``produced``, failed when what it printed is not what the step
+    and the task say it prints (a wrapped value, another value, a line missing, a call's result); and the passed
+    check of a call's printed result, when there is one to add."""
+    acceptance = step.acceptance or ""
+    wrapped = _wrapped_value(step.description, acceptance, produced, check.detail)
+    said = f"{said_of(goal, produced)} {said_of(step.description, produced)}"
+    each = _each_line_printed([goal, step.description], produced, check.detail, root)
+    wrong = wrapped or _misprinted(said, check.detail) or each
+    called = _printed_call(said, check.detail, produced, root) if wrong is None else None
+    if called is not None and called.passed is False:
+        wrong, called = called.detail, None
+    if wrong is not None:
+        check = Check(check.what, False, wrong)
+    return check, called
 
 
 def _printed_on_import(check: Check, root: Path) -> Check:
@@ -1999,7 +2051,7 @@ def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None
     if first is None:
         return
     text = first.group("text").strip()
-    held = _holds(name, "first line", text, root, wrote)
+    held = _file_content_check(name, "first line", text, root, wrote)
     literal = bool(first.group("q")) or not re.match(r"(?:the|a|an|its|their|some)\s", text, re.IGNORECASE)
     if not literal:  # "whose first line is the date": words about the line, not the line; the judge reads it
         detail = held.detail if held.passed is not True else ""
@@ -2020,9 +2072,10 @@ def _task_first_line(evidence: Evidence, goal: str, name: str, root: Path | None
     evidence.checks.append(Check(f"as the task says: {held.what}", held.passed, detail))
 
 
-def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[str]) -> Check:
-    """Whether file ``name`` holds ``text`` (``kind`` "contains") or starts with it as its first line ("first
-    line"), compared without surrounding spaces."""
+def _file_content_check(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[str]) -> Check:
+    """Whether file ``name`` holds ``text`` as ``kind`` says (`_CONTENT_CHECKS`: a value, a key's value, a column's
+    sum, a line count, a definition, code, words, the whole text, nothing), or holds it ("contains"), or starts with
+    it as its first line ("first line"), compared without surrounding spaces."""
     what = _content_what(name, kind, text)
     where = _locate(name, root, wrote)
     if not isinstance(where, Path):
@@ -2031,55 +2084,101 @@ def _holds(name: str, kind: str, text: str, root: Path | None, wrote: Iterable[s
         body = where.read_text(errors="replace")
     except OSError as exc:
         return Check(what, None, f"cannot be read: {exc}")
-    if kind == "value":  # the file's data, read as JSON or a Python literal, equals the clause's
-        held = _literal(body.strip())
-        if held is not _NO_VALUE and held == _literal(text):
-            return Check(what, True)
-        return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
-    if kind == "empty":
-        return Check(what, True) if not body.strip() else Check(what, False, f"it holds {clip(body, 80)!r}")
-    if kind == "key":
-        key, value = text.split(" = ", 1)
-        held, why = _key_value(body, key, value)
-        return Check(what, held, why)
-    if kind == "sum":
-        column, total = text.split(" = ", 1)
-        held, why = _column_sum(body, column, float(total))
-        return Check(what, held, why)
-    if kind == "lines":  # as Python counts them (a last line break ends a line, it does not start one)
-        n = len(body.rstrip("\n").splitlines()) if body.strip() else 0
-        return Check(what, True) if n == int(text) else Check(what, False, f"it has {n}")
-    if kind == "defines":  # a function or class of that name, at the file's top level
-        tree = _code_of(body)
-        if tree is None:
-            return Check(what, False, f"{name} does not compile")
-        if any(
-            isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == text for n in tree.body
-        ):
-            return Check(what, True)
-        return Check(what, False, f"no function or class {text} at its top level")
-    if kind == "code":  # each statement of the code, as Python, somewhere in the file; else the judge reads it
-        return _has_code(what, body, text)
-    if kind == "words":  # words not quoted ("shows apple banana kiwi"): the file's words, in order, or the judge's
-        said = [w for w in re.split(r"[\s,]+", text.rstrip(".")) if w and w.lower() != "and"]
-        if said == [w for w in re.split(r"[\s,]+", body) if w]:
-            return Check(what, True)
-        return Check(what, None, "the words said are not the file's, in order: read as a description, not checked")
-    if kind == "text":  # the whole text, line by line, as `cat` prints it; a backslash-n written out is a break
-        said = text.replace("\\n", "\n").strip().splitlines()
-        if [line.rstrip() for line in body.strip().splitlines()] == [line.rstrip() for line in said]:
-            return Check(what, True)
-        # data said in another notation: "`cat person.json` outputs `{'name': 'Ada'}`" of '{"name": "Ada"}'
-        if re.match(r"\s*[\[{]", text) and (data := _literal(body.strip())) is not _NO_VALUE and data == _literal(text):
-            return Check(what, True)
-        return Check(what, False, f"it reads {clip(body.strip(), 120, fold=False)!r}")
+    check_kind = _CONTENT_CHECKS.get(kind)
+    if check_kind is not None:
+        return check_kind(what, name, body, text)
+    return _contains_or_first_line_check(what, kind, body, text)
+
+
+def _value_check(what: str, name: str, body: str, text: str) -> Check:
+    """The file's data, read as JSON or a Python literal, equals the clause's."""
+    held = _literal(body.strip())
+    if held is not _NO_VALUE and held == _literal(text):
+        return Check(what, True)
+    return Check(what, False, f"it holds {clip(body.strip(), 120, fold=False)}")
+
+
+def _empty_check(what: str, name: str, body: str, text: str) -> Check:
+    return Check(what, True) if not body.strip() else Check(what, False, f"it holds {clip(body, 80)!r}")
+
+
+def _key_check(what: str, name: str, body: str, text: str) -> Check:
+    key, value = text.split(" = ", 1)
+    held, why = _key_value(body, key, value)
+    return Check(what, held, why)
+
+
+def _sum_check(what: str, name: str, body: str, text: str) -> Check:
+    column, total = text.split(" = ", 1)
+    held, why = _column_sum(body, column, float(total))
+    return Check(what, held, why)
+
+
+def _line_count_check(what: str, name: str, body: str, text: str) -> Check:
+    """The file has ``text`` lines, as Python counts them (a last line break ends a line, it does not start one)."""
+    n = len(body.rstrip("\n").splitlines()) if body.strip() else 0
+    return Check(what, True) if n == int(text) else Check(what, False, f"it has {n}")
+
+
+def _defines_check(what: str, name: str, body: str, text: str) -> Check:
+    """A function or class named ``text`` at the file's top level."""
+    tree = _code_of(body)
+    if tree is None:
+        return Check(what, False, f"{name} does not compile")
+    if any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == text for n in tree.body):
+        return Check(what, True)
+    return Check(what, False, f"no function or class {text} at its top level")
+
+
+def _code_check(what: str, name: str, body: str, text: str) -> Check:
+    """Each statement of the code, as Python, somewhere in the file; else the judge reads it."""
+    return _has_code(what, body, text)
+
+
+def _words_check(what: str, name: str, body: str, text: str) -> Check:
+    """Words not quoted ("shows apple banana kiwi"): the file's words, in order, or the judge's."""
+    words = [w for w in re.split(r"[\s,]+", text.rstrip(".")) if w and w.lower() != "and"]
+    if words == [w for w in re.split(r"[\s,]+", body) if w]:
+        return Check(what, True)
+    return Check(what, None, "the words said are not the file's, in order: read as a description, not checked")
+
+
+def _whole_text_check(what: str, name: str, body: str, text: str) -> Check:
+    """The whole text, line by line, as `cat` prints it; a backslash-n written out is a break."""
+    lines = text.replace("\\n", "\n").strip().splitlines()
+    if [line.rstrip() for line in body.strip().splitlines()] == [line.rstrip() for line in lines]:
+        return Check(what, True)
+    # data said in another notation: "`cat person.json` outputs `{'name': 'Ada'}`" of '{"name": "Ada"}'
+    if re.match(r"\s*[\[{]", text) and (data := _literal(body.strip())) is not _NO_VALUE and data == _literal(text):
+        return Check(what, True)
+    return Check(what, False, f"it reads {clip(body.strip(), 120, fold=False)!r}")
+
+
+#: The check of each kind of content clause (`_content_check`) other than "contains" and "first line":
+#: (what is checked, the file's name, its text, the clause's text) -> the check.
+_CONTENT_CHECKS: dict[str, Callable[[str, str, str, str], Check]] = {
+    "value": _value_check,
+    "empty": _empty_check,
+    "key": _key_check,
+    "sum": _sum_check,
+    "lines": _line_count_check,
+    "defines": _defines_check,
+    "code": _code_check,
+    "words": _words_check,
+    "text": _whole_text_check,
+}
+
+
+def _contains_or_first_line_check(what: str, kind: str, body: str, text: str) -> Check:
+    """Whether ``body`` holds ``text`` (``kind`` "contains": a number not as part of another, lines one after
+    another, else as written) or starts with it as its first line."""
     first = (body.splitlines() or [""])[0]
     if kind == "contains" and re.fullmatch(r"-?\d+(?:\.\d+)?", text):  # a number, not part of another
         ok = re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.]|\.\d)", body) is not None
     elif kind == "contains" and "\n" in text.strip().replace("\\n", "\n"):  # lines: one after another, in the file
-        said = [line.strip() for line in text.strip().replace("\\n", "\n").splitlines()]
+        wanted = [line.strip() for line in text.strip().replace("\\n", "\n").splitlines()]
         held = [line.strip() for line in body.splitlines()]
-        ok = any(held[i : i + len(said)] == said for i in range(len(held) - len(said) + 1))
+        ok = any(held[i : i + len(wanted)] == wanted for i in range(len(held) - len(wanted) + 1))
     else:
         ok = text in body if kind == "contains" else first.strip() == text.strip()
     first = clip(first, 80, fold=False)
@@ -2369,7 +2468,7 @@ def broken_runs(plan: Plan, tools: Sequence[BaseTool]) -> list[str]:
         copy = Path(tmp) / root.name
         shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(*skip))
         for command in wanted:
-            check = _run(command, copy)
+            check = _command_run_check(command, copy)
             checks.append(check)
             if check.passed is False:
                 step = by_command[command]

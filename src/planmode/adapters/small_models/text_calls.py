@@ -10,15 +10,16 @@ these, with one rule that never mistakes an answer, or text an answer quotes, fo
   before it or after it, is text: an answer that quotes a file holding a ``<tool_call>`` tag is an answer;
 - a JSON value is a call when it is an object with a string ``name`` and ``arguments``/``parameters`` (an object,
   or a string holding one), also inside ``{"function": {...}}``; a list is calls when all its items are. JSON is
-  read as small models write it: raw newlines inside strings, and Python's triple-quoted strings;
+  read as small models write it, by the reader the plan parser uses too (`planmode.state.lenient_json.read_json_value`:
+  raw newlines inside strings, Python's triple-quoted and single-quoted strings, doubled braces, a repair);
 - a reply made only of ``<tool_call>`` blocks, or only of JSON that names a call, that cannot be read is reported
   as such (``problem``); it is never an answer.
 
 Only a caller that has the small-model adapter on reads text calls (`planmode.tools.loop`'s ``text_calls``); the
 caller reads a model's own reply, never what a tool returned.
 
-The parser is pure: it never raises, never evaluates anything (``json.loads`` only), uses no regular expression,
-and reads at most `MAX_TEXT_CALL_CHARS` characters.
+The parser is pure: it never raises, never evaluates anything (``json.loads`` only), and reads at most
+`MAX_TEXT_CALL_CHARS` characters.
 
 `whole_file_content` reads the other answer a small model gives instead of a write: the file's whole content in
 a fenced code block (Aider's "whole" edit format). The executor offers that format only when a write step's model
@@ -28,12 +29,10 @@ tool through the same gate (`planmode.tools.loop.WholeFile`).
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from planmode.state.parse import repaired_json
+from planmode.state.lenient_json import leading_json_value, read_json_value
 
 __all__ = ["MAX_TEXT_CALL_CHARS", "TextCall", "TextCalls", "read_text_calls", "whole_file_content"]
 
@@ -82,7 +81,7 @@ def _read(text: object) -> TextCalls | None:
         return None
     if _json_shaped(stripped):  # one JSON value, or one fence around it: read as small models write JSON
         body = _unfenced(stripped)
-        value, ok = _loads(body)
+        value, ok = read_json_value(body)
         if ok:
             calls = _calls_of(value)
             if calls is not None:
@@ -111,7 +110,7 @@ def _sequence(s: str) -> TextCalls | None:
             end = rest.find(_CLOSE, len(_OPEN))
             body = rest[len(_OPEN) :] if end < 0 else rest[len(_OPEN) : end]
             rest = "" if end < 0 else rest[end + len(_CLOSE) :].lstrip()
-            value, ok = _loads(_unfenced(body.strip()))
+            value, ok = read_json_value(_unfenced(body.strip()))
             found = _calls_of(value) if ok else None
             if found is None:
                 return TextCalls(problem="a <tool_call> tag does not hold a JSON object with a name and arguments")
@@ -120,21 +119,18 @@ def _sequence(s: str) -> TextCalls | None:
             if close < 0:
                 return None
             unit, rest = rest[: close + 3], rest[close + 3 :].lstrip()
-            value, ok = _loads(_unfenced(unit))
+            value, ok = read_json_value(_unfenced(unit))
             found = _calls_of(value) if ok else None
             if found is None:
                 return (
                     TextCalls(problem="a fence in it does not hold a readable call") if _mentions_call(unit) else None
                 )
         elif rest.startswith(("{", "[")):
-            try:
-                value, at = json.JSONDecoder(strict=False).raw_decode(rest)
-            except (ValueError, RecursionError):
+            leading = leading_json_value(rest)
+            found = _calls_of(leading[0]) if leading is not None else None
+            if leading is None or found is None:
                 return None
-            found = _calls_of(value)
-            if found is None:
-                return None
-            rest = rest[at:].lstrip()
+            rest = rest[leading[1] :].lstrip()
         else:
             return None  # prose
         calls.extend(found)
@@ -146,11 +142,7 @@ def _one_unit(s: str) -> bool:
     text with no complete value at its start (cut short, or not JSON as written), rather than a unit and more."""
     if s.startswith("```"):
         return "```" not in s[3:-3]
-    try:
-        json.JSONDecoder(strict=False).raw_decode(s)
-    except (ValueError, RecursionError):
-        return True
-    return False
+    return leading_json_value(s) is None
 
 
 def _json_shaped(s: str, *, whole: bool = True) -> bool:
@@ -176,99 +168,6 @@ def _unfenced(s: str) -> str:
     return inner.strip()
 
 
-def _loads(s: str) -> tuple[Any, bool]:
-    """``s`` as JSON, read as small models write it: raw newlines and tabs inside strings (``strict=False``),
-    Python's triple-quoted strings (three double quotes around a file's text) read as the string they hold, an
-    object in doubled braces (``{{"name": ...}}``, a format string's escape, or only its opening one doubled) read
-    as the object, and a whole object that still does not parse repaired (`planmode.state.parse.repaired_json`),
-    after values in single quotes (``"content": '{"port": 8080}'``) are read as JSON strings."""
-    t = s.strip()
-    doubled = t[1:-1] if t.startswith("{{") and t.endswith("}}") else None
-    opened = t[1:] if t.startswith("{{") else None  # only the opening brace doubled: "{{...}" is the object
-    for text in (s, _triple_quoted(s), doubled, opened, _single_quoted(s)):
-        if text is None:
-            continue
-        try:
-            return json.loads(text, strict=False), True
-        except (ValueError, RecursionError):  # invalid JSON; nesting deeper than the interpreter's stack
-            continue
-    if t.startswith(("{", "[")) and t.endswith(("}", "]")):  # whole, but not JSON as written: repaired
-        value = repaired_json(t)
-        if isinstance(value, dict | list):
-            return value, True
-    return None, False
-
-
-#: What may follow a single-quoted string's closing quote: a comma, a colon (a key's), or a closing bracket.
-_AFTER_VALUE = re.compile(r"\s*[,:}\]]")
-
-
-def _single_quoted(s: str) -> str | None:
-    r"""``s`` with each value written in single quotes (``"content": '{"name": "Ada", "age": 36}'``;
-    ``{'path': 'a.py'}``) written as a JSON string, or None when it has none. A single-quoted string opens after a
-    colon, a comma or an opening bracket, and closes at the first single quote followed by a comma, a colon or a
-    closing bracket; ``\'`` inside is a quote. So a quoted value that holds JSON stays one whole string (never
-    cut at its first comma into a shorter value and a stray argument)."""
-    if "'" not in s:
-        return None
-    out: list[str] = []
-    at = i = 0
-    in_string = changed = False
-    last = ""  # the last character outside a string that is not white space
-    while i < len(s):
-        ch = s[i]
-        if in_string:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                in_string, last = False, ch
-        elif ch == '"':
-            in_string = True
-        elif ch == "'" and last in (":", ",", "[", "{"):
-            end = i + 1
-            while (end := s.find("'", end)) >= 0 and (s[end - 1] == "\\" or not _AFTER_VALUE.match(s, end + 1)):
-                end += 1
-            if end < 0:
-                return None
-            out += [s[at:i], json.dumps(_unquoted(s[i + 1 : end]), ensure_ascii=False)]
-            at = i = end + 1
-            changed, last = True, '"'
-            continue
-        elif not ch.isspace():
-            last = ch
-        i += 1
-    return "".join(out) + s[at:] if changed else None
-
-
-def _unquoted(raw: str) -> str:
-    r"""The text of a single-quoted value: ``\'`` is a quote, and the escapes JSON shares with Python (``\n``,
-    ``\t``, ``\\``, ``\"``) are read as such; anything else is kept as written."""
-    body = raw.replace("\\'", "'")
-    escaped = re.sub(r'(?<!\\)((?:\\\\)*)"', r'\1\\"', body)  # a bare double quote inside: escaped for JSON
-    try:
-        value = json.loads(f'"{escaped}"', strict=False)
-    except ValueError:
-        return body
-    return value if isinstance(value, str) else body
-
-
-def _triple_quoted(s: str) -> str | None:
-    """``s`` with each triple-quoted string written as a JSON string, or None when it has none (or one is not
-    closed)."""
-    if '"""' not in s:
-        return None
-    out: list[str] = []
-    at = 0
-    while (start := s.find('"""', at)) >= 0:
-        end = s.find('"""', start + 3)
-        if end < 0:
-            return None
-        out += [s[at:start], json.dumps(s[start + 3 : end])]
-        at = end + 3
-    out.append(s[at:])
-    return "".join(out)
-
-
 def _calls_of(value: Any) -> list[TextCall] | None:
     """The calls ``value`` is (an object, or a non-empty list of them), or None when it is not calls."""
     items = value if isinstance(value, list) else [value]
@@ -291,7 +190,7 @@ def _call_of(item: Any) -> TextCall | None:
         return None
     args = item[keys[0]]
     if isinstance(args, str):  # OpenAI-style: the arguments as a JSON string
-        args, ok = _loads(args) if args.strip() else ({}, True)
+        args, ok = read_json_value(args) if args.strip() else ({}, True)
         if not ok:
             return None
     if not isinstance(args, dict):
