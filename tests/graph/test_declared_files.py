@@ -168,7 +168,10 @@ def test_done_files_reads_the_checks_only() -> None:
                     "id": "gone",
                     "description": "Remove old.txt; write a.py",
                     "status": "done",
-                    "checks": [{"kind": "file", "path": "old.txt", "exists": False}, {"kind": "file", "path": "./a.py"}],
+                    "checks": [
+                        {"kind": "file", "path": "old.txt", "exists": False},
+                        {"kind": "file", "path": "./a.py"},
+                    ],
                 },
                 {"id": "open", "description": "Write greet.txt and b.py", "checks": [{"kind": "file", "path": "b.py"}]},
                 {"id": "me", "description": "x", "checks": [{"kind": "file", "path": "a.py", "equals": ""}]},

@@ -1250,8 +1250,8 @@ def test_a_step_cannot_rewrite_the_file_of_a_done_step(tmp_path: Path, mode: str
 
 
 def test_done_files_are_the_done_steps_files_the_step_does_not_produce() -> None:
-    from planmode.state.models import Plan, StepStatus
     from planmode.adapters.small_models.files import done_files
+    from planmode.state.models import Plan, StepStatus
 
     def step(i: str, description: str, status: StepStatus = StepStatus.PENDING) -> Step:
         return Step(id=i, description=description, tools=["write_file"], status=status)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
+from planmode.adapters.small_models.text_calls import MAX_TEXT_CALL_CHARS, read_text_calls
 from planmode.context import PlanModeContext
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
@@ -30,7 +31,6 @@ from planmode.testing.openai_server import ScriptedOpenAIServer
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import bind_step_tools, workspace_tools
 from planmode.tools.loop import LoopResult, arun_tool_loop, run_tool_loop
-from planmode.adapters.small_models.text_calls import MAX_TEXT_CALL_CHARS, read_text_calls
 
 pytestmark = pytest.mark.integration
 

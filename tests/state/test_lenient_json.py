@@ -1,8 +1,8 @@
 """One lenient JSON reader: the plan parser and the tool calls a model wrote as text read a text the same way.
 
 `planmode.state.lenient_json.read_json_value` is the one reading of a JSON value as models write it;
-`extract_json` (the plan parser's, `planmode.state.parse`) and `read_text_calls` (`planmode.tools.text_calls`) both
-read through it, so a hostile text gives both the same object.
+`extract_json` (the plan parser's, `planmode.state.parse`) and `read_text_calls` (the small-model adapter's
+`text_calls`) both read through it, so a hostile text gives both the same object.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from planmode.adapters.small_models import text_calls
+from planmode.adapters.small_models.text_calls import read_text_calls
 from planmode.errors import PlanParseError
 from planmode.state import parse
 from planmode.state.lenient_json import read_json_value
 from planmode.state.parse import extract_json
-from planmode.tools import text_calls
-from planmode.tools.text_calls import read_text_calls
 
 #: Tool calls written as text the way models write JSON, each with the object it means.
 HOSTILE: dict[str, tuple[str, dict[str, Any]]] = {
