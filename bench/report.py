@@ -283,7 +283,7 @@ def _summary(results: dict[str, Fig]) -> list[list[Any]]:
 def _overhead_rows(f: Fig) -> list[list[Any]]:
     """The overhead figure's headline rows: per-step CPU (judged; wall-clock beside it), against the bare loop and
     the fair floor (the bare loop with ``durability="sync"``), and database bytes per step."""
-    load = _load(f)
+    la = f"; load {f['load_average'][0]:.1f}" if f.get("load_average") else ""
     largest = max((r["steps"] for r in f["rows"]), default=0)
     t = f.get("targets", {"flatness": 1.5, "vs_bare": 2.0, "db_vs_bare": 3.0})
     rows: list[list[Any]] = []
@@ -305,7 +305,7 @@ def _overhead_rows(f: Fig) -> list[list[Any]]:
             [
                 f"Per-step CPU, largest vs smallest plan — {system}",
                 f"<= {t['flatness']}x",
-                f"{m['cpu_flatness']:.2f}x (wall-clock {m['flatness']:.2f}x{load[:-1] + ')' if load else ''})",
+                f"{m['cpu_flatness']:.2f}x (wall-clock {m['flatness']:.2f}x{la})",
                 _mark(m["cpu_flatness"] <= t["flatness"]),
             ],
             [
