@@ -197,6 +197,8 @@ def test_the_server_load_bench_runs_on_tiny_sizes(tmp_path: Path) -> None:
     for r in fig["rows"]:
         assert r["cpu_ms_per_run"] > 0 and len(r["cpu_ms_per_run_batches"]) == len(r["load_average_batches"]) == 2
     assert set(fig["measured"]["cpu_per_run"]) == {"1", "2"} and fig["reproduced"]["commit"]
+    # issue 46 §3: judged against the minimal graph run with planmode's durability
+    assert fig["minimal_durability"] == "sync" and "1.3x" in fig["cpu_target"]
 
 
 def test_the_server_cpu_counts_the_whole_process_tree() -> None:
