@@ -4,7 +4,8 @@
 
 The set-up of ``bench/server_load.py`` without the HTTP server: the same two graphs (planmode's studio graph,
 ``bench/server/minimal_graph.py``), the same scripted OpenAI-compatible server and 5-step plan, the same async
-SQLite checkpointer as ``langgraph dev`` gets (`planmode.persistence.async_sqlite_checkpointer`). N runs start
+SQLite checkpointer as ``langgraph dev`` gets (`planmode.persistence.async_sqlite_checkpointer`); the minimal
+graph runs with ``durability="sync"``, planmode's durability, as in the server figure. N runs start
 at once with ``ainvoke`` on one event loop, ``--batches`` times. It prints, per graph, the event-loop thread's
 CPU per run (``time.thread_time``: the thread ``langgraph dev`` runs every async node on, the one that
 saturates at N=50; the scripted model server and aiosqlite's worker threads are not in it) and cProfile's
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.server_load import CONFIG_DIR, PLAN, TASK
+from bench.server_load import CONFIG_DIR, MINIMAL_DURABILITY, PLAN, TASK
 from planmode.testing.openai_server import ScriptedOpenAIServer
 from planmode.testing.responders import PlanResponder
 
@@ -81,10 +82,12 @@ def _graph(name: str, saver: Any) -> Any:
 
 async def _batch(graph: Any, name: str, n: int, tag: str) -> list[str]:
     context = {"mode": "plan", "approval": "auto", "model": "scripted-model"} if name == "planmode" else None
+    # the minimal graph is saved as planmode's runs are (bench.server_load.MINIMAL_DURABILITY)
+    extra = {} if name == "planmode" else {"durability": MINIMAL_DURABILITY}
 
     async def one(i: int) -> str:
         config = {"configurable": {"thread_id": f"{tag}-{i}"}}
-        out = await graph.ainvoke({"messages": [{"role": "user", "content": TASK}]}, config, context=context)
+        out = await graph.ainvoke({"messages": [{"role": "user", "content": TASK}]}, config, context=context, **extra)
         if name == "planmode":
             return str(out.get("status"))
         return "completed" if sorted(out.get("done") or []) == ["a", "b", "c", "d", "e"] else "incomplete"

@@ -31,6 +31,8 @@ class RunResult:
     usage: Usage
     executions: dict[str, int]
     extra: dict[str, Any] = field(default_factory=dict)
+    #: CPU seconds of this process (every thread: `time.process_time`) while the graph ran
+    cpu: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,9 +94,9 @@ def run_planmode(
     try:
         graph = build_graph(model, checkpointer=saver, store=store, executor=executor, verifier=verifier)
         ctx = settings_for(scenario, max_parallel=max_parallel, **(settings or {}))
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
         graph.invoke({"messages": [("user", scenario.task)]}, _config(scenario, thread), context=ctx)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
         values = graph.get_state(_config(scenario, thread)).values
     finally:
         saver.conn.close()
@@ -108,6 +110,7 @@ def run_planmode(
         model.usage(),
         dict(oracle.executions),
         extra,
+        cpu,
     )
 
 

@@ -23,7 +23,7 @@ from bench.__main__ import main  # noqa: E402
 from bench.scenarios import make_scenario  # noqa: E402
 from bench.tokens import count, input_tokens  # noqa: E402
 
-QUICK = ["replan_tokens", "tokens_per_task", "wall_clock", "storage", "rollback"]
+QUICK = ["replan_tokens", "tokens_per_task", "wall_clock", "storage", "rollback", "overhead", "no_blind_retry"]
 
 
 def test_token_counts_are_cl100k_counts() -> None:
@@ -74,9 +74,37 @@ def test_the_harness_runs_end_to_end_on_tiny_sizes(tmp_path: Path) -> None:
     # issue 25: every figure says when and on which commit it was measured, and the report shows it
     for fig in results.values():
         assert fig["reproduced"]["commit"] and fig["reproduced"]["date"].endswith("UTC"), fig["reproduced"]
+    # issue 46 §1/§2: CPU and bytes per step beside wall-clock, against the bare loop and the sync-durability floor
+    ov = results["overhead"]
+    systems = {r["system"] for r in ov["rows"]}
+    assert {s + ", durability=sync" for s in systems if s.startswith("bare loop") and "sync" not in s} <= systems
+    assert len(systems) == 6
+    for r in ov["rows"]:
+        assert r["cpu_ms_per_step"] > 0 and r["db_bytes_per_step"] == round(r["db_bytes"] / r["steps"])
+    for m in ov["measured"].values():
+        assert m["fair_floor"].endswith("durability=sync") and set(m["cpu_vs_bare_sync_by_size"]) == {"6", "12"}
+        assert m["db_met"] == (m["db_vs_bare_at_largest"] <= 3.0)
+    # issue 46 §4 B1: the repair's output against one step's definition, at every failure position
+    for r in rt["rows"]:
+        assert r["step_definition_tokens"] > 0
+        assert r["output_vs_step_definition"] == round(
+            r["planmode_repair"]["output_tokens"] / r["step_definition_tokens"], 4
+        )
+    assert rt["met"] == (
+        rt["measured"]["worst_output_vs_step_definition"] <= 2.0
+        and rt["measured"]["worst_total_at_50"] <= 0.6
+        and rt["measured"]["worst_total_at_10"] <= 1.0
+    )
+    # B2: remaining-steps replanning is reported, not a target
+    assert "competent_target" not in results["tokens_per_task"]
+    # the no-blind-retry figure: every run ends, and planmode reflects before retrying with max_attempts=2 at first
+    nb = results["no_blind_retry"]
+    assert {r["status"] for r in nb["rows"]} == {"failed"}
+    assert next(r for r in nb["rows"] if r["max_attempts"] == 2)["attempts_before_first_reflection"] == 2
     report = (tmp_path / "RESULTS.md").read_text()
+    assert "durability=sync" in report and "one step's definition" in report and "Blind retries" in report
     assert "| figure | target | measured | result |" in report
-    for png in ("replan_tokens.png", "tokens_per_task.png", "wall_clock.png", "storage.png"):
+    for png in ("replan_tokens.png", "tokens_per_task.png", "wall_clock.png", "storage.png", "overhead.png"):
         assert (tmp_path / png).stat().st_size > 1000
 
 
@@ -110,7 +138,8 @@ def test_the_bare_loop_batches_one_layer_per_super_step(tmp_path: Path) -> None:
     layers = _batches(sc, layered=True)
     assert all(1 <= len(b) <= 4 for b in layers) and sum(len(b) for b in layers) == 12
     assert len(layers) == sc.depth < len(_batches(sc, layered=False)) == 12
-    assert run_bare_loop(sc, tmp_path / "bare.sqlite", layered=True) > 0
+    wall, cpu = run_bare_loop(sc, tmp_path / "bare.sqlite", layered=True)
+    assert wall > 0 and cpu > 0
 
 
 def test_a_repair_costs_fewer_tokens_than_rewriting_the_remaining_steps(tmp_path: Path) -> None:
@@ -168,6 +197,8 @@ def test_the_server_load_bench_runs_on_tiny_sizes(tmp_path: Path) -> None:
     for r in fig["rows"]:
         assert r["cpu_ms_per_run"] > 0 and len(r["cpu_ms_per_run_batches"]) == len(r["load_average_batches"]) == 2
     assert set(fig["measured"]["cpu_per_run"]) == {"1", "2"} and fig["reproduced"]["commit"]
+    # issue 46 §3: judged against the minimal graph run with planmode's durability
+    assert fig["minimal_durability"] == "sync" and "1.3x" in fig["cpu_target"]
 
 
 def test_the_server_cpu_counts_the_whole_process_tree() -> None:
@@ -403,3 +434,12 @@ def test_the_fair_summary_counts_claims_costs_and_intervals_from_records() -> No
     assert not said_done("UNDONE") and not said_done("done") and not said_done("")
     with pytest.raises(ValueError, match="positive"):
         Budget(tokens=0)
+
+
+def test_a_blind_retry_is_an_attempt_after_two_identical_failures_with_no_reflection_since() -> None:
+    from bench.retry_bench import blind_retries
+
+    assert blind_retries(["execute", "execute", "reflect", "execute"]) == 0
+    assert blind_retries(["execute", "execute", "execute"]) == 1  # the third attempt: nothing new was decided
+    assert blind_retries(["execute", "execute", "reflect", "execute", "execute"]) == 1
+    assert blind_retries(["execute", "plan", "execute", "final"]) == 0  # other calls are not attempts
