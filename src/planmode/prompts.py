@@ -61,7 +61,8 @@ Write a plan for the task: a list of steps. Each step is one action that makes p
   ("equals": "<whole text>" or "json": <value> instead of "contains");
 - acceptance: what no check can state, in a sentence (may be empty).
 Commands a check may run: {commands}.
-A step that writes has at least one check. Every file the task asks for is written by a step that has a write
+A step that writes has at least one check, and a file check on each file it creates or changes (only a step
+that declares a file may change it once another step is done with it). Every file the task asks for is written by a step that has a write
 tool. Looking around (listing or reading files) was done before planning: do not plan steps that only read.
 Steps that do not need each other have no dependency, so they run in parallel. At most {max_steps} steps.
 Available tools: {tools}"""
@@ -145,7 +146,8 @@ Repair the plan with the smallest patch that works. Answer JSON with:
   after);
 - update_steps: each an id plus only the fields that change;
 - remove_steps: ids of steps to drop.
-Steps marked done must not be changed or removed. A failed step that you update is reset and runs again.
+Steps marked done must not be changed or removed. A failed step that you update is reset and runs again. A step
+that changes a file a done step made declares a file check on that file.
 Example: {"reason": "the test needs the module", "update_steps": [{"id": "write_test", "dependencies":
 ["write_mathx"]}]}"""
 

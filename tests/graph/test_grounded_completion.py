@@ -1376,7 +1376,7 @@ def test_a_write_whose_content_is_a_list_of_lines_writes_the_lines(tmp_path: Pat
 
     assert out["status"] == "completed", out.get("error")
     assert (ws / "test_x.py").read_text() == "def test_x():\n    assert 1 + 1 == 2\n"
-    from planmode.tools.loop import _text_content
+    from planmode.adapters.small_models.calls import _text_content
 
     assert _text_content([1, 2]) is None and _text_content([]) is None and _text_content({"a": 1}) is None
     assert _text_content(["a\n", "b"]) == "a\nb\n"

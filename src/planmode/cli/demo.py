@@ -105,6 +105,7 @@ PATCH = {
             "tools": ["write_file"],
             "after": "write_module",
             "checks": [
+                {"kind": "file", "path": "stats.py", "contains": ["def median"]},
                 {
                     "kind": "run",
                     "command": 'python -c "from stats import median; print(median([4, 1, 3, 2]))"',

@@ -276,7 +276,9 @@ def _update(
                 blocked=True,
             )
             continue
-        exhausted = step.attempts >= settings.max_attempts
+        # the same failure as the attempt before (its error, kept while the step ran): a retry cannot help, so the
+        # step goes to reflection now instead of spending its remaining attempts blind
+        exhausted = step.attempts >= settings.max_attempts or step.error == reason
         transitions.append(
             StepTransition(
                 id=step.id,

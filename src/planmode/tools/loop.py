@@ -133,7 +133,8 @@ class ToolGate:
         if tool is not None and not is_read_only(tool) and (done := self._done_file(request)) is not None:
             return ToolMessage(
                 content=f"refused: {done} is the work of a step that is done, or a file the task gives to read; "
-                f"this step does not change it ({_own_file(self.step_file)})",
+                f"this step does not declare it (only a step with a file check on it may change it; "
+                f"{_own_file(self.step_file)})",
                 tool_call_id=request.tool_call.get("id") or "",
                 name=request.tool_call["name"],
                 status="error",

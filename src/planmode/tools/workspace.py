@@ -270,7 +270,7 @@ class _Workspace:
         if kept is not None:
             raise WorkspaceError(
                 f"refused to write {path!r}: it is {kept}, the work of a step that is done, or a file the task gives "
-                "to read; this step does not change it"
+                "to read; this step does not declare it (only a step with a file check on it may change it)"
             )
 
     # -- confinement ---------------------------------------------------------------------------------
