@@ -62,8 +62,9 @@ Write a plan for the task: a list of steps. Each step is one action that makes p
 - acceptance: what no check can state, in a sentence (may be empty).
 Commands a check may run: {commands}.
 A step that writes has at least one check, and a file check on each file it creates or changes (only a step
-that declares a file may change it once another step is done with it). Every file the task asks for is written by a step that has a write
-tool. Looking around (listing or reading files) was done before planning: do not plan steps that only read.
+that declares a file may change it once another step is done with it). Every file the task asks for is written
+by a step that has a write tool. Looking around (listing or reading files) was done before planning: do not plan
+steps that only read.
 Steps that do not need each other have no dependency, so they run in parallel. At most {max_steps} steps.
 Available tools: {tools}"""
 

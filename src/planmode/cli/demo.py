@@ -110,7 +110,7 @@ PATCH = {
                     "kind": "run",
                     "command": 'python -c "from stats import median; print(median([4, 1, 3, 2]))"',
                     "stdout": "2.5",
-                }
+                },
             ],
         }
     ],
