@@ -40,6 +40,7 @@ def test_an_unchanged_plan_is_dumped_once_and_a_new_version_dumps_only_its_chang
     monkeypatch.setattr(Step, "model_dump", counting)
     monkeypatch.setattr(channel_module, "_DUMPED", type(channel_module._DUMPED)())
     monkeypatch.setattr(channel_module, "_STEPS", type(channel_module._STEPS)())
+    monkeypatch.setattr(channel_module, "_PACKED", type(channel_module._PACKED)())
     plan = Plan(goal="g", version=1, steps=[Step(id=f"s{i}", description=f"step {i}") for i in range(3)])
     channel = PlanChannel(Any)
     channel.value = plan

@@ -8,10 +8,11 @@ step) into state. This channel starts from ``None`` and passes every write — `
 
 Use it as ``plan: Annotated[Plan | None, PlanChannel]``.
 
-Its checkpoint is the plan's JSON data, not the `Plan` object, so any stock saver reads it back without an
-"unregistered type" warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or off; the plan is rebuilt when the
-checkpoint is read (`planmode.graph.pipeline`). Checkpoints written before held the `Plan` object (or,
-under a strict serializer, its fields as a dict): both are read too.
+Its checkpoint is the plan's JSON data, packed and compressed (`planmode.state.packed`), not the `Plan` object,
+so any stock saver reads it back without an "unregistered type" warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or
+off, and a checkpoint holds a tenth of the plan's JSON size; the plan is rebuilt when the checkpoint is read.
+Checkpoints written before held the plan's JSON data, or the `Plan` object (or, under a strict serializer, its
+fields as a dict): all are read too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from langgraph.types import Overwrite
 from pydantic import ValidationError
 
 from planmode.state.models import Plan, Step, moved_from
+from planmode.state.packed import is_packed, pack_plan_data, unpack_plan
 from planmode.state.reducer import plan_reducer
 
 __all__ = ["PlanChannel"]
@@ -60,10 +62,10 @@ class PlanChannel(BinaryOperatorAggregate[Any]):
         return True
 
     def checkpoint(self) -> Any:
-        """The plan as JSON data (``None`` when there is none)."""
+        """The plan's JSON data, packed (``None`` when there is none)."""
         value = self.value
         if isinstance(value, Plan):
-            return _plan_data(value)
+            return _packed(value)
         return value  # None, or a raw value the reducer has not read yet (it copes with it on the next write)
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
@@ -97,6 +99,24 @@ def _plan_data(plan: Plan) -> dict[str, Any]:
         while len(_DUMPED) > _DUMPED_SIZE:
             _DUMPED.popitem(last=False)
     return data
+
+
+#: The packed data of the last plans checkpointed, by identity (as `_DUMPED`).
+_PACKED: OrderedDict[tuple[int, ...], tuple[Plan, dict[str, Any]]] = OrderedDict()
+
+
+def _packed(plan: Plan) -> dict[str, Any]:
+    key = (id(plan), plan.version, len(plan.steps), len(plan.history), len(plan.rejections))
+    with _DUMPED_LOCK:
+        hit = _PACKED.get(key)
+        if hit is not None and hit[0] is plan:
+            return hit[1]
+    packed = pack_plan_data(_plan_data(plan))
+    with _DUMPED_LOCK:
+        _PACKED[key] = (plan, packed)
+        while len(_PACKED) > _DUMPED_SIZE:
+            _PACKED.popitem(last=False)
+    return packed
 
 
 def _moved_data(plan: Plan) -> dict[str, Any] | None:
@@ -143,6 +163,8 @@ def _restore_plan(value: Any) -> object:
     """A checkpointed plan value as a `Plan`: from its JSON data (this channel's checkpoints, and old ones read
     by a strict serializer) or as it is (an old checkpoint's `Plan`, ``None``). Data that is not a plan is
     left as it is, for `plan_reducer` to read or record on the next write."""
+    if is_packed(value):  # an unreadable packed plan stays as it is (the reducer records it on the next write)
+        value = unpack_plan(value) or value
     if isinstance(value, dict) and "version" in value:
         try:
             return Plan.model_validate(value)

@@ -44,6 +44,7 @@ from planmode.state.models import (
     StepTransition,
     clean_text,
 )
+from planmode.state.packed import is_packed, unpack_plan
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.patch import apply_patch, apply_transitions, diff_to_patch, validate_plan
 
@@ -171,10 +172,12 @@ def plan_reducer(current: Plan | None, update: Any) -> Plan | None:
 
 
 def restore_plan(value: Any) -> Plan | None:
-    """A plan as a checkpoint holds it: a `Plan`, or its JSON dict (with a ``version``) as a JSON serializer
-    restores it; None for anything else."""
+    """A plan as a checkpoint holds it: a `Plan`, its packed form (`planmode.state.packed`), or its JSON dict (with a
+    ``version``) as a JSON serializer restores it; None for anything else."""
     if isinstance(value, Plan):
         return value
+    if is_packed(value):
+        value = unpack_plan(value)
     if isinstance(value, dict) and "version" in value:
         try:
             return Plan.model_validate(value)
