@@ -212,7 +212,8 @@ def test_rollback_by_id_reopens_a_done_step_keeps_history_and_continues(db: Path
     assert count_checkpoints(db, "t") == n_before + 1  # nothing deleted, one added
     after = list_snapshots(graph, "t")
     assert {s.checkpoint_id for s in before} <= {s.checkpoint_id for s in after}
-    assert after[0].label == f"rolled back to step {target.step}: steps a, c done; started b"
+    number = sorted(s.checkpoint_id for s in before).index(target.checkpoint_id) + 1  # its place in the thread
+    assert after[0].label == f"rolled back to #{number}: steps a, c done; started b"
     assert after[0].parent_id == target.parent_id and after[0].source == "fork"
 
     graph.invoke(None, cfg("t"))
@@ -244,7 +245,7 @@ def test_rollback_by_n_and_continue_with_the_returned_config(db: Path) -> None:
     n = count_checkpoints(db, "t")
     rollback(graph, "t", 1)
     assert count_checkpoints(db, "t") == n + 1
-    assert list_snapshots(graph, "t")[0].label.startswith("rolled back to step ")
+    assert list_snapshots(graph, "t")[0].label.startswith("rolled back to #")
 
 
 def test_rollback_into_a_parallel_layer_runs_each_step_once_more(db: Path) -> None:

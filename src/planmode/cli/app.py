@@ -37,8 +37,11 @@ from planmode.cli.inspect import resolve_snapshot
 __all__ = ["EXIT_CODES", "app", "find_default_db", "main", "resolve_snapshot"]
 
 # rich_markup_mode=None: usage errors are click's plain "Error: ..." line, and help text is never read as markup.
+# add_completion: typer's --install-completion / --show-completion [SHELL] (bash, zsh, fish, powershell); the
+# completion script calls `planmode` with _PLANMODE_COMPLETE set, and THREAD arguments complete from the runs
+# (planmode.cli.common.complete_thread).
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -114,4 +117,4 @@ def _tolerant_output() -> None:
 def main() -> None:
     """Entry point of the ``planmode`` command."""
     _tolerant_output()
-    app()
+    app(prog_name="planmode")  # the same name (and _PLANMODE_COMPLETE) when started as `python -m planmode.cli`

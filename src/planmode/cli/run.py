@@ -22,6 +22,7 @@ from rich.text import Text
 from planmode.cli.common import (
     DbOpt,
     cfg_of,
+    complete_thread,
     database,
     database_of,
     exit_code,
@@ -208,6 +209,7 @@ def run(
         str | None,
         typer.Option(
             "--follow-up",
+            autocompletion=complete_thread,
             help="Run TASK as a follow-up of the finished run on this thread: a new thread that starts from its "
             "conversation and results; the earlier run stays as it is (in ls, show, history).",
         ),
@@ -507,6 +509,7 @@ def resume(
             help="Thread id (default: the latest unfinished run of this workspace, the current folder).",
             metavar="THREAD",
             show_default=False,
+            autocompletion=complete_thread,
         ),
     ] = None,
     db: DbOpt = None,

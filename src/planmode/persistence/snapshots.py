@@ -239,6 +239,7 @@ class _Labeler:
             if cid:
                 self.states[cid] = s
         self._copies: dict[str, str | None] | None = None
+        self._numbers: dict[str, int] | None = None
 
     def snapshot(self, s: StateSnapshot) -> Snapshot:
         plan = _plan_of(s.values)
@@ -282,8 +283,8 @@ class _Labeler:
                 )
             original = self.state(self._original_of(s))
             if original is not None and depth < 3:
-                step = (original.metadata or {}).get("step")
-                return f"rolled back to step {step}: {self.label(original, depth + 1)}"
+                number = self.number(_checkpoint_id(original.config))
+                return f"rolled back to #{number}: {self.label(original, depth + 1)}"
             return self._with_next(s, ["copied from an earlier snapshot"])
         if source == "input":
             return self._with_next(s, ["run started" if parent is None else "new input", *_changes(s, parent)])
@@ -300,6 +301,14 @@ class _Labeler:
         if _asks_approval(s):
             parts = [*parts, "awaiting approval"]
         return "; ".join(parts)
+
+    def number(self, checkpoint_id: str | None) -> int | None:
+        """A checkpoint's place in the thread's whole lineage, oldest first, from 1 (``planmode history``'s #):
+        checkpoints are only ever added, so the number of a checkpoint never changes."""
+        if self._numbers is None:
+            ids = sorted(str(t.checkpoint["id"]) for t in _saver(self.graph).list(_thread_config(self.thread_id)))
+            self._numbers = {cid: n for n, cid in enumerate(ids, start=1)}
+        return self._numbers.get(checkpoint_id or "")
 
     def _original_of(self, s: StateSnapshot) -> str | None:
         """For a rollback copy: the checkpoint it copies (same parent, same channel versions, not a copy)."""
