@@ -24,6 +24,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from planmode.cli import follow as _follow
 from planmode.cli import inspect as _inspect
 from planmode.cli import run as _run
 from planmode.cli.common import EXIT_CODES, find_default_db, friendly
@@ -32,7 +33,8 @@ from planmode.cli.inspect import resolve_snapshot
 
 # Start-up: this module and the command modules import click, typer and rich only (`planmode --help`, `--version`,
 # `ls` start fast); each command imports the LangGraph stack and the screens it needs (tests/cli/test_cli_startup.py).
-# The commands live by what they do: cli/run.py (run, resume), cli/inspect.py (ls, show, history, rollback).
+# The commands live by what they do: cli/run.py (run, resume), cli/inspect.py (ls, show, history, rollback),
+# cli/follow.py (watch, show --follow).
 
 __all__ = ["EXIT_CODES", "app", "find_default_db", "main", "resolve_snapshot"]
 
@@ -79,6 +81,7 @@ class _Command(TyperCommand):
 app.command("run", cls=_Command)(_run.run)
 app.command("resume", cls=_Command)(_run.resume)
 app.command("show", cls=_Command)(_inspect.show)
+app.command("watch", cls=_Command)(_follow.watch)
 app.command("ls", cls=_Command)(_inspect.ls)
 app.command("history", cls=_Command)(_inspect.history)
 app.command("rollback", cls=_Command)(_inspect.rollback)

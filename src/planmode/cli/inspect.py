@@ -179,6 +179,15 @@ def show(
         Path | None, typer.Option(help="Draw the plan into this PNG file, offline (pip install 'planmode[png]').")
     ] = None,
     as_json: JsonOpt = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Follow the run as it goes (as `planmode watch`): each new snapshot, until it finishes or waits for "
+            "a human; read-only.",
+        ),
+    ] = False,
 ) -> None:
     """Show a run: what it is and what to do next, its goal, plan, each step's result or error, and its answer."""
     from planmode.cli.drive import require_thread, show_result
@@ -188,6 +197,10 @@ def show(
 
     path = database_of(db, thread)
     graph = graph_on(path)
+    if follow:
+        from planmode.cli.follow import follow_run
+
+        raise typer.Exit(follow_run(graph, path, thread))
     state = require_thread(graph, cfg_of(thread))
     if mermaid or png is not None:
         show_picture(state.values.get("plan"), mermaid=mermaid, png=png)
