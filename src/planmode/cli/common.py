@@ -252,9 +252,14 @@ def database(db: str | None, *, create: bool, workspace: Path | None = None) -> 
 
 
 def databases(db: str | None) -> list[str]:
-    """The databases a read-only command looks in, as given to `database`: ``--db`` alone when given; else the
-    nearest ``.planmode/`` from the current folder upward, then the databases runs started in this folder went
-    to (`started_here`, newest first), each once. Raises `PlanModeError` naming the rule when there is none."""
+    """The databases a read-only command looks in, as given to `database`: ``--db`` alone when given (or
+    PLANMODE_DB, or the configuration file's ``db``); else the nearest ``.planmode/`` from the current folder
+    upward, then the databases runs started in this folder went to (`started_here`, newest first), each once.
+    Raises `PlanModeError` naming the rule when there is none."""
+    if db is None:
+        from planmode.cli.config import load_config
+
+        db = load_config().db  # a `db` in the nearest planmode.toml or [tool.planmode] (planmode.cli.config)
     if db is not None:
         return [db]
     found = find_default_db()

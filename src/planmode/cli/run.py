@@ -32,6 +32,7 @@ from planmode.cli.common import (
     resume_command,
     session,
 )
+from planmode.cli.config import load_config
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
@@ -243,6 +244,12 @@ def run(
         task = sys.stdin.read()
     if not task.strip():
         raise PlanModeError("the task is empty: say what to do (or pass - to read it from stdin)")
+    ws = workspace.expanduser().resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
+    config = load_config(ws)  # flags and environment variables beat the file (planmode.cli.config)
+    settings = {**config.settings, **settings}
+    db = db if db is not None else config.db
     if settings.get("base_url") is not None:
         _check_base_url(settings["base_url"])
     if not settings.get("base_url"):
@@ -251,11 +258,8 @@ def run(
         settings.pop("model", None)
     auto = auto_approve or settings.get("approval") == "auto"
     settings["approval"] = "auto" if auto else "ask"
-    if "prices" in settings:
+    if isinstance(settings.get("prices"), str):  # JSON text from the flag or PLANMODE_PRICES (a file: a table)
         settings["prices"] = _prices(settings["prices"])
-    ws = workspace.expanduser().resolve()
-    if not ws.is_dir():
-        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
     ctx = PlanModeContext(**settings, workspace=str(ws))
     if ctx.max_cost and not ctx.prices:
         raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
@@ -288,6 +292,9 @@ def run(
     follows = f" · follows {follow_up}" if follow_up is not None else ""
     console.print(Text(f"thread {tid}{follows} · database {path} · workspace {ws}"), soft_wrap=True)
     console.print(Text(_profile_line(ctx, why)), soft_wrap=True)
+    if config.path is not None and (config.settings or config.db):
+        given = ", ".join(f"{k}={config.settings[k]!r}" for k in config.settings) or "db"
+        console.print(Text(f"settings from {config.path}: {given}"), soft_wrap=True)
     watcher = Watcher(queue.Queue())
     status = drive(
         graph,
