@@ -31,9 +31,10 @@ def _complete(words: str, cword: int, cwd: Path, **extra: str) -> list[str]:
     return proc.stdout.split()
 
 
-def test_show_completion_prints_a_bash_script_for_planmode(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_the_script_of_each_shell_for_planmode(tmp_path: Path, shell: str) -> None:
     proc = subprocess.run(
-        [*PLANMODE, "--show-completion", "bash"],
+        [*PLANMODE, "completion", shell],
         env=env(PYTHONPATH=SRC),
         capture_output=True,
         text=True,
@@ -41,12 +42,14 @@ def test_show_completion_prints_a_bash_script_for_planmode(tmp_path: Path) -> No
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "_PLANMODE_COMPLETE=complete_bash" in proc.stdout and "complete " in proc.stdout
-    assert "planmode" in proc.stdout.split("complete ", 1)[1]
-    help_text = subprocess.run(
-        [*PLANMODE, "--help"], env=env(PYTHONPATH=SRC), capture_output=True, text=True, timeout=60
-    ).stdout
-    assert "--install-completion" in help_text
+    assert "_PLANMODE_COMPLETE" in proc.stdout and "planmode" in proc.stdout
+    if shell == "bash":
+        assert "_PLANMODE_COMPLETE=complete_bash" in proc.stdout
+        assert proc.stdout.strip().splitlines()[-1] == "complete -o default -F _planmode_completion planmode"
+    unknown = subprocess.run([*PLANMODE, "completion", "tcsh"], env=env(PYTHONPATH=SRC), capture_output=True, text=True)
+    assert unknown.returncode == 2 and "tcsh" in unknown.stderr
+    help_text = subprocess.run([*PLANMODE, "--help"], env=env(PYTHONPATH=SRC), capture_output=True, text=True).stdout
+    assert "--install-completion" in help_text and "completion" in help_text
 
 
 def test_completion_names_the_commands_and_the_threads_of_the_database(tmp_path: Path) -> None:

@@ -72,6 +72,9 @@ def test_a_follower_sees_the_steps_finish_and_ends_with_the_run(tmp_path: Path, 
     with ScriptedOpenAIServer(_slow(4.0)) as srv:
         runner = _start(db, tmp_path, srv.base_url)
         _wait_for_steps(db, runner)
+        if command == ["watch"]:  # `show` on a running run says how to follow it
+            shown = cli("show", "t1", "--db", str(db))
+            assert f"watch it with: planmode watch t1 --db {db}" in shown.stdout.replace("\n", ""), shown.stdout
         # from the workspace, `watch` with no thread follows its running run
         follower = subprocess.run(
             [*PLANMODE, *command, "--db", str(db)],

@@ -319,7 +319,8 @@ def test_fork_is_independent_of_the_original(db: Path) -> None:
     assert forked.values["messages"] == graph.get_state(target.config).values["messages"]
     fork_snaps = list_snapshots(graph, new)
     assert len(fork_snaps) == 1
-    assert fork_snaps[0].label == f"forked from thread 't' at step {target.step}: steps a, c done; started b"
+    number = sorted(s.checkpoint_id for s in list_snapshots(graph, "t")).index(target.checkpoint_id) + 1
+    assert fork_snaps[0].label == f"forked from thread 't' at #{number}: steps a, c done; started b"
 
     graph.invoke(None, cfg(new))
     # the fork is another thread: the grants of "t" are bound to "t" and cover nothing there (issue 43); the

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from typer.core import TyperCommand
@@ -95,6 +95,18 @@ def graph() -> None:
     from planmode.graph import mermaid
 
     print(mermaid())
+
+
+@app.command(cls=_Command)
+def completion(
+    shell: Annotated[Literal["bash", "zsh", "fish", "powershell"], typer.Argument(help="The shell.", metavar="SHELL")],
+) -> None:
+    """Print the shell completion script (e.g. `planmode completion bash >> ~/.bashrc`); commands, options and
+    thread ids complete. `planmode --install-completion` installs it for the shell you are in."""
+    from typer._completion_shared import get_completion_script
+
+    sys.stdout.write(get_completion_script(prog_name="planmode", complete_var="_PLANMODE_COMPLETE", shell=shell))
+    sys.stdout.write("\n")
 
 
 @app.command(cls=_Command)

@@ -46,7 +46,8 @@ def _what_next(state: str, thread: str, db: str, holder: str | None) -> str:
     """The ``next:`` line of `show`: what to do with a run in ``state``, with the exact command."""
     resume = resume_command(thread, db)
     if state == "running":
-        return f"it is running now ({holder or 'another process'}); watch it with: {resume_command(thread, db, 'show')}"
+        watch = resume_command(thread, db, "watch")
+        return f"it is running now ({holder or 'another process'}); watch it with: {watch}"
     if state == "interrupted":
         return f"it stopped before it finished; continue it with: {resume}"
     if state == "awaiting_approval":
