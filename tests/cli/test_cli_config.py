@@ -40,7 +40,14 @@ def test_a_flag_beats_the_environment_which_beats_the_file_which_beats_the_defau
         'max_reflect_attempts = 4\ndb = "state/runs.sqlite"\ncheck_commands = ["python"]\n'
     )
     with ScriptedOpenAIServer(responder()) as srv:
-        proc = _run(ws, "--max-reflect-attempts", "2", url=srv.base_url, PLANMODE_MAX_ATTEMPTS="3")
+        proc = _run(
+            ws,
+            "--max-reflect-attempts",
+            "2",
+            url=srv.base_url,
+            PLANMODE_MAX_ATTEMPTS="3",
+            XDG_STATE_HOME=str(tmp_path / "state"),
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     db = project / "state" / "runs.sqlite"  # the file's db, relative to the file
     assert db.is_file()
@@ -51,9 +58,11 @@ def test_a_flag_beats_the_environment_which_beats_the_file_which_beats_the_defau
     assert settings["mode"] == "plan" and settings["check_commands"] == ["python"]  # tightening is fine
     assert settings["max_parallel"] == 4  # not in the file: the default
     assert f"settings from {project / 'pyproject.toml'}: mode='plan', max_steps=7" in proc.stdout.replace("\n", "")
-    # the read-only commands find the run through the file's db, from the workspace
-    listed = cli("ls", "--json", cwd=ws, PYTHONPATH=SRC)
-    assert listed.returncode == 0 and '"thread_id": "t1"' in listed.stdout, listed.stderr
+    # the read-only commands find the run through the file's db, from the workspace, and from the folder the run
+    # was started in (the repository's root here), as every run is found (issue 45 item 3)
+    for folder in (ws, Path.cwd()):
+        listed = cli("ls", "--json", cwd=folder, PYTHONPATH=SRC, XDG_STATE_HOME=str(tmp_path / "state"))
+        assert listed.returncode == 0 and '"thread_id": "t1"' in listed.stdout, listed.stderr
 
 
 def test_planmode_toml_wins_in_its_folder_and_a_pyproject_without_the_table_is_passed_by(tmp_path: Path) -> None:

@@ -249,6 +249,7 @@ def run(
         raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
     config = load_config(ws)  # flags and environment variables beat the file (planmode.cli.config)
     settings = {**config.settings, **settings}
+    given_db = db  # --db or PLANMODE_DB; a run stored elsewhere (the workspace's, the file's) is remembered
     db = db if db is not None else config.db
     if settings.get("base_url") is not None:
         _check_base_url(settings["base_url"])
@@ -280,7 +281,7 @@ def run(
             "OpenAI-compatible server (try `planmode demo` to see planmode without a key)"
         )
     path = database(db, create=True, workspace=ws)  # the workspace's .planmode/ unless --db says otherwise
-    if db is None:
+    if given_db is None:
         remember_start(path)  # found from this folder too (planmode.cli.common.databases)
     graph = graph_on(path, ws)
     if thread is not None:
