@@ -69,7 +69,7 @@ def _wait_for_steps(db: Path, runner: subprocess.Popen[str]) -> None:
 @pytest.mark.parametrize("command", [["watch"], ["show", "t1", "--follow"]])
 def test_a_follower_sees_the_steps_finish_and_ends_with_the_run(tmp_path: Path, command: list[str]) -> None:
     db = tmp_path / "runs.sqlite"
-    with ScriptedOpenAIServer(_slow(4.0)) as srv:
+    with ScriptedOpenAIServer(_slow(6.0)) as srv:
         runner = _start(db, tmp_path, srv.base_url)
         _wait_for_steps(db, runner)
         if command == ["watch"]:  # `show` on a running run says how to follow it
