@@ -291,6 +291,7 @@ def test_json_keys_are_stable_and_model_text_is_data(tmp_path: Path) -> None:
     history = _json("history", "t1", "--db", str(db), "--json")
     assert set(history) == {"thread_id", "snapshots"}
     assert set(history["snapshots"][0]) == {
+        "number",
         "back",
         "checkpoint_id",
         "prefix",

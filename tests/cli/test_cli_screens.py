@@ -207,7 +207,7 @@ def test_unique_prefixes_are_unique_and_at_least_8_characters() -> None:
 
 def test_resolve_snapshot_accepts_n_ids_and_unique_prefixes_git_style() -> None:
     ids = ["1f0c8a2e-5b3d-6c7e-8001-aaaa", "1f0c8a2e-5b3d-6c7e-8002-bbbb", "1f0c9000-0000-0000-0000-cccc"]
-    assert resolve_snapshot(ids, "2") == 2
+    assert resolve_snapshot(ids, "2") == ids[1]  # the # of history: the second checkpoint of the thread
     assert resolve_snapshot(ids, "1f0c9") == ids[2]
     assert resolve_snapshot(ids, ids[0]) == ids[0]
     assert resolve_snapshot(ids, "1f0c8a2e-5b3d-6c7e-8002") == ids[1]
@@ -215,6 +215,8 @@ def test_resolve_snapshot_accepts_n_ids_and_unique_prefixes_git_style() -> None:
         resolve_snapshot(ids, "1f0c8a2e")
     with pytest.raises(PlanModeError, match="no snapshot"):
         resolve_snapshot(ids, "ffff")
+    with pytest.raises(PlanModeError, match="no snapshot #4"):
+        resolve_snapshot(ids, "4")
 
 
 def test_the_snapshot_table_at_80_columns_never_cuts_a_checkpoint_prefix() -> None:

@@ -212,7 +212,8 @@ def test_rollback_by_id_reopens_a_done_step_keeps_history_and_continues(db: Path
     assert count_checkpoints(db, "t") == n_before + 1  # nothing deleted, one added
     after = list_snapshots(graph, "t")
     assert {s.checkpoint_id for s in before} <= {s.checkpoint_id for s in after}
-    assert after[0].label == f"rolled back to step {target.step}: steps a, c done; started b"
+    number = sorted(s.checkpoint_id for s in before).index(target.checkpoint_id) + 1  # its place in the thread
+    assert after[0].label == f"rolled back to #{number}: steps a, c done; started b"
     assert after[0].parent_id == target.parent_id and after[0].source == "fork"
 
     graph.invoke(None, cfg("t"))
@@ -244,7 +245,7 @@ def test_rollback_by_n_and_continue_with_the_returned_config(db: Path) -> None:
     n = count_checkpoints(db, "t")
     rollback(graph, "t", 1)
     assert count_checkpoints(db, "t") == n + 1
-    assert list_snapshots(graph, "t")[0].label.startswith("rolled back to step ")
+    assert list_snapshots(graph, "t")[0].label.startswith("rolled back to #")
 
 
 def test_rollback_into_a_parallel_layer_runs_each_step_once_more(db: Path) -> None:
@@ -318,7 +319,8 @@ def test_fork_is_independent_of_the_original(db: Path) -> None:
     assert forked.values["messages"] == graph.get_state(target.config).values["messages"]
     fork_snaps = list_snapshots(graph, new)
     assert len(fork_snaps) == 1
-    assert fork_snaps[0].label == f"forked from thread 't' at step {target.step}: steps a, c done; started b"
+    number = sorted(s.checkpoint_id for s in list_snapshots(graph, "t")).index(target.checkpoint_id) + 1
+    assert fork_snaps[0].label == f"forked from thread 't' at #{number}: steps a, c done; started b"
 
     graph.invoke(None, cfg(new))
     # the fork is another thread: the grants of "t" are bound to "t" and cover nothing there (issue 43); the

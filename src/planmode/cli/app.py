@@ -19,11 +19,12 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from typer.core import TyperCommand
 
+from planmode.cli import follow as _follow
 from planmode.cli import inspect as _inspect
 from planmode.cli import run as _run
 from planmode.cli.common import EXIT_CODES, find_default_db, friendly
@@ -32,13 +33,17 @@ from planmode.cli.inspect import resolve_snapshot
 
 # Start-up: this module and the command modules import click, typer and rich only (`planmode --help`, `--version`,
 # `ls` start fast); each command imports the LangGraph stack and the screens it needs (tests/cli/test_cli_startup.py).
-# The commands live by what they do: cli/run.py (run, resume), cli/inspect.py (ls, show, history, rollback).
+# The commands live by what they do: cli/run.py (run, resume), cli/inspect.py (ls, show, history, rollback),
+# cli/follow.py (watch, show --follow).
 
 __all__ = ["EXIT_CODES", "app", "find_default_db", "main", "resolve_snapshot"]
 
 # rich_markup_mode=None: usage errors are click's plain "Error: ..." line, and help text is never read as markup.
+# add_completion: typer's --install-completion / --show-completion [SHELL] (bash, zsh, fish, powershell); the
+# completion script calls `planmode` with _PLANMODE_COMPLETE set, and THREAD arguments complete from the runs
+# (planmode.cli.common.complete_thread).
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -76,6 +81,7 @@ class _Command(TyperCommand):
 app.command("run", cls=_Command)(_run.run)
 app.command("resume", cls=_Command)(_run.resume)
 app.command("show", cls=_Command)(_inspect.show)
+app.command("watch", cls=_Command)(_follow.watch)
 app.command("ls", cls=_Command)(_inspect.ls)
 app.command("history", cls=_Command)(_inspect.history)
 app.command("rollback", cls=_Command)(_inspect.rollback)
@@ -89,6 +95,18 @@ def graph() -> None:
     from planmode.graph import mermaid
 
     print(mermaid())
+
+
+@app.command(cls=_Command)
+def completion(
+    shell: Annotated[Literal["bash", "zsh", "fish", "powershell"], typer.Argument(help="The shell.", metavar="SHELL")],
+) -> None:
+    """Print the shell completion script (e.g. `planmode completion bash >> ~/.bashrc`); commands, options and
+    thread ids complete. `planmode --install-completion` installs it for the shell you are in."""
+    from typer._completion_shared import get_completion_script
+
+    sys.stdout.write(get_completion_script(prog_name="planmode", complete_var="_PLANMODE_COMPLETE", shell=shell))
+    sys.stdout.write("\n")
 
 
 @app.command(cls=_Command)
@@ -114,4 +132,4 @@ def _tolerant_output() -> None:
 def main() -> None:
     """Entry point of the ``planmode`` command."""
     _tolerant_output()
-    app()
+    app(prog_name="planmode")  # the same name (and _PLANMODE_COMPLETE) when started as `python -m planmode.cli`

@@ -37,6 +37,7 @@ __all__ = [
     "DbOpt",
     "ThreadArg",
     "cfg_of",
+    "complete_thread",
     "database",
     "database_of",
     "databases",
@@ -76,7 +77,40 @@ DbOpt = Annotated[
         "read the nearest .planmode/ from this folder, and the databases runs started in this folder went to).",
     ),
 ]
-ThreadArg = Annotated[str, typer.Argument(help="Thread id.", metavar="THREAD")]
+
+
+def complete_thread(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of a THREAD argument: the threads of the database the command would read (``--db`` when
+    already typed, else PLANMODE_DB, else `databases`), newest first, read-only. Completion prints nothing else: a
+    folder without a database, or a file that is not one, completes nothing."""
+    given = ctx.params.get("db") or os.environ.get("PLANMODE_DB") or None
+    try:
+        candidates = databases(given)
+    except PlanModeError:
+        return []
+    out: list[str] = []
+    for candidate in candidates:
+        path = Path(candidate).expanduser()
+        if str(candidate).startswith(("postgres://", "postgresql://")) or not path.is_file():
+            continue
+        try:
+            if not _is_planmode_db(path):
+                continue
+            conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = conn.execute(
+                    "SELECT thread_id FROM checkpoints WHERE checkpoint_ns = '' GROUP BY thread_id "
+                    "ORDER BY MAX(checkpoint_id) DESC"
+                ).fetchall()
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError):  # locked, damaged or unreadable: nothing to offer from it
+            continue
+        out += [str(r[0]) for r in rows if str(r[0]).startswith(incomplete) and str(r[0]) not in out]
+    return out
+
+
+ThreadArg = Annotated[str, typer.Argument(help="Thread id.", metavar="THREAD", autocompletion=complete_thread)]
 
 #: The command that continues the run being driven (for the Ctrl-C message), and the database in use.
 session: dict[str, str] = {}
@@ -218,9 +252,14 @@ def database(db: str | None, *, create: bool, workspace: Path | None = None) -> 
 
 
 def databases(db: str | None) -> list[str]:
-    """The databases a read-only command looks in, as given to `database`: ``--db`` alone when given; else the
-    nearest ``.planmode/`` from the current folder upward, then the databases runs started in this folder went
-    to (`started_here`, newest first), each once. Raises `PlanModeError` naming the rule when there is none."""
+    """The databases a read-only command looks in, as given to `database`: ``--db`` alone when given (or
+    PLANMODE_DB, or the configuration file's ``db``); else the nearest ``.planmode/`` from the current folder
+    upward, then the databases runs started in this folder went to (`started_here`, newest first), each once.
+    Raises `PlanModeError` naming the rule when there is none."""
+    if db is None:
+        from planmode.cli.config import load_config
+
+        db = load_config().db  # a `db` in the nearest planmode.toml or [tool.planmode] (planmode.cli.config)
     if db is not None:
         return [db]
     found = find_default_db()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
+from planmode.cli.common import ThreadArg
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
@@ -52,7 +53,7 @@ def _run_of(values: Any) -> str | None:
 
 
 def diff(
-    thread: Annotated[str, typer.Argument(help="Thread id.", metavar="THREAD")],
+    thread: ThreadArg,
     step: Annotated[
         str | None, typer.Argument(help="A step id: only its changes (default: the whole run).", metavar="STEP")
     ] = None,

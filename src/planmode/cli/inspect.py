@@ -28,7 +28,7 @@ from planmode.cli.common import (
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
-__all__ = ["history", "ls", "resolve_snapshot", "rollback", "show"]
+__all__ = ["history", "ls", "resolve_snapshot", "rollback", "show", "snapshot_numbers"]
 
 
 # -- what a run is, and what to do next -------------------------------------------------------------------------
@@ -46,7 +46,8 @@ def _what_next(state: str, thread: str, db: str, holder: str | None) -> str:
     """The ``next:`` line of `show`: what to do with a run in ``state``, with the exact command."""
     resume = resume_command(thread, db)
     if state == "running":
-        return f"it is running now ({holder or 'another process'}); watch it with: {resume_command(thread, db, 'show')}"
+        watch = resume_command(thread, db, "watch")
+        return f"it is running now ({holder or 'another process'}); watch it with: {watch}"
     if state == "interrupted":
         return f"it stopped before it finished; continue it with: {resume}"
     if state == "awaiting_approval":
@@ -179,6 +180,15 @@ def show(
         Path | None, typer.Option(help="Draw the plan into this PNG file, offline (pip install 'planmode[png]').")
     ] = None,
     as_json: JsonOpt = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Follow the run as it goes (as `planmode watch`): each new snapshot, until it finishes or waits for "
+            "a human; read-only.",
+        ),
+    ] = False,
 ) -> None:
     """Show a run: what it is and what to do next, its goal, plan, each step's result or error, and its answer."""
     from planmode.cli.drive import require_thread, show_result
@@ -188,6 +198,10 @@ def show(
 
     path = database_of(db, thread)
     graph = graph_on(path)
+    if follow:
+        from planmode.cli.follow import follow_run
+
+        raise typer.Exit(follow_run(graph, path, thread))
     state = require_thread(graph, cfg_of(thread))
     if mermaid or png is not None:
         show_picture(state.values.get("plan"), mermaid=mermaid, png=png)
@@ -416,6 +430,13 @@ def _checkpoint_ids(graph: Any, thread: str) -> list[str]:
     ]
 
 
+def snapshot_numbers(ids: list[str]) -> dict[str, int]:
+    """The number `history` shows for each checkpoint of a thread and `rollback` takes: its place in the thread's
+    whole lineage, oldest first, from 1. Checkpoints are only ever added (a rollback adds a copy as the new head),
+    so a number once shown names the same checkpoint for good."""
+    return {cid: n for n, cid in enumerate(sorted(ids), start=1)}
+
+
 @friendly
 def history(
     thread: ThreadArg,
@@ -423,8 +444,8 @@ def history(
     limit: Annotated[int, typer.Option(help="At most this many snapshots.", min=1)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """List a run's snapshots, newest first (times in UTC). The checkpoint column is a unique prefix `rollback`
-    accepts."""
+    """List a run's snapshots, newest first (times in UTC). The # column is a number that never changes, and the
+    checkpoint column a unique prefix: `rollback` accepts either."""
     from planmode.cli.drive import require_thread
     from planmode.cli.runlist import iso
     from planmode.cli.ui import snapshot_table, table_width, unique_prefixes
@@ -433,13 +454,16 @@ def history(
     graph = graph_on(database_of(db, thread))
     require_thread(graph, cfg_of(thread))
     snaps = list_snapshots(graph, thread, limit=limit)
-    prefixes = unique_prefixes(_checkpoint_ids(graph, thread))
+    ids = _checkpoint_ids(graph, thread)
+    prefixes = unique_prefixes(ids)
+    numbers = snapshot_numbers(ids)
     if as_json:
         _print_json(
             {
                 "thread_id": thread,
                 "snapshots": [
                     {
+                        "number": numbers.get(snap.checkpoint_id),
                         "back": n,
                         "checkpoint_id": snap.checkpoint_id,
                         "prefix": prefixes.get(snap.checkpoint_id, snap.checkpoint_id),
@@ -459,13 +483,19 @@ def history(
             }
         )
         return
-    console.print(snapshot_table(snaps, prefixes), width=table_width())
+    console.print(snapshot_table(snaps, prefixes, numbers), width=table_width())
 
 
-def resolve_snapshot(ids: list[str], given: str) -> str | int:
-    """A snapshot argument: N (snapshots back, fewer than 8 digits), else a checkpoint id or a unique prefix."""
+def resolve_snapshot(ids: list[str], given: str) -> str:
+    """A snapshot argument as a checkpoint id: N (the # `history` shows, `snapshot_numbers`; fewer than 8 digits),
+    else a checkpoint id or a unique prefix."""
     if given.isdigit() and len(given) < 8:
-        return int(given)
+        by_number = {n: cid for cid, n in snapshot_numbers(ids).items()}
+        if int(given) not in by_number:
+            raise PlanModeError(
+                f"no snapshot #{int(given)} in this thread: it has #1 to #{len(ids)} (see `planmode history`)"
+            )
+        return by_number[int(given)]
     if given in ids:
         return given
     matches = [i for i in ids if i.startswith(given)]
@@ -488,9 +518,7 @@ def rollback(
     thread: ThreadArg,
     snapshot: Annotated[
         str,
-        typer.Argument(
-            help="A checkpoint id or unique prefix from `history`, or N (N snapshots back).", metavar="SNAPSHOT"
-        ),
+        typer.Argument(help="A # or a checkpoint id (or unique prefix) from `history`.", metavar="SNAPSHOT"),
     ],
     db: DbOpt = None,
     files: Annotated[bool, typer.Option("--files", help="Also restore the workspace files the run changed.")] = False,

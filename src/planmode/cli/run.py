@@ -22,6 +22,7 @@ from rich.text import Text
 from planmode.cli.common import (
     DbOpt,
     cfg_of,
+    complete_thread,
     database,
     database_of,
     exit_code,
@@ -31,6 +32,7 @@ from planmode.cli.common import (
     resume_command,
     session,
 )
+from planmode.cli.config import load_config
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
@@ -208,6 +210,7 @@ def run(
         str | None,
         typer.Option(
             "--follow-up",
+            autocompletion=complete_thread,
             help="Run TASK as a follow-up of the finished run on this thread: a new thread that starts from its "
             "conversation and results; the earlier run stays as it is (in ls, show, history).",
         ),
@@ -241,6 +244,13 @@ def run(
         task = sys.stdin.read()
     if not task.strip():
         raise PlanModeError("the task is empty: say what to do (or pass - to read it from stdin)")
+    ws = workspace.expanduser().resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
+    config = load_config(ws)  # flags and environment variables beat the file (planmode.cli.config)
+    settings = {**config.settings, **settings}
+    given_db = db  # --db or PLANMODE_DB; a run stored elsewhere (the workspace's, the file's) is remembered
+    db = db if db is not None else config.db
     if settings.get("base_url") is not None:
         _check_base_url(settings["base_url"])
     if not settings.get("base_url"):
@@ -249,11 +259,8 @@ def run(
         settings.pop("model", None)
     auto = auto_approve or settings.get("approval") == "auto"
     settings["approval"] = "auto" if auto else "ask"
-    if "prices" in settings:
+    if isinstance(settings.get("prices"), str):  # JSON text from the flag or PLANMODE_PRICES (a file: a table)
         settings["prices"] = _prices(settings["prices"])
-    ws = workspace.expanduser().resolve()
-    if not ws.is_dir():
-        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
     ctx = PlanModeContext(**settings, workspace=str(ws))
     if ctx.max_cost and not ctx.prices:
         raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
@@ -274,7 +281,7 @@ def run(
             "OpenAI-compatible server (try `planmode demo` to see planmode without a key)"
         )
     path = database(db, create=True, workspace=ws)  # the workspace's .planmode/ unless --db says otherwise
-    if db is None:
+    if given_db is None:
         remember_start(path)  # found from this folder too (planmode.cli.common.databases)
     graph = graph_on(path, ws)
     if thread is not None:
@@ -286,6 +293,9 @@ def run(
     follows = f" · follows {follow_up}" if follow_up is not None else ""
     console.print(Text(f"thread {tid}{follows} · database {path} · workspace {ws}"), soft_wrap=True)
     console.print(Text(_profile_line(ctx, why)), soft_wrap=True)
+    if config.path is not None and (config.settings or config.db):
+        given = ", ".join(f"{k}={config.settings[k]!r}" for k in config.settings) or "db"
+        console.print(Text(f"settings from {config.path}: {given}"), soft_wrap=True)
     watcher = Watcher(queue.Queue())
     status = drive(
         graph,
@@ -507,6 +517,7 @@ def resume(
             help="Thread id (default: the latest unfinished run of this workspace, the current folder).",
             metavar="THREAD",
             show_default=False,
+            autocompletion=complete_thread,
         ),
     ] = None,
     db: DbOpt = None,

@@ -356,15 +356,18 @@ def _short_times(moments: Sequence[Any]) -> tuple[list[str], str]:
     return [m.strftime("%m-%d %H:%M") if m is not None else "" for m in utc], "times in UTC"
 
 
-def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None = None) -> Table:
+def snapshot_table(
+    snapshots: Sequence[Any], prefixes: Mapping[str, str] | None = None, numbers: Mapping[str, int] | None = None
+) -> Table:
     """A thread's snapshots (newest first) as a table that reads at 80 columns: short times (the day once in the
-    title), the text wrapped at words; checkpoint ids are shown as unique prefixes that are never cut
-    (``rollback`` accepts them)."""
+    title), the text wrapped at words; each snapshot's number (``numbers``: its place in the thread, which a
+    rollback does not change; without them, how many snapshots back it is) and its checkpoint id as a unique
+    prefix that is never cut (``rollback`` accepts either)."""
     shown = prefixes or unique_prefixes([s.checkpoint_id for s in snapshots])
     cells = [shown.get(s.checkpoint_id, s.checkpoint_id) for s in snapshots]
     times, note = _short_times([s.created_at for s in snapshots])
     table = Table(title=f"Snapshots (newest first; {note})", title_justify="left")
-    table.add_column("back", justify="right", style="dim", no_wrap=True)
+    table.add_column("#" if numbers is not None else "back", justify="right", style="dim", no_wrap=True)
     table.add_column("checkpoint", style="cyan", no_wrap=True, min_width=max([8, *map(len, cells)]))
     table.add_column("time", style="dim", no_wrap=True)
     table.add_column("plan", justify="right", no_wrap=True)
@@ -374,7 +377,7 @@ def snapshot_table(snapshots: Sequence[Any], prefixes: Mapping[str, str] | None 
         counts = snap.counts or {}
         steps = " ".join(f"{k}:{v}" for k, v in counts.items() if v)
         table.add_row(
-            Text(str(n)),
+            Text(str(numbers.get(snap.checkpoint_id, "")) if numbers is not None else str(n)),
             Text(cells[n]),
             Text(times[n]),
             Text(f"v{snap.plan_version}" if snap.plan_version else "-"),

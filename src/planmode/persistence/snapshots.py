@@ -239,6 +239,7 @@ class _Labeler:
             if cid:
                 self.states[cid] = s
         self._copies: dict[str, str | None] | None = None
+        self._numbers: dict[str, dict[str, int]] = {}
 
     def snapshot(self, s: StateSnapshot) -> Snapshot:
         plan = _plan_of(s.values)
@@ -276,14 +277,13 @@ class _Labeler:
         if source == "fork":
             origin = metadata.get(FORK_METADATA_KEY)
             if isinstance(origin, dict):
-                return (
-                    f"forked from thread {origin.get('thread_id')!r} at step {origin.get('step')}: "
-                    f"{origin.get('label')}"
-                )
+                where = self.number(str(origin.get("checkpoint_id") or ""), str(origin.get("thread_id") or ""))
+                at = f" at #{where}" if where is not None else ""
+                return f"forked from thread {origin.get('thread_id')!r}{at}: {origin.get('label')}"
             original = self.state(self._original_of(s))
             if original is not None and depth < 3:
-                step = (original.metadata or {}).get("step")
-                return f"rolled back to step {step}: {self.label(original, depth + 1)}"
+                number = self.number(_checkpoint_id(original.config))
+                return f"rolled back to #{number}: {self.label(original, depth + 1)}"
             return self._with_next(s, ["copied from an earlier snapshot"])
         if source == "input":
             return self._with_next(s, ["run started" if parent is None else "new input", *_changes(s, parent)])
@@ -300,6 +300,16 @@ class _Labeler:
         if _asks_approval(s):
             parts = [*parts, "awaiting approval"]
         return "; ".join(parts)
+
+    def number(self, checkpoint_id: str | None, thread_id: str | None = None) -> int | None:
+        """A checkpoint's place in its thread's whole lineage (this thread's unless ``thread_id`` names another),
+        oldest first, from 1 (``planmode history``'s #): checkpoints are only ever added, so the number of a
+        checkpoint never changes. None when the checkpoint is not there."""
+        thread = thread_id or self.thread_id
+        if thread not in self._numbers:
+            ids = sorted(str(t.checkpoint["id"]) for t in _saver(self.graph).list(_thread_config(thread)))
+            self._numbers[thread] = {cid: n for n, cid in enumerate(ids, start=1)}
+        return self._numbers[thread].get(checkpoint_id or "")
 
     def _original_of(self, s: StateSnapshot) -> str | None:
         """For a rollback copy: the checkpoint it copies (same parent, same channel versions, not a copy)."""
