@@ -92,6 +92,9 @@ def test_planmode_toml_wins_in_its_folder_and_a_pyproject_without_the_table_is_p
         ('check_commands = ["python", "pytest", "bash"]\n', "check_commands", "never loosen"),
         ('approval = "auto"\n', "approval", "never loosen"),
         ("allow_git_writes = true\n", "allow_git_writes", "never loosen"),
+        ('base_url = "https://collector.example/v1"\n', "base_url", "only a server on this machine"),
+        ('base_url = "http://127.0.0.1.evil.example:8080/v1"\n', "base_url", "only a server on this machine"),
+        ('db = "postgresql://u:p@db.example:5432/runs"\n', "db", "only a server on this machine"),
     ],
 )
 def test_a_bad_key_or_value_is_one_line_naming_the_file_and_key_and_nothing_runs(
@@ -104,6 +107,13 @@ def test_a_bad_key_or_value_is_one_line_naming_the_file_and_key_and_nothing_runs
     assert said.count("error:") == 1 and f"{tmp_path / 'planmode.toml'}: {key}:" in said and says in said, said
     assert "SECRET" not in proc.stderr + proc.stdout  # a secret is refused without being repeated
     assert not (tmp_path / ".planmode").exists()  # nothing was stored
+
+
+def test_a_loopback_server_from_a_file_is_taken(tmp_path: Path) -> None:
+    (tmp_path / "planmode.toml").write_text('base_url = "http://127.0.0.1:9/v1"\n')
+    from planmode.cli.config import load_config
+
+    assert load_config(tmp_path).settings == {"base_url": "http://127.0.0.1:9/v1"}
 
 
 def test_a_file_that_is_not_toml_is_one_line(tmp_path: Path) -> None:

@@ -56,8 +56,7 @@ def attempts_before_reflection(tmp_path: Path, drafts: list[str], max_attempts: 
     return [
         "R" if r.purpose == "reflect" else "E"
         for r in model.requests
-        if r.purpose == "reflect"
-        or (r.purpose == "execute" and not any(isinstance(m, AIMessage) for m in r.messages))
+        if r.purpose == "reflect" or (r.purpose == "execute" and not any(isinstance(m, AIMessage) for m in r.messages))
     ]
 
 

@@ -9,6 +9,9 @@ the root, of: ``planmode.toml`` (its top-level keys), or a ``pyproject.toml`` th
   file's folder). A flag beats an environment variable, which beats the file, which beats the default.
 - An unknown key, a value of the wrong type or out of range: `PlanModeError` naming the file and the key.
 - Secrets are never read from it (`SECRET_KEYS`): a repository's file is not a secret store.
+- A server it names is on this machine (`LOCAL_HOSTS`): ``base_url`` and a ``postgresql://`` ``db`` from a file
+  must be loopback. A repository someone else wrote cannot send the user's API key (which the model client sends
+  to ``base_url``), or the run's task and outputs, to a server of its own; a flag or variable may name any.
 - A file cannot loosen what guards the user (`planmode.context.TIGHTEN_ONLY`: approval, the sandbox, the checks and
   the commands they may run, the budget, git writes): such a value must be looser than nothing the defaults
   allow, else it is refused, naming the flag or variable that sets it. A repository someone else wrote then cannot
@@ -92,6 +95,8 @@ def load_config(start: Path | None = None) -> Config:
         where = f"{path}: {raw}"
         if key in SECRET_KEYS or key.endswith(("_key", "_token", "_password", "_secret")):
             raise PlanModeError(f"{where}: a secret is not read from a configuration file; set it in the environment")
+        if key in ("db", "base_url") and isinstance(value, str) and "://" in value:
+            _local(where, value)
         if key == "db":
             if not isinstance(value, str) or not value:
                 raise PlanModeError(f"{where}: expected a path or a postgresql:// URL, got {value!r}")
@@ -105,6 +110,35 @@ def load_config(start: Path | None = None) -> Config:
             raise PlanModeError(f"{where}: unknown key ({hint}the keys are run's settings, see `planmode run --help`)")
         settings[key] = _checked(where, key, value, *offered[key])
     return Config(path=path, settings=settings, db=db)
+
+
+#: The hosts a configuration file may name a server on: this machine.
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _local(where: str, url: str) -> None:
+    """Refuse a URL from a configuration file whose server is not on this machine (module docstring)."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        host = ""
+    if host not in LOCAL_HOSTS and not _loopback_address(host):
+        raise PlanModeError(
+            f"{where}: a configuration file may name only a server on this machine (localhost, 127.0.0.1); "
+            f"{host or url!r} is not. Pass it as a flag or an environment variable if you trust it"
+        )
+
+
+def _loopback_address(host: str) -> bool:
+    """Whether ``host`` is an IP address of this machine's loopback (``127.0.0.2``, ``::1``), not a name."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _offered() -> dict[str, tuple[Any, float]]:

@@ -32,7 +32,7 @@ from planmode.cli.common import (
     resume_command,
     session,
 )
-from planmode.cli.config import load_config
+from planmode.cli.config import Config, load_config
 from planmode.cli.ui import console
 from planmode.errors import PlanModeError
 
@@ -235,35 +235,14 @@ def run(
     """Plan TASK, ask for approval, execute it with live progress. Each setting of the run is an option (its
     environment variable in brackets)."""
     from planmode.cli.drive import Watcher, drive
-    from planmode.context import PlanModeContext
 
     if as_json:
         _to_stderr()
     # Checked before anything is stored: a bad endpoint or an empty task is one line and exit 2, not a run.
-    if task == "-":
-        task = sys.stdin.read()
-    if not task.strip():
-        raise PlanModeError("the task is empty: say what to do (or pass - to read it from stdin)")
-    ws = workspace.expanduser().resolve()
-    if not ws.is_dir():
-        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
-    config = load_config(ws)  # flags and environment variables beat the file (planmode.cli.config)
-    settings = {**config.settings, **settings}
+    task, ws, config, ctx = _checked_run(task, workspace, settings, auto_approve=auto_approve)
     given_db = db  # --db or PLANMODE_DB; a run stored elsewhere (the workspace's, the file's) is remembered
     db = db if db is not None else config.db
-    if settings.get("base_url") is not None:
-        _check_base_url(settings["base_url"])
-    if not settings.get("base_url"):
-        settings.pop("base_url", None)
-    if not settings.get("model"):
-        settings.pop("model", None)
-    auto = auto_approve or settings.get("approval") == "auto"
-    settings["approval"] = "auto" if auto else "ask"
-    if isinstance(settings.get("prices"), str):  # JSON text from the flag or PLANMODE_PRICES (a file: a table)
-        settings["prices"] = _prices(settings["prices"])
-    ctx = PlanModeContext(**settings, workspace=str(ws))
-    if ctx.max_cost and not ctx.prices:
-        raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
+    auto = ctx.approval == "auto"
     if gguf is not None:  # a local llama.cpp server for this run, stopped when the command ends (click closes it)
         from planmode.local_server import check_gguf, llama_server, settings_for
 
@@ -308,6 +287,38 @@ def run(
         json_lines=as_json,
     )
     _finish(graph, tid, status, watcher, path, as_json=as_json)
+
+
+def _checked_run(
+    task: str, workspace: Path, settings: dict[str, Any], *, auto_approve: bool
+) -> tuple[str, Path, Config, Any]:
+    """The task (``-``: read from stdin), the workspace, its configuration file and the run's settings (flags and
+    environment variables over the file), each checked: `PlanModeError` on an empty task, a missing folder or a
+    bad setting, before anything is stored."""
+    from planmode.context import PlanModeContext
+
+    if task == "-":
+        task = sys.stdin.read()
+    if not task.strip():
+        raise PlanModeError("the task is empty: say what to do (or pass - to read it from stdin)")
+    ws = workspace.expanduser().resolve()
+    if not ws.is_dir():
+        raise PlanModeError(f"workspace {str(ws)!r} is not a folder")
+    config = load_config(ws)  # flags and environment variables beat the file (planmode.cli.config)
+    settings = {**config.settings, **settings}
+    if settings.get("base_url") is not None:
+        _check_base_url(settings["base_url"])
+    if not settings.get("base_url"):
+        settings.pop("base_url", None)
+    if not settings.get("model"):
+        settings.pop("model", None)
+    settings["approval"] = "auto" if auto_approve or settings.get("approval") == "auto" else "ask"
+    if isinstance(settings.get("prices"), str):  # JSON text from the flag or PLANMODE_PRICES (a file: a table)
+        settings["prices"] = _prices(settings["prices"])
+    ctx = PlanModeContext(**settings, workspace=str(ws))
+    if ctx.max_cost and not ctx.prices:
+        raise PlanModeError('--max-cost needs --prices (e.g. --prices \'{"*": {"input": 0.15, "output": 0.6}}\')')
+    return task, ws, config, ctx
 
 
 _FINISHED = ("completed", "failed", "answered", "cancelled")
