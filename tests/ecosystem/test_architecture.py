@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "planmode.text": 0,
     "planmode._cache": 0,
     "planmode._drive": 0,
+    "planmode._packed": 0,  # the plan's packed checkpoint form: read by `ls` without the state package
     "planmode.approval_key": 0,
     # 1: the plan, its rules, the reducer and the graph state
     "planmode.state": 1,
@@ -84,6 +85,7 @@ STATE_MAY_IMPORT = (
     "planmode.errors",
     "planmode.text",
     "planmode._drive",
+    "planmode._packed",
     "planmode.approval_key",
     "planmode._compat",
     "planmode.context",

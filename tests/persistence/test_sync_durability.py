@@ -16,6 +16,7 @@ import planmode.nodes.execute_step as execute_step_module
 from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
 from planmode.state.models import Plan, Step, StepStatus
+from planmode.state.reducer import restore_plan
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 
 CHAIN = {
@@ -43,8 +44,7 @@ def _run(tmp_path: Path) -> dict[str, bool]:
 
     def executor(step: Step, ctx: Any) -> str:
         saved = saver.get_tuple(config)  # the newest checkpoint saved so far
-        value = saved.checkpoint["channel_values"].get("plan") if saved else None
-        plan = Plan.model_validate(value) if isinstance(value, dict) else value
+        plan = restore_plan(saved.checkpoint["channel_values"].get("plan")) if saved else None
         done = {s.id for s in plan.steps if s.status is StepStatus.DONE} if isinstance(plan, Plan) else set()
         seen[step.id] = set(step.dependencies) <= done
         return f"{step.id} done"

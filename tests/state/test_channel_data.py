@@ -11,9 +11,10 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from planmode.state import Plan, PlanPatch, Step, StepStatus, StepTransition, apply_patch, apply_transitions, packed
+from planmode import _packed as packed
+from planmode._packed import is_packed, unpack_plan
+from planmode.state import Plan, PlanPatch, Step, StepStatus, StepTransition, apply_patch, apply_transitions
 from planmode.state.channel import PlanChannel, _plan_data
-from planmode.state.packed import is_packed, unpack_plan
 from planmode.state.reducer import restore_plan
 
 

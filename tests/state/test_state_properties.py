@@ -574,8 +574,8 @@ def _view(plan: Plan) -> dict[str, Any]:
 def test_an_index_handed_on_by_transitions_equals_one_built_from_scratch(plan: Plan, data: st.DataObject) -> None:
     """apply_transitions hands its plan an index made from the old one's (a few list edits, not a walk over
     the plan), and the checkpoint data likewise: after any run of transitions both are what a rebuild gives."""
+    from planmode._packed import unpack_plan
     from planmode.state.channel import PlanChannel
-    from planmode.state.packed import unpack_plan
 
     current = plan
     plan.ready_steps()  # the old index's ready set is known, so the handed-on one is derived from it too

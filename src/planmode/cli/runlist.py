@@ -187,7 +187,14 @@ def interrupt_type(values: Iterable[Any]) -> str | None:
 
 
 def _plan_facts(plan: Any) -> tuple[int | None, dict[str, int], str, str]:
-    """(version, step counts, title, goal) of a plan stored as JSON data; `_Unreadable` for anything else."""
+    """(version, step counts, title, goal) of a plan stored as JSON data, packed or not (`planmode._packed`);
+    `_Unreadable` for anything else."""
+    if isinstance(plan, Mapping) and "planmode_plan" in plan:  # packed: read only then (`ls` starts fast)
+        from planmode._packed import unpack_plan
+
+        plan = unpack_plan(dict(plan))
+        if plan is None:
+            raise _Unreadable("a packed plan that cannot be read")
     if plan is None:
         return None, {}, "", ""
     if not isinstance(plan, Mapping) or not isinstance(plan.get("steps", []), list):

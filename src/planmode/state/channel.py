@@ -8,7 +8,7 @@ step) into state. This channel starts from ``None`` and passes every write — `
 
 Use it as ``plan: Annotated[Plan | None, PlanChannel]``.
 
-Its checkpoint is the plan's JSON data, packed and compressed (`planmode.state.packed`), not the `Plan` object,
+Its checkpoint is the plan's JSON data, packed and compressed (`planmode._packed`), not the `Plan` object,
 so any stock saver reads it back without an "unregistered type" warning, with ``LANGGRAPH_STRICT_MSGPACK`` on or
 off, and a checkpoint holds a tenth of the plan's JSON size; the plan is rebuilt when the checkpoint is read.
 Checkpoints written before held the plan's JSON data, or the `Plan` object (or, under a strict serializer, its
@@ -26,8 +26,8 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Overwrite
 from pydantic import ValidationError
 
+from planmode._packed import is_packed, pack_plan_data, unpack_plan
 from planmode.state.models import Plan, Step, moved_from
-from planmode.state.packed import is_packed, pack_plan_data, unpack_plan
 from planmode.state.reducer import plan_reducer
 
 __all__ = ["PlanChannel"]

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from planmode._packed import is_packed, unpack_plan
 from planmode.errors import PlanParseError
 from planmode.state.models import (
     DEFINITION_FIELDS,
@@ -44,7 +45,6 @@ from planmode.state.models import (
     StepTransition,
     clean_text,
 )
-from planmode.state.packed import is_packed, unpack_plan
 from planmode.state.parse import coerce_plan_or_patch
 from planmode.state.patch import apply_patch, apply_transitions, diff_to_patch, validate_plan
 
@@ -172,7 +172,7 @@ def plan_reducer(current: Plan | None, update: Any) -> Plan | None:
 
 
 def restore_plan(value: Any) -> Plan | None:
-    """A plan as a checkpoint holds it: a `Plan`, its packed form (`planmode.state.packed`), or its JSON dict (with a
+    """A plan as a checkpoint holds it: a `Plan`, its packed form (`planmode._packed`), or its JSON dict (with a
     ``version``) as a JSON serializer restores it; None for anything else."""
     if isinstance(value, Plan):
         return value
