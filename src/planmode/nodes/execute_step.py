@@ -38,7 +38,7 @@ from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from planmode._compat import GraphNode, RunnableCallable
+from planmode._compat import CONFIG_KEY_READ, GraphNode, RunnableCallable
 from planmode._drive import per_path
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, settings_of
@@ -52,9 +52,8 @@ from planmode.nodes._task import StepTask
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.persistence import await_until_durable, wait_until_durable
-from planmode.persistence.alease import aassert_lease_held
 from planmode.persistence.changes import astep_journal, step_journal
-from planmode.persistence.lease import assert_lease_held
+from planmode.persistence.lease import aassert_lease_held, assert_lease_held
 from planmode.state.approvals import (
     Binding,
     covering_grant,
@@ -131,7 +130,7 @@ def read_channels() -> dict[str, Any]:
         conf = get_config().get("configurable") or {}
     except RuntimeError:
         return {}
-    read = conf.get("__pregel_read")
+    read = conf.get(CONFIG_KEY_READ)
     if read is None:
         return {}
     values = read(GUARDED_KEYS, False)
