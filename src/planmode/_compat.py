@@ -25,7 +25,8 @@ relied on below.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractAsyncContextManager as _AsyncContext
+from contextlib import AbstractContextManager as _Context
 from typing import Any, TypeAlias
 
 from langgraph._internal._constants import (
@@ -74,7 +75,7 @@ def type_to_response_format_param(schema: type[Any]) -> Any:
     return render(schema)
 
 
-def pg_connection_of(conn: Any) -> AbstractContextManager[Any]:
+def pg_connection_of(conn: Any) -> _Context[Any]:
     """A connection of a ``PostgresSaver``'s ``conn`` (its pool's, or the connection itself), held for the block.
     Imported on call: PostgreSQL support is optional."""
     from langgraph.checkpoint.postgres import _internal
@@ -82,7 +83,7 @@ def pg_connection_of(conn: Any) -> AbstractContextManager[Any]:
     return _internal.get_connection(conn)
 
 
-def apg_connection_of(conn: Any) -> AbstractAsyncContextManager[Any]:
+def apg_connection_of(conn: Any) -> _AsyncContext[Any]:
     """`pg_connection_of` for an ``AsyncPostgresSaver``'s ``conn``."""
     from langgraph.checkpoint.postgres import _ainternal
 
