@@ -25,9 +25,8 @@ if TYPE_CHECKING:
     from planmode.graph import build_graph, build_state_graph, mermaid
     from planmode.middleware import PlanModeMiddleware
     from planmode.observability.events import Event
-    from planmode.persistence.alease import arun, astream, athread_lease
     from planmode.persistence.edit import EditResult, edit_plan
-    from planmode.persistence.lease import run, stream, thread_lease
+    from planmode.persistence.lease import arun, astream, athread_lease, run, stream, thread_lease
     from planmode.persistence.runs import RunInfo, list_runs
     from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
 
@@ -86,9 +85,8 @@ def _public() -> dict[str, Any]:
     from planmode.graph import build_graph, build_state_graph, mermaid
     from planmode.middleware import PlanModeMiddleware
     from planmode.observability.events import Event
-    from planmode.persistence.alease import arun, astream, athread_lease
     from planmode.persistence.edit import EditResult, edit_plan
-    from planmode.persistence.lease import run, stream, thread_lease
+    from planmode.persistence.lease import arun, astream, athread_lease, run, stream, thread_lease
     from planmode.persistence.runs import RunInfo, list_runs
     from planmode.state import Plan, PlanPatch, Step, StepStatus, apply_patch
 

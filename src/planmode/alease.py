@@ -1,11 +1,18 @@
-"""`planmode.alease` is now `planmode.persistence.alease`.
+"""`planmode.alease` is now `planmode.persistence.lease`.
 
-This shim keeps the old import path working: it is the same module object, so imports, attributes
+Importing the old path warns (`DeprecationWarning`); it goes in the next minor version (0.2.0). Until then
+this shim keeps the old import path working: it is the same module object, so imports, attributes
 and mock.patch targets under the old name all reach the moved module."""
 
 import sys
+import warnings
 
-from planmode.persistence import alease as _alease
-from planmode.persistence.alease import *  # noqa: F403  # the names type checkers see under the old path
+from planmode.persistence import lease as _lease
+from planmode.persistence.lease import *  # noqa: F403  # the names type checkers see under the old path
 
-sys.modules[__name__] = _alease
+warnings.warn(
+    "planmode.alease is deprecated and goes in planmode 0.2.0: import planmode.persistence.lease instead",
+    DeprecationWarning,
+    stacklevel=2,
+)
+sys.modules[__name__] = _lease

@@ -1,11 +1,18 @@
 """`planmode.events` is now `planmode.observability.events`.
 
-This shim keeps the old import path working: it is the same module object, so imports, attributes
+Importing the old path warns (`DeprecationWarning`); it goes in the next minor version (0.2.0). Until then
+this shim keeps the old import path working: it is the same module object, so imports, attributes
 and mock.patch targets under the old name all reach the moved module."""
 
 import sys
+import warnings
 
 from planmode.observability import events as _events
 from planmode.observability.events import *  # noqa: F403  # the names type checkers see under the old path
 
+warnings.warn(
+    "planmode.events is deprecated and goes in planmode 0.2.0: import planmode.observability.events instead",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _events

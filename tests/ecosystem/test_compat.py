@@ -22,7 +22,9 @@ from planmode._compat import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_READ,
     CONFIG_KEY_RESUMING,
+    CONFIG_KEY_RUNTIME,
     INTERNAL_CHANNEL_PREFIXES,
     NS_SEP,
     RunnableCallable,
@@ -135,6 +137,27 @@ def test_the_resuming_flag_is_set_only_while_a_run_resumes() -> None:
     assert graph.invoke(Command(resume="yes"), cfg)["seen"] == ["yes"]
     assert CONFIG_KEY_RESUMING == "__pregel_resuming"
     assert [bool(f) for f in flags] == [False, True]
+
+
+def test_a_running_node_reads_the_channels_and_the_runtime_under_the_private_keys() -> None:
+    """execute_step reads the graph's channels through CONFIG_KEY_READ (``read(keys, fresh)``, a mapping), and
+    `_batch` tells one invocation from another by the ``stream_writer`` of the CONFIG_KEY_RUNTIME runtime."""
+    found: list[Any] = []
+
+    def node(state: _State) -> dict[str, Any]:
+        conf = get_config()["configurable"]
+        found.append((conf[CONFIG_KEY_READ](("seen",), False), conf[CONFIG_KEY_RUNTIME].stream_writer))
+        return {"seen": ["n"]}
+
+    builder = StateGraph(_State)
+    builder.add_node("n", node)
+    builder.add_edge(START, "n")
+    graph = builder.compile()
+    graph.invoke({"seen": ["given"]})
+    graph.invoke({"seen": ["again"]})
+    (read, writer), (read_again, writer_again) = found
+    assert dict(read) == {"seen": ["given"]} and dict(read_again) == {"seen": ["again"]}
+    assert callable(writer) and writer is not writer_again
 
 
 def test_langgraph_names_its_own_channels_with_the_internal_prefixes() -> None:

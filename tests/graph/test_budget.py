@@ -528,18 +528,20 @@ def test_the_detect_classifier_is_counted(checkpointer: Any) -> None:
     assert usage["nodes"]["respond"]["calls"] == 1 and usage["total"]["calls"] == 2
 
 
-def test_the_wrappers_keep_async_nodes_async() -> None:
+def test_the_pipeline_keeps_async_nodes_async() -> None:
     import asyncio
     import inspect
 
-    from planmode.budget import accounted
+    from planmode._compat import RunnableCallable
+    from planmode.graph.pipeline import pipeline
 
     async def node(state: Any, runtime: Any) -> dict[str, Any]:
         return {"status": "running"}
 
-    wrapped = accounted("reflect", node)
-    assert inspect.iscoroutinefunction(wrapped)
-    assert asyncio.run(wrapped({"settings": {}}, None)) == {"status": "running"}  # no budget, no calls: as is
+    wrapped = pipeline("reflect", node)  # as the graph builder wraps reflect: accounted among its parts
+    assert isinstance(wrapped, RunnableCallable) and wrapped.func is None and wrapped.afunc is not None
+    assert inspect.iscoroutinefunction(wrapped.afunc)
+    assert asyncio.run(wrapped.afunc({"settings": {}}, None)) == {"status": "running"}  # no budget, no calls: as is
 
 
 @pytest.mark.integration

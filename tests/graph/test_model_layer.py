@@ -305,7 +305,7 @@ def test_an_unreachable_model_raises_model_unavailable_from_the_async_twins_and_
     import socket
 
     from planmode.errors import ModelUnavailableError
-    from planmode.nodes.model_unavailable import pausable
+    from planmode.graph.pipeline import pipeline
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -319,19 +319,19 @@ def test_an_unreachable_model_raises_model_unavailable_from_the_async_twins_and_
         await acall_structured(model, Answer, MESSAGES, settings)
         return {"status": "never"}
 
-    wrapped = pausable("plan", node)
-    assert inspect.iscoroutinefunction(wrapped)
-    update = asyncio.run(wrapped({"settings": {"base_url": "x", "model": "m"}}, None))
+    wrapped = pipeline("plan", node)  # as the graph builder wraps plan: pausable among its parts
+    assert wrapped.afunc is not None and inspect.iscoroutinefunction(wrapped.afunc)
+    update = asyncio.run(wrapped.afunc({"settings": {"base_url": "x", "model": "m"}}, None))
     assert update["status"] == "model_unavailable" and update["unavailable"]["node"] == "plan"
     assert "Connection" in update["error"] or "connect" in update["error"].lower()
 
 
-def test_pausable_wraps_both_paths_of_a_node_with_a_sync_and_an_async_function() -> None:
+def test_the_pipeline_pauses_both_paths_of_a_node_with_a_sync_and_an_async_function() -> None:
     import asyncio
 
     from planmode._compat import RunnableCallable
     from planmode.errors import ModelUnavailableError
-    from planmode.nodes.model_unavailable import pausable
+    from planmode.graph.pipeline import pipeline
 
     def down(state: Any, runtime: Any) -> dict[str, Any]:
         raise ModelUnavailableError("down", base_url="http://x", model="m")
@@ -339,7 +339,7 @@ def test_pausable_wraps_both_paths_of_a_node_with_a_sync_and_an_async_function()
     async def adown(state: Any, runtime: Any) -> dict[str, Any]:
         raise ModelUnavailableError("down", base_url="http://x", model="m")
 
-    node = pausable("reflect", RunnableCallable(down, adown, name="reflect", trace=False))
+    node = pipeline("reflect", RunnableCallable(down, adown, name="reflect", trace=False))
     assert isinstance(node, RunnableCallable) and node.func is not None and node.afunc is not None
     assert node.func({}, None)["status"] == "model_unavailable"
     assert asyncio.run(node.afunc({}, None))["status"] == "model_unavailable"

@@ -53,7 +53,6 @@ from planmode.observability.usage import (
     count_start,
     count_stop,
     counted,
-    metered,
     spent_usage,
     total_tokens,
 )
@@ -67,7 +66,6 @@ __all__ = [
     "BudgetStopped",
     "CallGuard",
     "Limits",
-    "accounted",
     "accounts_close",
     "accounts_failed",
     "accounts_open",
@@ -648,15 +646,6 @@ _GUARDED = frozenset({"plan", "dispatch", "reflect", "patch", "respond"})
 _SKIPPING = frozenset({"detect", "finalize"})
 
 
-def accounted(name: str, node: GraphNode) -> GraphNode:
-    """``node`` with its model calls counted (`planmode.observability.usage.metered`), each of them behind the budget
-    check (`CallGuard`), and, for the nodes that start model calls, the check of the node's estimate first
-    (`guarded`). detect starts a new run's count and budget. The graph's nodes get the same through their
-    pipeline (`accounts_open`, `accounts_close`, `accounts_result`, called in its one frame)."""
-    inner = guarded(name, node, precheck=name in _GUARDED, skip=name in _SKIPPING)
-    return metered(name, inner, reset=name == "detect", after=_AFTER.get(name))
-
-
 @dataclass
 class Accounts:
     """A node's accounting while it runs: its usage count and its budget guard (`accounts_open`)."""
@@ -675,9 +664,10 @@ class Accounts:
 
 
 def accounts_open(name: str, state: Any, runtime: Any) -> Accounts:
-    """Before node ``name`` (what `accounted` does, as plain calls): its model calls counted from now on, the
-    budget check of its estimate for the nodes that start model calls, then each call's check. Call
-    `accounts_close` when the node ends, whatever happens; the check may pause the run (an interrupt)."""
+    """Before node ``name`` (the ``accounted`` part of its pipeline, `planmode.graph.pipeline`): its model calls
+    counted from now on, the budget check of its estimate for the nodes that start model calls, then each call's
+    check. Call `accounts_close` when the node ends, whatever happens; the check may pause the run (an interrupt).
+    """
     recorder, counting = count_start(name, state, reset=name == "detect")
     try:
         checked, guard = guard_start(name, state, runtime, precheck=name in _GUARDED, skip=name in _SKIPPING)

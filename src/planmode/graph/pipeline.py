@@ -2,16 +2,21 @@
 (`pipeline`) that serves both of a node's paths (``invoke`` and ``ainvoke``). The order is data: a test holds it
 against the table in docs/architecture.md.
 
-The wrappers:
+The parts (each is plain before/after calls in `around`, not a wrapper of its own):
 
-- `data_writes` (here): every write of the node is plain JSON data, never a planmode class (below);
-- `resolved_once` (here): a runtime context that brings new settings (a resume with another endpoint) is resolved
-  against the run's settings once, and the result written to state (`planmode.context.settings_of` reads them);
-- ``trusted_task`` (`planmode.nodes.execute_step`): execute_step's ``Send`` payload gets the run's usage, budget
-  and settings from the graph's channels, not from the ``Send``;
-- ``accounted`` (`planmode.budget`): the node's model calls are counted, each checked against the budget, and the
-  nodes that start work check the budget first;
-- ``pausable`` (`planmode.nodes.model_unavailable`): a model that cannot be reached pauses the run resumably.
+- ``data_writes`` (`to_data`, here): every write of the node is plain JSON data, never a planmode class (below);
+- ``resolved_once`` (`settings_resolved`, `settings_written`, here): a runtime context that brings new settings
+  (a resume with another endpoint) is resolved against the run's settings once, and the result written to state
+  (`planmode.context.settings_of` reads them);
+- ``trusted_task`` (`planmode.nodes.execute_step.trusted`): execute_step's ``Send`` payload gets the run's usage,
+  budget and settings from the graph's channels, not from the ``Send``;
+- ``accounted`` (`planmode.budget.accounts_open` ... `accounts_result`): the node's model calls are counted, each
+  checked against the budget, and the nodes that start work check the budget first;
+- ``pausable`` (`planmode.nodes.model_unavailable.paused`): a model that cannot be reached pauses the run
+  resumably.
+
+For a graph of your own: `pipeline` puts one of planmode's nodes in its pipeline; `data_writes` (a wrapper, and
+`data_sends` for a router) makes any node's writes JSON data, so that a stock saver reads them back.
 
 Approval is no wrapper: approve calls the policy and asks a human in the node, and execute_step's execution
 guard is in the node too (docs/approval-gates.md).
@@ -50,7 +55,6 @@ __all__ = [
     "data_sends",
     "data_writes",
     "pipeline",
-    "resolved_once",
     "settings_resolved",
     "settings_written",
     "to_data",
@@ -117,9 +121,14 @@ def _update_data(out: Any) -> Any:
 
 
 def data_writes(node: GraphNode) -> GraphNode:
-    """``node`` whose writes (an update dict, or a ``Command``'s update and sends) are JSON data.
+    """``node`` whose writes (an update dict, or a ``Command``'s update and sends) are JSON data: every planmode
+    model in them becomes its data (`to_data`: every field, recursively), a planmode enum its value; a value that
+    is not planmode's is left to its own serializer. So a stock saver reads the checkpoints back without
+    "Deserializing unregistered type" (see the module docstring).
 
-    The wrapper keeps ``node``'s signature (LangGraph reads it to inject ``runtime``, ``config``, ...).
+    Wraps a function, an ``async def`` function, or a `RunnableCallable` (each of its paths); keeps ``node``'s
+    signature (LangGraph reads it to inject ``runtime``, ``config``, ...). The graph's routers get it as
+    `data_sends`, its nodes as the ``data_writes`` part of their pipeline.
     """
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -141,8 +150,9 @@ def data_writes(node: GraphNode) -> GraphNode:
 
 
 def settings_resolved(state: Any, runtime: Any) -> tuple[Any, Any, dict[str, Any] | None]:
-    """Before a node (`resolved_once`): the state with the run's settings resolved against a runtime context that
-    brings new values, the runtime without that context, and the settings to write (None: nothing new)."""
+    """Before a node (the ``resolved_once`` part): the state with the run's settings resolved against a runtime
+    context that brings new values, the runtime without that context, and the settings to write (None: nothing
+    new)."""
     import planmode.context as run_settings
 
     if runtime is None or not isinstance(state, Mapping) or not state.get("settings"):
@@ -164,34 +174,6 @@ def settings_written(out: Any, written: dict[str, Any] | None) -> Any:
     if isinstance(out, Mapping):
         return {"settings": written, **out}
     return out
-
-
-def resolved_once(node: GraphNode) -> GraphNode:
-    """``node`` given the run's settings resolved against a runtime context that brings new values (a resume with
-    another ``base_url``, `planmode.context.brings_news`), and writing them to state, so that the nodes after it
-    read them from there and a later resume keeps them; a context that brings nothing new changes nothing.
-
-    The node (and its inner wrappers) then see the resolved settings in ``state["settings"]`` and no context to
-    resolve again. A run's first settings are detect's (a new run), which is not wrapped."""
-
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def awrapped(state: Any, *args: Any, runtime: Any = None, **kwargs: Any) -> Any:
-                state, runtime, written = settings_resolved(state, runtime)
-                return settings_written(await fn(state, *args, runtime=runtime, **kwargs), written)
-
-            return awrapped
-
-        @functools.wraps(fn)
-        def wrapped(state: Any, *args: Any, runtime: Any = None, **kwargs: Any) -> Any:
-            state, runtime, written = settings_resolved(state, runtime)
-            return settings_written(fn(state, *args, runtime=runtime, **kwargs), written)
-
-        return wrapped
-
-    return per_path(node, wrap)
 
 
 def _emit_settings_ignored(message: str, kept: dict[str, Any], given: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planmode._compat import CONFIG_KEY_CHECKPOINTER
 from planmode.errors import ConfigurationError
 from planmode.graph.builder import build_graph
 
@@ -36,8 +37,6 @@ __all__ = ["WORKSPACE_ENV", "graph", "make_graph", "workspace_of"]
 
 #: The environment variable naming the server's default workspace.
 WORKSPACE_ENV = "PLANMODE_WORKSPACE"
-#: The LangGraph config key of the checkpointer the server gives a factory (langgraph's CONFIG_KEY_CHECKPOINTER).
-_CHECKPOINTER_KEY = "__pregel_checkpointer"
 
 _GRAPHS: dict[str | None, Any] = {}
 _GRAPHS_LOCK = threading.Lock()
@@ -74,7 +73,7 @@ def workspace_of(value: Any, where: str) -> str | None:
 async def _stored_settings(config: Mapping[str, Any]) -> Any:
     """The settings the thread's run started with, from the server's checkpointer (None when there are none)."""
     configurable = config.get("configurable") or {}
-    saver, thread = configurable.get(_CHECKPOINTER_KEY), configurable.get("thread_id")
+    saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
     if saver is None or not thread:
         return None
     found = await saver.aget_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})

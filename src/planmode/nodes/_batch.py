@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.config import get_config
 
-from planmode._compat import CONFIG_KEY_RESUMING
+from planmode._compat import CONFIG_KEY_RESUMING, CONFIG_KEY_RUNTIME
 from planmode.context import PlanModeContext
 from planmode.state.approvals import covering_grant, granted_shape, held_steps
 from planmode.state.graph_state import PlanModeState, PlanModeUpdate
@@ -146,7 +146,7 @@ def invocation_token() -> str | None:
     """A token naming the graph invocation this node runs in (None when it cannot be told: then every check is
     due)."""
     try:
-        runtime = get_config().get("configurable", {}).get("__pregel_runtime")
+        runtime = get_config().get("configurable", {}).get(CONFIG_KEY_RUNTIME)
     except RuntimeError:
         return None
     writer = getattr(runtime, "stream_writer", None)

@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import interrupt
 
+from planmode._compat import CONFIG_KEY_CHECKPOINTER
 from planmode.approval.policy import ApprovalRequest, decide
 from planmode.approval.staleness import (
     STALE_TYPE,
@@ -278,7 +279,7 @@ def _outside(
         return []
     writes = merge_writes(state.get("run_writes"), run_writes_of(state.get("step_outcomes")))
     try:
-        checkpointer = get_config().get("configurable", {}).get("__pregel_checkpointer")
+        checkpointer = get_config().get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
     except RuntimeError:
         checkpointer = None
     return outside_changes(stored, now, writes, own_files(tools, checkpointer))

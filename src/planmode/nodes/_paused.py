@@ -1,4 +1,4 @@
-"""The state update of a node whose model could not be reached (shared by the nodes and `pausable`)."""
+"""The state update of a node whose model could not be reached (shared by the nodes and ``pausable``)."""
 
 from __future__ import annotations
 

@@ -22,11 +22,11 @@ class StepTask(TypedDict):
     dependencies: dict[str, dict[str, str | None]]
     """Each dependency's ``result`` summary and ``output_ref`` (store key of the full output)."""
     settings: NotRequired[PlanModeContext | dict[str, Any] | None]
-    """The run's settings: set by `trusted_task` from the graph's channel (a ``Send`` does not carry them)."""
+    """The run's settings: set by ``trusted_task`` from the graph's channel (a ``Send`` does not carry them)."""
     durable: NotRequired[bool]
     """True when some step is done: the task waits until the checkpoint it runs from is saved before it starts."""
     usage: NotRequired[dict[str, Any] | None]
-    """The run's usage when the step started, set by `trusted_task` from the graph's channel: each model call of
+    """The run's usage when the step started, set by ``trusted_task`` from the graph's channel: each model call of
     the step is checked against the budget from there (`planmode.budget.CallGuard`)."""
     budget: NotRequired[dict[str, Any] | None]
-    """The budget a human raised (or stopped), set by `trusted_task` from the graph's channel."""
+    """The budget a human raised (or stopped), set by ``trusted_task`` from the graph's channel."""

@@ -25,8 +25,6 @@ a failed attempt recorded in the outcome.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import time
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -38,8 +36,7 @@ from langgraph.config import get_config
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from planmode._compat import GraphNode, RunnableCallable
-from planmode._drive import per_path
+from planmode._compat import CONFIG_KEY_READ, RunnableCallable
 from planmode.adapters import adapter_for
 from planmode.approval.policy import read_only_tools_of
 from planmode.context import PlanModeContext, settings_of
@@ -53,9 +50,8 @@ from planmode.nodes._task import StepTask
 from planmode.nodes._twin import Body, call, model_for, twin_node
 from planmode.observability.events import emit
 from planmode.persistence import await_until_durable, wait_until_durable
-from planmode.persistence.alease import aassert_lease_held
 from planmode.persistence.changes import astep_journal, step_journal
-from planmode.persistence.lease import assert_lease_held
+from planmode.persistence.lease import aassert_lease_held, assert_lease_held
 from planmode.state.approvals import (
     Binding,
     covering_grant,
@@ -80,7 +76,6 @@ __all__ = [
     "check_step",
     "make_execute_step",
     "trusted",
-    "trusted_task",
 ]
 
 S = StepStatus
@@ -132,7 +127,7 @@ def read_channels() -> dict[str, Any]:
         conf = get_config().get("configurable") or {}
     except RuntimeError:
         return {}
-    read = conf.get("__pregel_read")
+    read = conf.get(CONFIG_KEY_READ)
     if read is None:
         return {}
     values = read(GUARDED_KEYS, False)
@@ -259,7 +254,7 @@ def make_execute_step(deps: Deps) -> RunnableCallable:
     def guard(task: Any, runtime: NodeRuntime) -> tuple[Cleared | Refused, dict[str, Any]]:
         state = read_channels()
         step_id = _step_id(task)
-        settings = settings_of(task, runtime)  # the channels' settings (trusted_task), resolved once
+        settings = settings_of(task, runtime)  # the channels' settings (the pipeline's trusted_task), resolved once
         return check_step(step_id, state, settings, read_only, run_binding()), state
 
     def start(cleared: Cleared, runtime: NodeRuntime) -> BaseStore | None:
@@ -353,27 +348,6 @@ def trusted(task: Any) -> Any:
     for key in ("usage", "budget", "settings"):
         out[key] = channels.get(key)
     return out
-
-
-def trusted_task(node: GraphNode) -> GraphNode:
-    """``node`` given its task as `trusted` makes it (the graph's execute_step gets this in its pipeline)."""
-
-    def wrap(fn: Any) -> Any:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def awrapped(task: Any, *args: Any, **kwargs: Any) -> Any:
-                return await fn(trusted(task), *args, **kwargs)
-
-            return awrapped
-
-        @functools.wraps(fn)
-        def wrapped(task: Any, *args: Any, **kwargs: Any) -> Any:
-            return fn(trusted(task), *args, **kwargs)
-
-        return wrapped
-
-    return per_path(node, wrap)
 
 
 def _to_verify(update: StateUpdate, started: bool) -> Command[Literal["verify"]] | StateUpdate:

@@ -1,7 +1,8 @@
 """model_unavailable: a run whose model cannot be reached pauses here, resumably, instead of failing.
 
 A refused connection, or a server error after the client's retries, is not a verdict on the step. A node
-whose model call raises `ModelUnavailableError` (see `planmode.llm.model_failure`) is wrapped by `pausable`:
+whose model call raises `ModelUnavailableError` (see `planmode.llm.model_failure`) has ``pausable`` in its
+pipeline (`planmode.graph.pipeline`; `paused` here):
 it records what to re-run in ``state["unavailable"]`` and the run comes here (plan, patch, respond and
 reflect through their routers, execute_step through verify's, verify through its own). The run's status is
 ``model_unavailable``; done steps stay done; a step whose executor lost the model stays ``running`` without an
@@ -24,9 +25,6 @@ This node interrupts with ``{"type": "planmode.model_unavailable", ...}``. Resum
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Awaitable, Callable
 from dataclasses import fields, replace
 from typing import Any, Literal, TypeVar, get_args
 
@@ -35,7 +33,7 @@ from langgraph.types import Command, interrupt
 from planmode._compat import RunnableCallable
 from planmode.context import PlanModeContext, settings_dict, settings_of
 from planmode.errors import ModelUnavailableError
-from planmode.nodes._deps import Deps, Node, NodeRuntime, StateUpdate
+from planmode.nodes._deps import Deps, NodeRuntime, StateUpdate
 from planmode.nodes._paused import unavailable_update
 from planmode.nodes._twin import inline_node
 from planmode.state.graph_state import PlanModeState
@@ -46,7 +44,6 @@ __all__ = [
     "ResumeNode",
     "make_model_unavailable",
     "model_unavailable",
-    "pausable",
     "paused",
     "unavailable_update",
 ]
@@ -62,48 +59,12 @@ _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
 
-def pausable(name: str, node: Node[_In, _Out] | RunnableCallable) -> Node[_In, _Out | StateUpdate] | RunnableCallable:
-    """``node`` with a model that cannot be reached turned into a pause (see the module docstring).
-
-    ``node`` may be a function, an ``async def`` function, or a node with both (`RunnableCallable`, as LangGraph's
-    prebuilt nodes are built): each path is wrapped, so ``invoke`` and ``ainvoke`` pause alike."""
-    if isinstance(node, RunnableCallable):
-        sync = _pausable(name, node.func) if node.func is not None else None
-        asynchronous = _apausable(name, node.afunc) if node.afunc is not None else None
-        return RunnableCallable(sync, asynchronous, name=node.name, trace=node.trace)
-    if inspect.iscoroutinefunction(node):
-        return _apausable(name, node)  # type: ignore[return-value]  # an async node is awaited by LangGraph
-    return _pausable(name, node)
-
-
 def paused(name: str, state: Any, exc: Exception) -> StateUpdate | None:
     """What node ``name`` writes when it raised ``exc``: the pause's record when its model could not be reached
     (the node's router, or verify's, pauses the run), else None (the exception is raised on)."""
     if isinstance(exc, ModelUnavailableError):
         return unavailable_update(name, state, exc)
     return None
-
-
-def _pausable(name: str, node: Node[_In, _Out]) -> Node[_In, _Out | StateUpdate]:
-    @functools.wraps(node)
-    def wrapped(state: _In, runtime: NodeRuntime) -> _Out | StateUpdate:
-        try:
-            return node(state, runtime=runtime)
-        except ModelUnavailableError as exc:
-            return unavailable_update(name, state, exc)  # the node's router (or verify's) pauses the run
-
-    return wrapped
-
-
-def _apausable(name: str, node: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(node)
-    async def awrapped(state: Any, runtime: NodeRuntime) -> Any:
-        try:
-            return await node(state, runtime=runtime)
-        except ModelUnavailableError as exc:
-            return unavailable_update(name, state, exc)
-
-    return awrapped
 
 
 def _apply(settings: PlanModeContext, answer: Any) -> PlanModeContext:

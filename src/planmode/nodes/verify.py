@@ -131,7 +131,7 @@ async def bounded_gather(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T],
     """``fn`` over ``items`` concurrently, at most ``limit`` at a time, results in order.
 
     The first exception (an interrupt, a lost model) cancels the calls still running, waits for them, and is
-    raised as itself (not in an ``ExceptionGroup``: `pausable` and LangGraph look for the plain exception)."""
+    raised as itself (not in an ``ExceptionGroup``: ``pausable`` and LangGraph look for the plain exception)."""
     gate = asyncio.Semaphore(max(1, limit))
 
     async def one(item: _T) -> _R:

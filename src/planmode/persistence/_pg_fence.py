@@ -15,13 +15,14 @@ from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.postgres import PostgresSaver, _ainternal, _internal
+from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 
+from planmode._compat import apg_connection_of, pg_connection_of
 from planmode.persistence._savers import apg_connection, pg_connection
 from planmode.persistence.lease import (
-    _DB_KEYS,
+    DB_KEYS,
     FENCE_SQL,
     PG_DB_SQL,
     ThreadLease,
@@ -49,11 +50,11 @@ class FencedPostgresSaver(PostgresSaver):
         thread_id = _thread_of(config)
         if not may_hold(thread_id):
             return None
-        db = _DB_KEYS.get(self)
+        db = DB_KEYS.get(self)
         if db is None:
             with pg_connection(self) as conn, conn.cursor() as cur:
                 cur.execute(PG_DB_SQL)
-                db = _DB_KEYS[self] = pg_db_key(cur.fetchone())
+                db = DB_KEYS[self] = pg_db_key(cur.fetchone())
         return held_lease(db, thread_id)
 
     @contextmanager
@@ -81,7 +82,7 @@ class FencedPostgresSaver(PostgresSaver):
             return
         with (
             self.lock,
-            _internal.get_connection(self.conn) as conn,
+            pg_connection_of(self.conn) as conn,
             conn.transaction(),
             conn.cursor(binary=True, row_factory=dict_row) as cur,
         ):
@@ -97,11 +98,11 @@ class FencedAsyncPostgresSaver(AsyncPostgresSaver):
         thread_id = _thread_of(config)
         if not may_hold(thread_id):
             return None
-        db = _DB_KEYS.get(self)
+        db = DB_KEYS.get(self)
         if db is None:
             async with apg_connection(self) as conn, conn.cursor() as cur:
                 await cur.execute(PG_DB_SQL)
-                db = _DB_KEYS[self] = pg_db_key(await cur.fetchone())
+                db = DB_KEYS[self] = pg_db_key(await cur.fetchone())
         return held_lease(db, thread_id)
 
     @asynccontextmanager
@@ -131,7 +132,7 @@ class FencedAsyncPostgresSaver(AsyncPostgresSaver):
             return
         async with (
             self.lock,
-            _ainternal.get_connection(self.conn) as conn,
+            apg_connection_of(self.conn) as conn,
             conn.transaction(),
             conn.cursor(binary=True, row_factory=dict_row) as cur,
         ):

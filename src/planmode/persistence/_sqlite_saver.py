@@ -169,7 +169,7 @@ _Saver = TypeVar("_Saver")
 
 def fenced_async(saver_class: type[_Saver]) -> type[_Saver]:
     """A subclass of an ``AsyncSqliteSaver`` class whose writes refused by the lease's fence (the trigger that
-    `planmode.persistence.alease` installs on the connection of a leased saver) raise `LeaseLostError`."""
+    `planmode.persistence.lease` installs on the connection of a leased saver) raise `LeaseLostError`."""
     made = _FENCED.get(saver_class)
     if made is None:
         made = type(f"Fenced{saver_class.__name__}", (_AsyncFenceErrors, saver_class), {"__module__": __name__})

@@ -34,7 +34,7 @@ from planmode.errors import ConfigurationError, LeaseLostError
 from planmode.persistence._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
 from planmode.persistence._saves import SAVES, Announcing
 from planmode.persistence._sqlite_saver import SqliteCheckpointSaver, fenced_async
-from planmode.persistence.lease import _lease_of
+from planmode.persistence.lease import current_lease
 
 __all__ = [
     "SERDE_ALLOWLIST",
@@ -340,7 +340,7 @@ def wait_until_durable(*, timeout: float = 120.0) -> None:
     announced = bool(getattr(saver, "announces_saves", False))
     if announced and SAVES.wait_saved(key, 0):
         return
-    lease = _lease_of(None)  # a write refused by the lease's fence: that checkpoint never comes
+    lease = current_lease(None)  # a write refused by the lease's fence: that checkpoint never comes
     deadline = time.monotonic() + timeout
     pause = 0.0005
     while not _checkpoint_saved(saver, key):
@@ -409,7 +409,7 @@ async def await_until_durable(*, timeout: float = 120.0) -> None:
     future = SAVES.watch(key) if announced else None
     if announced and future is None:  # announced already
         return
-    lease = _lease_of(None)  # as in wait_until_durable
+    lease = current_lease(None)  # as in wait_until_durable
     deadline = time.monotonic() + timeout
     pause = 0.0005
     try:

@@ -28,39 +28,66 @@ ttl is renewed in the database first. Writes made without a lease held in this p
 ``graph.invoke``, a LangGraph server) are not fenced. A step already running when the process was stopped may
 finish its own side effect; nothing after it is written or started.
 
-Supported checkpointers: ``SqliteSaver`` and ``PostgresSaver`` (the lease is shared by every process using the
-database), and any other saver (``InMemorySaver``...) with a lease local to this process, which is all such a
-saver can share. A LangGraph server (``langgraph dev``, LangGraph Platform) already runs one run per thread at
-a time and needs none of this.
+Async code: `arun`, `astream`, `athread_lease` and `aassert_lease_held` hold the same row in the same table, so
+a sync process and an async one exclude each other on one database, and fence the same way. On an async saver
+(``AsyncSqliteSaver``, ``AsyncPostgresSaver``) the lease is taken, renewed (an asyncio task every ``ttl / 3``
+seconds) and released through the saver's own connection, under its lock, never blocking the event loop; the
+few file reads that tell a dead holder (``/proc``) run in a worker thread. A sync saver given to them is leased
+in a worker thread.
+
+One body, two drivers (as `planmode._drive` does for nodes): what a store does (`_SqlStore.acquiring`,
+``renewing``, ``releasing``, the heartbeat `_beating`) is written once, as a generator that yields what it
+needs done (`_Tx`: statements in one write transaction; `_Sql`: one statement; `_Off`: a blocking call that is
+no statement; `_Wait`: the heartbeat's pause); `_run` answers on the calling thread, `_arun` on the event loop.
+
+Supported checkpointers: ``SqliteSaver`` and ``PostgresSaver`` and their async twins (the lease is shared by
+every process using the database), and any other saver (``InMemorySaver``...) with a lease local to this
+process, which is all such a saver can share. A LangGraph server (``langgraph dev``, LangGraph Platform) already
+runs one run per thread at a time and needs none of this.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import secrets
-import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol
+from functools import partial
+from typing import Any, ClassVar, Literal, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from planmode._drive import adrive, drive
 from planmode.errors import ConfigurationError, LeaseLostError, ThreadBusyError
-from planmode.persistence._savers import is_postgres, pg_connection
+from planmode.persistence._savers import apg_connection, is_async_postgres, is_async_sqlite, is_postgres, pg_connection
 from planmode.persistence.rows import HOST as _HOST
 from planmode.persistence.rows import LEASE_TABLE
 from planmode.persistence.rows import holder_dead as _dead
 from planmode.persistence.rows import proc_start as _proc_start
 
-__all__ = ["LEASE_TABLE", "LEASE_TTL", "ThreadLease", "assert_lease_held", "run", "stream", "thread_lease"]
+__all__ = [
+    "LEASE_TABLE",
+    "LEASE_TTL",
+    "ThreadLease",
+    "aassert_lease_held",
+    "arun",
+    "assert_lease_held",
+    "astream",
+    "athread_lease",
+    "run",
+    "stream",
+    "thread_lease",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +95,9 @@ log = logging.getLogger(__name__)
 LEASE_TTL = 30.0
 
 _COLUMNS = "thread_id, holder, host, pid, proc_start, token, since, heartbeat, expires, epoch"
+T = TypeVar("T")
+#: A store's work, written once for both paths: a generator of requests (`_Tx`, `_Sql`, `_Off`, `_Wait`).
+Steps = Generator[Any, Any, T]
 
 
 @dataclass
@@ -100,6 +130,9 @@ class ThreadLease:
         return f"{self.epoch}:{self.token}"
 
 
+# -- the entry points: sync and async ------------------------------------------------------------------------
+
+
 @contextmanager
 def thread_lease(checkpointer: Any, thread_id: str, *, ttl: float = LEASE_TTL) -> Iterator[ThreadLease]:
     """Hold the lease of ``thread_id`` in ``checkpointer``'s database for the block.
@@ -108,26 +141,57 @@ def thread_lease(checkpointer: Any, thread_id: str, *, ttl: float = LEASE_TTL) -
         ThreadBusyError: another live process (or another block in this one) holds it.
         ConfigurationError: ``checkpointer`` is not a checkpointer, or ``ttl`` is not positive.
     """
-    if not isinstance(checkpointer, BaseCheckpointSaver):
-        raise ConfigurationError(f"thread_lease needs a checkpointer, got {type(checkpointer).__name__}")
-    if not ttl > 0:
-        raise ConfigurationError(f"the lease ttl must be positive, got {ttl}")
-    store = _store_for(checkpointer)
-    lease = store.acquire(str(thread_id), ttl)
+    store = _store_for(_checked(checkpointer, ttl, "thread_lease"))
+    lease = _run(store, store.acquiring(str(thread_id), ttl))
     held = hold(lease)
-    beat = threading.Thread(target=_heartbeat, args=(store, lease), name=f"planmode-lease-{thread_id}", daemon=True)
-    beat.start()
+    beat = _beat_in_thread(store, lease)
     try:
         yield lease
     except Exception as exc:
-        lost = refused_write(exc, lease.thread_id, lease)
-        if lost is not None and lost is not exc:
-            raise lost from exc
+        _raise_lost(exc, lease)
         raise
     finally:
         lease._stop.set()
         beat.join(timeout=ttl)
-        store.release(lease)
+        _run(store, store.releasing(lease))
+        unhold(lease, held)
+
+
+@asynccontextmanager
+async def athread_lease(checkpointer: Any, thread_id: str, *, ttl: float = LEASE_TTL) -> AsyncIterator[ThreadLease]:
+    """`thread_lease` for async code: hold the lease of ``thread_id`` for the block, never blocking the event loop
+    (see the module docstring).
+
+    Raises:
+        ThreadBusyError: another live process (or another block in this one) holds it.
+        ConfigurationError: ``checkpointer`` is not a checkpointer, or ``ttl`` is not positive.
+    """
+    saver = _checked(checkpointer, ttl, "athread_lease")
+    store: _Store | None = await astore_for(saver)
+    if store is None:
+        store = await asyncio.to_thread(_store_for, saver)  # may create the table: off the loop
+    lease = await _arun(store, store.acquiring(str(thread_id), ttl))
+    held = hold(lease)
+    task: asyncio.Task[None] | None = None
+    thread: threading.Thread | None = None
+    if store.path == "async":  # on this loop, through the saver's connection
+        task = asyncio.create_task(_arun(store, _beating(store, lease)), name=f"planmode-lease-{lease.thread_id}")
+    else:
+        thread = _beat_in_thread(store, lease)
+    try:
+        yield lease
+    except Exception as exc:
+        _raise_lost(exc, lease)
+        raise
+    finally:
+        lease._stop.set()
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if thread is not None:
+            await asyncio.to_thread(thread.join, ttl)
+        await _arun(store, store.releasing(lease))
         unhold(lease, held)
 
 
@@ -144,6 +208,15 @@ def run(graph: Any, input: Any, config: Any, **kwargs: Any) -> Any:
         return graph.invoke(input, config, **kwargs)
 
 
+async def arun(graph: Any, input: Any, config: Any, **kwargs: Any) -> Any:
+    """``await graph.ainvoke(input, config, **kwargs)`` while holding the thread's lease (`run` for async code)."""
+    saver = getattr(graph, "checkpointer", None)
+    if not isinstance(saver, BaseCheckpointSaver):
+        return await graph.ainvoke(input, config, **kwargs)
+    async with athread_lease(saver, _thread_of(config)):
+        return await graph.ainvoke(input, config, **kwargs)
+
+
 def stream(graph: Any, input: Any, config: Any, **kwargs: Any) -> Iterator[Any]:
     """``graph.stream(input, config, **kwargs)`` while holding the thread's lease (as `run`)."""
     saver = getattr(graph, "checkpointer", None)
@@ -154,11 +227,97 @@ def stream(graph: Any, input: Any, config: Any, **kwargs: Any) -> Iterator[Any]:
         yield from graph.stream(input, config, **kwargs)
 
 
+async def astream(graph: Any, input: Any, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    """``graph.astream(input, config, **kwargs)`` while holding the thread's lease (as `arun`). The lease is
+    released when the stream ends; a consumer that stops early should close it
+    (``async with contextlib.aclosing(astream(...)) as chunks``)."""
+    saver = getattr(graph, "checkpointer", None)
+    if not isinstance(saver, BaseCheckpointSaver):
+        async for chunk in graph.astream(input, config, **kwargs):
+            yield chunk
+        return
+    async with athread_lease(saver, _thread_of(config)):
+        async for chunk in graph.astream(input, config, **kwargs):
+            yield chunk
+
+
+def assert_lease_held(config: Any = None) -> None:
+    """Raise `LeaseLostError` when this process held the lease of the run's thread and lost it; execute_step
+    calls it before a step starts. Cheap: a lease renewed within half its ttl is trusted; an older one (the
+    process was stopped, or its heartbeat failing) is renewed in the database first. A run without a lease in
+    this process passes. ``config``: the run's config (default: the current run's)."""
+    lease = _to_check(config)
+    if lease is None:
+        return
+    store = lease._store
+    if not lease.lost and store is not None and store.path != "async":  # an async store is asked by the async twin
+        lease.lost = not _run(store, store.renewing(lease))
+    if lease.lost:
+        raise LeaseLostError(lease.thread_id, lease.epoch)
+
+
+async def aassert_lease_held(config: Any = None) -> None:
+    """`assert_lease_held` for async code: the database is asked (the lease renewed) without blocking the event
+    loop, only when the lease was not renewed within half its ttl."""
+    lease = _to_check(config)
+    if lease is None:
+        return
+    store = lease._store
+    if not lease.lost and store is not None:
+        lease.lost = not await _arun(store, store.renewing(lease))
+    if lease.lost:
+        raise LeaseLostError(lease.thread_id, lease.epoch)
+
+
+def _checked(checkpointer: Any, ttl: float, caller: str) -> BaseCheckpointSaver[Any]:
+    if not isinstance(checkpointer, BaseCheckpointSaver):
+        raise ConfigurationError(f"{caller} needs a checkpointer, got {type(checkpointer).__name__}")
+    if not ttl > 0:
+        raise ConfigurationError(f"the lease ttl must be positive, got {ttl}")
+    return checkpointer
+
+
+def _raise_lost(exc: Exception, lease: ThreadLease) -> None:
+    """Raise the `LeaseLostError` that ``exc`` stands for (a write the SQLite fence refused), if any."""
+    lost = refused_write(exc, lease.thread_id, lease)
+    if lost is not None and lost is not exc:
+        raise lost from exc
+
+
 def _thread_of(config: Any) -> str:
     thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
     if thread_id in (None, ""):
         raise ConfigurationError("a run needs a thread id: config={'configurable': {'thread_id': ...}}")
     return str(thread_id)
+
+
+def _to_check(config: Any) -> ThreadLease | None:
+    """The lease of the run's thread when the database must confirm it (lost, or not renewed within half its
+    ttl); None when the run passes as it is."""
+    lease = current_lease(config)
+    if lease is None or (not lease.lost and time.monotonic() - lease.renewed < lease.ttl / 2):
+        return None
+    return lease
+
+
+def _beating(store: _Store, lease: ThreadLease) -> Steps[None]:
+    """The heartbeat: the lease renewed every ``ttl / 3`` seconds until it is released, or found taken over."""
+    while (yield _Wait(max(0.05, lease.ttl / 3), lease._stop)):
+        try:
+            if not (yield from store.renewing(lease)):
+                lease.lost = True
+                log.warning("the lease of thread %r was taken over by another process", lease.thread_id)
+                return
+        except Exception as exc:  # a database hiccup: the next beat tries again (the ttl leaves room)
+            log.warning("could not renew the lease of thread %r: %s", lease.thread_id, exc)
+
+
+def _beat_in_thread(store: _Store, lease: ThreadLease) -> threading.Thread:
+    beat = threading.Thread(
+        target=_run, args=(store, _beating(store, lease)), name=f"planmode-lease-{lease.thread_id}", daemon=True
+    )
+    beat.start()
+    return beat
 
 
 # -- the fence: which lease this process holds on a thread ------------------------------------------------
@@ -167,7 +326,7 @@ _held_lock = threading.Lock()
 _HELD: dict[str, list[ThreadLease]] = {}  # thread id -> the leases this process holds on it (newest last)
 _CURRENT: ContextVar[tuple[ThreadLease, ...]] = ContextVar("planmode_thread_leases", default=())
 #: The database each saver (or lease store) writes to, once known: how a write finds the lease of its database.
-_DB_KEYS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+DB_KEYS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 #: In the message of a write the SQLite fence refused (its trigger's RAISE).
 FENCE_MARK = "planmode: lease lost"
 
@@ -246,7 +405,7 @@ def check_fence(lease: ThreadLease, row: Any) -> None:
 FENCE_SQL = f"SELECT epoch, token, holder FROM {LEASE_TABLE} WHERE thread_id = ? FOR SHARE"
 
 
-def _lease_of(config: Any) -> ThreadLease | None:
+def current_lease(config: Any) -> ThreadLease | None:
     """The lease this process holds on the thread of ``config`` (the current run's when None), if any."""
     if config is None:
         from langgraph.config import get_config
@@ -263,39 +422,10 @@ def _lease_of(config: Any) -> ThreadLease | None:
 
     saver = conf.get(CONFIG_KEY_CHECKPOINTER)
     try:
-        db = _DB_KEYS.get(saver) if saver is not None else None
+        db = DB_KEYS.get(saver) if saver is not None else None
     except TypeError:  # not weakly referable
         db = None
     return held_lease(db, str(thread_id))
-
-
-def assert_lease_held(config: Any = None) -> None:
-    """Raise `LeaseLostError` when this process held the lease of the run's thread and lost it; execute_step
-    calls it before a step starts. Cheap: a lease renewed within half its ttl is trusted; an older one (the
-    process was stopped, or its heartbeat failing) is renewed in the database first. A run without a lease in
-    this process passes. ``config``: the run's config (default: the current run's)."""
-    lease = _lease_of(config)
-    if lease is None or (not lease.lost and time.monotonic() - lease.renewed < lease.ttl / 2):
-        return
-    store = lease._store
-    if not lease.lost and isinstance(store, _Store):
-        if store.renew(lease):
-            return
-        lease.lost = True
-    if lease.lost:
-        raise LeaseLostError(lease.thread_id, lease.epoch)
-
-
-def _heartbeat(store: _Store, lease: ThreadLease) -> None:
-    interval = max(0.05, lease.ttl / 3)
-    while not lease._stop.wait(interval):
-        try:
-            if not store.renew(lease):
-                lease.lost = True
-                log.warning("the lease of thread %r was taken over by another process", lease.thread_id)
-                return
-        except Exception as exc:  # a database hiccup: the next beat tries again (the ttl leaves room)
-            log.warning("could not renew the lease of thread %r: %s", lease.thread_id, exc)
 
 
 # -- who holds it ----------------------------------------------------------------------------------------
@@ -303,9 +433,7 @@ def _heartbeat(store: _Store, lease: ThreadLease) -> None:
 # which ``planmode ls`` reads without LangGraph.
 
 
-# -- where it is kept ------------------------------------------------------------------------------------
-# The statements, shared with the async stores (planmode.persistence.alease); ``?`` placeholders (``%s`` for
-# PostgreSQL).
+# -- where it is kept: the statements (``?`` placeholders; ``%s`` for PostgreSQL) ----------------------------
 
 
 def create_sql(postgres: bool) -> str:
@@ -382,24 +510,9 @@ FENCED_TABLES = ("checkpoints", "writes")
 
 
 def install_sqlite_fence(saver: Any) -> None:
-    """Fence the writes made through a `SqliteSaver`'s connection (see the module docstring); idempotent."""
-    with saver.lock:
-        saver.setup()  # the tables the triggers watch
-        conn = saver.conn
-        conn.execute(create_sql(False))
-        if "epoch" not in {r[0] for r in conn.execute(columns_sql(False)).fetchall()}:
-            try:
-                conn.execute(ADD_EPOCH_SQL)
-            except sqlite3.OperationalError as exc:  # another process added it meanwhile
-                if "duplicate column" not in str(exc):
-                    raise
-        db = sqlite_db_key(conn.execute(SQLITE_DB_SQL).fetchall(), conn)
-        _DB_KEYS[saver] = db
-        conn.create_function(FENCE_FUNCTION, 1, sqlite_fence_function(db))
-        for table in FENCED_TABLES:
-            conn.execute(sqlite_fence_sql(table))
-        if conn.in_transaction:
-            conn.commit()
+    """Fence the writes made through a `SqliteSaver`'s connection (see the module docstring); idempotent: the
+    lease table and the fence are made once per saver object, with its store."""
+    _store_for(saver)
 
 
 def select_sql(postgres: bool) -> str:
@@ -423,25 +536,66 @@ RENEW_SQL = f"UPDATE {LEASE_TABLE} SET heartbeat = ?, expires = ? WHERE thread_i
 RELEASE_SQL = f"UPDATE {LEASE_TABLE} SET token = '', expires = 0 WHERE thread_id = ? AND token = ?"
 
 
-class Rows(Protocol):
-    """A cursor after one statement, of sqlite3 or psycopg (the lease stores' ``execute`` returns it)."""
+# -- what a store asks its driver for ------------------------------------------------------------------------
 
-    @property
-    def rowcount(self) -> int: ...
 
-    def fetchone(self) -> Any: ...
+@dataclass(frozen=True, slots=True)
+class _Sql:
+    """One statement, inside a `_Tx`: answered with its row (``fetch="one"``), its rows (``"all"``), the number
+    of rows it changed (``"count"``), or None."""
 
-    def fetchall(self) -> list[Any]: ...
+    sql: str
+    params: tuple[Any, ...] = ()
+    fetch: Literal["one", "all", "count", ""] = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Tx:
+    """Statements in one write transaction on the saver's connection, under its lock: ``steps`` yields `_Sql` (and
+    `_Off`) and returns the answer, or is one `_Sql`, answered. An exception in it rolls the transaction back."""
+
+    steps: Steps[Any] | _Sql
+
+
+@dataclass(frozen=True, slots=True)
+class _Off:
+    """A blocking call that is no statement (a ``/proc`` read): made as it is on the sync path, in a worker thread
+    on the async path (a lease local to this process does no I/O: on the loop)."""
+
+    call: Callable[[], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    """The heartbeat's pause: answered True to beat again, False once ``stop`` is set (the lease released)."""
+
+    seconds: float
+    stop: threading.Event
+
+
+@dataclass(frozen=True, slots=True)
+class _Fence:
+    """A SQLite saver's own tables set up (the fence's triggers watch them) and `FENCE_FUNCTION` made on its
+    connection for database ``db``."""
+
+    db: str
+
+
+# -- the stores: one body ----------------------------------------------------------------------------------
 
 
 class _Store:
-    def acquire(self, thread_id: str, ttl: float) -> ThreadLease:
+    """Where leases are kept. ``path``: how its requests are answered (`_run`, `_arun`)."""
+
+    path: ClassVar[Literal["local", "sync", "async"]] = "local"
+
+    def acquiring(self, thread_id: str, ttl: float) -> Steps[ThreadLease]:
         raise NotImplementedError
 
-    def renew(self, lease: ThreadLease) -> bool:
+    def renewing(self, lease: ThreadLease) -> Steps[bool]:
         raise NotImplementedError
 
-    def release(self, lease: ThreadLease) -> None:
+    def releasing(self, lease: ThreadLease) -> Steps[None]:
         raise NotImplementedError
 
 
@@ -472,106 +626,134 @@ def _decide(lease: ThreadLease, row: Any) -> None:
 
 
 class _SqlStore(_Store):
-    """The lease table in a SQLite file or a PostgreSQL database (``?`` or ``%s`` placeholders)."""
+    """The lease table in a SQLite file or a PostgreSQL database, through a sync saver's connection (sqlite3,
+    psycopg); `_AsyncSqlStore` through an async saver's."""
+
+    path: ClassVar[Literal["local", "sync", "async"]] = "sync"
 
     def __init__(self, saver: Any, postgres: bool) -> None:
         self.saver = saver
         self.postgres = postgres
         self.db = ""
+        self.ready = False
+
+    def preparing(self) -> Steps[None]:
+        """The table, or the epoch added to one made before it; which database this is; on SQLite, the fence."""
         try:
-            with self._transaction() as execute:
-                self._prepare(execute)
+            yield _Tx(self._prepared())
         except Exception:
             # PostgreSQL's CREATE TABLE IF NOT EXISTS can fail when another process creates the same table at
             # that moment (a unique violation in its catalog): then the table exists, and once more is a no-op.
-            with self._transaction() as execute:
-                self._prepare(execute)
-        if postgres:
-            _DB_KEYS[saver] = self.db
+            yield _Tx(self._prepared())
+        if not self.postgres:
+            yield _Fence(self.db)
+            yield _Tx(self._fenced())
+        DB_KEYS[self.saver] = self.db
+        self.ready = True
+
+    def _prepared(self) -> Steps[None]:
+        yield _Sql(create_sql(self.postgres))
+        rows = yield _Sql(columns_sql(self.postgres), fetch="all")
+        if "epoch" not in {_plain(r)[0] for r in rows}:
+            yield _Sql(ADD_EPOCH_SQL)
+        if self.postgres:
+            self.db = pg_db_key((yield _Sql(PG_DB_SQL, fetch="one")))
         else:
-            install_sqlite_fence(saver)
-            self.db = _DB_KEYS[saver]
+            self.db = sqlite_db_key((yield _Sql(SQLITE_DB_SQL, fetch="all")), self.saver.conn)
 
-    def _prepare(self, execute: Any) -> None:
-        """Create the table, or add the epoch to one made before it; learn which database this is."""
-        execute(create_sql(self.postgres))
-        if "epoch" not in {_plain(r)[0] for r in execute(columns_sql(self.postgres)).fetchall()}:
-            execute(ADD_EPOCH_SQL)
-        if self.postgres:
-            self.db = pg_db_key(execute(PG_DB_SQL).fetchone())
+    def _fenced(self) -> Steps[None]:
+        for table in FENCED_TABLES:
+            yield _Sql(sqlite_fence_sql(table))
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Callable[..., Rows]]:
-        """``execute(sql, params) -> cursor`` inside one write transaction."""
-        if self.postgres:
-            conn_cm = pg_connection(self.saver)
-            with conn_cm as conn, conn.transaction(), conn.cursor() as pg_cur:
-                rows: Rows = pg_cur
-
-                def execute_pg(sql: str, params: tuple[Any, ...] = ()) -> Rows:
-                    pg_cur.execute(sql.replace("?", "%s"), params)
-                    return rows
-
-                yield execute_pg
-            return
-        saver: SqliteSaver = self.saver
-        with saver.lock:
-            conn = saver.conn
-            if conn.in_transaction:
-                conn.commit()
-            cur = conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")  # the write lock now: two processes decide one after the other
-            try:
-
-                def execute_sqlite(sql: str, params: tuple[Any, ...] = ()) -> Rows:
-                    cur.execute(sql, params)
-                    return cur
-
-                yield execute_sqlite
-            except BaseException:
-                conn.rollback()
-                raise
-            else:
-                conn.commit()
-            finally:
-                cur.close()
-
-    def acquire(self, thread_id: str, ttl: float) -> ThreadLease:
-        lease, values = _new_lease(thread_id, ttl)
+    def acquiring(self, thread_id: str, ttl: float) -> Steps[ThreadLease]:
+        made: tuple[ThreadLease, tuple[Any, ...]] = yield _Off(partial(_new_lease, thread_id, ttl))  # reads /proc
+        lease, values = made
         lease.db, lease._store = self.db, self
-        with self._transaction() as execute:
-            if execute(INSERT_SQL, values).rowcount == 1:
-                lease.epoch = 1
-                return lease
-            row = execute(select_sql(self.postgres), (thread_id,)).fetchone()
-            _decide(lease, _plain(row))
-            execute(TAKEOVER_SQL, (*values[1:], lease.epoch, thread_id))
+        yield _Tx(self._taking(lease, values))
         if lease.taken_over is not None:
             log.info("took over the lease of thread %r from %s (gone)", thread_id, lease.taken_over)
         return lease
 
-    def renew(self, lease: ThreadLease) -> bool:
+    def _taking(self, lease: ThreadLease, values: tuple[Any, ...]) -> Steps[None]:
+        if (yield _Sql(INSERT_SQL, values, fetch="count")) == 1:
+            lease.epoch = 1
+            return
+        row = yield _Sql(select_sql(self.postgres), (lease.thread_id,), fetch="one")
+        yield _Off(partial(_decide, lease, _plain(row)))  # is the holder alive? (/proc again)
+        yield _Sql(TAKEOVER_SQL, (*values[1:], lease.epoch, lease.thread_id))
+
+    def renewing(self, lease: ThreadLease) -> Steps[bool]:
         began = time.monotonic()
         now = time.time()
-        with self._transaction() as execute:
-            renewed = bool(execute(RENEW_SQL, (now, now + lease.ttl, lease.thread_id, lease.token)).rowcount == 1)
+        count = yield _Tx(_Sql(RENEW_SQL, (now, now + lease.ttl, lease.thread_id, lease.token), "count"))
+        renewed = bool(count == 1)
         if renewed:
             lease.renewed = began
         return renewed
 
-    def release(self, lease: ThreadLease) -> None:
+    def releasing(self, lease: ThreadLease) -> Steps[None]:
         try:
-            with self._transaction() as execute:
-                execute(RELEASE_SQL, (lease.thread_id, lease.token))
+            yield _Tx(_Sql(RELEASE_SQL, (lease.thread_id, lease.token)))
         except Exception as exc:  # the database is gone: the lease expires on its own
             log.warning("could not release the lease of thread %r: %s", lease.thread_id, exc)
 
+    @contextmanager
+    def _transaction(self) -> Iterator[Callable[..., Any]]:
+        """``execute(sql, params) -> cursor`` inside one write transaction, on the saver's connection (a pool's, or
+        its one connection under its lock). On SQLite ``BEGIN IMMEDIATE``: the write lock now, so two processes
+        decide one after the other."""
+        with pg_connection(self.saver) if self.postgres else _locked(self.saver) as conn:
+            if not self.postgres and conn.in_transaction:
+                conn.commit()
+            conn.execute("BEGIN" if self.postgres else "BEGIN IMMEDIATE")
+            try:
+                yield partial(_statement, conn, self.postgres)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
 
-def _plain(row: Any) -> tuple[Any, ...]:
-    """A row as a tuple (PostgresSaver connections return dict rows)."""
-    if isinstance(row, dict):
-        return tuple(row.values())
-    return tuple(row)
+
+class _AsyncSqlStore(_SqlStore):
+    """`_SqlStore` through an async saver's connection (aiosqlite, psycopg's async connection or pool)."""
+
+    path = "async"
+
+    @asynccontextmanager
+    async def _transaction(  # type: ignore[override]  # the same transaction, awaited: the async driver's
+        self,
+    ) -> AsyncIterator[Callable[..., Awaitable[Any]]]:
+        """`_SqlStore._transaction` on an async saver: ``await execute(sql, params) -> cursor``."""
+        async with apg_connection(self.saver) if self.postgres else _alocked(self.saver) as conn:
+            if not self.postgres and conn.in_transaction:
+                await conn.commit()
+            await conn.execute("BEGIN" if self.postgres else "BEGIN IMMEDIATE")
+            try:
+                yield partial(_astatement, conn, self.postgres)
+            except BaseException:
+                await conn.rollback()
+                raise
+            await conn.commit()
+
+
+@contextmanager
+def _locked(saver: Any) -> Iterator[Any]:
+    with saver.lock:
+        yield saver.conn
+
+
+@asynccontextmanager
+async def _alocked(saver: Any) -> AsyncIterator[Any]:
+    async with saver.lock:  # the saver's own writes wait: none lands inside a transaction of ours
+        yield saver.conn
+
+
+def _statement(conn: Any, postgres: bool, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    return conn.execute(sql.replace("?", "%s") if postgres else sql, params)
+
+
+async def _astatement(conn: Any, postgres: bool, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    return await conn.execute(sql.replace("?", "%s") if postgres else sql, params)
 
 
 class _LocalStore(_Store):
@@ -583,8 +765,13 @@ class _LocalStore(_Store):
     def __init__(self, saver: Any) -> None:
         self.key = id(saver)
 
-    def acquire(self, thread_id: str, ttl: float) -> ThreadLease:
+    def acquiring(self, thread_id: str, ttl: float) -> Steps[ThreadLease]:
+        lease: ThreadLease = yield _Off(partial(self._acquire, thread_id, ttl))
+        return lease
+
+    def _acquire(self, thread_id: str, ttl: float) -> ThreadLease:
         lease, _ = _new_lease(thread_id, ttl)
+        lease._store = self
         with self._lock:
             other = self._held.get((self.key, thread_id))
             if other is not None:
@@ -592,14 +779,91 @@ class _LocalStore(_Store):
             self._held[(self.key, thread_id)] = lease
         return lease
 
-    def renew(self, lease: ThreadLease) -> bool:
+    def renewing(self, lease: ThreadLease) -> Steps[bool]:
+        held: bool = yield _Off(partial(self._holds, lease))
+        return held
+
+    def _holds(self, lease: ThreadLease) -> bool:
         with self._lock:
             return self._held.get((self.key, lease.thread_id)) is lease
 
-    def release(self, lease: ThreadLease) -> None:
+    def releasing(self, lease: ThreadLease) -> Steps[None]:
+        yield _Off(partial(self._release, lease))
+
+    def _release(self, lease: ThreadLease) -> None:
         with self._lock:
             if self._held.get((self.key, lease.thread_id)) is lease:
                 del self._held[(self.key, lease.thread_id)]
+
+
+def _plain(row: Any) -> tuple[Any, ...]:
+    """A row as a tuple (PostgresSaver connections return dict rows)."""
+    if isinstance(row, dict):
+        return tuple(row.values())
+    return tuple(row)
+
+
+# -- the two drivers -----------------------------------------------------------------------------------------
+
+
+def _run(store: _Store, steps: Steps[T]) -> T:
+    """Run a store's ``steps`` on this thread (a sync or a local store)."""
+    return drive(steps, partial(_answer, store, None))
+
+
+def _answer(store: Any, execute: Any, request: Any) -> Any:
+    kind = type(request)
+    if kind is _Sql:
+        rows = execute(request.sql, request.params)
+        if request.fetch == "count":
+            return rows.rowcount
+        return rows.fetchone() if request.fetch == "one" else rows.fetchall() if request.fetch else None
+    if kind is _Tx:
+        with store._transaction() as tx:
+            steps = request.steps
+            return _answer(store, tx, steps) if type(steps) is _Sql else drive(steps, partial(_answer, store, tx))
+    if kind is _Wait:
+        return not request.stop.wait(request.seconds)
+    if kind is _Fence:
+        with store.saver.lock:
+            store.saver.setup()
+            store.saver.conn.create_function(FENCE_FUNCTION, 1, sqlite_fence_function(request.db))
+        return None
+    return request.call()
+
+
+async def _arun(store: _Store, steps: Steps[T]) -> T:
+    """Run a store's ``steps`` from async code: an async store's on the loop, a sync store's in a worker thread,
+    a local store's (memory only) as they are."""
+    if store.path == "async":
+        return await adrive(steps, partial(_aanswer, store, None))
+    if store.path == "local":
+        return _run(store, steps)
+    return await asyncio.to_thread(_run, store, steps)
+
+
+async def _aanswer(store: Any, execute: Any, request: Any) -> Any:
+    kind = type(request)
+    if kind is _Sql:
+        rows = await execute(request.sql, request.params)
+        if request.fetch == "count":
+            return rows.rowcount
+        return await rows.fetchone() if request.fetch == "one" else await rows.fetchall() if request.fetch else None
+    if kind is _Tx:
+        async with store._transaction() as tx:
+            steps = request.steps
+            if type(steps) is _Sql:
+                return await _aanswer(store, tx, steps)
+            return await adrive(steps, partial(_aanswer, store, tx))
+    if kind is _Wait:
+        await asyncio.sleep(request.seconds)
+        return not request.stop.is_set()
+    if kind is _Fence:
+        await store.saver.setup()  # takes the saver's lock itself
+        async with store.saver.lock:
+            await store.saver.conn.create_function(FENCE_FUNCTION, 1, sqlite_fence_function(request.db))
+        return None
+    return await asyncio.to_thread(request.call)
 
 
 _stores: weakref.WeakKeyDictionary[Any, _SqlStore] = weakref.WeakKeyDictionary()
@@ -607,10 +871,25 @@ _stores_lock = threading.Lock()
 
 
 def _store_for(saver: Any) -> _Store:
+    """The store of a sync saver (its table created once per saver object); a local one for another saver."""
     if isinstance(saver, SqliteSaver) or is_postgres(saver):
-        with _stores_lock:  # the table is created once per saver object
+        with _stores_lock:
             store = _stores.get(saver)
             if store is None:
-                store = _stores[saver] = _SqlStore(saver, postgres=not isinstance(saver, SqliteSaver))
+                store = _SqlStore(saver, postgres=not isinstance(saver, SqliteSaver))
+                _run(store, store.preparing())
+                _stores[saver] = store
             return store
     return _LocalStore(saver)
+
+
+async def astore_for(saver: Any) -> _SqlStore | None:
+    """Where an async saver keeps its leases (the table created once per saver object); None for another saver."""
+    if is_async_sqlite(saver) or is_async_postgres(saver):
+        store = _stores.get(saver)
+        if store is None:
+            store = _stores[saver] = _AsyncSqlStore(saver, postgres=is_async_postgres(saver))
+        if not store.ready:
+            await _arun(store, store.preparing())
+        return store
+    return None
