@@ -1107,8 +1107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     data, continuation = loaded
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
-    def save() -> None:
-        args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    def save() -> None:  # whole or not at all: a stop (SIGTERM) during the write leaves the file as it was
+        part = args.out.with_name(args.out.name + ".part")
+        part.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        os.replace(part, args.out)
 
     suite = _Suite(args, tasks, budget, overrides, data, save, made["commit"], continuation)
     if args.base_url is not None:

@@ -206,3 +206,27 @@ def test_the_tables_count_planmode_smalls_claims_and_repairs_as_planmodes() -> N
     loop = next(line for line in lines if "| loop |" in line)
     assert "| 1 / 2 |" in small and "| 1 | 1 |" in small  # claimed, false claims, repairs
     assert small.count("n/a") == 0 and loop.count("n/a") == 3
+
+
+def test_a_stop_while_the_file_is_written_leaves_the_runs_recorded_before(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM (the session's timeout) may land while the results are written: the file keeps what it held."""
+    out = tmp_path / "heldout.json"
+    _counted(monkeypatch)
+    _at(monkeypatch, "abc1234")
+    assert _main(server, out, "--systems", "loop", "--runs", "1") == 0
+    before = out.read_bytes()
+    write = Path.write_text
+
+    def stopped(self: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        write(self, text[:20], *args, **kwargs)
+        if self.suffix in (".json", ".part") and self.parent == tmp_path:
+            raise SystemExit(143)
+        return len(text)
+
+    monkeypatch.setattr(Path, "write_text", stopped)
+    with pytest.raises(SystemExit):
+        _main(server, out, "--systems", "loop", "--runs", "2")
+    monkeypatch.setattr(Path, "write_text", write)
+    assert out.read_bytes() == before
