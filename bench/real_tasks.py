@@ -408,8 +408,8 @@ def _run_planmode(
     ws = workdir / "ws"
     thread = uuid.uuid4().hex[:12]
     capped = {"max_tokens": budget.tokens} if budget is not None else {}  # the token cap as planmode's own budget
-    given = {**PLANMODE_RUN, **capped, **(overrides or {}), "model_profile": profile}
-    ctx = PlanModeContext(**{**given, "base_url": base_url, "model": model})
+    settings = {**PLANMODE_RUN, **capped, **(overrides or {}), "model_profile": profile}
+    ctx = PlanModeContext(**{**settings, "base_url": base_url, "model": model})
     saver = sqlite_checkpointer(workdir / "runs.sqlite")
     graph = build_graph(tools=workspace_tools(ws), checkpointer=saver)
     config: Any = {"configurable": {"thread_id": thread}}
