@@ -35,7 +35,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 # The approval key that seals approval records (planmode.approval_key): one fixed key for the suite and every
 # process it starts (CLI runs, crash workers, `langgraph dev`), so no test writes a key file into the home folder.
-# tests/graph/test_execution_guard.py covers the key file itself.
+# tests/graph/nodes/test_execution_guard.py covers the key file itself.
 os.environ.setdefault("PLANMODE_APPROVAL_KEY", "planmode-test-suite-approval-key")
 
 

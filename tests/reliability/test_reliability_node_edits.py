@@ -21,7 +21,7 @@ from langgraph.types import Command
 from planmode.graph import build_graph
 from planmode.state.models import Plan, StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
-from tests.graph.test_graph_repair import FIX_PATCH, HEADLESS, NEEDS_ADJUSTMENT, PLAN, TASK, Counting
+from tests.graph.nodes.test_graph_repair import FIX_PATCH, HEADLESS, NEEDS_ADJUSTMENT, PLAN, TASK, Counting
 
 pytestmark = pytest.mark.integration
 

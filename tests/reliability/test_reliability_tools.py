@@ -6,7 +6,7 @@ FIFOs, and the run's own database (with its -wal, -shm, -journal and .edit-lock 
 Every trial, through a tool call as LangGraph's ToolNode makes it: the answer comes back as the tool's result
 (never an exception), within a bound (10 s; no FIFO blocks, no regex backtracks for long), as text that can
 be encoded (so the checkpoint that stores it can be written), and nothing in the workspace changes — the
-database above all. The unit tests of each defence are in ``tests/graph/test_tools_workspace.py`` and
+database above all. The unit tests of each defence are in ``tests/graph/tools/test_tools_workspace.py`` and
 ``tests/cli/test_cli_protected.py``; this file is the trial count the reliability table quotes.
 """
 

@@ -14,7 +14,7 @@ from planmode.graph import build_graph
 from planmode.state.approvals import decisions
 from planmode.state.models import StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
-from tests.graph.test_approval_integrity import Recorder, cfg
+from tests.graph.nodes.test_approval_integrity import Recorder, cfg
 
 PLAN = {
     "title": "Release",

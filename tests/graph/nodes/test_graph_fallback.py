@@ -10,7 +10,7 @@ from planmode.graph import build_graph
 from planmode.persistence import sqlite_checkpointer
 from planmode.state.models import StepStatus
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
-from tests.graph.test_graph_repair import HEADLESS, NEEDS_ADJUSTMENT, PLAN, TASK, Counting, thread
+from tests.graph.nodes.test_graph_repair import HEADLESS, NEEDS_ADJUSTMENT, PLAN, TASK, Counting, thread
 
 # what the model answers when asked for a whole plan: every step (done ones included, without statuses)
 FULL_PLAN = {

@@ -28,7 +28,7 @@ from planmode.state.models import Step, StepStatus
 from planmode.state.reducer import PlanUpdate
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel
 from planmode.tools import read_only
-from tests.graph.test_execution_guard import ASK, TASK, Recorder, approve_shown, cfg, graph_with, interrupt_of
+from tests.graph.nodes.test_execution_guard import ASK, TASK, Recorder, approve_shown, cfg, graph_with, interrupt_of
 
 S = StepStatus
 

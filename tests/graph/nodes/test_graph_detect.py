@@ -156,7 +156,7 @@ def test_without_an_api_key_the_graph_builds_and_running_it_names_the_key(checkp
     assert graph.get_state(thread()).values["messages"][0].content == SIMPLE  # the thread stays readable
 
 
-DATA = Path(__file__).resolve().parent / "data" / "detect_requests.jsonl"
+DATA = Path(__file__).resolve().parent.parent / "data" / "detect_requests.jsonl"
 
 
 def _labelled() -> list[dict[str, str]]:

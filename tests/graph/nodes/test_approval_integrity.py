@@ -422,9 +422,9 @@ def test_a_patch_that_adds_a_step_is_decided_by_the_policy_not_the_settings(chec
     """A patch that adds a step (``reapprove_patches`` off, a needs_adjustment reflection) is not approved by the
     settings: the policy decides it, here a human (``approval="ask"``), and the added step runs only after the
     answer. (A patch that adds no step and no write tool goes on without asking:
-    ``tests/graph/test_guard_bindings.py``.)"""
-    from tests.graph.test_graph_repair import FIX_PATCH, NEEDS_ADJUSTMENT, Counting
-    from tests.graph.test_graph_repair import PLAN as SERVICE
+    ``tests/graph/nodes/test_guard_bindings.py``.)"""
+    from tests.graph.nodes.test_graph_repair import FIX_PATCH, NEEDS_ADJUSTMENT, Counting
+    from tests.graph.nodes.test_graph_repair import PLAN as SERVICE
 
     counting = Counting()
     model = ScriptedChatModel(responder=PurposeScript(plan=SERVICE, reflect=NEEDS_ADJUSTMENT, patch=FIX_PATCH))
@@ -449,8 +449,8 @@ def test_a_step_edited_in_before_a_patch_is_not_approved_by_the_patch(checkpoint
     """A patch applied without re-approval rebinds execution to the patched plan, but only when the plan it
     patched was the approved one: a step added by ``update_state`` just before the patch (a breakpoint at
     patch) still waits for a human."""
-    from tests.graph.test_graph_repair import FIX_PATCH, NEEDS_ADJUSTMENT, Counting
-    from tests.graph.test_graph_repair import PLAN as SERVICE
+    from tests.graph.nodes.test_graph_repair import FIX_PATCH, NEEDS_ADJUSTMENT, Counting
+    from tests.graph.nodes.test_graph_repair import PLAN as SERVICE
 
     counting = Counting()
     model = ScriptedChatModel(responder=PurposeScript(plan=SERVICE, reflect=NEEDS_ADJUSTMENT, patch=FIX_PATCH))

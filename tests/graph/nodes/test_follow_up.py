@@ -21,7 +21,7 @@ from planmode.state.models import Plan
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import workspace_tools
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts_follow_up.txt"
+SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "prompts_follow_up.txt"
 
 FIRST_TASK = "Write notes.md with a heading about the quarterly ledger"
 FIRST_PLAN = {

@@ -2,7 +2,7 @@
 constant or to how a node formats it shows up in review as a diff of tests/graph/snapshots/prompts.txt.
 
 Regenerate after an intended change: ``PLANMODE_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest
-tests/graph/test_prompts_snapshot.py``.
+tests/graph/llm/test_prompts_snapshot.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from planmode.graph import build_graph
 from planmode.testing.scripted import PurposeScript, ScriptedChatModel, ScriptRequest, tool_call
 from planmode.tools import read_only
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "prompts.txt"
+SNAPSHOT = Path(__file__).parent.parent / "snapshots" / "prompts.txt"
 
 PLAN = {
     "title": "Greeting",
