@@ -1,1 +1,2 @@
-"""tests/graph/adapters: the small-model adapter (src/planmode/adapters/small_models/), with the scripted model."""
+"""tests/graph/adapters: the small-model adapter (src/planmode/adapters/small_models/),
+with the scripted model."""

@@ -1,1 +1,2 @@
-"""tests/graph/llm: the model layer and the prompts (src/planmode/llm/, src/planmode/prompts.py), with the scripted model."""
+"""tests/graph/llm: the model layer and the prompts (src/planmode/llm/, src/planmode/prompts.py),
+with the scripted model."""

@@ -551,7 +551,8 @@ class FailsOnce(Counting):
 def test_a_patch_that_gives_a_reason_and_changes_nothing_retries_the_failed_step(checkpointer: SqliteSaver) -> None:
     """The 1.5B's patch model answered "the patch changes nothing, so no change is needed" (ten refusals in the
     rounds recorded, each a call, then the full-plan fallback's). With a reason and no change, it is a retry of the
-    failed steps, as on_track is; without even a reason it is refused as before (tests/graph/nodes/test_graph_fallback.py)."""
+    failed steps, as on_track is; without even a reason it is refused as before
+    (tests/graph/nodes/test_graph_fallback.py)."""
     nothing = {"reason": "b is right as it is: run it again"}
     values, model, counting = headless(checkpointer, NEEDS_ADJUSTMENT, patch=nothing, counting=FailsOnce())
     assert values["status"] == "completed", values.get("error")

@@ -1,1 +1,2 @@
-"""tests/graph/tools: the tool loop and the workspace tools (src/planmode/tools/), with the scripted model."""
+"""tests/graph/tools: the tool loop and the workspace tools (src/planmode/tools/),
+with the scripted model."""
