@@ -149,8 +149,8 @@ Repair the plan with the smallest patch that works. Answer JSON with:
 - remove_steps: ids of steps to drop.
 Steps marked done must not be changed or removed. A failed step that you update is reset and runs again. A step
 that changes a file a done step made declares a file check on that file.
-Example: {"reason": "the test needs the module", "update_steps": [{"id": "write_test", "dependencies":
-["write_mathx"]}]}"""
+Example: {"reason": "the summary needs the totals", "update_steps": [{"id": "write_summary", "dependencies":
+["sum_totals"]}]}"""
 
 PATCH_USER = """{plan}
 
