@@ -763,7 +763,7 @@ def test_a_write_to_a_file_the_task_gives_to_read_is_refused_where_the_step_runs
     assert any(
         "refused: names.txt is the work of a step that is done, or a file the task gives to read" in t for t in seen
     )
-    assert any("(write this step's own file, greet_all.py, with write_file)" in t for t in seen), seen  # by name
+    assert any("write this step's own file, greet_all.py, with write_file)" in t for t in seen), seen  # by name
     assert out["status"] == "completed", out.get("error")
 
 
