@@ -160,10 +160,10 @@ def done_files(plan: Plan, step: StepDefinition) -> frozenset[str]:
     ``step`` does not declare as its own: a write to one of them from ``step`` is refused where the write happens
     (`planmode.tools.loop.ToolGate`, the workspace tools). One pass over the plan's checks, no text read."""
     done: set[str] = set()
-    for other in plan.steps:
-        if other.id != step.id and other.status.value == "done":
+    for other in plan.steps:  # most steps declare no file check: they cost one test each
+        if other.checks and other.status == "done" and other.id != step.id:
             done.update(declared_files(other))
-    return frozenset(done - set(declared_files(step)))
+    return frozenset(done - set(declared_files(step))) if done else frozenset()
 
 
 def empty_file(step: StepDefinition, path: str) -> bool:
