@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from planmode._packed import is_packed, unpack_plan
 from planmode.persistence.rows import HEAD_SQL, heads_sql, parse_ts, sqlite_lease_holders
 
 __all__ = [
@@ -189,10 +190,8 @@ def interrupt_type(values: Iterable[Any]) -> str | None:
 def _plan_facts(plan: Any) -> tuple[int | None, dict[str, int], str, str]:
     """(version, step counts, title, goal) of a plan stored as JSON data, packed or not (`planmode._packed`);
     `_Unreadable` for anything else."""
-    if isinstance(plan, Mapping) and "planmode_plan" in plan:  # packed: read only then (`ls` starts fast)
-        from planmode._packed import unpack_plan
-
-        plan = unpack_plan(dict(plan))
+    if is_packed(plan):
+        plan = unpack_plan(plan)
         if plan is None:
             raise _Unreadable("a packed plan that cannot be read")
     if plan is None:

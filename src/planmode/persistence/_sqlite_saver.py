@@ -20,10 +20,11 @@ power loss. A FULL commit syncs the WAL file, and with it every commit before it
 
 A layer then syncs once, as a bare LangGraph loop with one checkpoint per layer does.
 
-SQLite checkpoints store the whole state, the whole plan included, at every super-step. The plan is the
-largest value and does not change in the super-step that executes steps, so the saver keeps the encoding of
-the last plan it wrote and reuses it while the plan channel is unchanged (the same `Plan` object, and
-``plan`` not among the checkpoint's updated channels). The bytes written are the serializer's own.
+SQLite checkpoints store the whole state, the whole plan included, at every super-step. planmode's plan channel
+stores the plan packed (`planmode._packed`, made once per plan object), so what this saver writes of it is small.
+A plan kept as a `Plan` object in a plain channel (a graph of one's own) is encoded once and the encoding reused
+while the channel is unchanged (the same object, and ``plan`` not among the checkpoint's updated channels); the
+bytes written are the serializer's own.
 
 Writes made while this process holds the thread's lease are fenced (`planmode.persistence.lease`): the fence is
 installed on this saver's connection once a lease is held in the process, and a refused write raises `LeaseLostError`.

@@ -76,6 +76,7 @@ from planmode._cache import IdentityCache
 # A node with a sync and an async function, as LangGraph's own prebuilt nodes (ToolNode) are built.
 from planmode._compat import CONFIG_KEY_CHECKPOINTER, RunnableCallable
 from planmode._drive import Call, adrive, drive
+from planmode.adapters import adapter_for
 from planmode.context import PlanModeContext
 from planmode.llm import afit_transcript, fit_transcript, model_failure, normalize_messages, text_of
 from planmode.tools import StepTools, is_read_only
@@ -476,7 +477,7 @@ def _loop_for(
     """The compiled loop for these arguments, compiled once (a compile costs milliseconds, as much as the rest of
     a step's framework overhead). Text calls are read when the caller asks (``text_calls``) or the run's settings
     switch the small-model adapter on (``model_profile="small"``)."""
-    text_calls = text_calls or getattr(settings, "model_profile", None) == "small"
+    text_calls = text_calls or adapter_for(settings) is not None
     return _LOOPS.get(
         (model, *tools, *(binding.tools if binding else ())),
         (
