@@ -313,3 +313,27 @@ def test_overwrite_skips_a_plain_reducer_but_not_plan_channel(open_saver: Callab
     after = plan_of(guarded, config)
     assert after.steps == before.steps
     assert "'fetch' is done" in " ".join(after.rejections[-1].reasons)
+
+
+def test_a_packed_plan_written_by_update_state_cannot_undo_a_done_step(open_saver: Callable[..., SqliteSaver]) -> None:
+    """The channel stores the plan packed (`planmode._packed`); a state edit that writes that form, with the done
+    step's work rewritten, goes through the reducer like any other write: refused, the done step kept."""
+    from planmode._packed import pack_plan_data
+
+    config = {"configurable": {"thread_id": "t-packed-edit"}}
+    guarded = build(ChannelState, open_saver(allowlisted()))
+    guarded.invoke({}, config)
+    before = plan_of(guarded, config)
+    assert any(s.status.value == "done" for s in before.steps)
+    forged = before.model_dump(mode="json")
+    forged["steps"] = [
+        {**s, "description": "forged", "status": "pending", "result": None} if s["status"] == "done" else s
+        for s in forged["steps"]
+    ]
+    for value in (pack_plan_data(forged), Overwrite(pack_plan_data(forged))):
+        guarded.update_state(config, {"plan": value})
+        after = plan_of(guarded, config)
+        assert [(s.id, s.description, s.status) for s in after.steps] == [
+            (s.id, s.description, s.status) for s in before.steps
+        ]
+        assert after.rejections, "the edit is recorded as refused"
